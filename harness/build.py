@@ -1,0 +1,55 @@
+"""The offline build report: compile every kernel for an arch and predict its occupancy."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+
+from harness import occupancy
+from harness.archs import can_run, get_arch
+from harness.compile import compile_kernel
+from harness.errors import HarnessError
+from harness.registry import Kernel
+
+DEFAULT_SIZE = (4096, 4096, 4096)
+
+
+def build_row(kernel: Kernel, arch: str, size=DEFAULT_SIZE,
+              carveout_pct: int | None = None) -> dict:
+    """Compile ``kernel`` for ``arch``; resources and predicted occupancy at ``size``."""
+    row = {"kernel": kernel.name, "arch": arch, "file": str(kernel.spec.path.name)}
+    need = get_arch(kernel.spec.min_arch)
+    if not can_run(need, get_arch(arch)):
+        return {**row, "status": "skipped",
+                "message": f"needs {need.name} (min_arch), not built for {arch}"}
+    try:
+        compiled = compile_kernel(kernel, arch)
+    except HarnessError as exc:
+        return {**row, "status": "compile error", "message": str(exc)}
+    res = compiled.resources
+    m, n, k = size
+    dynamic = kernel.dynamic_smem_bytes(m, n, k)
+    carveout = carveout_pct if carveout_pct is not None else kernel.spec.carveout_pct
+    occ = occupancy.predict(get_arch(arch), kernel.block_threads, res.registers,
+                            res.static_smem_bytes, dynamic, carveout)
+    problems = occupancy.launch_problems(get_arch(arch), kernel.block_threads, res.registers,
+                                         res.static_smem_bytes, dynamic)
+    return {
+        **row, "status": "cannot launch" if problems else "ok",
+        "message": "; ".join(problems) or "ok",
+        "registers": res.registers, "static_smem_bytes": res.static_smem_bytes,
+        "spill_store_bytes": res.spill_store_bytes, "spill_load_bytes": res.spill_load_bytes,
+        "stack_frame_bytes": res.stack_frame_bytes, "barriers": res.barriers,
+        "block_threads": kernel.block_threads, "block": list(kernel.block_dims),
+        "grid": list(kernel.grid_dims(m, n, k)), "size": list(size),
+        "dynamic_smem_bytes": dynamic, "blocks_per_sm": occ.blocks_per_sm,
+        "occupancy_pct": occ.occupancy_pct, "limiter": occ.limiter,
+        "compiler": compiled.compiler, "cached": compiled.cached,
+    }
+
+
+def build_all(kernels: Sequence[Kernel], arch: str, size=DEFAULT_SIZE,
+              carveout_pct: int | None = None) -> list[dict]:
+    """:func:`build_row` for every kernel, compiled in parallel, in registry order."""
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        return list(pool.map(lambda k: build_row(k, arch, size, carveout_pct), kernels))

@@ -1,0 +1,292 @@
+"""The ``harness`` command line: list, build, occupancy, run."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from dataclasses import asdict
+from pathlib import Path
+
+from tabulate import tabulate
+
+from harness import report
+from harness.archs import ARCHS
+from harness.build import DEFAULT_SIZE, build_all
+from harness.errors import HarnessError
+from harness.registry import DEFAULT_KERNEL_DIRS, PROJECT_ROOT, discover, select
+from harness.runner import parse_size
+
+DEFAULT_RUN_SIZES = ("1024", "2048", "4096")
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="harness", description=__doc__)
+    parser.add_argument("--kernel-dir", action="append", type=Path, metavar="DIR",
+                        help="folder of kernel files (repeatable; default: the project's cu/ "
+                             "and ptx/)")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    sub.add_parser("list", help="the registry: kernel, file, precision, min arch, summary")
+
+    build = sub.add_parser("build", help="compile to cubin and report resources (no GPU needed)")
+    build.add_argument("kernels", nargs="*", metavar="KERNEL")
+    build.add_argument("--arch", default="sm_90", choices=sorted(ARCHS))
+    build.add_argument("--size", default=",".join(map(str, DEFAULT_SIZE)),
+                       help="problem size for the launch shape: N or M,N,K (default 4096)")
+    build.add_argument("--json", action="store_true", help="print a JSON list")
+
+    occ = sub.add_parser("occupancy", help="occupancy breakdown, offline and from the driver")
+    occ.add_argument("kernels", nargs="*", metavar="KERNEL")
+    occ.add_argument("--arch", choices=sorted(ARCHS),
+                     help="predict for this arch (default: the GPU's, else sm_90)")
+    occ.add_argument("--size", default=",".join(map(str, DEFAULT_SIZE)))
+    occ.add_argument("--carveout", type=int, metavar="PCT",
+                     help="preferred shared-memory carve-out in percent (default: the spec's, "
+                          "else the driver's)")
+    occ.add_argument("--json", action="store_true")
+    occ.add_argument("--sweep", action="store_true",
+                     help="GPU: compare offline and driver occupancy for every kernel (and "
+                          "carve-out) and a probe sweep of registers, block sizes, dynamic smem "
+                          "and carve-outs; writes reports/<gpu>/occupancy-sweep.{json,md}")
+    occ.add_argument("--report-dir", type=Path, default=PROJECT_ROOT / "reports")
+
+    run = sub.add_parser("run", help="check, time and report against cuBLAS (needs a GPU)")
+    run.add_argument("kernels", nargs="*", metavar="KERNEL")
+    run.add_argument("--size", action="append", metavar="N|M,N,K",
+                     help=f"problem size (repeatable; default {', '.join(DEFAULT_RUN_SIZES)})")
+    mode = run.add_mutually_exclusive_group()
+    mode.add_argument("--cold", dest="cold_l2", action="store_true", default=True,
+                      help="flush L2 before every repetition (default)")
+    mode.add_argument("--hot", dest="cold_l2", action="store_false", help="warm L2, no flush")
+    run.add_argument("--json", type=Path, metavar="PATH",
+                     help="JSON-lines file the results are appended to as they come "
+                          "(default: reports/<gpu>/run-<time>.jsonl)")
+    run.add_argument("--report-dir", type=Path, default=PROJECT_ROOT / "reports",
+                     help="where reports/<gpu>/ goes (default: the project's reports/)")
+    run.add_argument("--timeout-s", type=float, default=300.0,
+                     help="seconds without progress before a kernel is called hung (300)")
+    run.add_argument("--budget-ms", type=float, default=300.0,
+                     help="GPU time per timing, turned into repetitions (300)")
+    run.add_argument("--warmup-ms", type=float, default=30.0)
+    run.add_argument("--carveout", type=int, metavar="PCT")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        kernels = discover(args.kernel_dir or DEFAULT_KERNEL_DIRS)
+        return _COMMANDS[args.command](args, kernels)
+    except HarnessError as exc:
+        print(f"harness: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("harness: interrupted; results so far are in the JSON-lines file", file=sys.stderr)
+        return 130
+
+
+def _list(args, kernels) -> int:
+    rows = [[k.name, _rel(k.spec.path), k.spec.precision, k.spec.min_arch, k.spec.summary]
+            for k in kernels]
+    print(tabulate(rows, headers=["kernel", "file", "precision", "min arch", "summary"],
+                   maxcolwidths=[None, None, None, None, 70]))
+    return 0
+
+
+def _build(args, kernels) -> int:
+    rows = build_all(select(kernels, args.kernels), args.arch, parse_size(args.size))
+    if args.json:
+        print(json.dumps(rows, indent=1))
+    else:
+        print(report.table(rows, report.BUILD_COLUMNS))
+        _print_problems(rows)
+    return 0 if all(r["status"] in ("ok", "skipped") for r in rows) else 1
+
+
+def _print_problems(rows) -> None:
+    for r in rows:
+        if r["status"] not in ("ok",):
+            print(f"- {r['kernel']} ({r['arch']}): {r['status']}: {r['message']}")
+
+
+def _occupancy(args, kernels) -> int:
+    from harness import occupancy as occ_mod
+    from harness.archs import get_arch
+    from harness.compile import compile_kernel
+    from harness.driver import gpu_status
+
+    m, n, k = parse_size(args.size)
+    gpu, why = gpu_status()
+    if args.sweep:
+        if not gpu:
+            raise HarnessError(f"--sweep compares with the driver and needs a GPU ({why})")
+        return _occupancy_sweep(args, select(kernels, args.kernels))
+    if not args.kernels:
+        raise HarnessError("name at least one KERNEL (see `harness list`), or pass --sweep")
+    out = []
+    for kernel in select(kernels, args.kernels):
+        entry: dict = {"kernel": kernel.name, "size": [m, n, k]}
+        if gpu:
+            from harness.driver import Device
+            from harness.gemm import LoadedGemm
+
+            with Device(0) as device:
+                arch = args.arch or device.arch.name
+                compiled = compile_kernel(kernel, device.arch.name)
+                gemm = LoadedGemm(device, kernel, compiled, args.carveout)
+                driver = gemm.occupancy(m, n, k)
+                entry["driver"] = {"gpu": device.name,
+                                   "blocks_per_sm": driver["driver_blocks_per_sm"],
+                                   "waves_per_sm": driver["waves_per_sm"],
+                                   "agrees_with_offline": driver["agree"]}
+                sm_count = device.sm_count
+        else:
+            arch, sm_count = args.arch or "sm_90", None
+            entry["driver"] = f"not queried: {why}"
+        compiled = compile_kernel(kernel, arch)
+        res = compiled.resources
+        dynamic = kernel.dynamic_smem_bytes(m, n, k)
+        carveout = args.carveout if args.carveout is not None else kernel.spec.carveout_pct
+        pred = occ_mod.predict(get_arch(arch), kernel.block_threads, res.registers,
+                               res.static_smem_bytes, dynamic, carveout)
+        grid = kernel.grid_dims(m, n, k)
+        entry["offline"] = pred.as_dict()
+        entry["grid_blocks"] = grid[0] * grid[1] * grid[2]
+        if sm_count and pred.blocks_per_sm:
+            entry["offline"]["waves_per_sm"] = occ_mod.waves_per_sm(
+                entry["grid_blocks"], pred.blocks_per_sm, sm_count)
+        entry["launch_problems"] = occ_mod.launch_problems(
+            get_arch(arch), kernel.block_threads, res.registers, res.static_smem_bytes, dynamic)
+        out.append(entry)
+    if args.json:
+        print(json.dumps(out, indent=1))
+        return 0
+    for entry in out:
+        p = entry["offline"]
+        rows = [
+            ("Registers Per Thread", p["registers_per_thread"]),
+            ("Static Shared Memory Per Block", f"{p['static_smem_bytes']} B"),
+            ("Dynamic Shared Memory Per Block", f"{p['dynamic_smem_bytes']} B"),
+            ("Driver Shared Memory Per Block", f"{p['reserved_smem_bytes']} B"),
+            ("Shared Memory Configuration Size", f"{p['smem_per_sm_bytes']} B"),
+            ("Threads Per Block", p["block_threads"]),
+            ("Block Limit Registers", p["block_limit_registers"]),
+            ("Block Limit Shared Mem", p["block_limit_smem"]),
+            ("Block Limit Warps", p["block_limit_warps"]),
+            ("Block Limit SM", p["block_limit_sm"]),
+            ("Theoretical Active Warps per SM", p["active_warps_per_sm"]),
+            ("Theoretical Occupancy", f"{p['occupancy_pct']:.1f} %"),
+            ("Limiter", p["limiter"]),
+            ("Grid Blocks", entry["grid_blocks"]),
+        ]
+        if "waves_per_sm" in p:
+            rows.append(("Waves Per SM", f"{p['waves_per_sm']:.2f}"))
+        driver = entry["driver"]
+        if isinstance(driver, dict):
+            rows.append((f"Driver Blocks Per SM ({driver['gpu']})", driver["blocks_per_sm"]))
+            rows.append(("Driver agrees with offline",
+                         "yes" if driver["agrees_with_offline"] else "NO: DISAGREEMENT"))
+        else:
+            rows.append(("Driver", driver))
+        carveout = "" if p["carveout_pct"] is None else f", carve-out {p['carveout_pct']}%"
+        print(f"{entry['kernel']} at {'x'.join(map(str, entry['size']))} on {p['arch']}{carveout}")
+        print(tabulate(rows, tablefmt="plain"))
+        for problem in entry["launch_problems"]:
+            print(f"cannot launch: {problem}")
+        print()
+    return 0
+
+
+def _occupancy_sweep(args, kernels) -> int:
+    from harness.compile import compile_kernel
+    from harness.driver import Device
+    from harness.gemm import LoadedGemm
+    from harness.occupancy_check import CARVEOUTS, compare_function, sweep
+
+    say = lambda line: print(line, file=sys.stderr)  # noqa: E731
+    with Device(0) as device:
+        rows = []
+        for kernel in kernels:
+            gemm = LoadedGemm(device, kernel, compile_kernel(kernel, device.arch.name))
+            configs = [(kernel.block_threads, kernel.dynamic_smem_bytes(*size), c)
+                       for size in ((1024,) * 3, (4096,) * 3) for c in CARVEOUTS]
+            rows += compare_function(device, gemm.function, kernel.name, gemm.registers,
+                                     gemm.static_smem_bytes, configs)
+        kernel_rows = len(rows)
+        say(f"registry kernels: {kernel_rows} configurations")
+        rows += sweep(device, say)
+        name = device.name
+    disagree = [r for r in rows if not r["agree"]]
+    folder = args.report_dir / report.gpu_slug(name)
+    folder.mkdir(parents=True, exist_ok=True)
+    summary = {"gpu": name, "date_utc": report.run_stamp(),
+               "command": " ".join(["harness", *sys.argv[1:]]),
+               "configurations": len(rows), "kernel_configurations": kernel_rows,
+               "probe_configurations": len(rows) - kernel_rows, "disagreements": len(disagree)}
+    (folder / "occupancy-sweep.json").write_text(
+        json.dumps({"summary": summary, "disagreements": disagree, "rows": rows}) + "\n")
+    md = [f"# Offline occupancy vs the driver on {name}", "",
+          *[f"- {key}: {value}" for key, value in summary.items()], ""]
+    if disagree:
+        md += ["## Disagreements", "", tabulate(disagree[:200], headers="keys",
+                                                 tablefmt="github"), ""]
+    (folder / "occupancy-sweep.md").write_text("\n".join(md))
+    print(f"{len(rows)} configurations compared ({kernel_rows} from registry kernels), "
+          f"{len(disagree)} disagreements; written to {folder}/occupancy-sweep.{{json,md}}")
+    for r in disagree[:20]:
+        print(f"  DISAGREE {r}")
+    return 0 if not disagree else 1
+
+
+def _run(args, kernels) -> int:
+    from harness.driver import gpu_status
+
+    chosen = select(kernels, args.kernels)
+    sizes = tuple(parse_size(s) for s in (args.size or DEFAULT_RUN_SIZES))
+    gpu, why = gpu_status()
+    if not gpu:
+        print(f"no GPU here ({why}): nothing can be checked or timed; the offline build report "
+              "for sm_90 follows")
+        rows = build_all(chosen, "sm_90")
+        print(report.table(rows, report.BUILD_COLUMNS))
+        _print_problems(rows)
+        return 0
+    from harness.driver import device_arch_name
+    from harness.runner import RunOptions, run
+    from harness.timing import TimingOptions
+
+    arch = device_arch_name()
+    stamp = report.run_stamp()
+    folder = args.report_dir / report.gpu_slug(why)
+    jsonl = args.json or folder / f"run-{stamp}.jsonl"
+    options = RunOptions(
+        sizes=sizes, kernel_dirs=tuple(args.kernel_dir or DEFAULT_KERNEL_DIRS),
+        timing=TimingOptions(cold_l2=args.cold_l2, budget_ms=args.budget_ms,
+                             warmup_ms=args.warmup_ms),
+        carveout_pct=args.carveout, timeout_s=args.timeout_s)
+    print(f"harness run: {len(chosen)} kernels x {len(sizes)} sizes on {why} ({arch}), "
+          f"{'cold' if args.cold_l2 else 'hot'} L2; results stream to {jsonl}", file=sys.stderr)
+    record = run(chosen, arch, options, jsonl, lambda line: print(line, file=sys.stderr))
+    meta = report.metadata(record.device, ["harness", *sys.argv[1:]],
+                           asdict(options.timing), sizes)
+    json_path, md_path = report.write_run(meta, record.rows, jsonl.with_suffix(""))
+    print(report.table(record.rows))
+    fails = report.failures(record.rows)
+    if fails:
+        print("\nNot passed:\n" + fails)
+    print(f"\nwritten: {jsonl}, {json_path}, {md_path}")
+    return 0 if all(r["status"] in ("pass", "skipped") for r in record.rows) else 1
+
+
+def _rel(path: Path) -> str:
+    try:
+        return str(path.resolve().relative_to(PROJECT_ROOT))
+    except ValueError:
+        return str(path)
+
+
+_COMMANDS = {"list": _list, "build": _build, "occupancy": _occupancy, "run": _run}
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,248 @@
+"""Host-side compilation to cubin: ``.cu`` through NVRTC, ``.ptx`` through nvJitLink.
+
+No GPU or driver is needed. Each compile keeps the ptxas resource report with its cubin in an
+on-disk cache keyed by source, options, target and compiler version (NVRTC's own cache returns an
+empty log on a hit, so it is turned off with ``--no-cache``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import tempfile
+from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
+
+from harness.archs import get_arch
+from harness.errors import CompileError, HarnessError
+from harness.ptxas import Resources, parse_report
+from harness.registry import Kernel
+
+CACHE_SCHEMA = 1
+
+
+@dataclass(frozen=True)
+class CompileOptions:
+    """How a kernel is compiled; each field names the compiler flag it maps to."""
+
+    arch: str = "sm_90"
+    """``-arch=sm_XX`` for NVRTC and nvJitLink: the exact target, cubin only (no PTX embedded)."""
+    line_info: bool = True
+    """``-lineinfo``: source lines in the cubin for profilers; no effect on the code."""
+    std: str = "c++17"
+    """``-std=`` for NVRTC."""
+    defines: tuple[str, ...] = ()
+    """``-DNAME=VALUE`` for NVRTC: the kernel's tile parameters."""
+    extra: tuple[str, ...] = field(default=())
+    """Further flags passed through unchanged."""
+
+    def nvrtc_flags(self) -> list[str]:
+        flags = [f"-arch={self.arch}", f"-std={self.std}", "--ptxas-options=-v", "--no-cache"]
+        if self.line_info:
+            flags.append("-lineinfo")
+        return flags + list(self.defines) + list(self.extra)
+
+    def nvjitlink_flags(self) -> list[str]:
+        flags = [f"-arch={self.arch}", "-verbose"]
+        if self.line_info:
+            flags.append("-lineinfo")
+        return flags + list(self.extra)
+
+
+@dataclass(frozen=True)
+class CompiledKernel:
+    """A cubin and what ptxas reported about its entry function."""
+
+    kernel: str
+    arch: str
+    cubin: bytes
+    resources: Resources
+    log: str
+    compiler: str
+    cached: bool
+
+
+@cache
+def compiler_versions() -> dict[str, str]:
+    """NVRTC and nvJitLink versions, as ``major.minor`` strings."""
+    from cuda.bindings import nvjitlink, nvrtc
+
+    from harness.cuda_check import check
+
+    major, minor = check(nvrtc.nvrtcVersion(), "nvrtcVersion")
+    link_major, link_minor = nvjitlink.version()
+    return {"nvrtc": f"{major}.{minor}", "nvjitlink": f"{link_major}.{link_minor}"}
+
+
+def cache_dir() -> Path:
+    """``$HARNESS_CACHE_DIR``, else ``$XDG_CACHE_HOME/kernel-harness`` (``~/.cache``)."""
+    if os.environ.get("HARNESS_CACHE_DIR"):
+        return Path(os.environ["HARNESS_CACHE_DIR"])
+    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(base) / "kernel-harness"
+
+
+def compile_kernel(kernel: Kernel, arch: str, *, use_cache: bool = True) -> CompiledKernel:
+    """Compile ``kernel`` for ``arch`` to a cubin, from the cache when the same compile is there."""
+    get_arch(arch)  # a clear error for an unknown target before the compiler sees it
+    spec = kernel.spec
+    source = spec.path.read_bytes()
+    if spec.language == "cu":
+        options = CompileOptions(arch=arch, defines=kernel.defines)
+        flags, compiler = options.nvrtc_flags(), f"nvrtc {compiler_versions()['nvrtc']}"
+    else:
+        options = CompileOptions(arch=arch)
+        flags, compiler = options.nvjitlink_flags(), f"nvjitlink {compiler_versions()['nvjitlink']}"
+    key = hashlib.sha256(
+        json.dumps([CACHE_SCHEMA, spec.language, flags, compiler]).encode() + source
+    ).hexdigest()[:32]
+    if use_cache:
+        hit = _cache_load(key, kernel, arch, compiler)
+        if hit:
+            return hit
+    if spec.language == "cu":
+        cubin, log = _nvrtc(source, str(spec.path), flags)
+    else:
+        cubin, log = _nvjitlink(source, spec.path, flags)
+    report = parse_report(log)
+    if spec.entry not in report:
+        raise CompileError(
+            f"{spec.path}: the compiler's resource report has no entry function {spec.entry!r} "
+            f"(found: {', '.join(report) or 'none'}); check the spec's entry and that the kernel "
+            "is extern \"C\" (.cu) or .visible .entry (.ptx)"
+        )
+    compiled = CompiledKernel(kernel.name, arch, cubin, report[spec.entry], log, compiler, False)
+    if use_cache:
+        _cache_store(key, compiled)
+    return compiled
+
+
+def _cache_load(key: str, kernel: Kernel, arch: str, compiler: str) -> CompiledKernel | None:
+    folder = cache_dir()
+    try:
+        meta = json.loads((folder / f"{key}.json").read_text())
+        cubin = (folder / f"{key}.cubin").read_bytes()
+    except (OSError, ValueError):
+        return None
+    if hashlib.sha256(cubin).hexdigest() != meta.get("cubin_sha256"):
+        return None  # a torn or foreign entry: compile again
+    return CompiledKernel(kernel.name, arch, cubin, Resources(**meta["resources"]), meta["log"],
+                          compiler, True)
+
+
+def _cache_store(key: str, compiled: CompiledKernel) -> None:
+    folder = cache_dir()
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        meta = {"resources": compiled.resources.as_dict(), "log": compiled.log,
+                "cubin_sha256": hashlib.sha256(compiled.cubin).hexdigest()}
+        for suffix, data in ((".cubin", compiled.cubin), (".json", json.dumps(meta).encode())):
+            fd, tmp = tempfile.mkstemp(dir=folder, suffix=".tmp")
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
+            os.replace(tmp, folder / f"{key}{suffix}")
+    except OSError:
+        pass  # the cache is an optimisation: a read-only home must not stop a compile
+
+
+def _nvrtc(source: bytes, name: str, flags: list[str]) -> tuple[bytes, str]:
+    from cuda.bindings import nvrtc
+
+    from harness.cuda_check import check
+
+    prog = check(nvrtc.nvrtcCreateProgram(source, name.encode(), 0, [], []), "nvrtcCreateProgram")
+    try:
+        encoded = [f.encode() for f in flags]
+        (status,) = nvrtc.nvrtcCompileProgram(prog, len(encoded), encoded)
+        size = check(nvrtc.nvrtcGetProgramLogSize(prog), "nvrtcGetProgramLogSize")
+        buf = bytearray(size)
+        check(nvrtc.nvrtcGetProgramLog(prog, buf), "nvrtcGetProgramLog")
+        log = buf.rstrip(b"\0").decode(errors="replace")
+        if status != nvrtc.nvrtcResult.NVRTC_SUCCESS:
+            raise CompileError(_explain_nvrtc(log, name, source.decode(errors="replace"), flags))
+        size = check(nvrtc.nvrtcGetCUBINSize(prog), "nvrtcGetCUBINSize")
+        cubin = bytearray(size)
+        check(nvrtc.nvrtcGetCUBIN(prog, cubin), "nvrtcGetCUBIN")
+        return bytes(cubin), log
+    finally:
+        check(nvrtc.nvrtcDestroyProgram(prog), "nvrtcDestroyProgram")
+
+
+_NVRTC_DIAG = re.compile(r"^(?P<file>.+?)\((?P<line>\d+)\): (?P<kind>error|catastrophic error)"
+                         r"(?P<msg>.*)$", re.MULTILINE)
+
+
+def _explain_nvrtc(log: str, name: str, source: str, flags: list[str]) -> str:
+    lines = source.splitlines()
+    parts = []
+    for m in _NVRTC_DIAG.finditer(log):
+        number = int(m["line"])
+        shown = lines[number - 1].strip() if 0 < number <= len(lines) else ""
+        parts.append(f"{m['file']}:{number}: {m['kind']}{m['msg']}\n    {number} | {shown}")
+    head = "\n".join(parts) or log.strip()
+    return (f"{name}: NVRTC could not compile the kernel (flags: {' '.join(flags)})\n{head}\n"
+            f"--- full compiler log ---\n{log.strip()}")
+
+
+def _nvjitlink(source: bytes, path: Path, flags: list[str]) -> tuple[bytes, str]:
+    from cuda.bindings import nvjitlink
+
+    handle = nvjitlink.create(len(flags), flags)
+    try:
+        try:
+            nvjitlink.add_data(handle, nvjitlink.InputType.PTX, source, len(source), str(path))
+            nvjitlink.complete(handle)
+        except nvjitlink.nvJitLinkError as exc:
+            log = _nvjitlink_log(handle, "error")
+            raise CompileError(explain_ptx_error(log, path, source.decode(errors="replace"),
+                                                 flags, str(exc))) from None
+        cubin = bytearray(nvjitlink.get_linked_cubin_size(handle))
+        nvjitlink.get_linked_cubin(handle, cubin)
+        return bytes(cubin), _nvjitlink_log(handle, "info")
+    finally:
+        nvjitlink.destroy(handle)
+
+
+def _nvjitlink_log(handle, which: str) -> str:
+    from cuda.bindings import nvjitlink
+
+    size = getattr(nvjitlink, f"get_{which}_log_size")(handle)
+    buf = bytearray(size)
+    if size:
+        getattr(nvjitlink, f"get_{which}_log")(handle, buf)
+    return buf.rstrip(b"\0").decode(errors="replace")
+
+
+_PTXAS_DIAG = re.compile(r"ptxas[^,\n]*?(?:, line (?P<line>\d+))?; (?P<kind>error|fatal)\s*:\s*"
+                         r"(?P<msg>.*)")
+
+
+def explain_ptx_error(log: str, path: Path, source: str, flags: list[str], status: str) -> str:
+    """An nvJitLink/ptxas failure as ``file:line: message`` with the PTX line shown."""
+    lines = source.splitlines()
+    parts = []
+    for m in _PTXAS_DIAG.finditer(log):
+        if m["line"]:
+            number = int(m["line"])
+            shown = lines[number - 1].strip() if 0 < number <= len(lines) else ""
+            parts.append(f"{path}:{number}: {m['kind']}: {m['msg'].strip()}\n"
+                         f"    {number} | {shown}")
+        else:
+            parts.append(f"{path}: {m['kind']}: {m['msg'].strip()}")
+    head = "\n".join(parts) or log.strip() or status
+    return (f"{path}: nvJitLink could not assemble the PTX (flags: {' '.join(flags)})\n{head}\n"
+            f"--- full linker log ---\n{log.strip()}")
+
+
+def require_compiler() -> None:
+    """Raise a clear error when cuda-bindings or its NVRTC / nvJitLink libraries are missing."""
+    try:
+        compiler_versions()
+    except (ImportError, RuntimeError, OSError) as exc:
+        raise HarnessError(
+            f"cannot load NVRTC / nvJitLink ({exc}); install the project with "
+            "`python3 -m pip install -e .` (it brings nvidia-cuda-nvrtc and nvidia-nvjitlink)"
+        ) from None

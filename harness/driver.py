@@ -1,0 +1,284 @@
+"""The CUDA driver layer: device and context, memory, streams, events, modules, launches.
+
+Everything goes through :func:`harness.cuda_check.check`. Resources are released by context
+managers or ``weakref.finalize``.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import weakref
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import cached_property
+
+import numpy as np
+
+from harness.archs import Arch, arch_for_capability
+from harness.cuda_check import check
+from harness.errors import HarnessError
+
+try:
+    from cuda.bindings import driver as cu
+except ImportError:  # reported by gpu_status(); modules importing this one need it
+    cu = None
+
+_ATTR = cu.CUdevice_attribute if cu else None
+
+
+def gpu_status() -> tuple[bool, str]:
+    """``(True, name)`` when a CUDA GPU can be used, else ``(False, why not)`` in one line."""
+    if cu is None:
+        return False, "cuda-bindings is not installed (python3 -m pip install -e .)"
+    try:
+        (status,) = cu.cuInit(0)
+    except RuntimeError as exc:  # the bindings could not load libcuda
+        return False, f"no CUDA driver found ({exc})"
+    if status != cu.CUresult.CUDA_SUCCESS:
+        return False, f"no usable CUDA GPU (cuInit: {status.name})"
+    status, count = cu.cuDeviceGetCount()
+    if status != cu.CUresult.CUDA_SUCCESS or count == 0:
+        return False, "the CUDA driver sees no GPU"
+    status, dev = cu.cuDeviceGet(0)
+    status, name = cu.cuDeviceGetName(256, dev)
+    return True, name.split(b"\0", 1)[0].decode()
+
+
+def device_arch_name(ordinal: int = 0) -> str:
+    """The compile target of GPU ``ordinal`` (no context is created)."""
+    dev = check(cu.cuDeviceGet(ordinal), "cuDeviceGet", f"device {ordinal}")
+    attr = cu.CUdevice_attribute
+    major = check(cu.cuDeviceGetAttribute(attr.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev),
+                  "cuDeviceGetAttribute")
+    minor = check(cu.cuDeviceGetAttribute(attr.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev),
+                  "cuDeviceGetAttribute")
+    return arch_for_capability(major, minor).name
+
+
+class Device:
+    """One GPU with its primary context current on this thread; use as a context manager."""
+
+    def __init__(self, ordinal: int = 0):
+        ok, why = gpu_status()
+        if not ok:
+            raise HarnessError(f"no GPU: {why}")
+        self.ordinal = ordinal
+        self.handle = check(cu.cuDeviceGet(ordinal), "cuDeviceGet", f"device {ordinal}")
+        self.context = check(cu.cuDevicePrimaryCtxRetain(self.handle), "cuDevicePrimaryCtxRetain")
+        check(cu.cuCtxSetCurrent(self.context), "cuCtxSetCurrent")
+        self._release = weakref.finalize(self, cu.cuDevicePrimaryCtxRelease, self.handle)
+
+    def __enter__(self) -> Device:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._release()
+
+    def attribute(self, attr) -> int:
+        return check(cu.cuDeviceGetAttribute(attr, self.handle), "cuDeviceGetAttribute",
+                     str(attr))
+
+    @cached_property
+    def name(self) -> str:
+        raw = check(cu.cuDeviceGetName(256, self.handle), "cuDeviceGetName")
+        return raw.split(b"\0", 1)[0].decode()
+
+    @cached_property
+    def compute_capability(self) -> tuple[int, int]:
+        return (self.attribute(_ATTR.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR),
+                self.attribute(_ATTR.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR))
+
+    @cached_property
+    def arch(self) -> Arch:
+        return arch_for_capability(*self.compute_capability)
+
+    @cached_property
+    def sm_count(self) -> int:
+        return self.attribute(_ATTR.CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
+
+    @cached_property
+    def l2_bytes(self) -> int:
+        return self.attribute(_ATTR.CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE)
+
+    @cached_property
+    def smem_optin_per_block_bytes(self) -> int:
+        return self.attribute(_ATTR.CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)
+
+    @cached_property
+    def smem_per_sm_bytes(self) -> int:
+        return self.attribute(_ATTR.CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR)
+
+    @cached_property
+    def reserved_smem_per_block_bytes(self) -> int:
+        return self.attribute(_ATTR.CU_DEVICE_ATTRIBUTE_RESERVED_SHARED_MEMORY_PER_BLOCK)
+
+    @cached_property
+    def pci_bus_id(self) -> str:
+        raw = check(cu.cuDeviceGetPCIBusId(64, self.handle), "cuDeviceGetPCIBusId")
+        return raw.split(b"\0", 1)[0].decode() if isinstance(raw, bytes) else str(raw)
+
+    @cached_property
+    def driver_version(self) -> str:
+        version = check(cu.cuDriverGetVersion(), "cuDriverGetVersion")
+        return f"{version // 1000}.{version % 1000 // 10}"
+
+    @cached_property
+    def total_memory_bytes(self) -> int:
+        return check(cu.cuDeviceTotalMem(self.handle), "cuDeviceTotalMem")
+
+    def synchronize(self) -> None:
+        check(cu.cuCtxSynchronize(), "cuCtxSynchronize")
+
+
+class Buffer:
+    """Device memory of ``nbytes``; freed when closed or garbage-collected."""
+
+    def __init__(self, nbytes: int):
+        if nbytes <= 0:
+            raise HarnessError(f"a device buffer needs a positive size, got {nbytes} bytes")
+        self.nbytes = nbytes
+        self.dptr = check(cu.cuMemAlloc(nbytes), "cuMemAlloc", f"{nbytes} bytes")
+        self._free = weakref.finalize(self, cu.cuMemFree, self.dptr)
+
+    @property
+    def address(self) -> int:
+        return int(self.dptr)
+
+    def close(self) -> None:
+        self._free()
+
+    def upload(self, array: np.ndarray) -> None:
+        array = np.ascontiguousarray(array)
+        if array.nbytes != self.nbytes:
+            raise HarnessError(f"upload of {array.nbytes} bytes into a {self.nbytes}-byte buffer")
+        check(cu.cuMemcpyHtoD(self.dptr, array.ctypes.data, array.nbytes), "cuMemcpyHtoD")
+
+    def download(self, dtype, shape: Sequence[int]) -> np.ndarray:
+        out = np.empty(shape, dtype=dtype)
+        if out.nbytes != self.nbytes:
+            raise HarnessError(f"download of {out.nbytes} bytes from a {self.nbytes}-byte buffer")
+        check(cu.cuMemcpyDtoH(out.ctypes.data, self.dptr, out.nbytes), "cuMemcpyDtoH")
+        return out
+
+    def fill_u32(self, word: int, stream: Stream) -> None:
+        """Write the 32-bit pattern ``word`` over the whole buffer (NaN poison, L2 flush)."""
+        check(cu.cuMemsetD32Async(self.dptr, word, self.nbytes // 4, stream.handle),
+              "cuMemsetD32Async")
+
+
+class Stream:
+    """A non-blocking stream."""
+
+    def __init__(self):
+        flags = cu.CUstream_flags.CU_STREAM_NON_BLOCKING
+        self.handle = check(cu.cuStreamCreate(flags), "cuStreamCreate")
+        self._destroy = weakref.finalize(self, cu.cuStreamDestroy, self.handle)
+
+    def synchronize(self, context: str = "") -> None:
+        check(cu.cuStreamSynchronize(self.handle), "cuStreamSynchronize", context)
+
+    def close(self) -> None:
+        self._destroy()
+
+
+class Event:
+    """A timing event."""
+
+    def __init__(self):
+        self.handle = check(cu.cuEventCreate(cu.CUevent_flags.CU_EVENT_DEFAULT), "cuEventCreate")
+        self._destroy = weakref.finalize(self, cu.cuEventDestroy, self.handle)
+
+    def record(self, stream: Stream) -> None:
+        check(cu.cuEventRecord(self.handle, stream.handle), "cuEventRecord")
+
+    def done(self) -> bool:
+        (status,) = cu.cuEventQuery(self.handle)
+        if status == cu.CUresult.CUDA_ERROR_NOT_READY:
+            return False
+        check((status,), "cuEventQuery")
+        return True
+
+    def elapsed_ms(self, since: Event) -> float:
+        return check(cu.cuEventElapsedTime(since.handle, self.handle), "cuEventElapsedTime")
+
+
+class Module:
+    """A loaded cubin."""
+
+    def __init__(self, cubin: bytes, label: str):
+        self.label = label
+        self.handle = check(cu.cuModuleLoadData(cubin), "cuModuleLoadData", label)
+        self._unload = weakref.finalize(self, cu.cuModuleUnload, self.handle)
+
+    def function(self, entry: str) -> Function:
+        handle = check(cu.cuModuleGetFunction(self.handle, entry.encode()),
+                       "cuModuleGetFunction", f"{self.label}: entry {entry!r}")
+        return Function(handle, f"{self.label} ({entry})", self)
+
+    def close(self) -> None:
+        self._unload()
+
+
+@dataclass(frozen=True)
+class LaunchShape:
+    grid: tuple[int, int, int]
+    block: tuple[int, int, int]
+    dynamic_smem_bytes: int
+
+    def __str__(self) -> str:
+        return (f"grid {self.grid}, block {self.block}, "
+                f"dynamic smem {self.dynamic_smem_bytes} B")
+
+
+class Function:
+    """A kernel entry point of a loaded module."""
+
+    def __init__(self, handle, label: str, module: Module):
+        self.handle, self.label, self._module = handle, label, module
+
+    def get(self, attr) -> int:
+        return check(cu.cuFuncGetAttribute(attr, self.handle), "cuFuncGetAttribute",
+                     f"{self.label}: {attr}")
+
+    def set(self, attr, value: int) -> None:
+        check(cu.cuFuncSetAttribute(self.handle, attr, value), "cuFuncSetAttribute",
+              f"{self.label}: {attr} = {value}")
+
+    @property
+    def registers(self) -> int:
+        return self.get(cu.CUfunction_attribute.CU_FUNC_ATTRIBUTE_NUM_REGS)
+
+    @property
+    def static_smem_bytes(self) -> int:
+        return self.get(cu.CUfunction_attribute.CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES)
+
+    def set_max_dynamic_smem(self, nbytes: int) -> None:
+        self.set(cu.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, nbytes)
+
+    def set_carveout(self, percent: int | None) -> None:
+        """Preferred shared-memory carve-out in percent; None restores the driver default."""
+        value = -1 if percent is None else percent
+        self.set(cu.CUfunction_attribute.CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT,
+                 value)
+
+    def max_active_blocks(self, block_threads: int, dynamic_smem_bytes: int) -> int:
+        """The driver's blocks per SM (honours the carve-out and dynamic-smem limit set)."""
+        return check(cu.cuOccupancyMaxActiveBlocksPerMultiprocessor(
+            self.handle, block_threads, dynamic_smem_bytes),
+            "cuOccupancyMaxActiveBlocksPerMultiprocessor",
+            f"{self.label}: {block_threads} threads, {dynamic_smem_bytes} B dynamic smem")
+
+    def launch(self, shape: LaunchShape, stream: Stream, args: Sequence[ctypes._SimpleCData]):
+        """Launch with ``cuLaunchKernelEx``; ``args`` are ctypes values in parameter order."""
+        config = cu.CUlaunchConfig()
+        config.gridDimX, config.gridDimY, config.gridDimZ = shape.grid
+        config.blockDimX, config.blockDimY, config.blockDimZ = shape.block
+        config.sharedMemBytes = shape.dynamic_smem_bytes
+        config.hStream = stream.handle
+        config.numAttrs = 0
+        pointers = (ctypes.c_void_p * len(args))(*[ctypes.addressof(a) for a in args])
+        check(cu.cuLaunchKernelEx(config, self.handle, ctypes.addressof(pointers), 0),
+              "cuLaunchKernelEx", f"{self.label}: {shape}")

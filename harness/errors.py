@@ -1,0 +1,28 @@
+"""The harness's errors. Every message says what was expected, what was found, and what to do."""
+
+from __future__ import annotations
+
+
+class HarnessError(Exception):
+    """Base of every error the harness raises on purpose."""
+
+
+class SpecError(HarnessError):
+    """A kernel file's spec block is missing, malformed or inconsistent."""
+
+
+class CompileError(HarnessError):
+    """NVRTC or nvJitLink rejected a kernel; the message carries the file and the log."""
+
+
+class CudaError(HarnessError):
+    """A CUDA driver, NVRTC or library call returned an error status."""
+
+    def __init__(self, call: str, name: str, text: str, context: str = ""):
+        self.call, self.name, self.text = call, name, text
+        where = f" ({context})" if context else ""
+        super().__init__(f"{call} failed: {name}: {text}{where}")
+
+
+class LaunchError(HarnessError):
+    """A launch the device cannot hold, refused before it reaches the driver."""

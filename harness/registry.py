@@ -1,0 +1,116 @@
+"""The kernel registry: every kernel file under the kernel folders, its variants expanded.
+
+A kernel's registry key is its file stem; a file that declares variants gives one entry per
+variant, keyed ``stem:variant``.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+
+from harness.errors import HarnessError, SpecError
+from harness.spec import KernelSpec, read_spec
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_KERNEL_DIRS = (PROJECT_ROOT / "cu", PROJECT_ROOT / "ptx")
+KERNEL_SUFFIXES = (".cu", ".ptx")
+
+
+@dataclass(frozen=True)
+class Kernel:
+    """One launchable kernel: a spec with its parameters bound (a variant, or the defaults)."""
+
+    name: str
+    spec: KernelSpec
+    params: tuple[tuple[str, int], ...]
+
+    @cached_property
+    def param_env(self) -> dict[str, int]:
+        return dict(self.params)
+
+    def env(self, m: int, n: int, k: int) -> dict[str, int]:
+        return {**self.param_env, "M": m, "N": n, "K": k}
+
+    @cached_property
+    def block_dims(self) -> tuple[int, int, int]:
+        dims = tuple(int(e(self.param_env)) for e in self.spec.block)
+        if any(d < 1 for d in dims):
+            raise SpecError(f"{self.spec.path}: block {dims} for {self.name} has a dimension < 1")
+        return (*dims, 1, 1)[:3]
+
+    @property
+    def block_threads(self) -> int:
+        x, y, z = self.block_dims
+        return x * y * z
+
+    def grid_dims(self, m: int, n: int, k: int) -> tuple[int, int, int]:
+        env = self.env(m, n, k)
+        dims = tuple(int(e(env)) for e in self.spec.grid)
+        if any(d < 1 for d in dims):
+            raise SpecError(f"{self.spec.path}: grid {dims} for {self.name} at {m}x{n}x{k} has a "
+                            "dimension < 1; check the grid formulas")
+        return (*dims, 1, 1)[:3]
+
+    def dynamic_smem_bytes(self, m: int, n: int, k: int) -> int:
+        return int(self.spec.dynamic_smem_bytes(self.env(m, n, k)))
+
+    def shape_problems(self, m: int, n: int, k: int) -> list[str]:
+        """The declared constraints that ``m x n x k`` violates (empty when it may run)."""
+        env = self.env(m, n, k)
+        return [f"{m}x{n}x{k} violates the kernel's constraint {c.text!r}"
+                for c in self.spec.constraints if not c(env)]
+
+    @property
+    def defines(self) -> tuple[str, ...]:
+        """``-D`` options a .cu file is compiled with (its parameters)."""
+        return tuple(f"-D{name}={value}" for name, value in self.params)
+
+
+def kernels_in(spec: KernelSpec) -> list[Kernel]:
+    """The registry entries of one kernel file."""
+    if not spec.variants:
+        return [Kernel(spec.stem, spec, tuple(sorted(spec.params.items())))]
+    return [
+        Kernel(f"{spec.stem}:{variant}", spec, tuple(sorted({**spec.params, **values}.items())))
+        for variant, values in spec.variants.items()
+    ]
+
+
+def discover(kernel_dirs: Sequence[Path] = DEFAULT_KERNEL_DIRS) -> list[Kernel]:
+    """Every kernel under ``kernel_dirs`` (recursively), sorted by file path."""
+    files: list[Path] = []
+    for folder in kernel_dirs:
+        folder = Path(folder)
+        if not folder.is_dir():
+            raise HarnessError(f"kernel folder {folder} does not exist; pass an existing folder "
+                               "with --kernel-dir")
+        files += [p for p in folder.rglob("*") if p.suffix in KERNEL_SUFFIXES]
+    kernels: list[Kernel] = []
+    seen: dict[str, Path] = {}
+    for path in sorted(files):
+        if path.stem in seen:
+            raise SpecError(f"two kernel files share the stem {path.stem!r}: {seen[path.stem]} "
+                            f"and {path}; the stem is the registry key, rename one")
+        seen[path.stem] = path
+        kernels += kernels_in(read_spec(path))
+    return kernels
+
+
+def select(kernels: Iterable[Kernel], patterns: Sequence[str]) -> list[Kernel]:
+    """Kernels matching any pattern: a full key, a file stem (all its variants) or a glob."""
+    kernels = list(kernels)
+    if not patterns:
+        return kernels
+    chosen: list[Kernel] = []
+    for pattern in patterns:
+        hits = [k for k in kernels
+                if k.name == pattern or k.spec.stem == pattern or fnmatch.fnmatch(k.name, pattern)]
+        if not hits:
+            raise HarnessError(f"no kernel matches {pattern!r}; known kernels: "
+                               f"{', '.join(k.name for k in kernels)} (see `harness list`)")
+        chosen += [k for k in hits if k not in chosen]
+    return chosen

@@ -1,0 +1,124 @@
+"""Reports: the terminal table (tabulate), and JSON + markdown files under ``reports/<gpu>/``."""
+
+from __future__ import annotations
+
+import json
+import math
+import platform
+import re
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+
+from tabulate import tabulate
+
+RUN_COLUMNS = (
+    ("kernel", "kernel"), ("size", "size"), ("precision", "prec"), ("gflops", "GFLOP/s"),
+    ("cublas_gflops", "cuBLAS GFLOP/s"), ("pct_cublas", "% cuBLAS"), ("pct_peak", "% peak"),
+    ("sm_clock_mhz", "SM MHz"), ("registers", "regs"), ("smem", "smem s/d B"),
+    ("spills", "spill st/ld B"), ("blocks_per_sm", "blocks/SM"), ("occupancy_pct", "occ %"),
+    ("limiter", "limiter"), ("max_rel_err", "max rel err"), ("status", "status"),
+)
+BUILD_COLUMNS = (
+    ("kernel", "kernel"), ("arch", "arch"), ("registers", "regs"),
+    ("static_smem_bytes", "static smem B"), ("spills", "spill st/ld B"),
+    ("block_threads", "threads"), ("dynamic_smem_bytes", "dyn smem B"),
+    ("blocks_per_sm", "blocks/SM"), ("occupancy_pct", "occ %"), ("limiter", "limiter"),
+)
+
+
+def _cell(row: dict, key: str):
+    if key == "size":
+        return f"{row['m']}x{row['n']}x{row['k']}"
+    if key == "smem":
+        if "static_smem_bytes" not in row:
+            return ""
+        return f"{row['static_smem_bytes']}/{row.get('dynamic_smem_bytes', '')}"
+    if key == "spills":
+        if "spill_store_bytes" not in row:
+            return ""
+        return f"{row['spill_store_bytes']}/{row['spill_load_bytes']}"
+    value = row.get(key)
+    if value is None:
+        return ""
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            return ""
+        if key == "max_rel_err":
+            return f"{value:.1e}"
+        if key in ("pct_cublas", "pct_peak", "occupancy_pct"):
+            return f"{value:.1f}"
+        return f"{value:.0f}"
+    return value
+
+
+def table(rows: Sequence[dict], columns=RUN_COLUMNS, fmt: str = "simple") -> str:
+    return tabulate([[_cell(r, key) for key, _ in columns] for r in rows],
+                    headers=[title for _, title in columns], tablefmt=fmt, disable_numparse=True)
+
+
+def failures(rows: Sequence[dict]) -> str:
+    """The message of every row that did not pass, one block each."""
+    return "\n".join(f"- {r['kernel']} {_cell(r, 'size')}: {r['status']}: {r['message']}"
+                     for r in rows if r.get("status") != "pass")
+
+
+def gpu_slug(name: str) -> str:
+    """Folder name for a GPU: its family (``h100``) when recognised, else its name, lowercased."""
+    match = re.search(r"\b([ABHLV]\d{2,3}|RTX ?\w+|GH200|GB200|B200)\b", name, re.IGNORECASE)
+    text = match.group(1) if match else name
+    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-") or "gpu"
+
+
+def run_stamp() -> str:
+    return datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
+
+
+def metadata(device: dict, command: Sequence[str], timing: dict, sizes) -> dict:
+    return {
+        "date_utc": datetime.now(UTC).isoformat(timespec="seconds"),
+        "command": " ".join(command),
+        "gpu": device.get("name"),
+        "device": device,
+        "timing": {**timing, "l2": "cold (flushed before every repetition)"
+                   if timing.get("cold_l2") else "hot (warm L2, no flush)",
+                   "method": "CUDA events around each launch with the queue kept full behind "
+                             "L2-flush work; median and p20/p80 of the repetitions"},
+        "sizes": [list(s) for s in sizes],
+        "host": {"python": platform.python_version(), "platform": platform.platform()},
+    }
+
+
+def write_run(meta: dict, rows: Sequence[dict], stem: Path) -> tuple[Path, Path]:
+    """Write ``stem.json`` (metadata + rows) and ``stem.md`` (metadata + table)."""
+    stem.parent.mkdir(parents=True, exist_ok=True)
+    json_path, md_path = stem.with_suffix(".json"), stem.with_suffix(".md")
+    json_path.write_text(json.dumps({"meta": meta, "rows": list(rows)}, indent=1) + "\n")
+    device = meta.get("device", {})
+    clocks = device.get("clocks", {})
+    lines = [
+        f"# harness run: {meta.get('gpu')}",
+        "",
+        f"- date (UTC): {meta['date_utc']}",
+        f"- command: `{meta['command']}`",
+        f"- GPU: {meta.get('gpu')}, {device.get('sm_count')} SMs, L2 "
+        f"{(device.get('l2_bytes') or 0) // (1 << 20)} MB, compute capability "
+        f"{'.'.join(map(str, device.get('compute_capability', [])))}",
+        f"- driver: CUDA {device.get('driver')} (NVML {clocks.get('nvml_driver')}); compilers: "
+        f"{device.get('compilers')}; cuBLAS {device.get('cublas_version')}",
+        f"- clocks: max SM {clocks.get('max_sm_clock_mhz')} MHz, power limit "
+        f"{clocks.get('power_limit_w')} W; the SM clock measured during each timing is in the "
+        "table",
+        f"- timing: {meta['timing']['l2']}; {meta['timing']['method']}; warm-up "
+        f"{meta['timing'].get('warmup_ms')} ms, budget {meta['timing'].get('budget_ms')} ms",
+        "- baseline: cuBLAS `cublasGemmEx` on the same buffers, timed by the same code right "
+        "after each kernel; compute type per row in the JSON (`cublas_compute`)",
+        "",
+        table(rows, fmt="github"),
+        "",
+    ]
+    fails = failures(rows)
+    if fails:
+        lines += ["## Not passed", "", fails, ""]
+    md_path.write_text("\n".join(lines))
+    return json_path, md_path

@@ -1,0 +1,196 @@
+"""Kernel specs: the TOML block at the top of every kernel file, parsed and validated.
+
+A kernel file starts with a block comment whose first line is ``/* harness``; its body is TOML
+(see README "Adding a kernel"). Formulas are parsed by ``harness.expr``, never evaluated as code.
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from harness import expr
+from harness.archs import ARCHS, get_arch
+from harness.errors import SpecError
+
+PRECISIONS = ("fp32", "tf32", "bf16", "fp16")
+LAYOUTS = ("row", "col")
+SHAPE_NAMES = frozenset({"M", "N", "K"})
+_REQUIRED = ("entry", "summary", "precision", "min_arch", "block", "grid")
+_OPTIONAL = ("layout_b", "dynamic_smem_bytes", "constraints", "carveout_pct", "predicted",
+             "params", "variants")
+_SPEC_BLOCK = re.compile(r"\A\s*/\*\s*harness[ \t]*\n(?P<body>.*?)\*/", re.DOTALL)
+_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+@dataclass(frozen=True)
+class KernelSpec:
+    """What one kernel file declares about itself."""
+
+    path: Path
+    entry: str
+    summary: str
+    precision: str
+    min_arch: str
+    block: tuple[expr.Expr, ...]
+    grid: tuple[expr.Expr, ...]
+    dynamic_smem_bytes: expr.Expr
+    layout_b: str = "row"
+    constraints: tuple[expr.Expr, ...] = ()
+    carveout_pct: int | None = None
+    predicted: str = ""
+    params: dict[str, int] = field(default_factory=dict)
+    variants: dict[str, dict[str, int]] = field(default_factory=dict)
+
+    @property
+    def stem(self) -> str:
+        return self.path.stem
+
+    @property
+    def language(self) -> str:
+        """``cu`` (NVRTC) or ``ptx`` (nvJitLink)."""
+        return self.path.suffix.lstrip(".")
+
+
+def read_spec(path: Path) -> KernelSpec:
+    """Parse and validate the spec block of the kernel file at ``path``."""
+    path = Path(path)
+    try:
+        source = path.read_text()
+    except OSError as exc:
+        raise SpecError(f"{path}: cannot read the kernel file: {exc.strerror}") from None
+    return parse_spec(source, path)
+
+
+def parse_spec(source: str, path: Path) -> KernelSpec:
+    """Parse the spec block of ``source`` (the text of the file at ``path``)."""
+    if path.suffix not in (".cu", ".ptx"):
+        raise SpecError(f"{path}: expected a .cu or .ptx kernel file, found {path.suffix!r}")
+    match = _SPEC_BLOCK.match(source)
+    if not match:
+        raise SpecError(f"{path}: no spec block: the file must start with a comment whose first "
+                        "line is '/* harness' and whose body is TOML, ended by '*/'")
+    try:
+        table = tomllib.loads(match["body"])
+    except tomllib.TOMLDecodeError as exc:
+        line = source[: match.start("body")].count("\n") + getattr(exc, "lineno", 1)
+        raise SpecError(f"{path}:{line}: the spec block is not valid TOML: {exc}") from None
+
+    def fail(message: str) -> SpecError:
+        return SpecError(f"{path}: spec: {message}")
+
+    unknown = sorted(set(table) - set(_REQUIRED) - set(_OPTIONAL))
+    if unknown:
+        raise fail(f"unknown key(s) {', '.join(unknown)}; allowed keys: "
+                   f"{', '.join(_REQUIRED + _OPTIONAL)}")
+    missing = [k for k in _REQUIRED if k not in table]
+    if missing:
+        raise fail(f"missing required key(s) {', '.join(missing)}")
+    for key in ("entry", "summary", "precision", "min_arch", "layout_b", "predicted"):
+        if key in table and not isinstance(table[key], str):
+            raise fail(f"{key} must be a string, found {table[key]!r}")
+
+    entry = table["entry"]
+    if not _NAME.match(entry):
+        raise fail(f"entry must be a C identifier, found {entry!r}")
+    _check_entry_defined(source[match.end():], entry, path)
+    precision = table["precision"]
+    if precision not in PRECISIONS:
+        raise fail(f"precision must be one of {', '.join(PRECISIONS)}, found {precision!r}")
+    layout_b = table.get("layout_b", "row")
+    if layout_b not in LAYOUTS:
+        raise fail(f"layout_b must be 'row' or 'col', found {layout_b!r}")
+    if table["min_arch"] not in ARCHS:
+        get_arch(table["min_arch"])  # raises with the list of known architectures
+    carveout = table.get("carveout_pct")
+    if carveout is not None and (
+        isinstance(carveout, bool) or not isinstance(carveout, int) or not 0 <= carveout <= 100
+    ):
+        raise fail(f"carveout_pct must be an integer percent 0..100, found {carveout!r}")
+
+    params = _int_table(table.get("params", {}), "params", fail)
+    variants_raw = table.get("variants", {})
+    if not isinstance(variants_raw, dict):
+        raise fail(f"variants must be a table of named parameter sets, found {variants_raw!r}")
+    variants = {}
+    for name, values in variants_raw.items():
+        if not _NAME.match(name):
+            raise fail(f"variant name {name!r} must be letters, digits and '_'")
+        values = _int_table(values, f"variants.{name}", fail)
+        extra = sorted(set(values) - set(params))
+        if extra:
+            raise fail(f"variant {name!r} sets {', '.join(extra)}, which [params] does not "
+                       "declare; declare a default for every parameter in [params]")
+        variants[name] = values
+
+    def formulas(key: str, *, names: frozenset[str], compare: bool = False) -> tuple:
+        raw = table.get(key, [])
+        if not isinstance(raw, list):
+            raise fail(f"{key} must be a list, found {raw!r}")
+        parsed = []
+        for item in raw:
+            try:
+                e = expr.parse(item, allow_compare=compare)
+            except SpecError as exc:
+                raise fail(f"{key}: {exc}") from None
+            unknown_names = sorted(e.names - names)
+            if unknown_names:
+                raise fail(f"{key}: formula {e.text!r} uses {', '.join(unknown_names)}; it may "
+                           f"use only {', '.join(sorted(names))}")
+            parsed.append(e)
+        return tuple(parsed)
+
+    param_names = frozenset(params)
+    block = formulas("block", names=param_names)
+    grid = formulas("grid", names=param_names | SHAPE_NAMES)
+    for key, dims in (("block", block), ("grid", grid)):
+        if not 1 <= len(dims) <= 3:
+            raise fail(f"{key} must list 1 to 3 dimensions (x, y, z), found {len(dims)}")
+    constraints = formulas("constraints", names=param_names | SHAPE_NAMES, compare=True)
+    dynamic_smem = _one_formula(table.get("dynamic_smem_bytes", "0"), param_names | SHAPE_NAMES,
+                                fail)
+
+    return KernelSpec(
+        path=path, entry=entry, summary=table["summary"].strip(), precision=precision,
+        min_arch=table["min_arch"], block=block, grid=grid, dynamic_smem_bytes=dynamic_smem,
+        layout_b=layout_b, constraints=constraints, carveout_pct=carveout,
+        predicted=table.get("predicted", "").strip(), params=params, variants=variants,
+    )
+
+
+def _one_formula(raw, names: frozenset[str], fail) -> expr.Expr:
+    try:
+        e = expr.parse(raw)
+    except SpecError as exc:
+        raise fail(f"dynamic_smem_bytes: {exc}") from None
+    if e.names - names:
+        raise fail(f"dynamic_smem_bytes: formula {e.text!r} uses "
+                   f"{', '.join(sorted(e.names - names))}; it may use only "
+                   f"{', '.join(sorted(names))}")
+    return e
+
+
+def _int_table(raw, where: str, fail) -> dict[str, int]:
+    if not isinstance(raw, dict):
+        raise fail(f"{where} must be a table of NAME = integer, found {raw!r}")
+    for name, value in raw.items():
+        if not _NAME.match(name) or name in SHAPE_NAMES:
+            raise fail(f"{where}: parameter name {name!r} must be a C identifier other than "
+                       "M, N, K")
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise fail(f"{where}.{name} must be an integer, found {value!r}")
+    return dict(raw)
+
+
+def _check_entry_defined(body: str, entry: str, path: Path) -> None:
+    if path.suffix == ".ptx":
+        pattern = rf"\.entry\s+{re.escape(entry)}\b"
+        how = f"'.visible .entry {entry}(...)'"
+    else:
+        pattern = rf"__global__[^;{{]*\b{re.escape(entry)}\s*\("
+        how = f"'extern \"C\" __global__ void {entry}(...)'"
+    if not re.search(pattern, body):
+        raise SpecError(f"{path}: spec: entry symbol {entry!r} is not defined in the file; "
+                        f"expected {how}")

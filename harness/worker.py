@@ -1,0 +1,233 @@
+"""The GPU side of ``harness run``: one process per kernel, so a fault or a hang costs only it.
+
+Reads a job (JSON) on stdin; writes events as lines ``HARNESS-EVENT {json}`` on stdout: one
+``device`` event, ``progress`` events, and one ``result`` per size, each as soon as it is known.
+For each size: check the kernel (odd shapes, several seeds, NaN-poisoned output, a repeat run for
+races, the timed size itself), then time it and cuBLAS on the same buffers, one after the other.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+import traceback
+from functools import partial
+from pathlib import Path
+
+import numpy as np
+
+from harness import numerics
+from harness.archs import get_arch
+from harness.clocks import ClockSampler
+from harness.compile import compile_kernel, compiler_versions
+from harness.cublas import Cublas, compute_name
+from harness.driver import Buffer, Device, Stream
+from harness.errors import HarnessError
+from harness.gemm import LoadedGemm
+from harness.registry import discover, select
+from harness.stats import gflops, peak_gflops
+from harness.timing import Timer, TimingOptions
+
+EVENT_PREFIX = "HARNESS-EVENT "
+# Shapes that are not multiples of any tile (primes and near-powers of two), several seeds each.
+CHECK_SHAPES = ((37, 45, 29), (127, 253, 61), (257, 129, 300))
+CHECK_SEEDS = (11, 12, 13)
+
+
+def emit(kind: str, **fields) -> None:
+    sys.stdout.write(EVENT_PREFIX + json.dumps({"event": kind, **fields}, default=_json) + "\n")
+    sys.stdout.flush()
+
+
+def _json(value):
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return str(value)
+
+
+class Operands:
+    """A, B, C on the device for one shape, with their float64 values kept for references."""
+
+    def __init__(self, m: int, n: int, k: int, precision: str, layout_b: str, seed: int,
+                 with_c: bool = False):
+        rng = np.random.default_rng(seed)
+        self.m, self.n, self.k = m, n, k
+        a, self.a64 = numerics.random_operand(rng, (m, k), precision)
+        b, self.b64 = numerics.random_operand(rng, (k, n), precision)
+        self.c64 = rng.uniform(-1, 1, (m, n)) .astype(np.float32).astype(np.float64) \
+            if with_c else None
+        self.a, self.b, self.c = Buffer(a.nbytes), Buffer(b.nbytes), Buffer(m * n * 4)
+        self.a.upload(a)
+        self.b.upload(np.ascontiguousarray(b.T) if layout_b == "col" else b)
+
+    def reset_c(self, stream: Stream) -> None:
+        """NaN-poison C, or restore its random start values when beta is tested."""
+        if self.c64 is None:
+            self.c.fill_u32(numerics.NAN_WORD, stream)
+        else:
+            stream.synchronize()
+            self.c.upload(self.c64.astype(np.float32))
+
+    def result(self, stream: Stream) -> np.ndarray:
+        stream.synchronize("kernel run")
+        return self.c.download(np.float32, (self.m, self.n))
+
+    def close(self) -> None:
+        for buf in (self.a, self.b, self.c):
+            buf.close()
+
+
+def check_one(gemm: LoadedGemm, stream: Stream, m: int, n: int, k: int, seed: int,
+              alpha: float = 1.0, beta: float = 0.0, repeat: bool = False,
+              baseline: Cublas | None = None) -> list[numerics.CheckResult]:
+    """Run the kernel (and the baseline if given) on fresh inputs and compare with float64."""
+    spec = gemm.kernel.spec
+    ops = Operands(m, n, k, spec.precision, spec.layout_b, seed, with_c=beta != 0.0)
+    try:
+        ref = numerics.reference(ops.a64, ops.b64, alpha, beta, ops.c64)
+        ops.reset_c(stream)
+        gemm.launcher(m, n, k, alpha, ops.a.address, ops.b.address, beta, ops.c.address,
+                      stream)()
+        out = ops.result(stream)
+        results = [numerics.compare(out, ref, spec.precision, k=k, seed=seed, alpha=alpha,
+                                    beta=beta)]
+        if repeat:
+            ops.reset_c(stream)
+            gemm.launcher(m, n, k, alpha, ops.a.address, ops.b.address, beta, ops.c.address,
+                          stream)()
+            again = ops.result(stream)
+            if not np.array_equal(out.view(np.uint32), again.view(np.uint32)):
+                differ = int(np.count_nonzero(out.view(np.uint32) != again.view(np.uint32)))
+                results.append(numerics.CheckResult(
+                    False, m, n, k, seed, alpha, beta, math.nan, math.nan, differ, 0, 0.0,
+                    f"race: {differ} outputs differ between two identical runs"))
+        if baseline is not None:
+            ops.reset_c(stream)
+            baseline.gemm(spec.precision, m, n, k, alpha, ops.a.address, ops.b.address, beta,
+                          ops.c.address, spec.layout_b)
+            base = numerics.compare(ops.result(stream), ref, spec.precision, k=k, seed=seed,
+                                    alpha=alpha, beta=beta)
+            if not base.passed:
+                raise HarnessError(f"cuBLAS itself failed the check at {m}x{n}x{k}: "
+                                   f"{base.message}; the reference or the operands are wrong")
+        return results
+    finally:
+        ops.close()
+
+
+def run_job(job: dict) -> None:
+    kernel_dirs = [Path(p) for p in job["kernel_dirs"]]
+    (kernel,) = select(discover(kernel_dirs), [job["kernel"]])
+    device = Device(0)
+    stream = Stream()
+    clocks = ClockSampler(device.pci_bus_id)
+    blas = Cublas(stream)
+    emit("device", name=device.name, compute_capability=list(device.compute_capability),
+         arch=device.arch.name, sm_count=device.sm_count, l2_bytes=device.l2_bytes,
+         driver=device.driver_version, pci_bus_id=device.pci_bus_id,
+         compilers=compiler_versions(), cublas_version=blas.version, clocks=clocks.info(),
+         memory_bytes=device.total_memory_bytes)
+    arch = device.arch.name
+    if get_arch(kernel.spec.min_arch).needs_arch_specific:
+        arch = kernel.spec.min_arch
+    compiled = compile_kernel(kernel, arch)
+    gemm = LoadedGemm(device, kernel, compiled, job.get("carveout_pct"))
+    timer = Timer(stream, device.l2_bytes, clocks, TimingOptions(**job["timing"]))
+    precision = kernel.spec.precision
+    flops_per_clock = device.arch.fma_flops_per_clock_per_sm.get(precision, math.nan)
+
+    checks: list[numerics.CheckResult] = []
+    skipped_checks: list[str] = []
+    emit("progress", kernel=kernel.name, stage="checking odd shapes")
+    for i, (m, n, k) in enumerate(CHECK_SHAPES):
+        if kernel.shape_problems(m, n, k):
+            skipped_checks += kernel.shape_problems(m, n, k)
+            continue
+        for seed in CHECK_SEEDS:
+            checks += check_one(gemm, stream, m, n, k, seed + 100 * i, repeat=seed == 11)
+        if i == 1:
+            checks += check_one(gemm, stream, m, n, k, 7, alpha=0.75, beta=-0.5)
+    for reason in skipped_checks:
+        emit("progress", kernel=kernel.name, stage=f"check skipped: {reason}")
+
+    for m, n, k in job["sizes"]:
+        row = {"kernel": kernel.name, "m": m, "n": n, "k": k, "precision": precision,
+               "cublas_compute": compute_name(precision),
+               "registers": compiled.resources.registers,
+               "static_smem_bytes": compiled.resources.static_smem_bytes,
+               "spill_store_bytes": compiled.resources.spill_store_bytes,
+               "spill_load_bytes": compiled.resources.spill_load_bytes,
+               "block_threads": kernel.block_threads,
+               "check_skips": skipped_checks}
+        problems = kernel.shape_problems(m, n, k)
+        if problems:
+            emit("result", **row, status="skipped", message="; ".join(problems))
+            continue
+        shape = gemm.prepare(m, n, k)
+        occ = gemm.occupancy(m, n, k)
+        row.update(dynamic_smem_bytes=shape.dynamic_smem_bytes, grid=list(shape.grid),
+                   blocks_per_sm=occ["driver_blocks_per_sm"],
+                   blocks_per_sm_offline=occ["offline"]["blocks_per_sm"],
+                   occupancy_pct=occ["offline"]["occupancy_pct"],
+                   limiter=occ["offline"]["limiter"], occupancy_agree=occ["agree"],
+                   waves_per_sm=occ["waves_per_sm"])
+        emit("progress", kernel=kernel.name, size=[m, n, k], stage="checking the timed size")
+        size_checks = check_one(gemm, stream, m, n, k, seed=m * 7 + n * 3 + k, baseline=blas)
+        all_checks = checks + size_checks
+        failed = [c for c in all_checks if not c.passed]
+        row["checks_passed"] = len(all_checks) - len(failed)
+        row["checks_total"] = len(all_checks)
+        row["max_rel_err"] = max((c.rel_err_norm for c in all_checks), default=math.nan)
+        if failed:
+            f = failed[0]
+            emit("result", **row, status="FAIL",
+                 message=f"{len(failed)} of {len(all_checks)} checks failed; first at "
+                         f"{f.m}x{f.n}x{f.k} seed {f.seed} alpha {f.alpha} beta {f.beta}: "
+                         f"{f.message}")
+            continue
+
+        emit("progress", kernel=kernel.name, size=[m, n, k], stage="timing kernel and cuBLAS")
+        ops = Operands(m, n, k, precision, kernel.spec.layout_b, seed=m + n + k)
+        try:
+            ops.reset_c(stream)
+            launch = gemm.launcher(m, n, k, 1.0, ops.a.address, ops.b.address, 0.0,
+                                   ops.c.address, stream)
+            kt = timer.time(launch)
+            bt = timer.time(partial(blas.gemm, precision, m, n, k, 1.0, ops.a.address,
+                                    ops.b.address, 0.0, ops.c.address, kernel.spec.layout_b))
+        finally:
+            ops.close()
+        k_gflops, b_gflops = gflops(m, n, k, kt.median_ms), gflops(m, n, k, bt.median_ms)
+        peak = peak_gflops(flops_per_clock, device.sm_count, kt.sm_clock_mhz)
+        row.update(
+            status="pass", message="ok",
+            gflops=k_gflops, median_ms=kt.median_ms, p20_ms=kt.p20_ms, p80_ms=kt.p80_ms,
+            reps=kt.reps, cold_l2=kt.cold_l2, sm_clock_mhz=kt.sm_clock_mhz,
+            sm_clock_min_mhz=kt.sm_clock_min_mhz, sm_clock_max_mhz=kt.sm_clock_max_mhz,
+            queue_ahead_ms=kt.queue_ahead_ms,
+            cublas_gflops=b_gflops, cublas_median_ms=bt.median_ms, cublas_p20_ms=bt.p20_ms,
+            cublas_p80_ms=bt.p80_ms, cublas_reps=bt.reps, cublas_sm_clock_mhz=bt.sm_clock_mhz,
+            cublas_queue_ahead_ms=bt.queue_ahead_ms,
+            pct_cublas=100.0 * k_gflops / b_gflops,
+            peak_gflops_at_clock=peak,
+            pct_peak=100.0 * k_gflops / peak if peak == peak else math.nan,
+        )
+        emit("result", **row)
+
+
+def main() -> int:
+    job = json.loads(sys.stdin.read())
+    try:
+        run_job(job)
+    except HarnessError as exc:
+        emit("error", kind=type(exc).__name__, message=str(exc))
+        return 3
+    except Exception as exc:  # an unexpected failure: report it whole, the parent goes on
+        emit("error", kind=type(exc).__name__, message=f"{exc}\n{traceback.format_exc()}")
+        return 4
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,86 @@
+"""Every kernel compiles to a cubin for every arch, with no GPU, and errors point at lines."""
+
+import pytest
+from conftest import FIXTURE_KERNELS
+
+from harness.archs import can_run, get_arch
+from harness.compile import compile_kernel
+from harness.errors import CompileError
+from harness.registry import discover
+
+ARCH_TARGETS = ("sm_80", "sm_86", "sm_89", "sm_90")
+KERNELS = discover()
+
+
+@pytest.fixture(autouse=True)
+def private_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("HARNESS_CACHE_DIR", str(tmp_path / "cache"))
+
+
+@pytest.mark.parametrize("arch", ARCH_TARGETS)
+@pytest.mark.parametrize("kernel", KERNELS, ids=[k.name for k in KERNELS])
+def test_every_kernel_compiles_without_spills(kernel, arch):
+    if not can_run(get_arch(kernel.spec.min_arch), get_arch(arch)):
+        pytest.skip(f"{kernel.name} needs {kernel.spec.min_arch}")
+    compiled = compile_kernel(kernel, arch)
+    assert compiled.cubin[:4] == b"\x7fELF"
+    res = compiled.resources
+    assert 0 < res.registers <= 255
+    assert res.spill_store_bytes == 0 and res.spill_load_bytes == 0
+    assert f"for '{arch}'" in compiled.log
+
+
+def test_cache_keeps_the_resource_report():
+    kernel = KERNELS[0]
+    first = compile_kernel(kernel, "sm_90")
+    again = compile_kernel(kernel, "sm_90")
+    assert not first.cached and again.cached
+    assert again.resources == first.resources and again.cubin == first.cubin
+    assert not compile_kernel(kernel, "sm_80").cached  # the target is part of the key
+
+
+def test_cache_is_keyed_by_defines():
+    tiled = [k for k in KERNELS if k.name.startswith("03_smem_tiled:")]
+    a, b = (compile_kernel(k, "sm_90") for k in tiled)
+    assert a.resources.static_smem_bytes != b.resources.static_smem_bytes
+
+
+def test_cu_error_names_file_line_and_shows_source():
+    (broken,) = [k for k in discover([FIXTURE_KERNELS / "isolation"]) if k.name == "c_broken"]
+    with pytest.raises(CompileError) as info:
+        compile_kernel(broken, "sm_90")
+    message = str(info.value)
+    assert "c_broken.cu:10: error: expected an expression" in message
+    assert "10 | const float* B, float beta, float* C) { int x = ; }" in message
+
+
+def test_ptx_error_names_file_line_and_shows_source(tmp_path):
+    ptx = tmp_path / "bad.ptx"
+    ptx.write_text("""/* harness
+entry = "bad"
+summary = "broken on purpose"
+precision = "fp32"
+min_arch = "sm_80"
+block = ["32"]
+grid = ["1"]
+*/
+.version 8.0
+.target sm_80
+.address_size 64
+.visible .entry bad()
+{
+    mov.u32 %r1, 7;
+    ret;
+}
+""")
+    (kernel,) = discover([tmp_path])
+    with pytest.raises(CompileError) as info:
+        compile_kernel(kernel, "sm_90")
+    message = str(info.value)
+    assert f"{ptx}:14: error" in message
+    assert "14 | mov.u32 %r1, 7;" in message
+
+
+def test_unknown_arch_is_refused_before_compiling():
+    with pytest.raises(Exception, match="unknown architecture 'sm_75'"):
+        compile_kernel(KERNELS[0], "sm_75")

@@ -1,0 +1,91 @@
+from pathlib import Path
+
+import pytest
+
+from harness.errors import HarnessError, SpecError
+from harness.spec import parse_spec
+
+BODY = 'extern "C" __global__ void k(int M, int N, int K, float alpha, const float* A, ' \
+       "const float* B, float beta, float* C) {}\n"
+GOOD = """/* harness
+entry = "k"
+summary = "A test kernel."
+precision = "fp32"
+min_arch = "sm_80"
+block = ["TILE", "TILE"]
+grid = ["cdiv(N, TILE)", "cdiv(M, TILE)"]
+dynamic_smem_bytes = "2 * TILE * TILE * 4"
+constraints = ["K % 4 == 0"]
+[params]
+TILE = 32
+[variants]
+t16 = { TILE = 16 }
+*/
+"""
+
+
+def spec_of(text: str, body: str = BODY, name: str = "k.cu"):
+    return parse_spec(text + body, Path(name))
+
+
+def test_good_spec_parses():
+    spec = spec_of(GOOD)
+    assert spec.entry == "k" and spec.precision == "fp32" and spec.language == "cu"
+    assert spec.params == {"TILE": 32} and spec.variants == {"t16": {"TILE": 16}}
+    assert spec.dynamic_smem_bytes({"TILE": 16, "M": 1, "N": 1, "K": 1}) == 2048
+    assert [c.text for c in spec.constraints] == ["K % 4 == 0"]
+    assert spec.layout_b == "row" and spec.carveout_pct is None
+
+
+def test_ptx_entry_is_found():
+    text = GOOD.replace('"TILE", "TILE"', '"32"').replace("[variants]\nt16 = { TILE = 16 }\n", "")
+    spec = spec_of(text, ".visible .entry k(\n.param .u32 M\n)\n{}\n", "k.ptx")
+    assert spec.language == "ptx"
+
+
+@pytest.mark.parametrize(
+    ("edit", "match"),
+    [
+        (lambda t: t.replace('precision = "fp32"', 'precision = "fp32"\ncolour = "red"'),
+         r"unknown key\(s\) colour"),
+        (lambda t: t.replace('entry = "k"\n', ""), r"missing required key\(s\) entry"),
+        (lambda t: t.replace('entry = "k"', 'entry = "other"'),
+         "entry symbol 'other' is not defined in the file"),
+        (lambda t: t.replace('"cdiv(N, TILE)"', '"cdiv(N, TILE"'), "does not parse"),
+        (lambda t: t.replace('"cdiv(N, TILE)"', '"cdiv(N, BM)"'), "uses BM; it may use only"),
+        (lambda t: t.replace('block = ["TILE", "TILE"]', 'block = ["M", "TILE"]'),
+         "uses M; it may use only TILE"),
+        (lambda t: t.replace('"fp32"', '"fp64"'), "precision must be one of"),
+        (lambda t: t.replace('"sm_80"', '"sm_75"'), "unknown architecture 'sm_75'"),
+        (lambda t: t.replace("t16 = { TILE = 16 }", "t16 = { BM = 16 }"),
+         "sets BM, which \\[params\\] does not declare"),
+        (lambda t: t.replace("TILE = 32", "TILE = 3.5"), "TILE must be an integer"),
+        (lambda t: t.replace('"K % 4 == 0"', '"K % 4"'), None),
+        (lambda t: t.replace('dynamic_smem_bytes = "2 * TILE * TILE * 4"',
+                             'dynamic_smem_bytes = "open(1)"'), "unknown function"),
+        (lambda t: t.replace("[params]", "carveout_pct = 150\n[params]"),
+         "carveout_pct must be an integer percent"),
+        (lambda t: t.replace('block = ["TILE", "TILE"]', "block = []"),
+         "block must list 1 to 3 dimensions"),
+        (lambda t: t.replace('summary = "A test kernel."', "summary = [1]"),
+         "summary must be a string"),
+        (lambda t: t.replace("/* harness", "/* kernel"), "no spec block"),
+        (lambda t: t.replace('entry = "k"', 'entry = k'), "not valid TOML"),
+    ],
+)
+def test_bad_specs_are_named(edit, match):
+    if match is None:  # an arithmetic constraint is accepted (non-zero means true)
+        spec_of(edit(GOOD))
+        return
+    with pytest.raises(HarnessError, match=match):
+        spec_of(edit(GOOD))
+
+
+def test_bad_spec_errors_name_the_file():
+    with pytest.raises(SpecError, match=r"^k\.cu: spec: "):
+        spec_of(GOOD.replace('entry = "k"', 'entry = "nope"'))
+
+
+def test_wrong_suffix_is_refused():
+    with pytest.raises(SpecError, match="expected a .cu or .ptx kernel file"):
+        spec_of(GOOD, name="k.cuh")
