@@ -85,6 +85,13 @@ def cache_dir() -> Path:
     return Path(base) / "kernel-harness"
 
 
+def target_arch(kernel: Kernel, device_arch: str) -> str:
+    """The compile target for ``kernel`` on a device of ``device_arch``: the device's own, or
+    the arch-specific target (``sm_90a``) when the kernel's min_arch needs one."""
+    need = get_arch(kernel.spec.min_arch)
+    return need.name if need.needs_arch_specific else device_arch
+
+
 def compile_kernel(kernel: Kernel, arch: str, *, use_cache: bool = True) -> CompiledKernel:
     """Compile ``kernel`` for ``arch`` to a cubin, from the cache when the same compile is there."""
     get_arch(arch)  # a clear error for an unknown target before the compiler sees it

@@ -150,17 +150,25 @@ class Buffer:
     def close(self) -> None:
         self._free()
 
-    def upload(self, array: np.ndarray) -> None:
+    def upload(self, array: np.ndarray, stream: Stream) -> None:
+        """Copy ``array`` in, ordered on ``stream``, and wait for it (a plain cuMemcpyHtoD
+        from pageable memory may return before its DMA lands, and a non-blocking stream
+        would not wait for it)."""
         array = np.ascontiguousarray(array)
         if array.nbytes != self.nbytes:
             raise HarnessError(f"upload of {array.nbytes} bytes into a {self.nbytes}-byte buffer")
-        check(cu.cuMemcpyHtoD(self.dptr, array.ctypes.data, array.nbytes), "cuMemcpyHtoD")
+        check(cu.cuMemcpyHtoDAsync(self.dptr, array.ctypes.data, array.nbytes, stream.handle),
+              "cuMemcpyHtoDAsync")
+        stream.synchronize("upload")
 
-    def download(self, dtype, shape: Sequence[int]) -> np.ndarray:
+    def download(self, dtype, shape: Sequence[int], stream: Stream) -> np.ndarray:
+        """Copy out after the work queued on ``stream``."""
         out = np.empty(shape, dtype=dtype)
         if out.nbytes != self.nbytes:
             raise HarnessError(f"download of {out.nbytes} bytes from a {self.nbytes}-byte buffer")
-        check(cu.cuMemcpyDtoH(out.ctypes.data, self.dptr, out.nbytes), "cuMemcpyDtoH")
+        check(cu.cuMemcpyDtoHAsync(out.ctypes.data, self.dptr, out.nbytes, stream.handle),
+              "cuMemcpyDtoHAsync")
+        stream.synchronize("download")
         return out
 
     def fill_u32(self, word: int, stream: Stream) -> None:

@@ -39,6 +39,8 @@ def parse_report(log: str) -> dict[str, Resources]:
     found: dict[str, dict[str, int]] = {}
     current: str | None = None
     for line in log.splitlines():
+        if not line.startswith("ptxas"):
+            continue  # nvJitLink repeats a summary of its own ("info : ..."); ptxas's is the one
         header = _FUNCTION.search(line)
         if header:
             current = header.group(1)

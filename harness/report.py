@@ -27,6 +27,17 @@ BUILD_COLUMNS = (
 )
 
 
+def jsonable(value):
+    """``value`` with non-finite floats as None, so files are strict JSON."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [jsonable(v) for v in value]
+    return value
+
+
 def _cell(row: dict, key: str):
     if key == "size":
         return f"{row['m']}x{row['n']}x{row['k']}"
@@ -93,7 +104,8 @@ def write_run(meta: dict, rows: Sequence[dict], stem: Path) -> tuple[Path, Path]
     """Write ``stem.json`` (metadata + rows) and ``stem.md`` (metadata + table)."""
     stem.parent.mkdir(parents=True, exist_ok=True)
     json_path, md_path = stem.with_suffix(".json"), stem.with_suffix(".md")
-    json_path.write_text(json.dumps({"meta": meta, "rows": list(rows)}, indent=1) + "\n")
+    json_path.write_text(json.dumps(jsonable({"meta": meta, "rows": list(rows)}), indent=1,
+                                    allow_nan=False) + "\n")
     device = meta.get("device", {})
     clocks = device.get("clocks", {})
     lines = [

@@ -18,9 +18,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from harness.compile import compile_kernel
+from harness.compile import compile_kernel, target_arch
 from harness.errors import CompileError, HarnessError
 from harness.registry import PROJECT_ROOT, Kernel
+from harness.report import jsonable
 from harness.timing import TimingOptions
 from harness.worker import EVENT_PREFIX
 
@@ -55,6 +56,7 @@ def run(kernels: Sequence[Kernel], arch: str, options: RunOptions, jsonl_path: P
     with jsonl_path.open("a") as sink:
 
         def keep(row: dict) -> None:
+            row = jsonable(row)
             record.rows.append(row)
             sink.write(json.dumps(row) + "\n")
             sink.flush()
@@ -63,7 +65,7 @@ def run(kernels: Sequence[Kernel], arch: str, options: RunOptions, jsonl_path: P
         for kernel in kernels:
             base = {"file": str(_relative(kernel.spec.path)), "precision": kernel.spec.precision}
             try:
-                compile_kernel(kernel, arch)
+                compile_kernel(kernel, target_arch(kernel, arch))
             except CompileError as exc:
                 for m, n, k in options.sizes:
                     keep({**base, "kernel": kernel.name, "m": m, "n": n, "k": k,

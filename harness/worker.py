@@ -18,9 +18,8 @@ from pathlib import Path
 import numpy as np
 
 from harness import numerics
-from harness.archs import get_arch
 from harness.clocks import ClockSampler
-from harness.compile import compile_kernel, compiler_versions
+from harness.compile import compile_kernel, compiler_versions, target_arch
 from harness.cublas import Cublas, compute_name
 from harness.driver import Buffer, Device, Stream
 from harness.errors import HarnessError
@@ -49,29 +48,29 @@ def _json(value):
 class Operands:
     """A, B, C on the device for one shape, with their float64 values kept for references."""
 
-    def __init__(self, m: int, n: int, k: int, precision: str, layout_b: str, seed: int,
-                 with_c: bool = False):
+    def __init__(self, stream: Stream, m: int, n: int, k: int, precision: str, layout_b: str,
+                 seed: int, with_c: bool = False):
         rng = np.random.default_rng(seed)
         self.m, self.n, self.k = m, n, k
         a, self.a64 = numerics.random_operand(rng, (m, k), precision)
         b, self.b64 = numerics.random_operand(rng, (k, n), precision)
-        self.c64 = rng.uniform(-1, 1, (m, n)) .astype(np.float32).astype(np.float64) \
-            if with_c else None
+        self.c64 = None
+        if with_c:
+            self.c64 = rng.uniform(-1, 1, (m, n)).astype(np.float32).astype(np.float64)
         self.a, self.b, self.c = Buffer(a.nbytes), Buffer(b.nbytes), Buffer(m * n * 4)
-        self.a.upload(a)
-        self.b.upload(np.ascontiguousarray(b.T) if layout_b == "col" else b)
+        self.a.upload(a, stream)
+        self.b.upload(np.ascontiguousarray(b.T) if layout_b == "col" else b, stream)
 
     def reset_c(self, stream: Stream) -> None:
         """NaN-poison C, or restore its random start values when beta is tested."""
         if self.c64 is None:
             self.c.fill_u32(numerics.NAN_WORD, stream)
         else:
-            stream.synchronize()
-            self.c.upload(self.c64.astype(np.float32))
+            self.c.upload(self.c64.astype(np.float32), stream)
 
     def result(self, stream: Stream) -> np.ndarray:
         stream.synchronize("kernel run")
-        return self.c.download(np.float32, (self.m, self.n))
+        return self.c.download(np.float32, (self.m, self.n), stream)
 
     def close(self) -> None:
         for buf in (self.a, self.b, self.c):
@@ -83,7 +82,8 @@ def check_one(gemm: LoadedGemm, stream: Stream, m: int, n: int, k: int, seed: in
               baseline: Cublas | None = None) -> list[numerics.CheckResult]:
     """Run the kernel (and the baseline if given) on fresh inputs and compare with float64."""
     spec = gemm.kernel.spec
-    ops = Operands(m, n, k, spec.precision, spec.layout_b, seed, with_c=beta != 0.0)
+    ops = Operands(stream, m, n, k, spec.precision, spec.layout_b, seed,
+                   with_c=beta != 0.0)
     try:
         ref = numerics.reference(ops.a64, ops.b64, alpha, beta, ops.c64)
         ops.reset_c(stream)
@@ -128,10 +128,7 @@ def run_job(job: dict) -> None:
          driver=device.driver_version, pci_bus_id=device.pci_bus_id,
          compilers=compiler_versions(), cublas_version=blas.version, clocks=clocks.info(),
          memory_bytes=device.total_memory_bytes)
-    arch = device.arch.name
-    if get_arch(kernel.spec.min_arch).needs_arch_specific:
-        arch = kernel.spec.min_arch
-    compiled = compile_kernel(kernel, arch)
+    compiled = compile_kernel(kernel, target_arch(kernel, device.arch.name))
     gemm = LoadedGemm(device, kernel, compiled, job.get("carveout_pct"))
     timer = Timer(stream, device.l2_bytes, clocks, TimingOptions(**job["timing"]))
     precision = kernel.spec.precision
@@ -188,7 +185,7 @@ def run_job(job: dict) -> None:
             continue
 
         emit("progress", kernel=kernel.name, size=[m, n, k], stage="timing kernel and cuBLAS")
-        ops = Operands(m, n, k, precision, kernel.spec.layout_b, seed=m + n + k)
+        ops = Operands(stream, m, n, k, precision, kernel.spec.layout_b, seed=m + n + k)
         try:
             ops.reset_c(stream)
             launch = gemm.launcher(m, n, k, 1.0, ops.a.address, ops.b.address, 0.0,

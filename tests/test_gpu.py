@@ -48,6 +48,13 @@ def test_numerics(kernel, device, stream):
     assert max(r.rel_err_norm for r in results) < 1e-5
 
 
+@pytest.mark.parametrize("kernel", KERNELS, ids=[k.name for k in KERNELS])
+def test_ptxas_report_matches_driver_attributes(kernel, device):
+    gemm = load(device, kernel)
+    res = gemm.compiled.resources
+    assert (res.registers, res.static_smem_bytes) == (gemm.registers, gemm.static_smem_bytes)
+
+
 @pytest.mark.parametrize("name", ["skips_last_row", "drops_last_k"])
 def test_the_check_catches_broken_kernels(name, device, stream):
     (result,) = check_one(load(device, BAD[name]), stream, 127, 253, 61, seed=5)

@@ -22,6 +22,12 @@ def test_two_functions():
     assert (b.registers, b.static_smem_bytes, b.spill_store_bytes, b.barriers) == (40, 0, 0, 0)
 
 
+def test_only_ptxas_lines_count():
+    log = LOG + ("info    : Function properties for 'sgemm_b':\n"
+                 "info    : used 41 registers, used 1 barriers, 9216 bytes smem\n")
+    assert parse_report(log)["sgemm_b"].static_smem_bytes == 0
+
+
 def test_empty_log_has_no_functions():
     assert parse_report("") == {}
     assert parse_report("ptxas info    : 0 bytes gmem\n") == {}

@@ -13,7 +13,7 @@ export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1
     cuda.bindings.__version__, "numpy", numpy.__version__)'; } 2>&1 | tee "$OUT/env.txt"
 for step in "$@"; do
   case "$step" in
-    tests) python3 -m pytest -q -x --durations=10 2>&1 | tee "$OUT/pytest.log" ;;
+    tests) python3 -m pytest -q --durations=15 2>&1 | tee "$OUT/pytest.log" ;;
     run) python3 -m harness run --size 1024 --size 2048 --size 4096 2>&1 | tee "$OUT/run.log" ;;
     sweep) python3 -m harness occupancy --sweep 2>&1 | tee "$OUT/sweep.log" ;;
     ncu)
@@ -26,5 +26,5 @@ for step in "$@"; do
       done ;;
     *) echo "unknown step $step"; exit 2 ;;
   esac
+  tar czf "$OUT/reports.tgz" reports   # after every step: a later timeout loses nothing
 done
-tar czf "$OUT/reports.tgz" reports

@@ -39,7 +39,7 @@ def launch(kernel_name: str, size: str, repeats: int) -> None:
         stream = Stream()
         gemm = LoadedGemm(device, kernel, compile_kernel(kernel, device.arch.name))
         blas = Cublas(stream)
-        ops = Operands(m, n, k, kernel.spec.precision, kernel.spec.layout_b, seed=1)
+        ops = Operands(stream, m, n, k, kernel.spec.precision, kernel.spec.layout_b, seed=1)
         run = gemm.launcher(m, n, k, 1.0, ops.a.address, ops.b.address, 0.0, ops.c.address,
                             stream)
         for _ in range(repeats):
