@@ -11,6 +11,8 @@ import hashlib
 import json
 import os
 import re
+import subprocess
+import sys
 import tempfile
 from dataclasses import dataclass, field
 from functools import cache
@@ -208,9 +210,30 @@ def _nvjitlink(source: bytes, path: Path, flags: list[str]) -> tuple[bytes, str]
                                                  flags, str(exc))) from None
         cubin = bytearray(nvjitlink.get_linked_cubin_size(handle))
         nvjitlink.get_linked_cubin(handle, cubin)
-        return bytes(cubin), _nvjitlink_log(handle, "info")
+        log = _nvjitlink_log(handle, "info")
     finally:
         nvjitlink.destroy(handle)
+    if "ptxas info" not in log and os.environ.get("HARNESS_LINK_CHILD") != "1":
+        # nvJitLink 13.0 prints ptxas's resource report for the first link of a process only;
+        # later links get a summary without spills. A fresh process gets the full report.
+        log = _nvjitlink_log_in_child(source, path, flags) or log
+    return bytes(cubin), log
+
+
+def _nvjitlink_log_in_child(source: bytes, path: Path, flags: list[str]) -> str:
+    code = ("import json, sys; from pathlib import Path; from harness.compile import _nvjitlink; "
+            "job = json.loads(sys.stdin.buffer.readline()); "
+            "print(_nvjitlink(sys.stdin.buffer.read(), Path(job['path']), job['flags'])[1])")
+    env = {**os.environ, "HARNESS_LINK_CHILD": "1",
+           "PYTHONPATH": os.pathsep.join([str(Path(__file__).resolve().parent.parent),
+                                          os.environ.get("PYTHONPATH", "")])}
+    job = json.dumps({"path": str(path), "flags": flags}).encode() + b"\n"
+    try:
+        done = subprocess.run([sys.executable, "-c", code], input=job + source,
+                              capture_output=True, timeout=120, env=env)
+    except (OSError, subprocess.TimeoutExpired):
+        return ""
+    return done.stdout.decode(errors="replace") if done.returncode == 0 else ""
 
 
 def _nvjitlink_log(handle, which: str) -> str:

@@ -34,8 +34,8 @@ CHECK_SHAPES = ((37, 45, 29), (127, 253, 61), (257, 129, 300))
 CHECK_SEEDS = (11, 12, 13)
 
 
-def emit(kind: str, **fields) -> None:
-    sys.stdout.write(EVENT_PREFIX + json.dumps({"event": kind, **fields}, default=_json) + "\n")
+def emit(event: str, **fields) -> None:
+    sys.stdout.write(EVENT_PREFIX + json.dumps({"event": event, **fields}, default=_json) + "\n")
     sys.stdout.flush()
 
 
