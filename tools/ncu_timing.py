@@ -60,7 +60,8 @@ def ncu_durations(text: str) -> dict[str, list[float]]:
             continue
         value = float(row["Metric Value"].replace(",", ""))
         unit = row.get("Metric Unit", "nsecond")
-        scale = {"nsecond": 1e-6, "usecond": 1e-3, "msecond": 1.0, "second": 1e3}[unit]
+        scale = {"ns": 1e-6, "nsecond": 1e-6, "us": 1e-3, "usecond": 1e-3, "ms": 1.0,
+                 "msecond": 1.0, "s": 1e3, "second": 1e3}[unit]
         out.setdefault(row["Kernel Name"], []).append(value * scale)
     return out
 
