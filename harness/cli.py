@@ -51,6 +51,12 @@ def _parser() -> argparse.ArgumentParser:
                           "and carve-outs; writes reports/<gpu>/occupancy-sweep.{json,md}")
     occ.add_argument("--report-dir", type=Path, default=PROJECT_ROOT / "reports")
 
+    sass = sub.add_parser("sass", help="SASS instruction mix of the cubin (no GPU needed)")
+    sass.add_argument("kernels", nargs="*", metavar="KERNEL")
+    sass.add_argument("--arch", default="sm_90", choices=sorted(ARCHS))
+    sass.add_argument("--json", action="store_true")
+    sass.add_argument("--listing", action="store_true", help="print the whole disassembly too")
+
     run = sub.add_parser("run", help="check, time and report against cuBLAS (needs a GPU)")
     run.add_argument("kernels", nargs="*", metavar="KERNEL")
     run.add_argument("--size", action="append", metavar="N|M,N,K",
@@ -239,6 +245,26 @@ def _occupancy_sweep(args, kernels) -> int:
     return 0 if not disagree else 1
 
 
+def _sass(args, kernels) -> int:
+    from harness.compile import compile_kernel
+    from harness.sass import CATEGORIES, disassemble, instruction_mix
+
+    rows = []
+    for kernel in select(kernels, args.kernels):
+        listing = disassemble(compile_kernel(kernel, args.arch).cubin)
+        rows.append({"kernel": kernel.name, "arch": args.arch, **instruction_mix(listing)})
+        if args.listing:
+            print(listing)
+    if args.json:
+        print(json.dumps(rows, indent=1))
+    else:
+        columns = ["kernel", *[name for name, _, _ in CATEGORIES], "total"]
+        print(tabulate([[r[c] for c in columns] for r in rows], headers=columns))
+        print("static counts: instructions in the code (an unrolled loop counts each copy), "
+              "not instructions executed")
+    return 0
+
+
 def _run(args, kernels) -> int:
     from harness.driver import gpu_status
 
@@ -286,7 +312,8 @@ def _rel(path: Path) -> str:
         return str(path)
 
 
-_COMMANDS = {"list": _list, "build": _build, "occupancy": _occupancy, "run": _run}
+_COMMANDS = {"list": _list, "build": _build, "occupancy": _occupancy, "sass": _sass,
+             "run": _run}
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -11,8 +11,6 @@ import hashlib
 import json
 import os
 import re
-import subprocess
-import sys
 import tempfile
 from dataclasses import dataclass, field
 from functools import cache
@@ -48,7 +46,8 @@ class CompileOptions:
         return flags + list(self.defines) + list(self.extra)
 
     def nvjitlink_flags(self) -> list[str]:
-        flags = [f"-arch={self.arch}", "-verbose"]
+        # -no-cache: nvJitLink (13.0 seen) keeps a disk cache, and a hit carries no ptxas report
+        flags = [f"-arch={self.arch}", "-verbose", "-no-cache"]
         if self.line_info:
             flags.append("-lineinfo")
         return flags + list(self.extra)
@@ -213,27 +212,7 @@ def _nvjitlink(source: bytes, path: Path, flags: list[str]) -> tuple[bytes, str]
         log = _nvjitlink_log(handle, "info")
     finally:
         nvjitlink.destroy(handle)
-    if "ptxas info" not in log and os.environ.get("HARNESS_LINK_CHILD") != "1":
-        # nvJitLink 13.0 prints ptxas's resource report for the first link of a process only;
-        # later links get a summary without spills. A fresh process gets the full report.
-        log = _nvjitlink_log_in_child(source, path, flags) or log
     return bytes(cubin), log
-
-
-def _nvjitlink_log_in_child(source: bytes, path: Path, flags: list[str]) -> str:
-    code = ("import json, sys; from pathlib import Path; from harness.compile import _nvjitlink; "
-            "job = json.loads(sys.stdin.buffer.readline()); "
-            "print(_nvjitlink(sys.stdin.buffer.read(), Path(job['path']), job['flags'])[1])")
-    env = {**os.environ, "HARNESS_LINK_CHILD": "1",
-           "PYTHONPATH": os.pathsep.join([str(Path(__file__).resolve().parent.parent),
-                                          os.environ.get("PYTHONPATH", "")])}
-    job = json.dumps({"path": str(path), "flags": flags}).encode() + b"\n"
-    try:
-        done = subprocess.run([sys.executable, "-c", code], input=job + source,
-                              capture_output=True, timeout=120, env=env)
-    except (OSError, subprocess.TimeoutExpired):
-        return ""
-    return done.stdout.decode(errors="replace") if done.returncode == 0 else ""
 
 
 def _nvjitlink_log(handle, which: str) -> str:

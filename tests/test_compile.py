@@ -86,18 +86,10 @@ def test_unknown_arch_is_refused_before_compiling():
         compile_kernel(KERNELS[0], "sm_75")
 
 
-def test_resource_report_survives_a_log_without_ptxas_lines(monkeypatch):
-    """nvJitLink 13.0 reports ptxas resources for a process's first link only; the harness
-    then links once more in a fresh process to get them."""
-    import harness.compile as comp
-
-    real = comp._nvjitlink_log
-
-    def summary_only(handle, which):
-        log = real(handle, which)
-        return "\n".join(line for line in log.splitlines() if not line.startswith("ptxas"))
-
-    monkeypatch.setattr(comp, "_nvjitlink_log", summary_only)
+def test_relinking_keeps_the_ptxas_report():
+    """nvJitLink 13.0 answered a repeated link from its disk cache with no ptxas report;
+    the harness links with -no-cache so every compile carries one."""
     (ptx,) = [k for k in KERNELS if k.spec.language == "ptx"][:1]
-    compiled = compile_kernel(ptx, "sm_90", use_cache=False)
-    assert compiled.resources.registers > 0 and "ptxas info" in compiled.log
+    for _ in range(2):
+        compiled = compile_kernel(ptx, "sm_90", use_cache=False)
+        assert "ptxas info" in compiled.log and compiled.resources.registers > 0

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One GPU session on a registry-less host (see README): install the carried wheels, then run
 # the tests and the given harness steps, copying logs and reports under $OUT.
-# Usage: bash tools/gpu_session.sh STEP...   steps: tests, run, sweep, ncu
+# Usage: bash tools/gpu_session.sh STEP...   steps: tests, run, sweep, sass, ncu
 set -uo pipefail
 OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT"
@@ -16,6 +16,7 @@ for step in "$@"; do
     tests) python3 -m pytest -q --durations=15 2>&1 | tee "$OUT/pytest.log" ;;
     run) python3 -m harness run --size 1024 --size 2048 --size 4096 2>&1 | tee "$OUT/run.log" ;;
     sweep) python3 -m harness occupancy --sweep 2>&1 | tee "$OUT/sweep.log" ;;
+    sass) python3 -m harness sass 2>&1 | tee "$OUT/sass.txt" ;;
     ncu)
       for k in 03_smem_tiled:t32; do
         ncu --clock-control none --cache-control all --metrics gpu__time_duration.sum --csv \

@@ -83,7 +83,8 @@ def compare(ncu_csv: Path, run_json: Path, kernel_name: str, size: str) -> None:
               and (r["m"], r["n"], r["k"]) == (m, n, k)]
     result = {
         "gpu": run["meta"]["gpu"], "kernel": kernel.name, "size": [m, n, k],
-        "harness_run": str(run_json.relative_to(ROOT)), "harness_timing": run["meta"]["timing"],
+        "harness_run": str(run_json.resolve().relative_to(ROOT)),
+        "harness_timing": run["meta"]["timing"],
         "ncu": "gpu__time_duration.sum, --clock-control none --cache-control all",
         "cublas_kernel": blas_name,
         "kernel_ncu_ms": ours, "kernel_ncu_median_ms": statistics.median(ours),

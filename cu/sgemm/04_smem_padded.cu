@@ -21,7 +21,7 @@ pad = { PAD = 1 }
 // + ty. With PAD = 0 and TILE = 32 they are all congruent mod 32, one bank, 32 wavefronts;
 // with PAD = 1 they are tx * 33 + ty, 32 different banks, one wavefront. The reads
 // AsT[k][ty] stay broadcasts either way. The two variants measure the conflict's cost.
-// measured: see reports/h100/ (not yet measured when written).
+// measured: not yet measured.
 
 #ifndef TILE
 #define TILE 32
