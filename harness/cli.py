@@ -223,23 +223,12 @@ def _occupancy_sweep(args, kernels) -> int:
         say(f"registry kernels: {kernel_rows} configurations")
         rows += sweep(device, say)
         name = device.name
-    disagree = [r for r in rows if not r["agree"]]
     folder = args.report_dir / report.gpu_slug(name)
-    folder.mkdir(parents=True, exist_ok=True)
-    summary = {"gpu": name, "date_utc": report.run_stamp(),
-               "command": " ".join(["harness", *sys.argv[1:]]),
-               "configurations": len(rows), "kernel_configurations": kernel_rows,
-               "probe_configurations": len(rows) - kernel_rows, "disagreements": len(disagree)}
-    (folder / "occupancy-sweep.json").write_text(
-        json.dumps({"summary": summary, "disagreements": disagree, "rows": rows}) + "\n")
-    md = [f"# Offline occupancy vs the driver on {name}", "",
-          *[f"- {key}: {value}" for key, value in summary.items()], ""]
-    if disagree:
-        md += ["## Disagreements", "", tabulate(disagree[:200], headers="keys",
-                                                 tablefmt="github"), ""]
-    (folder / "occupancy-sweep.md").write_text("\n".join(md))
-    print(f"{len(rows)} configurations compared ({kernel_rows} from registry kernels), "
-          f"{len(disagree)} disagreements; written to {folder}/occupancy-sweep.{{json,md}}")
+    summary = report.write_sweep(rows, kernel_rows, name, ["harness", *sys.argv[1:]], folder)
+    disagree = [r for r in rows if not r["agree"]]
+    print(f"{summary['configurations']} configurations compared ({kernel_rows} from registry "
+          f"kernels), {len(disagree)} disagreements; written to "
+          f"{folder}/occupancy-sweep.{{json,md,csv.gz}}")
     for r in disagree[:20]:
         print(f"  DISAGREE {r}")
     return 0 if not disagree else 1

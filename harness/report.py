@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import csv
+import gzip
 import json
 import math
 import platform
@@ -134,3 +136,29 @@ def write_run(meta: dict, rows: Sequence[dict], stem: Path) -> tuple[Path, Path]
         lines += ["## Not passed", "", fails, ""]
     md_path.write_text("\n".join(lines))
     return json_path, md_path
+
+
+def write_sweep(rows: Sequence[dict], kernel_rows: int, gpu: str, command: Sequence[str],
+                folder: Path, date_utc: str | None = None) -> dict:
+    """Occupancy sweep: summary and disagreements as JSON and markdown, every row as csv.gz."""
+    folder.mkdir(parents=True, exist_ok=True)
+    disagree = [r for r in rows if not r["agree"]]
+    date_utc = date_utc or datetime.now(UTC).isoformat(timespec="seconds")
+    summary = {"gpu": gpu, "date_utc": date_utc,
+               "command": " ".join(command), "configurations": len(rows),
+               "kernel_configurations": kernel_rows,
+               "probe_configurations": len(rows) - kernel_rows, "disagreements": len(disagree),
+               "rows": "occupancy-sweep.csv.gz"}
+    (folder / "occupancy-sweep.json").write_text(
+        json.dumps({"summary": summary, "disagreements": disagree}, indent=1) + "\n")
+    with gzip.open(folder / "occupancy-sweep.csv.gz", "wt", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(rows[0]) if rows else ["agree"])
+        writer.writeheader()
+        writer.writerows(rows)
+    md = [f"# Offline occupancy vs the driver on {gpu}", "",
+          *[f"- {key}: {value}" for key, value in summary.items()], ""]
+    if disagree:
+        md += ["## Disagreements", "", tabulate(disagree[:200], headers="keys",
+                                                 tablefmt="github"), ""]
+    (folder / "occupancy-sweep.md").write_text("\n".join(md))
+    return summary
