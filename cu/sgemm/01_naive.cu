@@ -16,7 +16,8 @@ dynamic_smem_bytes = "0"
 // output each lane of a warp owns. Lane x of a warp holds row 32 by + x and the warp shares one
 // column: A[row][k] is 32 addresses K floats apart, B[k][col] is the same address for the whole
 // warp, and the C stores are N floats apart.
-// measured: not yet measured.
+// measured (reports/h100/run-20261122-125439.json, cold L2): 499 GFLOP/s at 4096, 1.0% of
+// cuBLAS FP32; as predicted, far below everything that coalesces.
 
 extern "C" __global__ void sgemm_naive(int M, int N, int K, float alpha, const float* A,
                                        const float* B, float beta, float* C) {
