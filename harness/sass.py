@@ -1,12 +1,14 @@
 """The SASS instruction mix of a cubin, read with ``cuobjdump -sass`` (no GPU needed).
 
-``cuobjdump`` comes from the CUDA toolkit on PATH or from the ``nvidia-cuda-cuobjdump`` wheel,
+``cuobjdump`` and the ``nvdisasm`` it runs come from the CUDA toolkit on PATH or from the
+``nvidia-cuda-cuobjdump`` and ``nvidia-cuda-nvdisasm`` wheels,
 so a machine with no toolkit can still see whether loads are 128 bits wide, whether the tensor-core
 instructions are there and whether anything spilled.
 """
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import subprocess
@@ -33,31 +35,34 @@ def _width(opcode: str) -> int:
     return 128 if "128" in parts else 64 if "64" in parts else 32
 
 
-def find_cuobjdump() -> Path:
-    """cuobjdump on PATH, else the one the nvidia-cuda-cuobjdump wheel installs."""
-    found = shutil.which("cuobjdump")
+def find_tool(name: str) -> Path:
+    """A CUDA binary tool on PATH, else the one its wheel (nvidia-cuda-<name>) installs."""
+    found = shutil.which(name)
     if found:
         return Path(found)
     try:
         import nvidia.cu13 as cu13_pkg
 
         for folder in cu13_pkg.__path__:
-            candidate = Path(folder) / "bin" / "cuobjdump"
+            candidate = Path(folder) / "bin" / name
             if candidate.exists():
                 return candidate
     except ImportError:
         pass
-    raise HarnessError("cuobjdump not found: install the CUDA toolkit or "
-                       "`python3 -m pip install nvidia-cuda-cuobjdump`")
+    raise HarnessError(f"{name} not found: install the CUDA toolkit or "
+                       f"`python3 -m pip install nvidia-cuda-{name}`")
 
 
 def disassemble(cubin: bytes) -> str:
-    """The SASS listing of ``cubin``."""
+    """The SASS listing of ``cubin`` (cuobjdump runs nvdisasm, so both must be found)."""
+    cuobjdump, nvdisasm = find_tool("cuobjdump"), find_tool("nvdisasm")
+    env = {**os.environ, "PATH": os.pathsep.join([str(nvdisasm.parent),
+                                                  os.environ.get("PATH", "")])}
     with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
         f.write(cubin)
         f.flush()
-        done = subprocess.run([str(find_cuobjdump()), "-sass", f.name], capture_output=True,
-                              text=True, timeout=120)
+        done = subprocess.run([str(cuobjdump), "-sass", f.name], capture_output=True,
+                              text=True, timeout=120, env=env)
     if done.returncode != 0:
         raise HarnessError(f"cuobjdump -sass failed: {done.stderr.strip()}")
     return done.stdout
