@@ -27,7 +27,7 @@ CATEGORIES: tuple[tuple[str, str, int | None], ...] = (
     ("LDL", "LDL", None), ("STL", "STL", None),
 )
 _INSTRUCTION = re.compile(
-    r"/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P[T0-9]+\s+)?([A-Z][A-Z0-9_]*(?:\.[A-Z0-9_]+)*)")
+    r"/\*[0-9a-f]{4,}\*/\s+(@!?U?P[T0-9]+\s+)?([A-Z][A-Z0-9_]*(?:\.[A-Z0-9_]+)*)")
 
 
 def _width(opcode: str) -> int:
@@ -70,7 +70,9 @@ def disassemble(cubin: bytes) -> str:
 
 def opcodes(sass: str) -> Counter:
     """How many times each full opcode (``LDS.U.128``, ``FFMA``) appears in the listing."""
-    return Counter(m.group(1) for m in _INSTRUCTION.finditer(sass))
+    # "@!PT" never executes: ptxas places such placeholders (e.g. beside LDGSTS); skip them
+    return Counter(m.group(2) for m in _INSTRUCTION.finditer(sass)
+                   if (m.group(1) or "").strip() != "@!PT")
 
 
 def instruction_mix(sass: str) -> dict[str, int]:

@@ -29,8 +29,9 @@ from harness.stats import gflops, peak_gflops
 from harness.timing import Timer, TimingOptions
 
 EVENT_PREFIX = "HARNESS-EVENT "
-# Shapes that are not multiples of any tile (primes and near-powers of two), several seeds each.
-CHECK_SHAPES = ((37, 45, 29), (127, 253, 61), (257, 129, 300))
+# Shapes that are not multiples of any tile, several seeds each: odd ones for kernels with no
+# constraints, and ones with N and K multiples of 4 (but of no tile) for float4 kernels.
+CHECK_SHAPES = ((37, 45, 29), (127, 253, 61), (257, 129, 300), (131, 196, 68), (515, 260, 132))
 CHECK_SEEDS = (11, 12, 13)
 
 

@@ -20,6 +20,7 @@ def test_opcode_parsing():
         /*00a0*/              @!P0 BRA 0x800 ;                      /* 0x0000000400d0 */
         /*00b0*/               @P1 LDG.E.128.CONSTANT R4, desc[UR4][R2.64] ;
         /*00c0*/                   FFMA R1, R2, R3, R1 ;
+        /*00d0*/              @!PT LDS RZ, [RZ] ;
     """
     assert opcodes(listing) == {"LDS.U.128": 1, "BRA": 1, "LDG.E.128.CONSTANT": 1, "FFMA": 1}
     mix = instruction_mix(listing)
