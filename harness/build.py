@@ -17,7 +17,9 @@ DEFAULT_SIZE = (4096, 4096, 4096)
 def build_row(kernel: Kernel, arch: str, size=DEFAULT_SIZE,
               carveout_pct: int | None = None) -> dict:
     """Compile ``kernel`` for ``arch``; resources and predicted occupancy at ``size``."""
-    row = {"kernel": kernel.name, "arch": arch, "file": str(kernel.spec.path.name)}
+    kernel = kernel.for_arch(arch)
+    row = {"kernel": kernel.name, "arch": arch, "file": str(kernel.spec.path.name),
+           "params": dict(kernel.params)}
     need = get_arch(kernel.spec.min_arch)
     if not can_run(need, get_arch(arch)):
         return {**row, "status": "skipped",

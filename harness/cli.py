@@ -57,6 +57,25 @@ def _parser() -> argparse.ArgumentParser:
     sass.add_argument("--json", action="store_true")
     sass.add_argument("--listing", action="store_true", help="print the whole disassembly too")
 
+    tune = sub.add_parser("tune", help="sweep a kernel's tile parameters: check, time, rank")
+    tune.add_argument("kernel", metavar="KERNEL", help="a kernel file stem (its [tune] space)")
+    tune.add_argument("--size", action="append", metavar="N|M,N,K",
+                      help="problem size(s) (default 4096); ranked at the last one")
+    tune.add_argument("--param", action="append", default=[], metavar="NAME=v1,v2",
+                      help="override or add a swept parameter (repeatable)")
+    tune.add_argument("--arch", choices=sorted(ARCHS),
+                      help="target for --dry-run (default sm_90); with a GPU, the GPU's")
+    tune.add_argument("--jobs", type=int, default=4, help="parallel compiles (4)")
+    tune.add_argument("--top", type=int, default=10)
+    tune.add_argument("--dry-run", action="store_true",
+                      help="screen the points (constraints, compile, fit, spills) and stop: "
+                           "no GPU needed")
+    tune.add_argument("--pin", action="store_true",
+                      help="write the best point into the kernel's spec as [tuned.<arch>]")
+    tune.add_argument("--budget-ms", type=float, default=100.0)
+    tune.add_argument("--timeout-s", type=float, default=120.0)
+    tune.add_argument("--report-dir", type=Path, default=PROJECT_ROOT / "reports")
+
     run = sub.add_parser("run", help="check, time and report against cuBLAS (needs a GPU)")
     run.add_argument("kernels", nargs="*", metavar="KERNEL")
     run.add_argument("--size", action="append", metavar="N|M,N,K",
@@ -139,6 +158,7 @@ def _occupancy(args, kernels) -> int:
 
             with Device(0) as device:
                 arch = args.arch or device.arch.name
+                kernel = kernel.for_arch(device.arch.name)
                 compiled = compile_kernel(kernel, device.arch.name)
                 gemm = LoadedGemm(device, kernel, compiled, args.carveout)
                 driver = gemm.occupancy(m, n, k)
@@ -149,6 +169,7 @@ def _occupancy(args, kernels) -> int:
                 sm_count = device.sm_count
         else:
             arch, sm_count = args.arch or "sm_90", None
+            kernel = kernel.for_arch(arch)
             entry["driver"] = f"not queried: {why}"
         compiled = compile_kernel(kernel, arch)
         res = compiled.resources
@@ -240,7 +261,7 @@ def _sass(args, kernels) -> int:
 
     rows = []
     for kernel in select(kernels, args.kernels):
-        listing = disassemble(compile_kernel(kernel, args.arch).cubin)
+        listing = disassemble(compile_kernel(kernel.for_arch(args.arch), args.arch).cubin)
         rows.append({"kernel": kernel.name, "arch": args.arch, **instruction_mix(listing)})
         if args.listing:
             print(listing)
@@ -252,6 +273,69 @@ def _sass(args, kernels) -> int:
         print("static counts: instructions in the code (an unrolled loop counts each copy), "
               "not instructions executed")
     return 0
+
+
+def _tune(args, kernels) -> int:
+    from harness import tune
+    from harness.driver import gpu_status
+    from harness.registry import Kernel
+
+    chosen = select(kernels, [args.kernel])
+    spec = chosen[0].spec
+    if any(k.spec is not spec for k in chosen):
+        raise HarnessError(f"{args.kernel!r} matches kernels of several files; name one file stem")
+    base = Kernel(spec.stem, spec, tuple(sorted(spec.params.items())))
+    space = {name: list(values) for name, values in spec.tune.items()}
+    for item in args.param:
+        name, _, values = item.partition("=")
+        try:
+            space[name.strip()] = [int(v) for v in values.split(",")]
+        except ValueError:
+            raise HarnessError(f"--param {item!r}: expected NAME=v1,v2,... with integers") from None
+    sizes = tuple(parse_size(s) for s in (args.size or ["4096"]))
+    say = lambda line: print(line, file=sys.stderr)  # noqa: E731
+    gpu, why = gpu_status()
+    if not gpu and not args.dry_run:
+        raise HarnessError(f"tuning times kernels and needs a GPU ({why}); --dry-run screens "
+                           "the points without one")
+    if gpu:
+        from harness.driver import device_arch_name
+
+        arch = device_arch_name()
+    else:
+        arch = args.arch or "sm_90"
+    keep, skipped = tune.screen(tune.points(base, space), arch, sizes, args.jobs, say)
+    skipped_rows = [{"kernel": k.name, "params": dict(k.params), "status": "skipped",
+                     "message": reason} for k, reason in skipped]
+    if args.dry_run:
+        print(tabulate([[r["kernel"], r["message"][:110]] for r in skipped_rows],
+                       headers=["skipped point", "reason"]))
+        print(f"\n{len(keep)} points would be timed" + "".join(f"\n  {k.name}" for k in keep))
+        return 0
+    from harness.runner import RunOptions, run
+    from harness.timing import TimingOptions
+
+    folder = args.report_dir / report.gpu_slug(why)
+    stem = folder / f"tune-{spec.stem}-{report.run_stamp()}"
+    options = RunOptions(sizes=sizes, kernel_dirs=(), carveout_pct=None,
+                         timing=TimingOptions(budget_ms=args.budget_ms, warmup_ms=10.0),
+                         timeout_s=args.timeout_s)
+    record = run(keep, arch, options, stem.with_suffix(".jsonl"), say, baseline="once")
+    top = tune.best(record.rows, sizes[-1], args.top)
+    meta = {**report.metadata(record.device, ["harness", *sys.argv[1:]],
+                              asdict(options.timing), sizes),
+            "space": space, "points": len(keep) + len(skipped), "timed": len(keep),
+            "skipped": skipped_rows, "baseline": "cuBLAS timed once per size in each worker"}
+    report.write_run(meta, record.rows, stem)
+    columns = [c for c in report.RUN_COLUMNS if c[0] not in ("precision",)]
+    print(report.table(top, columns))
+    print(f"\n{len(keep)} points timed, {len(skipped)} skipped (reasons in {stem}.json); "
+          f"ranked at {'x'.join(map(str, sizes[-1]))}")
+    if args.pin and top:
+        best_params = {n: top[0]["params"][n] for n in space}
+        tune.pin(spec.path, arch, best_params)
+        print(f"pinned [tuned.{arch}] {best_params} into {spec.path}")
+    return 0 if top else 1
 
 
 def _run(args, kernels) -> int:
@@ -302,7 +386,7 @@ def _rel(path: Path) -> str:
 
 
 _COMMANDS = {"list": _list, "build": _build, "occupancy": _occupancy, "sass": _sass,
-             "run": _run}
+             "tune": _tune, "run": _run}
 
 if __name__ == "__main__":
     sys.exit(main())

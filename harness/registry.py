@@ -27,6 +27,17 @@ class Kernel:
     name: str
     spec: KernelSpec
     params: tuple[tuple[str, int], ...]
+    variant: str | None = None
+
+    def for_arch(self, arch: str) -> Kernel:
+        """This kernel with the defaults tuned for ``arch`` (``[tuned.<arch>]``) applied;
+        values a variant sets explicitly still win."""
+        pinned = self.spec.tuned.get(arch)
+        if not pinned:
+            return self
+        chosen = self.spec.variants.get(self.variant, {}) if self.variant else {}
+        params = {**self.spec.params, **pinned, **chosen}
+        return Kernel(self.name, self.spec, tuple(sorted(params.items())), self.variant)
 
     @cached_property
     def param_env(self) -> dict[str, int]:
@@ -75,7 +86,8 @@ def kernels_in(spec: KernelSpec) -> list[Kernel]:
     if not spec.variants:
         return [Kernel(spec.stem, spec, tuple(sorted(spec.params.items())))]
     return [
-        Kernel(f"{spec.stem}:{variant}", spec, tuple(sorted({**spec.params, **values}.items())))
+        Kernel(f"{spec.stem}:{variant}", spec, tuple(sorted({**spec.params, **values}.items())),
+               variant)
         for variant, values in spec.variants.items()
     ]
 

@@ -48,8 +48,11 @@ class RunRecord:
 
 
 def run(kernels: Sequence[Kernel], arch: str, options: RunOptions, jsonl_path: Path,
-        say: Callable[[str], None]) -> RunRecord:
-    """Check and time ``kernels`` at every size; append each row to ``jsonl_path`` at once."""
+        say: Callable[[str], None], baseline: str = "every") -> RunRecord:
+    """Check and time ``kernels`` at every size; append each row to ``jsonl_path`` at once.
+
+    ``baseline``: ``every`` times cuBLAS right after each kernel at each size; ``once`` times it
+    once per size and worker (for tuning sweeps of many variants)."""
     record = RunRecord()
     jsonl_path.parent.mkdir(parents=True, exist_ok=True)
     total = len(kernels) * len(options.sizes)
@@ -62,29 +65,45 @@ def run(kernels: Sequence[Kernel], arch: str, options: RunOptions, jsonl_path: P
             sink.flush()
             say(f"[{len(record.rows):>3}/{total}] {_describe(row)}")
 
+        runnable = []
         for kernel in kernels:
-            base = {"file": str(_relative(kernel.spec.path)), "precision": kernel.spec.precision}
+            kernel = kernel.for_arch(arch)
             try:
                 compile_kernel(kernel, target_arch(kernel, arch))
+                runnable.append(kernel)
             except CompileError as exc:
                 for m, n, k in options.sizes:
-                    keep({**base, "kernel": kernel.name, "m": m, "n": n, "k": k,
-                          "status": "compile error", "message": str(exc)})
-                continue
-            say(f"      {kernel.name}: starting worker")
-            for row in _run_worker(kernel, options, record, say):
-                keep({**base, **row})
+                    keep({**_base(kernel), "m": m, "n": n, "k": k, "status": "compile error",
+                          "message": str(exc)})
+        while runnable:
+            say(f"      starting a worker for {len(runnable)} kernel(s)")
+            finished = _run_worker(runnable, options, record, keep, say, baseline)
+            runnable = [k for k in runnable if k.name not in finished]
     return record
 
 
-def _run_worker(kernel: Kernel, options: RunOptions, record: RunRecord,
-                say: Callable[[str], None]):
-    job = {"kernel": kernel.name, "kernel_dirs": [str(p) for p in options.kernel_dirs],
+def _base(kernel: Kernel) -> dict:
+    return {"kernel": kernel.name, "file": str(_relative(kernel.spec.path)),
+            "precision": kernel.spec.precision, "params": dict(kernel.params)}
+
+
+def _run_worker(kernels: Sequence[Kernel], options: RunOptions, record: RunRecord, keep,
+                say: Callable[[str], None], baseline: str) -> set[str]:
+    """Run one worker over ``kernels``; return the names it finished (or that failed in it).
+
+    A kernel that faults or hangs ends the worker; its unreported sizes are recorded with the
+    failure and the caller starts a new worker for the kernels after it."""
+    job = {"kernels": [{"name": k.name, "file": str(k.spec.path), "params": list(k.params)}
+                       for k in kernels],
            "sizes": [list(s) for s in options.sizes], "timing": asdict(options.timing),
-           "carveout_pct": options.carveout_pct}
+           "carveout_pct": options.carveout_pct, "baseline": baseline}
+    by_name = {k.name: k for k in kernels}
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([str(PROJECT_ROOT), env.get("PYTHONPATH", "")])
     env["PYTHONUNBUFFERED"] = "1"
+    finished: set[str] = set()
+    current: str | None = None
+    pending: list[tuple[int, int, int]] = []
     with tempfile.TemporaryFile(mode="w+") as stderr:
         proc = subprocess.Popen([sys.executable, "-m", "harness.worker"], stdin=subprocess.PIPE,
                                 stdout=subprocess.PIPE, stderr=stderr, text=True, env=env)
@@ -92,7 +111,6 @@ def _run_worker(kernel: Kernel, options: RunOptions, record: RunRecord,
         threading.Thread(target=_pump, args=(proc.stdout, lines), daemon=True).start()
         proc.stdin.write(json.dumps(job))
         proc.stdin.close()
-        pending = [tuple(s) for s in options.sizes]
         error: dict | None = None
         hung = False
         deadline = time.monotonic() + options.timeout_s
@@ -112,6 +130,11 @@ def _run_worker(kernel: Kernel, options: RunOptions, record: RunRecord,
             kind = event.pop("event")
             if kind == "device":
                 record.device = record.device or event
+            elif kind == "kernel_start":
+                if current is not None:
+                    finished.add(current)
+                current = event["kernel"]
+                pending = [tuple(s) for s in options.sizes]
             elif kind == "progress":
                 where = "x".join(map(str, event["size"])) + " " if "size" in event else ""
                 say(f"      {event['kernel']} {where}{event['stage']}")
@@ -119,18 +142,31 @@ def _run_worker(kernel: Kernel, options: RunOptions, record: RunRecord,
                 size = (event["m"], event["n"], event["k"])
                 if size in pending:
                     pending.remove(size)
-                yield event
+                keep({**_base(by_name[event["kernel"]]), **event})
+            elif kind == "kernel_error":
+                for m, n, k in pending:
+                    keep({**_base(by_name[current]), "m": m, "n": n, "k": k,
+                          "status": "launch error", "message": event["message"]})
+                pending = []
             elif kind == "error":
                 error = event
         returncode = proc.wait()
         stderr.seek(0)
         tail = stderr.read()[-2000:].strip()
-    if not pending:
-        return
-    status, message = _failure(error, hung, returncode, tail, options.timeout_s)
-    for m, n, k in pending:
-        yield {"kernel": kernel.name, "m": m, "n": n, "k": k, "status": status,
-               "message": message}
+    if current is None:  # died before any kernel: every kernel fails the same way
+        status, message = _failure(error, hung, returncode, tail, options.timeout_s)
+        for kernel in kernels:
+            for m, n, k in options.sizes:
+                keep({**_base(kernel), "m": m, "n": n, "k": k, "status": status,
+                      "message": message})
+        return set(by_name)
+    finished.add(current)
+    if pending:
+        status, message = _failure(error, hung, returncode, tail, options.timeout_s)
+        for m, n, k in pending:
+            keep({**_base(by_name[current]), "m": m, "n": n, "k": k, "status": status,
+                  "message": message})
+    return finished
 
 
 def _failure(error: dict | None, hung: bool, returncode: int, stderr_tail: str,

@@ -20,7 +20,7 @@ LAYOUTS = ("row", "col")
 SHAPE_NAMES = frozenset({"M", "N", "K"})
 _REQUIRED = ("entry", "summary", "precision", "min_arch", "block", "grid")
 _OPTIONAL = ("layout_b", "dynamic_smem_bytes", "constraints", "carveout_pct", "predicted",
-             "params", "variants")
+             "params", "variants", "tune", "tuned")
 _SPEC_BLOCK = re.compile(r"\A\s*/\*\s*harness[ \t]*\n(?P<body>.*?)\*/", re.DOTALL)
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
@@ -43,6 +43,10 @@ class KernelSpec:
     predicted: str = ""
     params: dict[str, int] = field(default_factory=dict)
     variants: dict[str, dict[str, int]] = field(default_factory=dict)
+    tune: dict[str, tuple[int, ...]] = field(default_factory=dict)
+    """The space ``harness tune`` sweeps: parameter -> candidate values."""
+    tuned: dict[str, dict[str, int]] = field(default_factory=dict)
+    """Tuned defaults pinned per arch (``[tuned.sm_90]``), over [params], under a variant."""
 
     @property
     def stem(self) -> str:
@@ -125,6 +129,31 @@ def parse_spec(source: str, path: Path) -> KernelSpec:
                        "declare; declare a default for every parameter in [params]")
         variants[name] = values
 
+    tune = {}
+    raw_tune = table.get("tune", {})
+    if not isinstance(raw_tune, dict):
+        raise fail(f"tune must be a table of NAME = [values], found {raw_tune!r}")
+    for name, values in raw_tune.items():
+        if name not in params:
+            raise fail(f"tune.{name}: {name} is not declared in [params]")
+        if (not isinstance(values, list) or not values
+                or any(isinstance(v, bool) or not isinstance(v, int) for v in values)):
+            raise fail(f"tune.{name} must be a non-empty list of integers, found {values!r}")
+        tune[name] = tuple(values)
+    tuned = {}
+    raw_tuned = table.get("tuned", {})
+    if not isinstance(raw_tuned, dict):
+        raise fail(f"tuned must hold one table per arch ([tuned.sm_90]), found {raw_tuned!r}")
+    for arch_name, values in raw_tuned.items():
+        if arch_name not in ARCHS:
+            get_arch(arch_name)
+        values = _int_table(values, f"tuned.{arch_name}", fail)
+        extra = sorted(set(values) - set(params))
+        if extra:
+            raise fail(f"tuned.{arch_name} sets {', '.join(extra)}, which [params] does not "
+                       "declare")
+        tuned[arch_name] = values
+
     def formulas(key: str, *, names: frozenset[str], compare: bool = False) -> tuple:
         raw = table.get(key, [])
         if not isinstance(raw, list):
@@ -157,6 +186,7 @@ def parse_spec(source: str, path: Path) -> KernelSpec:
         min_arch=table["min_arch"], block=block, grid=grid, dynamic_smem_bytes=dynamic_smem,
         layout_b=layout_b, constraints=constraints, carveout_pct=carveout,
         predicted=table.get("predicted", "").strip(), params=params, variants=variants,
+        tune=tune, tuned=tuned,
     )
 
 

@@ -22,9 +22,10 @@ from harness.clocks import ClockSampler
 from harness.compile import compile_kernel, compiler_versions, target_arch
 from harness.cublas import Cublas, compute_name
 from harness.driver import Buffer, Device, Stream
-from harness.errors import HarnessError
+from harness.errors import HarnessError, LaunchError
 from harness.gemm import LoadedGemm
-from harness.registry import discover, select
+from harness.registry import Kernel
+from harness.spec import read_spec
 from harness.stats import gflops, peak_gflops
 from harness.timing import Timer, TimingOptions
 
@@ -117,21 +118,54 @@ def check_one(gemm: LoadedGemm, stream: Stream, m: int, n: int, k: int, seed: in
         ops.close()
 
 
+class Session:
+    """What every kernel of a job shares: device, stream, clocks, cuBLAS, timer."""
+
+    def __init__(self, job: dict):
+        self.job = job
+        self.device = Device(0)
+        self.stream = Stream()
+        self.clocks = ClockSampler(self.device.pci_bus_id)
+        self.blas = Cublas(self.stream)
+        self.timer = Timer(self.stream, self.device.l2_bytes, self.clocks,
+                           TimingOptions(**job["timing"]))
+        self.baseline_once = job.get("baseline") == "once"
+        self._baselines: dict[tuple, object] = {}
+        device = self.device
+        emit("device", name=device.name, compute_capability=list(device.compute_capability),
+             arch=device.arch.name, sm_count=device.sm_count, l2_bytes=device.l2_bytes,
+             driver=device.driver_version, pci_bus_id=device.pci_bus_id,
+             compilers=compiler_versions(), cublas_version=self.blas.version,
+             clocks=self.clocks.info(), memory_bytes=device.total_memory_bytes)
+
+    def time_baseline(self, precision: str, layout_b: str, ops: Operands):
+        """cuBLAS on the kernel's buffers, timed now (or once per shape with baseline=once)."""
+        key = (precision, layout_b, ops.m, ops.n, ops.k)
+        if self.baseline_once and key in self._baselines:
+            return self._baselines[key]
+        timing = self.timer.time(partial(self.blas.gemm, precision, ops.m, ops.n, ops.k, 1.0,
+                                         ops.a.address, ops.b.address, 0.0, ops.c.address,
+                                         layout_b))
+        self._baselines[key] = timing
+        return timing
+
+
 def run_job(job: dict) -> None:
-    kernel_dirs = [Path(p) for p in job["kernel_dirs"]]
-    (kernel,) = select(discover(kernel_dirs), [job["kernel"]])
-    device = Device(0)
-    stream = Stream()
-    clocks = ClockSampler(device.pci_bus_id)
-    blas = Cublas(stream)
-    emit("device", name=device.name, compute_capability=list(device.compute_capability),
-         arch=device.arch.name, sm_count=device.sm_count, l2_bytes=device.l2_bytes,
-         driver=device.driver_version, pci_bus_id=device.pci_bus_id,
-         compilers=compiler_versions(), cublas_version=blas.version, clocks=clocks.info(),
-         memory_bytes=device.total_memory_bytes)
+    session = Session(job)
+    for entry in job["kernels"]:
+        kernel = Kernel(entry["name"], read_spec(Path(entry["file"])),
+                        tuple(tuple(p) for p in entry["params"]))
+        emit("kernel_start", kernel=kernel.name)
+        try:
+            run_kernel(session, kernel)
+        except LaunchError as exc:  # refused before any launch: the context is intact
+            emit("kernel_error", kernel=kernel.name, kind="LaunchError", message=str(exc))
+
+
+def run_kernel(session: Session, kernel: Kernel) -> None:
+    device, stream, blas, job = session.device, session.stream, session.blas, session.job
     compiled = compile_kernel(kernel, target_arch(kernel, device.arch.name))
     gemm = LoadedGemm(device, kernel, compiled, job.get("carveout_pct"))
-    timer = Timer(stream, device.l2_bytes, clocks, TimingOptions(**job["timing"]))
     precision = kernel.spec.precision
     flops_per_clock = device.arch.fma_flops_per_clock_per_sm.get(precision, math.nan)
 
@@ -144,8 +178,7 @@ def run_job(job: dict) -> None:
             continue
         for seed in CHECK_SEEDS:
             checks += check_one(gemm, stream, m, n, k, seed + 100 * i, repeat=seed == 11)
-        if i == 1:
-            checks += check_one(gemm, stream, m, n, k, 7, alpha=0.75, beta=-0.5)
+        checks += check_one(gemm, stream, m, n, k, 7 + i, alpha=0.75, beta=-0.5)
     for reason in skipped_checks:
         emit("progress", kernel=kernel.name, stage=f"check skipped: {reason}")
 
@@ -191,9 +224,8 @@ def run_job(job: dict) -> None:
             ops.reset_c(stream)
             launch = gemm.launcher(m, n, k, 1.0, ops.a.address, ops.b.address, 0.0,
                                    ops.c.address, stream)
-            kt = timer.time(launch)
-            bt = timer.time(partial(blas.gemm, precision, m, n, k, 1.0, ops.a.address,
-                                    ops.b.address, 0.0, ops.c.address, kernel.spec.layout_b))
+            kt = session.timer.time(launch)
+            bt = session.time_baseline(precision, kernel.spec.layout_b, ops)
         finally:
             ops.close()
         k_gflops, b_gflops = gflops(m, n, k, kt.median_ms), gflops(m, n, k, bt.median_ms)

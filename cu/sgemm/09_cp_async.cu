@@ -18,6 +18,14 @@ WN = 32
 PADA = 4
 STAGES = 3
 MINB = 2
+[tune]
+BM = [128, 256]
+BN = [128, 256]
+BK = [8, 16]
+WM = [32, 64]
+WN = [32, 64]
+STAGES = [2, 3, 4]
+MINB = [1, 2]
 [variants]
 s2 = { STAGES = 2 }
 s3 = { STAGES = 3 }

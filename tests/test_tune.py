@@ -1,0 +1,71 @@
+"""Tuning without a GPU: the space, the screening reasons, and pinning into a spec."""
+
+import shutil
+
+import pytest
+
+from conftest import FIXTURE_KERNELS
+from harness import tune
+from harness.errors import HarnessError
+from harness.registry import discover, select
+from harness.spec import read_spec
+
+
+def cp_async():
+    return [k for k in discover() if k.spec.stem == "09_cp_async"][0]
+
+
+def test_points_cover_the_product_and_keep_other_params():
+    base = cp_async()
+    pts = tune.points(base, {"BM": [128, 256], "STAGES": [2, 3]})
+    assert [p.name for p in pts] == [
+        "09_cp_async[BM=128,STAGES=2]", "09_cp_async[BM=128,STAGES=3]",
+        "09_cp_async[BM=256,STAGES=2]", "09_cp_async[BM=256,STAGES=3]"]
+    assert dict(pts[3].params)["BN"] == dict(base.params)["BN"]
+    with pytest.raises(HarnessError, match="has no parameter XX"):
+        tune.points(base, {"XX": [1]})
+
+
+def test_screening_gives_reasons():
+    base = cp_async()
+    bad_tile = tune.points(base, {"WM": [48]})[0]
+    assert "violates the kernel's constraint 'BM % WM == 0'" in tune.why_invalid(
+        bad_tile, "sm_90", [(4096, 4096, 4096)])
+    too_big = tune.points(base, {"BM": [256], "BN": [256], "WM": [32], "WN": [32]})[0]
+    assert tune.why_invalid(too_big, "sm_90", [(4096,) * 3]) == (
+        "2048 threads per block, at most 1024")
+    odd = tune.points(base, {"BM": [128]})[0]
+    assert "K % 4 == 0" in tune.why_invalid(odd, "sm_90", [(4096, 4096, 4095)])
+    spilling = tune.points(base, {"BM": [256], "BN": [256], "BK": [16], "WM": [64],
+                                  "WN": [64], "MINB": [2]})[0]
+    assert tune.why_not_launchable(spilling, "sm_90", [(4096,) * 3]).startswith("spills ")
+    assert tune.why_not_launchable(base, "sm_90", [(4096,) * 3]) is None
+
+
+def test_best_ranks_passing_rows_at_the_size():
+    rows = [{"status": "pass", "m": 8, "n": 8, "k": 8, "gflops": 2.0, "kernel": "a"},
+            {"status": "pass", "m": 8, "n": 8, "k": 8, "gflops": 5.0, "kernel": "b"},
+            {"status": "FAIL", "m": 8, "n": 8, "k": 8, "gflops": 9.0, "kernel": "c"},
+            {"status": "pass", "m": 4, "n": 4, "k": 4, "gflops": 7.0, "kernel": "d"}]
+    assert [r["kernel"] for r in tune.best(rows, (8, 8, 8), 5)] == ["b", "a"]
+
+
+def test_pin_writes_and_replaces_the_tuned_table(tmp_path):
+    path = tmp_path / "09_cp_async.cu"
+    shutil.copy(cp_async().spec.path, path)
+    tune.pin(path, "sm_90", {"BM": 256, "STAGES": 4})
+    assert read_spec(path).tuned == {"sm_90": {"BM": 256, "STAGES": 4}}
+    tune.pin(path, "sm_90", {"BM": 128, "STAGES": 2})
+    tune.pin(path, "sm_80", {"BK": 16})
+    spec = read_spec(path)
+    assert spec.tuned == {"sm_90": {"BM": 128, "STAGES": 2}, "sm_80": {"BK": 16}}
+    (kernel,) = select(discover([tmp_path]), ["09_cp_async:s3"])
+    on90 = dict(kernel.for_arch("sm_90").params)
+    assert on90["BM"] == 128 and on90["STAGES"] == 3  # the variant's own value wins
+    assert dict(kernel.for_arch("sm_86").params)["BM"] == spec.params["BM"]
+
+
+def test_a_kernel_without_a_space_is_refused():
+    (good,) = discover([FIXTURE_KERNELS / "isolation"])[3:4]
+    with pytest.raises(HarnessError, match="declares no \\[tune\\] space"):
+        tune.points(good, {})
