@@ -3,8 +3,8 @@
 import shutil
 
 import pytest
-
 from conftest import FIXTURE_KERNELS
+
 from harness import tune
 from harness.errors import HarnessError
 from harness.registry import discover, select
