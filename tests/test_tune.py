@@ -31,7 +31,8 @@ def test_screening_gives_reasons():
     bad_tile = tune.points(base, {"WM": [48]})[0]
     assert "violates the kernel's constraint 'BM % WM == 0'" in tune.why_invalid(
         bad_tile, "sm_90", [(4096, 4096, 4096)])
-    too_big = tune.points(base, {"BM": [256], "BN": [256], "WM": [32], "WN": [32]})[0]
+    too_big = tune.points(base, {"BM": [256], "BN": [256], "BK": [32], "WM": [32],
+                                 "WN": [32]})[0]
     assert tune.why_invalid(too_big, "sm_90", [(4096,) * 3]) == (
         "2048 threads per block, at most 1024")
     odd = tune.points(base, {"BM": [128]})[0]
