@@ -76,6 +76,13 @@ def _parser() -> argparse.ArgumentParser:
     tune.add_argument("--timeout-s", type=float, default=120.0)
     tune.add_argument("--report-dir", type=Path, default=PROJECT_ROOT / "reports")
 
+    rep = sub.add_parser("report", help="napkin model, ladder and roofline plots from a run's "
+                                        "JSON; optionally the README's results table")
+    rep.add_argument("run_json", type=Path, help="a run report (reports/<gpu>/run-*.json)")
+    rep.add_argument("--size", default="4096", help="size for the plots and the README table")
+    rep.add_argument("--readme", action="store_true",
+                     help="rewrite the README's results section from this run")
+
     run = sub.add_parser("run", help="check, time and report against cuBLAS (needs a GPU)")
     run.add_argument("kernels", nargs="*", metavar="KERNEL")
     run.add_argument("--size", action="append", metavar="N|M,N,K",
@@ -338,6 +345,20 @@ def _tune(args, kernels) -> int:
     return 0 if top else 1
 
 
+def _report(args, kernels) -> int:
+    from harness import ladder
+
+    size = parse_size(args.size)
+    md, ladder_png, roof_png = ladder.write(args.run_json, size)
+    print(md.read_text())
+    print(f"written: {md}, {ladder_png}, {roof_png}")
+    if args.readme:
+        ladder.update_readme(PROJECT_ROOT / "README.md", ladder.readme_section(args.run_json,
+                                                                              size))
+        print(f"README.md results section regenerated from {args.run_json}")
+    return 0
+
+
 def _run(args, kernels) -> int:
     from harness.driver import gpu_status
 
@@ -386,7 +407,7 @@ def _rel(path: Path) -> str:
 
 
 _COMMANDS = {"list": _list, "build": _build, "occupancy": _occupancy, "sass": _sass,
-             "tune": _tune, "run": _run}
+             "tune": _tune, "report": _report, "run": _run}
 
 if __name__ == "__main__":
     sys.exit(main())

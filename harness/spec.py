@@ -18,9 +18,10 @@ from harness.errors import SpecError
 PRECISIONS = ("fp32", "tf32", "bf16", "fp16")
 LAYOUTS = ("row", "col")
 SHAPE_NAMES = frozenset({"M", "N", "K"})
+MODEL_KEYS = ("tile_m", "tile_n", "smem_loads", "fmas")
 _REQUIRED = ("entry", "summary", "precision", "min_arch", "block", "grid")
 _OPTIONAL = ("layout_b", "dynamic_smem_bytes", "constraints", "carveout_pct", "predicted",
-             "params", "variants", "tune", "tuned")
+             "params", "variants", "tune", "tuned", "model")
 _SPEC_BLOCK = re.compile(r"\A\s*/\*\s*harness[ \t]*\n(?P<body>.*?)\*/", re.DOTALL)
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
@@ -47,6 +48,10 @@ class KernelSpec:
     """The space ``harness tune`` sweeps: parameter -> candidate values."""
     tuned: dict[str, dict[str, int]] = field(default_factory=dict)
     """Tuned defaults pinned per arch (``[tuned.sm_90]``), over [params], under a variant."""
+    model: dict[str, expr.Expr] = field(default_factory=dict)
+    """The napkin model's inputs ([model]): tile_m, tile_n (C per block: each A tile is read
+    once per block column, each B tile once per block row), smem_loads and fmas (shared-load
+    instructions and FMAs per thread per k step)."""
 
     @property
     def stem(self) -> str:
@@ -154,6 +159,13 @@ def parse_spec(source: str, path: Path) -> KernelSpec:
                        "declare")
         tuned[arch_name] = values
 
+    raw_model = table.get("model", {})
+    if not isinstance(raw_model, dict) or set(raw_model) - set(MODEL_KEYS):
+        raise fail(f"model must be a table with keys {', '.join(MODEL_KEYS)}, found "
+                   f"{raw_model!r}")
+    model = {key: _one_formula(value, frozenset(params), fail, f"model.{key}")
+             for key, value in raw_model.items()}
+
     def formulas(key: str, *, names: frozenset[str], compare: bool = False) -> tuple:
         raw = table.get(key, [])
         if not isinstance(raw, list):
@@ -186,17 +198,17 @@ def parse_spec(source: str, path: Path) -> KernelSpec:
         min_arch=table["min_arch"], block=block, grid=grid, dynamic_smem_bytes=dynamic_smem,
         layout_b=layout_b, constraints=constraints, carveout_pct=carveout,
         predicted=table.get("predicted", "").strip(), params=params, variants=variants,
-        tune=tune, tuned=tuned,
+        tune=tune, tuned=tuned, model=model,
     )
 
 
-def _one_formula(raw, names: frozenset[str], fail) -> expr.Expr:
+def _one_formula(raw, names: frozenset[str], fail, key: str = "dynamic_smem_bytes") -> expr.Expr:
     try:
         e = expr.parse(raw)
     except SpecError as exc:
-        raise fail(f"dynamic_smem_bytes: {exc}") from None
+        raise fail(f"{key}: {exc}") from None
     if e.names - names:
-        raise fail(f"dynamic_smem_bytes: formula {e.text!r} uses "
+        raise fail(f"{key}: formula {e.text!r} uses "
                    f"{', '.join(sorted(e.names - names))}; it may use only "
                    f"{', '.join(sorted(names))}")
     return e

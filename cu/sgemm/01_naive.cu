@@ -8,6 +8,11 @@ min_arch = "sm_80"
 block = ["32", "32"]
 grid = ["cdiv(N, 32)", "cdiv(M, 32)"]
 dynamic_smem_bytes = "0"
+[model]  # napkin: C tile per block; shared-load instructions and FMAs per thread per k
+tile_m = "1"
+tile_n = "1"
+smem_loads = "0"
+fmas = "1"
 */
 // The first rung: the textbook kernel (siboehm's kernel 1). threadIdx.x walks rows on purpose,
 // the layout a first attempt usually gets, so the next rung can show what coalescing alone is

@@ -8,6 +8,11 @@ min_arch = "sm_80"
 block = ["32", "32"]
 grid = ["cdiv(N, 32)", "cdiv(M, 32)"]
 dynamic_smem_bytes = "0"
+[model]  # napkin: C tile per block; shared-load instructions and FMAs per thread per k
+tile_m = "1"
+tile_n = "1"
+smem_loads = "0"
+fmas = "1"
 */
 // Only the thread-to-output mapping changes against 01_naive: x now walks columns.
 // measured (reports/h100/run-20261122-125439.json, cold L2): 5852 GFLOP/s at 4096, 11.3% of

@@ -8,6 +8,11 @@ min_arch = "sm_80"
 block = ["TILE", "TILE"]
 grid = ["cdiv(N, TILE)", "cdiv(M, TILE)"]
 dynamic_smem_bytes = "0"
+[model]  # napkin: C tile per block; shared-load instructions and FMAs per thread per k
+tile_m = "TILE"
+tile_n = "TILE"
+smem_loads = "2"
+fmas = "1"
 [params]
 TILE = 32
 [variants]

@@ -9,6 +9,11 @@ block = ["BM * BN // TM"]
 grid = ["cdiv(N, BN)", "cdiv(M, BM)"]
 dynamic_smem_bytes = "0"
 constraints = ["BM * BK == BM * BN // TM", "BN * BK == BM * BN // TM"]
+[model]  # napkin: C tile per block; shared-load instructions and FMAs per thread per k
+tile_m = "BM"
+tile_n = "BN"
+smem_loads = "TM + 1"
+fmas = "TM"
 [params]
 BM = 64
 BN = 64

@@ -9,6 +9,11 @@ block = ["(BM // TM) * (BN // TN)"]
 grid = ["cdiv(N, BN)", "cdiv(M, BM)"]
 dynamic_smem_bytes = "0"
 constraints = ["(BM * BK) % ((BM // TM) * (BN // TN)) == 0", "(BK * BN) % ((BM // TM) * (BN // TN)) == 0"]
+[model]  # napkin: C tile per block; shared-load instructions and FMAs per thread per k
+tile_m = "BM"
+tile_n = "BN"
+smem_loads = "TM + TN"
+fmas = "TM * TN"
 [params]
 BM = 128
 BN = 128

@@ -9,6 +9,11 @@ block = ["(BM // WM) * (BN // WN) * 32"]
 grid = ["cdiv(N, BN)", "cdiv(M, BM)"]
 dynamic_smem_bytes = "0"
 constraints = ["K % 4 == 0", "N % 4 == 0", "BM % WM == 0", "BN % WN == 0", "WM % 32 == 0", "WN % 16 == 0", "(BM * BK // 4) % ((BM // WM) * (BN // WN) * 32) == 0", "(BK * BN // 4) % ((BM // WM) * (BN // WN) * 32) == 0"]
+[model]  # napkin: C tile per block; shared-load instructions and FMAs per thread per k
+tile_m = "BM"
+tile_n = "BN"
+smem_loads = "WM // 32 + WN // 16"
+fmas = "(WM // 8) * (WN // 4)"
 [params]
 BM = 128
 BN = 128

@@ -9,6 +9,11 @@ block = ["(BM // WM) * (BN // WN) * 32"]
 grid = ["cdiv(N, BN)", "cdiv(M, BM)"]
 dynamic_smem_bytes = "STAGES * BK * (BM + PADA + BN) * 4"
 constraints = ["K % 4 == 0", "N % 4 == 0", "BM % WM == 0", "BN % WN == 0", "WM % 32 == 0", "WN % 16 == 0", "STAGES >= 2", "(BM * BK) % ((BM // WM) * (BN // WN) * 32) == 0", "(BK * BN // 4) % ((BM // WM) * (BN // WN) * 32) == 0"]
+[model]  # napkin: C tile per block; shared-load instructions and FMAs per thread per k
+tile_m = "BM"
+tile_n = "BN"
+smem_loads = "WM // 32 + WN // 16"
+fmas = "(WM // 8) * (WN // 4)"
 [params]
 BM = 128
 BN = 128
@@ -30,6 +35,15 @@ MINB = [1, 2]
 s2 = { STAGES = 2 }
 s3 = { STAGES = 3 }
 s4 = { STAGES = 4 }
+
+[tuned.sm_90]
+BM = 128
+BN = 256
+BK = 16
+WM = 64
+WN = 32
+STAGES = 4
+MINB = 1
 */
 // cp.async is written as inline PTX (no libcu++ headers needed): B rows go in 16-byte
 // cp.async.cg copies; A goes in 4-byte cp.async.ca copies because it is transposed on the way

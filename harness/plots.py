@@ -1,0 +1,64 @@
+"""Plots of a run (matplotlib, PNG): the ladder against cuBLAS, and a roofline."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+
+def _pyplot():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def ladder(rows: Sequence[dict], size: tuple[int, int, int], title: str, path: Path) -> None:
+    """GFLOP/s per kernel at ``size`` as bars, with the cuBLAS median as a line."""
+    plt = _pyplot()
+    at = [r for r in rows if (r["m"], r["n"], r["k"]) == size and r.get("status") == "pass"]
+    fig, ax = plt.subplots(figsize=(10, 5))
+    names = [r["kernel"] for r in at]
+    ax.bar(range(len(at)), [r["gflops"] / 1e3 for r in at], color="#4477aa")
+    if at:
+        cublas = sorted(r["cublas_gflops"] for r in at)[len(at) // 2] / 1e3
+        ax.axhline(cublas, color="#cc3311", linestyle="--",
+                   label=f"cuBLAS ({at[0].get('cublas_compute', '')}) {cublas:.1f}")
+        ax.legend(loc="upper left")
+    ax.set_xticks(range(len(at)), names, rotation=35, ha="right", fontsize=8)
+    ax.set_ylabel("TFLOP/s")
+    ax.set_title(f"{title}, {'x'.join(map(str, size))}")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def roofline(points: Sequence[dict], peak_gflops: float, dram_bytes_per_s: float | None,
+             title: str, path: Path) -> None:
+    """Each kernel at its implied arithmetic intensity, under the DRAM and compute roofs."""
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(8, 5.5))
+    xs = [p["intensity_flop_per_byte"] for p in points]
+    lo, hi = min(xs + [0.1]) / 2, max(xs + [100.0]) * 2
+    grid = [lo * (hi / lo) ** (i / 200) for i in range(201)]
+    if dram_bytes_per_s:
+        ax.plot(grid, [min(peak_gflops, x * dram_bytes_per_s / 1e9) for x in grid],
+                color="black", label=f"roof: DRAM {dram_bytes_per_s / 1e12:.2f} TB/s, "
+                                     f"FP32 {peak_gflops / 1e3:.1f} TFLOP/s")
+    else:
+        ax.axhline(peak_gflops, color="black", label="FP32 peak")
+    for p in points:
+        ax.scatter(p["intensity_flop_per_byte"], p["gflops"], s=25)
+        ax.annotate(p["kernel"], (p["intensity_flop_per_byte"], p["gflops"]), fontsize=7,
+                    xytext=(4, 2), textcoords="offset points")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("FLOP per byte of the global traffic the tiling implies")
+    ax.set_ylabel("GFLOP/s (measured)")
+    ax.set_title(title)
+    ax.legend(loc="lower right", fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
