@@ -30,6 +30,14 @@ BK = [16, 32]
 WM = [32, 64]
 WN = [32, 64]
 STAGES = [3, 4]
+
+[tuned.sm_90]
+BM = 128
+BN = 256
+BK = 32
+WM = 64
+WN = 64
+STAGES = 4
 */
 // Read from the SASS of 09 (`harness sass 09_cp_async:s4 --listing`): per tile the copy code
 // recomputed i / BK, i % BK, row and column checks and 64-bit addresses for every cp.async,
