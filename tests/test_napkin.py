@@ -1,0 +1,59 @@
+"""The napkin model, the generated ladder report, and the README's results section."""
+
+import json
+import shutil
+
+import pytest
+
+from harness import ladder, napkin
+from harness.registry import PROJECT_ROOT, discover, select
+
+
+def spec_of(name):
+    (kernel,) = select(discover(), [name])
+    return kernel.spec, dict(kernel.params)
+
+
+def test_tiling_implies_global_bytes():
+    spec, params = spec_of("03_smem_tiled:t32")
+    est = napkin.model(spec, params, 4096, 4096, 4096)
+    # A read once per block column (4096 / 32 = 128 times), B once per block row, C once:
+    # (128 + 128) x 64 MiB + 64 MiB
+    assert est["global_bytes"] == 257 * 4096 * 4096 * 4
+    assert est["intensity_flop_per_byte"] == pytest.approx(2 * 4096**3 / (257 * 4096**2 * 4))
+    assert est["smem_loads_per_fma"] == 2
+    spec, params = spec_of("08_warptile")
+    assert napkin.model(spec, params, 4096, 4096, 4096)["smem_loads_per_fma"] == 4 / 64
+
+
+def test_bounds():
+    # H100: 132 SMs at 1980 MHz; FP32 256 FLOP/clock/SM = 66.9 TFLOP/s
+    peak, roof = napkin.bound(1000.0, 0.0, "sm_90", 132, 1980, "h100")
+    assert roof == "compute" and peak == pytest.approx(66908.16)
+    low, roof = napkin.bound(0.25, 0.0, "sm_90", 132, 1980, "h100")
+    assert roof == "DRAM" and low == pytest.approx(0.25 * 3350)
+    # two shared loads per FMA: 32 FLOP per clock per SM
+    shared, roof = napkin.bound(8.0, 2.0, "sm_90", 132, 1980, "h100")
+    assert roof == "shared" and shared == pytest.approx(32 * 132 * 1.98)
+
+
+def test_report_and_readme_from_a_run(tmp_path):
+    run_path = ladder.readme_source(PROJECT_ROOT / "README.md")
+    assert run_path is not None and run_path.exists(), "README names no run report"
+    run = json.loads(run_path.read_text())
+    rows = ladder.napkin_rows(run)
+    assert rows and all(r["bound_gflops"] > 0 for r in rows)
+    copy = tmp_path / run_path.name
+    shutil.copy(run_path, copy)
+    md, ladder_png, roof_png = ladder.write(copy, (4096, 4096, 4096))
+    assert "## 4096x4096x4096" in md.read_text()
+    assert ladder_png.read_bytes()[:4] == b"\x89PNG" and roof_png.read_bytes()[:4] == b"\x89PNG"
+
+
+def test_readme_results_are_generated_not_typed():
+    readme = PROJECT_ROOT / "README.md"
+    run_path = ladder.readme_source(readme)
+    text = readme.read_text()
+    section = text[text.index(ladder.README_START):text.index(ladder.README_END)
+                   + len(ladder.README_END)]
+    assert section == ladder.readme_section(run_path, (4096, 4096, 4096))
