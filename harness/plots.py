@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
+from harness.errors import HarnessError
+
 
 def _pyplot():
     import matplotlib
@@ -16,17 +18,20 @@ def _pyplot():
 
 
 def ladder(rows: Sequence[dict], size: tuple[int, int, int], title: str, path: Path) -> None:
-    """GFLOP/s per kernel at ``size`` as bars, with the cuBLAS median as a line."""
+    """GFLOP/s per kernel at ``size`` as bars (rows: measured, passing results), with the
+    cuBLAS median as a line."""
+    at = [r for r in rows if (r["m"], r["n"], r["k"]) == size]
+    if not at:
+        raise HarnessError(f"no measured rows at {'x'.join(map(str, size))} to plot")
     plt = _pyplot()
-    at = [r for r in rows if (r["m"], r["n"], r["k"]) == size and r.get("status") == "pass"]
     fig, ax = plt.subplots(figsize=(10, 5))
     names = [r["kernel"] for r in at]
     ax.bar(range(len(at)), [r["gflops"] / 1e3 for r in at], color="#4477aa")
-    if at:
-        cublas = sorted(r["cublas_gflops"] for r in at)[len(at) // 2] / 1e3
-        ax.axhline(cublas, color="#cc3311", linestyle="--",
-                   label=f"cuBLAS ({at[0].get('cublas_compute', '')}) {cublas:.1f}")
-        ax.legend(loc="upper left")
+    cublas = sorted(r["cublas_gflops"] for r in at)[len(at) // 2] / 1e3
+    ax.axhline(cublas, color="#cc3311", linestyle="--",
+               label=f"cuBLAS ({at[0].get('cublas_compute', '')}, median of its runs) "
+                     f"{cublas:.1f}")
+    ax.legend(loc="upper left")
     ax.set_xticks(range(len(at)), names, rotation=35, ha="right", fontsize=8)
     ax.set_ylabel("TFLOP/s")
     ax.set_title(f"{title}, {'x'.join(map(str, size))}")
@@ -38,6 +43,8 @@ def ladder(rows: Sequence[dict], size: tuple[int, int, int], title: str, path: P
 def roofline(points: Sequence[dict], peak_gflops: float, dram_bytes_per_s: float | None,
              title: str, path: Path) -> None:
     """Each kernel at its implied arithmetic intensity, under the DRAM and compute roofs."""
+    if not points:
+        raise HarnessError("no measured rows to place on the roofline")
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(8, 5.5))
     xs = [p["intensity_flop_per_byte"] for p in points]

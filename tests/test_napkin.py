@@ -6,6 +6,7 @@ import shutil
 import pytest
 
 from harness import ladder, napkin
+from harness.errors import HarnessError
 from harness.registry import PROJECT_ROOT, discover, select
 
 
@@ -48,6 +49,8 @@ def test_report_and_readme_from_a_run(tmp_path):
     md, ladder_png, roof_png = ladder.write(copy, (4096, 4096, 4096))
     assert "## 4096x4096x4096" in md.read_text()
     assert ladder_png.read_bytes()[:4] == b"\x89PNG" and roof_png.read_bytes()[:4] == b"\x89PNG"
+    with pytest.raises(HarnessError, match="no measured rows at 5x5x5"):
+        ladder.write(copy, (5, 5, 5))
 
 
 def test_readme_results_are_generated_not_typed():
