@@ -324,7 +324,7 @@ def _tune(args, kernels) -> int:
 
     folder = args.report_dir / report.gpu_slug(why)
     stem = folder / f"tune-{spec.stem}-{report.run_stamp()}"
-    options = RunOptions(sizes=sizes, kernel_dirs=(), carveout_pct=None,
+    options = RunOptions(sizes=sizes, carveout_pct=None,
                          timing=TimingOptions(budget_ms=args.budget_ms, warmup_ms=10.0),
                          timeout_s=args.timeout_s)
     record = run(keep, arch, options, stem.with_suffix(".jsonl"), say, baseline="once")
@@ -381,7 +381,7 @@ def _run(args, kernels) -> int:
     folder = args.report_dir / report.gpu_slug(why)
     jsonl = args.json or folder / f"run-{stamp}.jsonl"
     options = RunOptions(
-        sizes=sizes, kernel_dirs=tuple(args.kernel_dir or DEFAULT_KERNEL_DIRS),
+        sizes=sizes,
         timing=TimingOptions(cold_l2=args.cold_l2, budget_ms=args.budget_ms,
                              warmup_ms=args.warmup_ms),
         carveout_pct=args.carveout, timeout_s=args.timeout_s)

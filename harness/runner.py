@@ -32,7 +32,6 @@ _FAULTS = ("ILLEGAL_ADDRESS", "LAUNCH_FAILED", "MISALIGNED_ADDRESS", "ILLEGAL_IN
 @dataclass(frozen=True)
 class RunOptions:
     sizes: tuple[tuple[int, int, int], ...]
-    kernel_dirs: tuple[Path, ...]
     timing: TimingOptions = TimingOptions()
     carveout_pct: int | None = None
     timeout_s: float = 300.0

@@ -119,7 +119,6 @@ def test_timing_keeps_the_queue_full(device, stream):
 def test_isolation_of_fault_hang_and_compile_error(tmp_path):
     kernels = discover([FIXTURE_KERNELS / "isolation"])
     options = RunOptions(sizes=((256, 256, 256),),
-                         kernel_dirs=(FIXTURE_KERNELS / "isolation",),
                          timing=TimingOptions(budget_ms=20, warmup_ms=5), timeout_s=30)
     lines = []
     record = run(kernels, "sm_90", options, tmp_path / "run.jsonl", lines.append)

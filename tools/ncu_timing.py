@@ -37,6 +37,7 @@ def launch(kernel_name: str, size: str, repeats: int) -> None:
     m, n, k = parse_size(size)
     with Device(0) as device:
         stream = Stream()
+        kernel = kernel.for_arch(device.arch.name)
         gemm = LoadedGemm(device, kernel, compile_kernel(kernel, device.arch.name))
         blas = Cublas(stream)
         ops = Operands(stream, m, n, k, kernel.spec.precision, kernel.spec.layout_b, seed=1)
