@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
 
-from harness.archs import get_arch
+from harness.archs import ARCHS, can_run, get_arch
 from harness.errors import CompileError, HarnessError
 from harness.ptxas import Resources, parse_report
 from harness.registry import Kernel
@@ -114,6 +114,8 @@ def compile_kernel(kernel: Kernel, arch: str, *, use_cache: bool = True) -> Comp
     if spec.language == "cu":
         cubin, log = _nvrtc(source, str(spec.path), flags)
     else:
+        check_ptx_header(source.decode(errors="replace"), spec.path, arch,
+                         compiler_versions()["nvjitlink"])
         cubin, log = _nvjitlink(source, spec.path, flags)
     report = parse_report(log)
     if spec.entry not in report:
@@ -193,6 +195,47 @@ def _explain_nvrtc(log: str, name: str, source: str, flags: list[str]) -> str:
     head = "\n".join(parts) or log.strip()
     return (f"{name}: NVRTC could not compile the kernel (flags: {' '.join(flags)})\n{head}\n"
             f"--- full compiler log ---\n{log.strip()}")
+
+
+_PTX_VERSION = re.compile(r"^\s*\.version\s+(\d+\.\d+)", re.MULTILINE)
+_PTX_TARGET = re.compile(r"^\s*\.target\s+([\w]+)", re.MULTILINE)
+
+
+def check_ptx_header(source: str, path: Path, arch: str, linker_version: str) -> None:
+    """Refuse, before assembling, a PTX whose ``.version`` this nvJitLink cannot read or whose
+    ``.target`` the compile target (the GPU's arch) cannot run, saying what to change."""
+    from cuda.bindings.utils import get_minimal_required_cuda_ver_from_ptx_ver
+
+    version, target = _PTX_VERSION.search(source), _PTX_TARGET.search(source)
+    if not version or not target:
+        missing = ".version" if not version else ".target"
+        raise CompileError(f"{path}: no {missing} directive; a PTX file starts with "
+                           "'.version X.Y', '.target sm_NN' and '.address_size 64'")
+    have = tuple(int(x) for x in linker_version.split("."))
+    try:
+        need_code = get_minimal_required_cuda_ver_from_ptx_ver(version[1])
+        need = (need_code // 1000, need_code % 1000 // 10)
+    except ValueError:
+        need = None
+    if need is None or need > have:
+        needs = f"CUDA {need[0]}.{need[1]}" if need else "a CUDA newer than any known here"
+        raise CompileError(
+            f"{path}: .version {version[1]} needs {needs} to assemble; this nvJitLink is "
+            f"{linker_version}: lower .version to one it reads (PTX ISA {have[0] - 4}.{have[1]} "
+            f"for CUDA {have[0]}.{have[1]}) or install a newer nvidia-nvjitlink")
+    target_name = target[1]
+    if target_name not in ARCHS:
+        raise CompileError(f"{path}: .target {target_name} is not an architecture the harness "
+                           f"knows ({', '.join(ARCHS)})")
+    if get_arch(target_name).needs_arch_specific and arch != target_name:
+        raise CompileError(
+            f"{path}: .target {target_name} assembles only for {target_name}, and the compile "
+            f"target is {arch}: declare min_arch = \"{target_name}\" in the spec (the harness "
+            f"then compiles for {target_name}), or use .target {arch}")
+    if not can_run(get_arch(target_name), get_arch(arch)):
+        raise CompileError(
+            f"{path}: .target {target_name} cannot run on {arch} (the GPU's architecture): "
+            f"lower .target to {arch} or older, and min_arch in the spec with it")
 
 
 def _nvjitlink(source: bytes, path: Path, flags: list[str]) -> tuple[bytes, str]:

@@ -93,3 +93,44 @@ def test_relinking_keeps_the_ptxas_report():
     for _ in range(2):
         compiled = compile_kernel(ptx, "sm_90", use_cache=False)
         assert "ptxas info" in compiled.log and compiled.resources.registers > 0
+
+
+PTX_HEAD = """/* harness
+entry = "k"
+summary = "header test"
+precision = "fp32"
+min_arch = "sm_80"
+block = ["32"]
+grid = ["1"]
+*/
+.version {version}
+.target {target}
+.address_size 64
+.visible .entry k()
+{{
+    ret;
+}}
+"""
+
+
+@pytest.mark.parametrize(
+    ("version", "target", "arch", "match"),
+    [("9.9", "sm_80", "sm_90", r"\.version 9\.9 needs a CUDA newer than any known here to "
+                               r"assemble; this nvJitLink is \d+\.\d+: lower \.version"),
+     ("8.0", "sm_100", "sm_90", r"\.target sm_100 cannot run on sm_90 .*lower \.target to "
+                                r"sm_90 or older"),
+     ("8.0", "sm_90a", "sm_90", r"\.target sm_90a assembles only for sm_90a.*declare "
+                                r"min_arch = \"sm_90a\""),
+     ("8.0", "sm_75", "sm_90", r"\.target sm_75 is not an architecture the harness knows")],
+)
+def test_ptx_header_is_refused_before_assembling(tmp_path, version, target, arch, match):
+    (tmp_path / "k.ptx").write_text(PTX_HEAD.format(version=version, target=target))
+    (kernel,) = discover([tmp_path])
+    with pytest.raises(CompileError, match=match):
+        compile_kernel(kernel, arch, use_cache=False)
+
+
+def test_ptx_header_that_fits_assembles(tmp_path):
+    (tmp_path / "k.ptx").write_text(PTX_HEAD.format(version="8.0", target="sm_80"))
+    (kernel,) = discover([tmp_path])
+    assert compile_kernel(kernel, "sm_90", use_cache=False).cubin[:4] == b"\x7fELF"
