@@ -76,6 +76,16 @@ def _parser() -> argparse.ArgumentParser:
     tune.add_argument("--timeout-s", type=float, default=120.0)
     tune.add_argument("--report-dir", type=Path, default=PROJECT_ROOT / "reports")
 
+    cmp_ = sub.add_parser("compare", help="variants side by side, timed interleaved with cuBLAS")
+    cmp_.add_argument("kernels", nargs="+", metavar="KERNEL",
+                      help="two or more; the first is the reference for speedups")
+    cmp_.add_argument("--size", action="append", metavar="N|M,N,K", help="default 4096")
+    cmp_.add_argument("--hot", dest="cold_l2", action="store_false", default=True,
+                      help="warm L2 (default: flushed before every launch)")
+    cmp_.add_argument("--budget-ms", type=float, default=300.0)
+    cmp_.add_argument("--timeout-s", type=float, default=300.0)
+    cmp_.add_argument("--report-dir", type=Path, default=PROJECT_ROOT / "reports")
+
     rep = sub.add_parser("report", help="napkin model, ladder and roofline plots from a run's "
                                         "JSON; optionally the README's results table")
     rep.add_argument("run_json", type=Path, help="a run report (reports/<gpu>/run-*.json)")
@@ -345,6 +355,47 @@ def _tune(args, kernels) -> int:
     return 0 if top else 1
 
 
+def _compare(args, kernels) -> int:
+    from harness.compile import compile_kernel, target_arch
+    from harness.driver import device_arch_name, gpu_status
+    from harness.runner import RunOptions, run
+    from harness.sass import disassemble, instruction_mix
+    from harness.timing import TimingOptions
+
+    chosen = select(kernels, args.kernels)
+    if len(chosen) < 2:
+        raise HarnessError(f"compare needs at least two kernels; {args.kernels} matched "
+                           f"{[k.name for k in chosen]}")
+    gpu, why = gpu_status()
+    if not gpu:
+        raise HarnessError(f"compare times kernels and needs a GPU ({why}); `harness build` "
+                           "and `harness sass` compare resources and instructions without one")
+    arch = device_arch_name()
+    sizes = tuple(parse_size(s) for s in (args.size or ["4096"]))
+    stem = args.report_dir / report.gpu_slug(why) / f"compare-{report.run_stamp()}"
+    options = RunOptions(sizes=sizes, timeout_s=args.timeout_s,
+                         timing=TimingOptions(cold_l2=args.cold_l2, budget_ms=args.budget_ms))
+    say = lambda line: print(line, file=sys.stderr)  # noqa: E731
+    record = run(chosen, arch, options, stem.with_suffix(".jsonl"), say, mode="compare")
+    mixes = {}
+    for kernel in chosen:
+        kernel = kernel.for_arch(arch)
+        mixes[kernel.name] = instruction_mix(disassemble(
+            compile_kernel(kernel, target_arch(kernel, arch)).cubin))
+    rows = [{**r, "sass": mixes.get(r["kernel"], {})} for r in record.rows]
+    meta = {**report.metadata(record.device, ["harness", *sys.argv[1:]],
+                              asdict(options.timing), sizes),
+            "mode": "interleaved: each round launches every kernel and cuBLAS once, in order; "
+                    "speedup = median over rounds of (first kernel's time / this one's), "
+                    "p20-p80 of those ratios; 'within noise' when that range holds 1"}
+    report.write_run(meta, rows, stem)
+    table = report.compare_table(rows)
+    (stem.parent / f"{stem.name}-table.md").write_text(table + "\n")
+    print(table)
+    print(f"\nwritten: {stem}.json, {stem}.md, {stem}-table.md")
+    return 0 if all(r["status"] in ("pass", "skipped") for r in rows) else 1
+
+
 def _report(args, kernels) -> int:
     from harness import ladder
 
@@ -407,7 +458,7 @@ def _rel(path: Path) -> str:
 
 
 _COMMANDS = {"list": _list, "build": _build, "occupancy": _occupancy, "sass": _sass,
-             "tune": _tune, "report": _report, "run": _run}
+             "tune": _tune, "compare": _compare, "report": _report, "run": _run}
 
 if __name__ == "__main__":
     sys.exit(main())

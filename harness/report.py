@@ -162,3 +162,34 @@ def write_sweep(rows: Sequence[dict], kernel_rows: int, gpu: str, command: Seque
                                                  tablefmt="github"), ""]
     (folder / "occupancy-sweep.md").write_text("\n".join(md))
     return summary
+
+
+COMPARE_SASS = ("FFMA", "LDS", "LDS.128", "LDSM", "HMMA", "HGMMA", "LDGSTS", "BAR", "LDL", "STL")
+
+
+def compare_table(rows: Sequence[dict], fmt: str = "github") -> str:
+    """``harness compare`` rows: speed, speedup over the first with its spread, resources,
+    occupancy and the SASS mix."""
+    out = []
+    for r in rows:
+        if r.get("status") != "pass":
+            out.append([r["kernel"], _cell(r, "size"), r["status"], "", "", "", "", "", "", ""])
+            continue
+        if r["kernel"] == r.get("compared_to"):
+            verdict = "reference"
+        elif r.get("within_noise"):
+            verdict = "within noise"
+        else:
+            verdict = "faster" if r["speedup"] > 1 else "slower"
+        mix = r.get("sass", {})
+        out.append([
+            r["kernel"], _cell(r, "size"), f"{r['gflops']:.0f}",
+            f"{r['speedup']:.3f} ({r['speedup_p20']:.3f}-{r['speedup_p80']:.3f})", verdict,
+            f"{r['pct_cublas']:.1f}", r["registers"], _cell(r, "smem"),
+            f"{r['blocks_per_sm']} / {r['occupancy_pct']:.0f}% ({r['limiter']})",
+            " ".join(f"{k}:{mix[k]}" for k in COMPARE_SASS if mix.get(k)),
+        ])
+    return tabulate(out, headers=["kernel", "size", "GFLOP/s", "speedup vs first (p20-p80)",
+                                  "verdict", "% cuBLAS", "regs", "smem s/d B",
+                                  "blocks/SM / occ (limiter)", "SASS mix"],
+                    tablefmt=fmt, disable_numparse=True)

@@ -47,11 +47,13 @@ class RunRecord:
 
 
 def run(kernels: Sequence[Kernel], arch: str, options: RunOptions, jsonl_path: Path,
-        say: Callable[[str], None], baseline: str = "every") -> RunRecord:
+        say: Callable[[str], None], baseline: str = "every", mode: str = "run") -> RunRecord:
     """Check and time ``kernels`` at every size; append each row to ``jsonl_path`` at once.
 
     ``baseline``: ``every`` times cuBLAS right after each kernel at each size; ``once`` times it
-    once per size and worker (for tuning sweeps of many variants)."""
+    once per size and worker (for tuning sweeps of many variants). ``mode``: ``run`` times each
+    kernel on its own; ``compare`` times them (and cuBLAS) interleaved, round by round, in one
+    worker, with each kernel's speedup over the first."""
     record = RunRecord()
     jsonl_path.parent.mkdir(parents=True, exist_ok=True)
     total = len(kernels) * len(options.sizes)
@@ -76,7 +78,7 @@ def run(kernels: Sequence[Kernel], arch: str, options: RunOptions, jsonl_path: P
                           "message": str(exc)})
         while runnable:
             say(f"      starting a worker for {len(runnable)} kernel(s)")
-            finished = _run_worker(runnable, options, record, keep, say, baseline)
+            finished = _run_worker(runnable, options, record, keep, say, baseline, mode)
             runnable = [k for k in runnable if k.name not in finished]
     return record
 
@@ -87,7 +89,7 @@ def _base(kernel: Kernel) -> dict:
 
 
 def _run_worker(kernels: Sequence[Kernel], options: RunOptions, record: RunRecord, keep,
-                say: Callable[[str], None], baseline: str) -> set[str]:
+                say: Callable[[str], None], baseline: str, mode: str) -> set[str]:
     """Run one worker over ``kernels``; return the names it finished (or that failed in it).
 
     A kernel that faults or hangs ends the worker; its unreported sizes are recorded with the
@@ -95,12 +97,13 @@ def _run_worker(kernels: Sequence[Kernel], options: RunOptions, record: RunRecor
     job = {"kernels": [{"name": k.name, "file": str(k.spec.path), "params": list(k.params)}
                        for k in kernels],
            "sizes": [list(s) for s in options.sizes], "timing": asdict(options.timing),
-           "carveout_pct": options.carveout_pct, "baseline": baseline}
+           "carveout_pct": options.carveout_pct, "baseline": baseline, "mode": mode}
     by_name = {k.name: k for k in kernels}
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([str(PROJECT_ROOT), env.get("PYTHONPATH", "")])
     env["PYTHONUNBUFFERED"] = "1"
     finished: set[str] = set()
+    reported: set[tuple] = set()
     current: str | None = None
     pending: list[tuple[int, int, int]] = []
     with tempfile.TemporaryFile(mode="w+") as stderr:
@@ -141,6 +144,7 @@ def _run_worker(kernels: Sequence[Kernel], options: RunOptions, record: RunRecor
                 size = (event["m"], event["n"], event["k"])
                 if size in pending:
                     pending.remove(size)
+                reported.add((event["kernel"], size))
                 keep({**_base(by_name[event["kernel"]]), **event})
             elif kind == "kernel_error":
                 for m, n, k in pending:
@@ -152,10 +156,12 @@ def _run_worker(kernels: Sequence[Kernel], options: RunOptions, record: RunRecor
         returncode = proc.wait()
         stderr.seek(0)
         tail = stderr.read()[-2000:].strip()
-    if current is None:  # died before any kernel: every kernel fails the same way
-        status, message = _failure(error, hung, returncode, tail, options.timeout_s)
-        for kernel in kernels:
-            for m, n, k in options.sizes:
+    if current is None:  # compare mode, or died before any kernel started
+        missing = [(kernel, size) for kernel in kernels for size in options.sizes
+                   if (kernel.name, tuple(size)) not in reported]
+        if missing:
+            status, message = _failure(error, hung, returncode, tail, options.timeout_s)
+            for kernel, (m, n, k) in missing:
                 keep({**_base(kernel), "m": m, "n": n, "k": k, "status": status,
                       "message": message})
         return set(by_name)

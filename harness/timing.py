@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 
 from harness.clocks import ClockSampler
@@ -90,43 +90,60 @@ class Timer:
 
     def time(self, launch: Callable[[], None]) -> Timing:
         """Time ``launch`` (which enqueues one kernel on this timer's stream)."""
+        return self.time_interleaved([launch])[0][0]
+
+    def time_interleaved(self, launches: Sequence[Callable[[], None]]
+                         ) -> tuple[list[Timing], list[list[float]]]:
+        """Time several launches in rounds (A B C, A B C, ...), each with its own events and
+        flush, so that clock or thermal drift touches all of them alike. Returns a Timing per
+        launch and the per-round times (ms) that go with them."""
         opts = self.options
-        launch()
-        self.stream.synchronize("first launch")
-        estimate_ms = max(self._measure(launch, 3)[0], 1e-4)
-        for _ in range(max(1, math.ceil(opts.warmup_ms / estimate_ms))):
+        for launch in launches:
             launch()
-        gpu_ms, host_per_launch_ms = self._measure(launch, 5)
+        self.stream.synchronize("first launch")
+
+        def round_() -> None:
+            for launch in launches:
+                launch()
+
+        estimate_ms = max(self._measure(round_, 3)[0], 1e-4)
+        for _ in range(max(1, math.ceil(opts.warmup_ms / estimate_ms))):
+            round_()
+        gpu_ms, host_per_round_ms = self._measure(round_, 5)
         estimate_ms = max(gpu_ms, 1e-4)
         reps = int(min(opts.max_reps, max(opts.min_reps, opts.budget_ms / estimate_ms)))
 
         # Work ahead of the timed region: enough flushes to outlast the host's enqueueing
-        # (about 4 driver calls per repetition), with a 2x margin.
-        host_enqueue_ms = reps * (host_per_launch_ms + 0.05)
+        # (about 4 driver calls per launch), with a 2x margin.
+        host_enqueue_ms = reps * (host_per_round_ms + 0.05 * len(launches))
         ahead = max(4, math.ceil(2 * host_enqueue_ms / max(self.flush_ms(), 1e-3)))
-        starts = [Event() for _ in range(reps)]
-        ends = [Event() for _ in range(reps)]
+        events = [[(Event(), Event()) for _ in launches] for _ in range(reps)]
         ahead_start, ahead_end = Event(), Event()
         ahead_start.record(self.stream)
         for _ in range(ahead):
             self.flush()
         ahead_end.record(self.stream)
         host_t0 = time.perf_counter()
-        for start, end in zip(starts, ends, strict=True):
-            if opts.cold_l2:
-                self.flush()
-            start.record(self.stream)
-            launch()
-            end.record(self.stream)
+        for round_events in events:
+            for launch, (start, end) in zip(launches, round_events, strict=True):
+                if opts.cold_l2:
+                    self.flush()
+                start.record(self.stream)
+                launch()
+                end.record(self.stream)
         host_ms = (time.perf_counter() - host_t0) * 1e3
-        clocks = self.clocks.sample_until(ends[-1].done)
+        clocks = self.clocks.sample_until(events[-1][-1][1].done)
         self.stream.synchronize("timed repetitions")
-        times = [end.elapsed_ms(start) for start, end in zip(starts, ends, strict=True)]
-        ahead_gpu_ms = ahead_end.elapsed_ms(ahead_start)
-        summary = Summary.of(times)
-        if summary.median <= 0:
-            raise HarnessError("timing: the median repetition took no time; the launch "
-                               "enqueued nothing on the timer's stream")
-        return Timing(summary.median, summary.p20, summary.p80, summary.minimum,
-                      summary.maximum, reps, opts.cold_l2, clocks.median, clocks.minimum,
-                      clocks.maximum, ahead_gpu_ms - host_ms)
+        per_round = [[end.elapsed_ms(start) for start, end in round_events]
+                     for round_events in events]
+        ahead_ms = ahead_end.elapsed_ms(ahead_start) - host_ms
+        timings = []
+        for i in range(len(launches)):
+            summary = Summary.of([r[i] for r in per_round])
+            if summary.median <= 0:
+                raise HarnessError("timing: the median repetition took no time; the launch "
+                                   "enqueued nothing on the timer's stream")
+            timings.append(Timing(summary.median, summary.p20, summary.p80, summary.minimum,
+                                  summary.maximum, reps, opts.cold_l2, clocks.median,
+                                  clocks.minimum, clocks.maximum, ahead_ms))
+        return timings, per_round

@@ -12,6 +12,7 @@ import json
 import math
 import sys
 import traceback
+from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 
@@ -26,7 +27,7 @@ from harness.errors import HarnessError, LaunchError
 from harness.gemm import LoadedGemm
 from harness.registry import Kernel
 from harness.spec import read_spec
-from harness.stats import gflops, peak_gflops
+from harness.stats import Summary, gflops, peak_gflops
 from harness.timing import Timer, TimingOptions
 
 EVENT_PREFIX = "HARNESS-EVENT "
@@ -168,9 +169,12 @@ class Session:
 
 def run_job(job: dict) -> None:
     session = Session(job)
-    for entry in job["kernels"]:
-        kernel = Kernel(entry["name"], read_spec(Path(entry["file"])),
-                        tuple(tuple(p) for p in entry["params"]))
+    kernels = [Kernel(e["name"], read_spec(Path(e["file"])), tuple(tuple(p) for p in e["params"]))
+               for e in job["kernels"]]
+    if job.get("mode") == "compare":
+        run_compare(session, kernels)
+        return
+    for kernel in kernels:
         emit("kernel_start", kernel=kernel.name)
         try:
             run_kernel(session, kernel)
@@ -178,88 +182,158 @@ def run_job(job: dict) -> None:
             emit("kernel_error", kernel=kernel.name, kind="LaunchError", message=str(exc))
 
 
-def run_kernel(session: Session, kernel: Kernel) -> None:
-    device, stream, blas, job = session.device, session.stream, session.blas, session.job
-    compiled = compile_kernel(kernel, target_arch(kernel, device.arch.name))
-    gemm = LoadedGemm(device, kernel, compiled, job.get("carveout_pct"))
-    precision = kernel.spec.precision
-    flops_per_clock = device.arch.fma_flops_per_clock_per_sm.get(precision, math.nan)
+@dataclass
+class Prepared:
+    """A kernel loaded, with the results of its odd-shape checks."""
 
+    kernel: Kernel
+    compiled: object
+    gemm: LoadedGemm
+    checks: list
+    skipped_checks: list
+
+
+def prepare(session: Session, kernel: Kernel) -> Prepared:
+    """Compile, load, and check ``kernel`` on the odd shapes (fresh inputs, several seeds)."""
+    device, stream = session.device, session.stream
+    compiled = compile_kernel(kernel, target_arch(kernel, device.arch.name))
+    gemm = LoadedGemm(device, kernel, compiled, session.job.get("carveout_pct"))
     checks: list[numerics.CheckResult] = []
-    skipped_checks: list[str] = []
+    skipped: list[str] = []
     emit("progress", kernel=kernel.name, stage="checking odd shapes")
     for i, (m, n, k) in enumerate(CHECK_SHAPES):
         if kernel.shape_problems(m, n, k):
-            skipped_checks += kernel.shape_problems(m, n, k)
+            skipped += kernel.shape_problems(m, n, k)
             continue
         for seed in CHECK_SEEDS:
             checks += check_one(gemm, stream, m, n, k, seed + 100 * i, repeat=seed == 11)
         checks += check_one(gemm, stream, m, n, k, 7 + i, alpha=0.75, beta=-0.5)
-    for reason in skipped_checks:
+    for reason in skipped:
         emit("progress", kernel=kernel.name, stage=f"check skipped: {reason}")
+    return Prepared(kernel, compiled, gemm, checks, skipped)
 
-    for m, n, k in job["sizes"]:
-        row = {"kernel": kernel.name, "m": m, "n": n, "k": k, "precision": precision,
-               "cublas_compute": compute_name(precision),
-               "registers": compiled.resources.registers,
-               "static_smem_bytes": compiled.resources.static_smem_bytes,
-               "spill_store_bytes": compiled.resources.spill_store_bytes,
-               "spill_load_bytes": compiled.resources.spill_load_bytes,
-               "block_threads": kernel.block_threads,
-               "check_skips": skipped_checks}
-        problems = kernel.shape_problems(m, n, k)
-        if problems:
-            emit("result", **row, status="skipped", message="; ".join(problems))
-            continue
-        shape = gemm.prepare(m, n, k)
-        occ = gemm.occupancy(m, n, k)
-        row.update(dynamic_smem_bytes=shape.dynamic_smem_bytes, grid=list(shape.grid),
-                   blocks_per_sm=occ["driver_blocks_per_sm"],
-                   blocks_per_sm_offline=occ["offline"]["blocks_per_sm"],
-                   occupancy_pct=occ["offline"]["occupancy_pct"],
-                   limiter=occ["offline"]["limiter"], occupancy_agree=occ["agree"],
-                   waves_per_sm=occ["waves_per_sm"])
-        emit("progress", kernel=kernel.name, size=[m, n, k], stage="checking the timed size")
-        size_checks = check_one(gemm, stream, m, n, k, seed=m * 7 + n * 3 + k, baseline=blas)
-        all_checks = checks + size_checks
-        failed = [c for c in all_checks if not c.passed]
-        row["checks_passed"] = len(all_checks) - len(failed)
-        row["checks_total"] = len(all_checks)
-        row["max_rel_err"] = max((c.rel_err_norm for c in all_checks), default=math.nan)
-        if failed:
-            f = failed[0]
-            emit("result", **row, status="FAIL",
-                 message=f"{len(failed)} of {len(all_checks)} checks failed; first at "
-                         f"{f.m}x{f.n}x{f.k} seed {f.seed} alpha {f.alpha} beta {f.beta}: "
-                         f"{f.message}")
-            continue
 
+def checked_row(session: Session, prep: Prepared, m: int, n: int, k: int) -> dict:
+    """The row for one size, with status 'skipped' or 'FAIL' (final) or 'checked' (time it)."""
+    kernel, compiled, gemm = prep.kernel, prep.compiled, prep.gemm
+    precision = kernel.spec.precision
+    row = {"kernel": kernel.name, "m": m, "n": n, "k": k, "precision": precision,
+           "cublas_compute": compute_name(precision),
+           "registers": compiled.resources.registers,
+           "static_smem_bytes": compiled.resources.static_smem_bytes,
+           "spill_store_bytes": compiled.resources.spill_store_bytes,
+           "spill_load_bytes": compiled.resources.spill_load_bytes,
+           "block_threads": kernel.block_threads, "check_skips": prep.skipped_checks}
+    problems = kernel.shape_problems(m, n, k)
+    if problems:
+        return {**row, "status": "skipped", "message": "; ".join(problems)}
+    shape = gemm.prepare(m, n, k)
+    occ = gemm.occupancy(m, n, k)
+    row.update(dynamic_smem_bytes=shape.dynamic_smem_bytes, grid=list(shape.grid),
+               blocks_per_sm=occ["driver_blocks_per_sm"],
+               blocks_per_sm_offline=occ["offline"]["blocks_per_sm"],
+               occupancy_pct=occ["offline"]["occupancy_pct"],
+               limiter=occ["offline"]["limiter"], occupancy_agree=occ["agree"],
+               waves_per_sm=occ["waves_per_sm"])
+    emit("progress", kernel=kernel.name, size=[m, n, k], stage="checking the timed size")
+    size_checks = check_one(gemm, session.stream, m, n, k, seed=m * 7 + n * 3 + k,
+                            baseline=session.blas)
+    all_checks = prep.checks + size_checks
+    failed = [c for c in all_checks if not c.passed]
+    row["checks_passed"] = len(all_checks) - len(failed)
+    row["checks_total"] = len(all_checks)
+    row["max_rel_err"] = max((c.rel_err_norm for c in all_checks), default=math.nan)
+    if failed:
+        f = failed[0]
+        return {**row, "status": "FAIL",
+                "message": f"{len(failed)} of {len(all_checks)} checks failed; first at "
+                           f"{f.m}x{f.n}x{f.k} seed {f.seed} alpha {f.alpha} beta {f.beta}: "
+                           f"{f.message}"}
+    return {**row, "status": "checked"}
+
+
+def timed_row(session: Session, row: dict, kt, bt) -> dict:
+    """``row`` completed with the kernel's timing ``kt`` and cuBLAS's ``bt``."""
+    m, n, k = row["m"], row["n"], row["k"]
+    device = session.device
+    flops_per_clock = device.arch.fma_flops_per_clock_per_sm.get(row["precision"], math.nan)
+    k_gflops, b_gflops = gflops(m, n, k, kt.median_ms), gflops(m, n, k, bt.median_ms)
+    peak = peak_gflops(flops_per_clock, device.sm_count, kt.sm_clock_mhz)
+    return {
+        **row, "status": "pass", "message": "ok",
+        "gflops": k_gflops, "median_ms": kt.median_ms, "p20_ms": kt.p20_ms,
+        "p80_ms": kt.p80_ms, "reps": kt.reps, "cold_l2": kt.cold_l2,
+        "sm_clock_mhz": kt.sm_clock_mhz, "sm_clock_min_mhz": kt.sm_clock_min_mhz,
+        "sm_clock_max_mhz": kt.sm_clock_max_mhz, "queue_ahead_ms": kt.queue_ahead_ms,
+        "cublas_gflops": b_gflops, "cublas_median_ms": bt.median_ms,
+        "cublas_p20_ms": bt.p20_ms, "cublas_p80_ms": bt.p80_ms, "cublas_reps": bt.reps,
+        "cublas_sm_clock_mhz": bt.sm_clock_mhz, "cublas_queue_ahead_ms": bt.queue_ahead_ms,
+        "pct_cublas": 100.0 * k_gflops / b_gflops, "peak_gflops_at_clock": peak,
+        "pct_peak": 100.0 * k_gflops / peak if peak == peak else math.nan,
+    }
+
+
+def run_kernel(session: Session, kernel: Kernel) -> None:
+    prep = prepare(session, kernel)
+    for m, n, k in session.job["sizes"]:
+        row = checked_row(session, prep, m, n, k)
+        if row["status"] != "checked":
+            emit("result", **row)
+            continue
         emit("progress", kernel=kernel.name, size=[m, n, k], stage="timing kernel and cuBLAS")
-        ops = Operands(stream, m, n, k, precision, kernel.spec.layout_b, seed=m + n + k)
+        ops = Operands(session.stream, m, n, k, kernel.spec.precision, kernel.spec.layout_b,
+                       seed=m + n + k)
         try:
-            ops.reset_c(stream)
-            launch = gemm.launcher(m, n, k, 1.0, ops.a.address, ops.b.address, 0.0,
-                                   ops.c.address, stream)
-            kt = session.timer.time(launch)
-            bt = session.time_baseline(precision, kernel.spec.layout_b, ops)
+            ops.reset_c(session.stream)
+            kt = session.timer.time(prep.gemm.launcher(m, n, k, 1.0, ops.a.address,
+                                                       ops.b.address, 0.0, ops.c.address,
+                                                       session.stream))
+            bt = session.time_baseline(kernel.spec.precision, kernel.spec.layout_b, ops)
         finally:
             ops.close()
-        k_gflops, b_gflops = gflops(m, n, k, kt.median_ms), gflops(m, n, k, bt.median_ms)
-        peak = peak_gflops(flops_per_clock, device.sm_count, kt.sm_clock_mhz)
-        row.update(
-            status="pass", message="ok",
-            gflops=k_gflops, median_ms=kt.median_ms, p20_ms=kt.p20_ms, p80_ms=kt.p80_ms,
-            reps=kt.reps, cold_l2=kt.cold_l2, sm_clock_mhz=kt.sm_clock_mhz,
-            sm_clock_min_mhz=kt.sm_clock_min_mhz, sm_clock_max_mhz=kt.sm_clock_max_mhz,
-            queue_ahead_ms=kt.queue_ahead_ms,
-            cublas_gflops=b_gflops, cublas_median_ms=bt.median_ms, cublas_p20_ms=bt.p20_ms,
-            cublas_p80_ms=bt.p80_ms, cublas_reps=bt.reps, cublas_sm_clock_mhz=bt.sm_clock_mhz,
-            cublas_queue_ahead_ms=bt.queue_ahead_ms,
-            pct_cublas=100.0 * k_gflops / b_gflops,
-            peak_gflops_at_clock=peak,
-            pct_peak=100.0 * k_gflops / peak if peak == peak else math.nan,
-        )
-        emit("result", **row)
+        emit("result", **timed_row(session, row, kt, bt))
+
+
+def run_compare(session: Session, kernels: list[Kernel]) -> None:
+    """Check every kernel, then time them and cuBLAS interleaved, round by round."""
+    first = kernels[0].spec
+    for kernel in kernels[1:]:
+        if (kernel.spec.precision, kernel.spec.layout_b) != (first.precision, first.layout_b):
+            raise HarnessError(
+                f"compare needs one precision and B layout: {kernels[0].name} is "
+                f"{first.precision}/{first.layout_b}, {kernel.name} is "
+                f"{kernel.spec.precision}/{kernel.spec.layout_b}")
+    preps = [prepare(session, kernel) for kernel in kernels]
+    stream = session.stream
+    for m, n, k in session.job["sizes"]:
+        rows = [checked_row(session, prep, m, n, k) for prep in preps]
+        for row in rows:
+            if row["status"] != "checked":
+                emit("result", **row)
+        live = [(prep, row) for prep, row in zip(preps, rows, strict=True)
+                if row["status"] == "checked"]
+        if not live:
+            continue
+        emit("progress", kernel="compare", size=[m, n, k],
+             stage=f"timing {len(live)} kernels and cuBLAS interleaved")
+        ops = Operands(stream, m, n, k, first.precision, first.layout_b, seed=m + n + k)
+        try:
+            ops.reset_c(stream)
+            launches = [prep.gemm.launcher(m, n, k, 1.0, ops.a.address, ops.b.address, 0.0,
+                                           ops.c.address, stream) for prep, _ in live]
+            launches.append(partial(session.blas.gemm, first.precision, m, n, k, 1.0,
+                                    ops.a.address, ops.b.address, 0.0, ops.c.address,
+                                    first.layout_b))
+            timings, per_round = session.timer.time_interleaved(launches)
+        finally:
+            ops.close()
+        for i, (_, row) in enumerate(live):
+            # per-round ratios: drift between rounds cancels, so their spread is the noise
+            ratios = Summary.of([r[0] / r[i] for r in per_round])
+            emit("result", **timed_row(session, row, timings[i], timings[-1]),
+                 compared_to=live[0][1]["kernel"], speedup=ratios.median,
+                 speedup_p20=ratios.p20, speedup_p80=ratios.p80,
+                 within_noise=i > 0 and ratios.p20 <= 1.0 <= ratios.p80)
 
 
 def main() -> int:

@@ -67,7 +67,8 @@ def test_build_refuses_a_block_the_arch_cannot_hold():
     [(["run", "nope"], "no kernel matches 'nope'"),
      (["build", "--size", "0"], "is not N or M,N,K"),
      (["--kernel-dir", "/nonexistent", "list"], "kernel folder /nonexistent does not exist"),
-     (["occupancy"], "name at least one KERNEL")],
+     (["occupancy"], "name at least one KERNEL"),
+     (["compare", "01_naive"], "compare needs at least two kernels")],
 )
 def test_errors_are_one_clear_line(args, message):
     proc = harness(*args, check=False)

@@ -130,3 +130,17 @@ def test_isolation_of_fault_hang_and_compile_error(tmp_path):
     assert "c_broken.cu:10" in by_name["c_broken"]["message"]
     assert by_name["d_good"]["gflops"] > 0 and by_name["d_good"]["cublas_gflops"] > 0
     assert len((tmp_path / "run.jsonl").read_text().splitlines()) == 4
+
+
+def test_compare_times_interleaved_with_speedups(tmp_path):
+    kernels = [k for k in KERNELS if k.name in ("03_smem_tiled:t32", "03_smem_tiled_ptx")]
+    options = RunOptions(sizes=((512, 512, 512),), timing=TimingOptions(budget_ms=30))
+    record = run(kernels, "sm_90", options, tmp_path / "c.jsonl", lambda _: None,
+                 mode="compare")
+    rows = {r["kernel"]: r for r in record.rows}
+    assert set(rows) == {"03_smem_tiled:t32", "03_smem_tiled_ptx"}
+    first, second = rows["03_smem_tiled:t32"], rows["03_smem_tiled_ptx"]
+    assert first["status"] == second["status"] == "pass"
+    assert first["speedup"] == 1.0 and second["compared_to"] == "03_smem_tiled:t32"
+    assert 0.5 < second["speedup_p20"] <= second["speedup"] <= second["speedup_p80"] < 2.0
+    assert first["cublas_gflops"] == second["cublas_gflops"]  # one cuBLAS in the rounds

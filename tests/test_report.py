@@ -44,3 +44,20 @@ def test_write_run(tmp_path):
     md = md_path.read_text()
     assert "cold (flushed before every repetition)" in md and "| 03_smem_tiled:t32" in md
     assert "## Not passed" in md and "CUDA_ERROR_ILLEGAL_ADDRESS" in md
+
+
+def test_compare_table_verdicts():
+    base = {**PASS, "compared_to": "a", "blocks_per_sm": 2, "occupancy_pct": 50.0,
+            "sass": {"FFMA": 33, "LDS.128": 8, "BAR": 2}}
+    rows = [{**base, "kernel": "a", "speedup": 1.0, "speedup_p20": 1.0, "speedup_p80": 1.0,
+             "within_noise": False},
+            {**base, "kernel": "b", "speedup": 1.004, "speedup_p20": 0.998,
+             "speedup_p80": 1.009, "within_noise": True},
+            {**base, "kernel": "c", "speedup": 0.8, "speedup_p20": 0.79, "speedup_p80": 0.81,
+             "within_noise": False},
+            FAULT]
+    text = report.compare_table(rows)
+    lines = {line.split("|")[1].strip(): line for line in text.splitlines()[2:]}
+    assert "reference" in lines["a"] and "within noise" in lines["b"]
+    assert "slower" in lines["c"] and "0.800 (0.790-0.810)" in lines["c"]
+    assert "FFMA:33 LDS.128:8 BAR:2" in lines["a"] and "fault" in lines["a_fault"]
