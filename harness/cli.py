@@ -155,7 +155,7 @@ def _print_problems(rows) -> None:
 def _occupancy(args, kernels) -> int:
     from harness import occupancy as occ_mod
     from harness.archs import get_arch
-    from harness.compile import compile_kernel
+    from harness.compile import compile_kernel, target_arch
     from harness.driver import gpu_status
 
     m, n, k = parse_size(args.size)
@@ -176,7 +176,7 @@ def _occupancy(args, kernels) -> int:
             with Device(0) as device:
                 arch = args.arch or device.arch.name
                 kernel = kernel.for_arch(device.arch.name)
-                compiled = compile_kernel(kernel, device.arch.name)
+                compiled = compile_kernel(kernel, target_arch(kernel, device.arch.name))
                 gemm = LoadedGemm(device, kernel, compiled, args.carveout)
                 driver = gemm.occupancy(m, n, k)
                 entry["driver"] = {"gpu": device.name,
@@ -188,7 +188,7 @@ def _occupancy(args, kernels) -> int:
             arch, sm_count = args.arch or "sm_90", None
             kernel = kernel.for_arch(arch)
             entry["driver"] = f"not queried: {why}"
-        compiled = compile_kernel(kernel, arch)
+        compiled = compile_kernel(kernel, target_arch(kernel, arch))
         res = compiled.resources
         dynamic = kernel.dynamic_smem_bytes(m, n, k)
         carveout = args.carveout if args.carveout is not None else kernel.spec.carveout_pct
@@ -273,12 +273,13 @@ def _occupancy_sweep(args, kernels) -> int:
 
 
 def _sass(args, kernels) -> int:
-    from harness.compile import compile_kernel
+    from harness.compile import compile_kernel, target_arch
     from harness.sass import CATEGORIES, disassemble, instruction_mix
 
     rows = []
     for kernel in select(kernels, args.kernels):
-        listing = disassemble(compile_kernel(kernel.for_arch(args.arch), args.arch).cubin)
+        kernel = kernel.for_arch(args.arch)
+        listing = disassemble(compile_kernel(kernel, target_arch(kernel, args.arch)).cubin)
         rows.append({"kernel": kernel.name, "arch": args.arch, **instruction_mix(listing)})
         if args.listing:
             print(listing)
