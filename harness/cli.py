@@ -344,8 +344,12 @@ def _tune(args, kernels) -> int:
                               asdict(options.timing), sizes),
             "space": space, "points": len(keep) + len(skipped), "timed": len(keep),
             "skipped": skipped_rows, "baseline": "cuBLAS timed once per size in each worker"}
-    report.write_run(meta, record.rows, stem)
     columns = [c for c in report.RUN_COLUMNS if c[0] not in ("precision",)]
+    skips = "\n".join(f"- {r['kernel']}: {r['message']}" for r in skipped_rows) or "- none"
+    report.write_run(meta, record.rows, stem, sections=[
+        f"## Best {len(top)} at {'x'.join(map(str, sizes[-1]))}", "",
+        report.table(top, columns, fmt="github"), "", "## Skipped points", "", skips, "",
+        "## Every timed point", ""])
     print(report.table(top, columns))
     print(f"\n{len(keep)} points timed, {len(skipped)} skipped (reasons in {stem}.json); "
           f"ranked at {'x'.join(map(str, sizes[-1]))}")

@@ -102,8 +102,10 @@ def metadata(device: dict, command: Sequence[str], timing: dict, sizes) -> dict:
     }
 
 
-def write_run(meta: dict, rows: Sequence[dict], stem: Path) -> tuple[Path, Path]:
-    """Write ``stem.json`` (metadata + rows) and ``stem.md`` (metadata + table)."""
+def write_run(meta: dict, rows: Sequence[dict], stem: Path,
+              sections: Sequence[str] = ()) -> tuple[Path, Path]:
+    """Write ``stem.json`` (metadata + rows) and ``stem.md`` (metadata, any extra markdown
+    ``sections``, then the table of every row)."""
     stem.parent.mkdir(parents=True, exist_ok=True)
     json_path, md_path = stem.with_suffix(".json"), stem.with_suffix(".md")
     json_path.write_text(json.dumps(jsonable({"meta": meta, "rows": list(rows)}), indent=1,
@@ -128,6 +130,7 @@ def write_run(meta: dict, rows: Sequence[dict], stem: Path) -> tuple[Path, Path]
         "- baseline: cuBLAS `cublasGemmEx` on the same buffers, timed by the same code right "
         "after each kernel; compute type per row in the JSON (`cublas_compute`)",
         "",
+        *sections,
         table(rows, fmt="github"),
         "",
     ]
