@@ -28,12 +28,14 @@ class Kernel:
     spec: KernelSpec
     params: tuple[tuple[str, int], ...]
     variant: str | None = None
+    explicit: bool = False
+    """Parameters chosen one by one (a tuning point): tuned defaults never replace them."""
 
     def for_arch(self, arch: str) -> Kernel:
         """This kernel with the defaults tuned for ``arch`` (``[tuned.<arch>]``) applied;
-        values a variant sets explicitly still win."""
+        values a variant sets still win, and an explicit kernel is returned unchanged."""
         pinned = self.spec.tuned.get(arch)
-        if not pinned:
+        if not pinned or self.explicit:
             return self
         chosen = self.spec.variants.get(self.variant, {}) if self.variant else {}
         params = {**self.spec.params, **pinned, **chosen}

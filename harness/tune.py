@@ -36,7 +36,7 @@ def points(kernel: Kernel, space: dict[str, Sequence[int]]) -> list[Kernel]:
         params = {**dict(kernel.params), **dict(zip(names, values, strict=True))}
         label = ",".join(f"{n}={params[n]}" for n in names)
         out.append(Kernel(f"{kernel.spec.stem}[{label}]", kernel.spec,
-                          tuple(sorted(params.items()))))
+                          tuple(sorted(params.items())), explicit=True))
     return out
 
 

@@ -26,6 +26,17 @@ def test_points_cover_the_product_and_keep_other_params():
         tune.points(base, {"XX": [1]})
 
 
+def test_tuned_defaults_never_replace_a_points_own_parameters():
+    """A point of a sweep is exactly what its name says, also for a kernel that has pinned
+    [tuned.sm_90] defaults (they once silently replaced every point's values)."""
+    base = [k for k in discover() if k.spec.stem == "10_hoisted"][0]
+    assert base.spec.tuned.get("sm_90"), "the test needs a kernel with pinned defaults"
+    (point,) = tune.points(base, {"BK": [64], "STAGES": [2]})
+    on90 = dict(point.for_arch("sm_90").params)
+    assert (on90["BK"], on90["STAGES"]) == (64, 2)
+    assert dict(base.for_arch("sm_90").params)["BK"] == base.spec.tuned["sm_90"]["BK"]
+
+
 def test_screening_gives_reasons():
     base = cp_async()
     bad_tile = tune.points(base, {"WM": [48]})[0]
