@@ -49,8 +49,10 @@ STAGES = 4
 // WM 64, WN 64, STAGES 4; reports/h100/tune-10_hoisted-20261122-131652.json) 48565 GFLOP/s at
 // 4096, 94.0% of cuBLAS COMPUTE_32F (45363 at 2048, 90.6%; 49199 at 8192, 95.2%). The
 // prediction (~46, ~90%) was about right: the main loop is now 86% FFMA (1197 instructions per
-// 16-step tile at the first tuned shape). A refinement sweep (BK 32/64, STAGES 2-4, PADA 4/8:
-// tune-10_hoisted-20261122-132007.json) found a plateau at 48.6 TFLOP/s, all within 0.1%.
+// 16-step tile at the first tuned shape). A refinement sweep at BM 128, BN 256, WM 64, WN 64
+// (BK 16/32/64, STAGES 2-4, PADA 4/8: tune-10_hoisted-20261122-134100.json) kept the pinned
+// point on top (48627); STAGES 3 gives 47154, PADA 8 46792, BK 16 at most 44889, BK 64 (two
+// stages only, 194 KB) 21596.
 
 #ifndef BM
 #define BM 128
