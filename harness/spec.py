@@ -120,19 +120,10 @@ def parse_spec(source: str, path: Path) -> KernelSpec:
         raise fail(f"carveout_pct must be an integer percent 0..100, found {carveout!r}")
 
     params = _int_table(table.get("params", {}), "params", fail)
-    variants_raw = table.get("variants", {})
-    if not isinstance(variants_raw, dict):
-        raise fail(f"variants must be a table of named parameter sets, found {variants_raw!r}")
-    variants = {}
-    for name, values in variants_raw.items():
+    variants = _param_sets(table.get("variants", {}), "variants", params, fail)
+    for name in variants:
         if not _NAME.match(name):
             raise fail(f"variant name {name!r} must be letters, digits and '_'")
-        values = _int_table(values, f"variants.{name}", fail)
-        extra = sorted(set(values) - set(params))
-        if extra:
-            raise fail(f"variant {name!r} sets {', '.join(extra)}, which [params] does not "
-                       "declare; declare a default for every parameter in [params]")
-        variants[name] = values
 
     tune = {}
     raw_tune = table.get("tune", {})
@@ -145,19 +136,9 @@ def parse_spec(source: str, path: Path) -> KernelSpec:
                 or any(isinstance(v, bool) or not isinstance(v, int) for v in values)):
             raise fail(f"tune.{name} must be a non-empty list of integers, found {values!r}")
         tune[name] = tuple(values)
-    tuned = {}
-    raw_tuned = table.get("tuned", {})
-    if not isinstance(raw_tuned, dict):
-        raise fail(f"tuned must hold one table per arch ([tuned.sm_90]), found {raw_tuned!r}")
-    for arch_name, values in raw_tuned.items():
-        if arch_name not in ARCHS:
-            get_arch(arch_name)
-        values = _int_table(values, f"tuned.{arch_name}", fail)
-        extra = sorted(set(values) - set(params))
-        if extra:
-            raise fail(f"tuned.{arch_name} sets {', '.join(extra)}, which [params] does not "
-                       "declare")
-        tuned[arch_name] = values
+    tuned = _param_sets(table.get("tuned", {}), "tuned", params, fail)
+    for arch_name in tuned:
+        get_arch(arch_name)  # raises with the known architectures
 
     raw_model = table.get("model", {})
     if not isinstance(raw_model, dict) or set(raw_model) - set(MODEL_KEYS):
@@ -212,6 +193,21 @@ def _one_formula(raw, names: frozenset[str], fail, key: str = "dynamic_smem_byte
                    f"{', '.join(sorted(e.names - names))}; it may use only "
                    f"{', '.join(sorted(names))}")
     return e
+
+
+def _param_sets(raw, key: str, params: dict[str, int], fail) -> dict[str, dict[str, int]]:
+    """A table of named parameter sets ([variants], [tuned]) over the declared [params]."""
+    if not isinstance(raw, dict):
+        raise fail(f"{key} must be a table of named parameter sets, found {raw!r}")
+    sets = {}
+    for name, values in raw.items():
+        values = _int_table(values, f"{key}.{name}", fail)
+        extra = sorted(set(values) - set(params))
+        if extra:
+            raise fail(f"{key}.{name} sets {', '.join(extra)}, which [params] does not "
+                       "declare; declare a default for every parameter in [params]")
+        sets[name] = values
+    return sets
 
 
 def _int_table(raw, where: str, fail) -> dict[str, int]:
