@@ -57,6 +57,12 @@ def _parser() -> argparse.ArgumentParser:
     sass.add_argument("--json", action="store_true")
     sass.add_argument("--listing", action="store_true", help="print the whole disassembly too")
 
+    ptx = sub.add_parser("ptx", help="a PTX kernel after its macros (#for, #if, ${...}) are "
+                                     "expanded with the variant's parameters (no GPU needed)")
+    ptx.add_argument("kernel", metavar="KERNEL", help="one registry key (stem:variant)")
+    ptx.add_argument("--arch", default="sm_90", choices=sorted(ARCHS),
+                     help="apply the parameters tuned for this arch ([tuned.<arch>])")
+
     tune = sub.add_parser("tune", help="sweep a kernel's tile parameters: check, time, rank")
     tune.add_argument("kernel", metavar="KERNEL", help="a kernel file stem (its [tune] space)")
     tune.add_argument("--size", action="append", metavar="N|M,N,K",
@@ -293,6 +299,19 @@ def _sass(args, kernels) -> int:
     return 0
 
 
+def _ptx(args, kernels) -> int:
+    from harness.ptxpp import expand
+
+    chosen = select(kernels, [args.kernel])
+    if len(chosen) != 1 or chosen[0].spec.language != "ptx":
+        names = ", ".join(k.name for k in chosen)
+        raise HarnessError(f"`harness ptx` takes one PTX kernel; {args.kernel!r} matches {names}"
+                           " (name one variant, stem:variant, of a .ptx file)")
+    kernel = chosen[0].for_arch(args.arch)
+    print(expand(kernel.spec.path.read_text(), kernel.param_env, kernel.spec.path).text, end="")
+    return 0
+
+
 def _tune(args, kernels) -> int:
     from harness import tune
     from harness.driver import gpu_status
@@ -463,7 +482,7 @@ def _rel(path: Path) -> str:
 
 
 _COMMANDS = {"list": _list, "build": _build, "occupancy": _occupancy, "sass": _sass,
-             "tune": _tune, "compare": _compare, "report": _report, "run": _run}
+             "ptx": _ptx, "tune": _tune, "compare": _compare, "report": _report, "run": _run}
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
 
+from harness import ptxpp
 from harness.archs import ARCHS, can_run, get_arch
 from harness.errors import CompileError, HarnessError
 from harness.ptxas import Resources, parse_report
@@ -98,10 +99,14 @@ def compile_kernel(kernel: Kernel, arch: str, *, use_cache: bool = True) -> Comp
     get_arch(arch)  # a clear error for an unknown target before the compiler sees it
     spec = kernel.spec
     source = spec.path.read_bytes()
+    expanded = None
     if spec.language == "cu":
         options = CompileOptions(arch=arch, defines=kernel.defines)
         flags, compiler = options.nvrtc_flags(), f"nvrtc {compiler_versions()['nvrtc']}"
     else:
+        # the PTX macros take the kernel's parameters, as -D does for .cu: the key is the result
+        expanded = ptxpp.expand(source.decode(errors="replace"), kernel.param_env, spec.path)
+        source = expanded.text.encode()
         options = CompileOptions(arch=arch)
         flags, compiler = options.nvjitlink_flags(), f"nvjitlink {compiler_versions()['nvjitlink']}"
     key = hashlib.sha256(
@@ -116,7 +121,7 @@ def compile_kernel(kernel: Kernel, arch: str, *, use_cache: bool = True) -> Comp
     else:
         check_ptx_header(source.decode(errors="replace"), spec.path, arch,
                          compiler_versions()["nvjitlink"])
-        cubin, log = _nvjitlink(source, spec.path, flags)
+        cubin, log = _nvjitlink(source, spec.path, flags, expanded)
     report = parse_report(log)
     if spec.entry not in report:
         raise CompileError(
@@ -238,7 +243,8 @@ def check_ptx_header(source: str, path: Path, arch: str, linker_version: str) ->
             f"lower .target to {arch} or older, and min_arch in the spec with it")
 
 
-def _nvjitlink(source: bytes, path: Path, flags: list[str]) -> tuple[bytes, str]:
+def _nvjitlink(source: bytes, path: Path, flags: list[str],
+               expanded: ptxpp.Expanded | None = None) -> tuple[bytes, str]:
     from cuda.bindings import nvjitlink
 
     handle = nvjitlink.create(len(flags), flags)
@@ -249,7 +255,7 @@ def _nvjitlink(source: bytes, path: Path, flags: list[str]) -> tuple[bytes, str]
         except nvjitlink.nvJitLinkError as exc:
             log = _nvjitlink_log(handle, "error")
             raise CompileError(explain_ptx_error(log, path, source.decode(errors="replace"),
-                                                 flags, str(exc))) from None
+                                                 flags, str(exc), expanded)) from None
         cubin = bytearray(nvjitlink.get_linked_cubin_size(handle))
         nvjitlink.get_linked_cubin(handle, cubin)
         log = _nvjitlink_log(handle, "info")
@@ -272,16 +278,26 @@ _PTXAS_DIAG = re.compile(r"ptxas[^,\n]*?(?:, line (?P<line>\d+))?; (?P<kind>erro
                          r"(?P<msg>.*)")
 
 
-def explain_ptx_error(log: str, path: Path, source: str, flags: list[str], status: str) -> str:
-    """An nvJitLink/ptxas failure as ``file:line: message`` with the PTX line shown."""
+def explain_ptx_error(log: str, path: Path, source: str, flags: list[str], status: str,
+                      expanded: ptxpp.Expanded | None = None) -> str:
+    """An nvJitLink/ptxas failure as ``file:line: message`` with the PTX line shown; with PTX
+    macros, at the line the author wrote, with the loop values and the expanded line."""
     lines = source.splitlines()
     parts = []
     for m in _PTXAS_DIAG.finditer(log):
         if m["line"]:
             number = int(m["line"])
             shown = lines[number - 1].strip() if 0 < number <= len(lines) else ""
-            parts.append(f"{path}:{number}: {m['kind']}: {m['msg'].strip()}\n"
-                         f"    {number} | {shown}")
+            origin = expanded.origin(number) if expanded and expanded.changed else None
+            if origin is None:
+                parts.append(f"{path}:{number}: {m['kind']}: {m['msg'].strip()}\n"
+                             f"    {number} | {shown}")
+                continue
+            where = origin.describe().removeprefix(f"line {origin.line}").strip()
+            parts.append(f"{path}:{origin.line}: {m['kind']}: {m['msg'].strip()}"
+                         f"{' ' + where if where else ''}\n"
+                         f"    {origin.line} | {expanded.written(origin.line)}\n"
+                         f"    expanded line {number} | {shown}")
         else:
             parts.append(f"{path}: {m['kind']}: {m['msg'].strip()}")
     head = "\n".join(parts) or log.strip() or status

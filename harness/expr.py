@@ -24,6 +24,11 @@ _BINARY = {
     ast.Mult: operator.mul,
     ast.FloorDiv: operator.floordiv,
     ast.Mod: operator.mod,
+    ast.BitAnd: operator.and_,
+    ast.BitOr: operator.or_,
+    ast.BitXor: operator.xor,
+    ast.LShift: operator.lshift,
+    ast.RShift: operator.rshift,
 }
 _COMPARE = {
     ast.Eq: operator.eq,
@@ -34,7 +39,8 @@ _COMPARE = {
     ast.GtE: operator.ge,
 }
 _FUNCTIONS = {"cdiv": _cdiv, "min": min, "max": max}
-GRAMMAR = "integers, names, + - * // %, parentheses, cdiv(a, b), min(a, b), max(a, b)"
+GRAMMAR = ("integers, names, + - * // % & | ^ << >>, parentheses, cdiv(a, b), min(a, b), "
+           "max(a, b)")
 
 
 @dataclass(frozen=True)
@@ -109,6 +115,8 @@ def _eval(node: ast.AST, env: Mapping[str, int], text: str) -> int | bool:
         left, right = _eval(node.left, env, text), _eval(node.right, env, text)
         if isinstance(node.op, (ast.FloorDiv, ast.Mod)) and right == 0:
             raise SpecError(f"formula {text!r} divides by zero with {dict(env)}")
+        if isinstance(node.op, (ast.LShift, ast.RShift)) and not 0 <= right < 64:
+            raise SpecError(f"formula {text!r} shifts by {right}; expected 0..63")
         return _BINARY[type(node.op)](left, right)
     if isinstance(node, ast.Call):
         args = [_eval(a, env, text) for a in node.args]

@@ -1,0 +1,252 @@
+"""PTX macros: tile parameters and repetition in hand-written PTX, expanded before assembling.
+
+ptxas reads no preprocessor directives, so a hand-written PTX kernel with variants would be a
+copy per variant, and a warp tile of 32 ``mma`` instructions 32 typed-out lines. Here a line whose
+first non-blank character is ``#`` (outside a ``/* */`` comment) is a directive of the harness:
+
+    #set NAME = EXPR                         a constant for the lines below
+    #for NAME in range([START,] STOP[, STEP])  ...  #endfor
+    #if EXPR  ...  #elif EXPR  ...  #else  ...  #endif
+    #error TEXT                              stop with TEXT (say which parameters are wrong)
+
+and ``${EXPR}`` anywhere in another line is replaced by the value of EXPR. EXPR is the spec
+grammar of :mod:`harness.expr` (integers, names, ``+ - * // % & | ^ << >>``, cdiv, min, max;
+comparisons with ``and``/``or`` in ``#if``); its names are the kernel's [params] as the variant
+sets them, ``#set`` names and loop variables. Nothing in a kernel file runs as Python.
+
+Every output line remembers the source line and loop values it came from, so an assembler
+error on expanded line 4711 is reported at the line the author wrote.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+
+from harness import expr
+from harness.errors import CompileError, SpecError
+
+_DIRECTIVE = re.compile(r"^\s*#\s*(?P<word>[a-z]+)\b\s*(?P<rest>.*?)\s*$")
+_SET = re.compile(r"^(?P<name>[A-Za-z_]\w*)\s*=\s*(?P<expr>.+)$")
+_FOR = re.compile(r"^(?P<name>[A-Za-z_]\w*)\s+in\s+range\((?P<args>.*)\)$")
+_SUBST = re.compile(r"\$\{(?P<expr>[^}]*)\}")
+SYNTAX = ("#set NAME = EXPR; #for NAME in range([START,] STOP[, STEP]) ... #endfor; "
+          "#if EXPR ... [#elif EXPR ...] [#else ...] #endif; #error TEXT; ${EXPR} in a line")
+
+
+@dataclass(frozen=True)
+class Origin:
+    """Where an expanded line came from: its source line and the loop values around it."""
+
+    line: int
+    bindings: tuple[tuple[str, int], ...] = ()
+
+    def describe(self) -> str:
+        loops = ", ".join(f"{name}={value}" for name, value in self.bindings)
+        return f"line {self.line}" + (f" ({loops})" if loops else "")
+
+
+@dataclass(frozen=True)
+class Expanded:
+    """The PTX ptxas reads, with the origin of each of its lines."""
+
+    text: str
+    origins: tuple[Origin, ...]
+    source: str = ""
+    """The text as written, for showing the line an error came from."""
+
+    def written(self, line: int) -> str:
+        """Source line ``line`` (1-based) as written, stripped."""
+        lines = self.source.splitlines()
+        return lines[line - 1].strip() if 0 < line <= len(lines) else ""
+
+    def origin(self, line: int) -> Origin | None:
+        """The origin of expanded line ``line`` (1-based), None past the end."""
+        return self.origins[line - 1] if 0 < line <= len(self.origins) else None
+
+    @property
+    def changed(self) -> bool:
+        """Whether any directive or substitution was applied."""
+        return any(o.line != i for i, o in enumerate(self.origins, 1)) or any(
+            o.bindings for o in self.origins)
+
+
+@dataclass
+class _Node:
+    line: int
+    kind: str  # text, set, for, if, error
+    text: str = ""
+    name: str = ""
+    exprs: tuple[expr.Expr, ...] = ()
+    body: list[_Node] = field(default_factory=list)
+    branches: list[tuple[expr.Expr | None, list[_Node]]] = field(default_factory=list)
+
+
+def expand(source: str, params: Mapping[str, int], path: Path) -> Expanded:
+    """Expand the directives and ``${...}`` of ``source`` (the file at ``path``) with
+    ``params`` bound; raise CompileError naming the file and line of anything wrong."""
+    nodes = _parse(source.splitlines(), Path(path))
+    out_text: list[str] = []
+    out_origin: list[Origin] = []
+    _emit(nodes, dict(params), (), Path(path), out_text, out_origin)
+    return Expanded("\n".join(out_text) + "\n", tuple(out_origin), source)
+
+
+def _comment_state(lines: list[str]) -> list[bool]:
+    """For each line, whether it starts inside a ``/* */`` comment."""
+    inside, states = False, []
+    for line in lines:
+        states.append(inside)
+        i = 0
+        while i < len(line):
+            if inside:
+                end = line.find("*/", i)
+                if end < 0:
+                    break
+                inside, i = False, end + 2
+            else:
+                slash = line.find("//", i)
+                start = line.find("/*", i)
+                if start < 0 or (0 <= slash < start):
+                    break
+                inside, i = True, start + 2
+    return states
+
+
+def _parse(lines: list[str], path: Path) -> list[_Node]:
+    def fail(number: int, message: str) -> CompileError:
+        return CompileError(f"{path}:{number}: {message}\n    {number} | "
+                            f"{lines[number - 1].strip()}\nPTX macro syntax: {SYNTAX}")
+
+    def formula(number: int, text: str, compare: bool = False) -> expr.Expr:
+        try:
+            return _parse_expr(text, compare)
+        except SpecError as exc:
+            raise fail(number, str(exc)) from None
+
+    root: list[_Node] = []
+    stack: list[tuple[_Node, list[_Node]]] = []  # open #for / #if and the list being filled
+    target = root
+    for number, (line, in_comment) in enumerate(zip(lines, _comment_state(lines),
+                                                    strict=True), 1):
+        match = None if in_comment else _DIRECTIVE.match(line)
+        if match is None:
+            target.append(_Node(number, "text", text=line))
+            continue
+        word, rest = match["word"], match["rest"]
+        if word == "set":
+            m = _SET.match(rest)
+            if not m:
+                raise fail(number, "expected '#set NAME = EXPR'")
+            target.append(_Node(number, "set", name=m["name"], exprs=(formula(number, m["expr"]),)))
+        elif word == "for":
+            m = _FOR.match(rest)
+            if not m:
+                raise fail(number, "expected '#for NAME in range([START,] STOP[, STEP])'")
+            args = _split_args(m["args"])
+            if not 1 <= len(args) <= 3:
+                raise fail(number, f"range() takes 1 to 3 arguments, found {len(args)}")
+            node = _Node(number, "for", name=m["name"],
+                         exprs=tuple(formula(number, a) for a in args))
+            target.append(node)
+            stack.append((node, target))
+            target = node.body
+        elif word == "if":
+            node = _Node(number, "if")
+            node.branches.append((formula(number, rest, compare=True), []))
+            target.append(node)
+            stack.append((node, target))
+            target = node.branches[-1][1]
+        elif word in ("elif", "else"):
+            if not stack or stack[-1][0].kind != "if" or stack[-1][0].branches[-1][0] is None:
+                raise fail(number, f"#{word} without an open #if (or after its #else)")
+            cond = formula(number, rest, compare=True) if word == "elif" else None
+            if word == "else" and rest:
+                raise fail(number, "#else takes nothing after it")
+            stack[-1][0].branches.append((cond, []))
+            target = stack[-1][0].branches[-1][1]
+        elif word in ("endfor", "endif"):
+            want = word[3:]
+            if not stack or stack[-1][0].kind != want:
+                open_ = (f"the #{stack[-1][0].kind} of line {stack[-1][0].line} is still open"
+                         if stack else "nothing is open")
+                raise fail(number, f"#{word} does not close anything: {open_}")
+            _, target = stack.pop()
+        elif word == "error":
+            target.append(_Node(number, "error", text=rest))
+        else:
+            raise fail(number, f"unknown directive #{word}")
+    if stack:
+        node = stack[-1][0]
+        raise fail(node.line, f"#{node.kind} is never closed: add #end{node.kind}")
+    return root
+
+
+def _split_args(text: str) -> list[str]:
+    """The comma-separated arguments of ``range(...)``, split where parentheses allow."""
+    try:
+        tree = ast.parse(f"f({text})", mode="eval")
+    except SyntaxError:
+        return [text]
+    return [ast.get_source_segment(f"f({text})", a) or "" for a in tree.body.args]
+
+
+@lru_cache(maxsize=4096)
+def _parse_expr(text: str, compare: bool) -> expr.Expr:
+    return expr.parse(text, allow_compare=compare)
+
+
+def _emit(nodes: list[_Node], env: dict[str, int], loops: tuple[tuple[str, int], ...],
+          path: Path, out_text: list[str], out_origin: list[Origin]) -> None:
+    def value(node: _Node, e: expr.Expr) -> int:
+        try:
+            result = e(env)
+        except SpecError as exc:
+            raise CompileError(f"{path}:{node.line}: {exc}{_where(loops)}") from None
+        return int(result)
+
+    for node in nodes:
+        if node.kind == "text":
+            line = node.text
+            if "${" in line:
+                line = _SUBST.sub(lambda m, n=node: str(value(n, _sub_expr(n, m, path))), line)
+            out_text.append(line)
+            out_origin.append(Origin(node.line, loops))
+        elif node.kind == "set":
+            env[node.name] = value(node, node.exprs[0])
+        elif node.kind == "for":
+            bounds = [value(node, e) for e in node.exprs]
+            if len(bounds) == 3 and bounds[2] == 0:
+                raise CompileError(f"{path}:{node.line}: range() step is 0{_where(loops)}")
+            saved = env.get(node.name)
+            for i in range(*bounds):
+                env[node.name] = i
+                _emit(node.body, env, (*loops, (node.name, i)), path, out_text, out_origin)
+            if saved is None:
+                env.pop(node.name, None)
+            else:
+                env[node.name] = saved
+        elif node.kind == "if":
+            for cond, body in node.branches:
+                if cond is None or value(node, cond):
+                    _emit(body, env, loops, path, out_text, out_origin)
+                    break
+        elif node.kind == "error":
+            text = _SUBST.sub(lambda m, n=node: str(value(n, _sub_expr(n, m, path))), node.text)
+            params = ", ".join(f"{k}={v}" for k, v in sorted(env.items()))
+            raise CompileError(f"{path}:{node.line}: #error {text}{_where(loops)} (with {params})")
+
+
+def _sub_expr(node: _Node, match: re.Match, path: Path) -> expr.Expr:
+    try:
+        return _parse_expr(match["expr"], False)
+    except SpecError as exc:
+        raise CompileError(f"{path}:{node.line}: ${{{match['expr']}}}: {exc}") from None
+
+
+def _where(loops: tuple[tuple[str, int], ...]) -> str:
+    return f" (in {', '.join(f'{n}={v}' for n, v in loops)})" if loops else ""
