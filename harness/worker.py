@@ -32,8 +32,10 @@ from harness.timing import Timer, TimingOptions
 
 EVENT_PREFIX = "HARNESS-EVENT "
 # Shapes that are not multiples of any tile, several seeds each: odd ones for kernels with no
-# constraints, and ones with N and K multiples of 4 (but of no tile) for float4 kernels.
-CHECK_SHAPES = ((37, 45, 29), (127, 253, 61), (257, 129, 300), (131, 196, 68), (515, 260, 132))
+# constraints, ones with N and K multiples of 4 (but of no tile) for float4 kernels, and ones
+# with N and K multiples of 8 (16-byte rows of 16-bit inputs: cp.async and ldmatrix kernels).
+CHECK_SHAPES = ((37, 45, 29), (127, 253, 61), (257, 129, 300), (131, 196, 68), (515, 260, 132),
+                (133, 264, 104), (517, 392, 200))
 CHECK_SEEDS = (11, 12, 13)
 
 
