@@ -294,9 +294,9 @@ def explain_ptx_error(log: str, path: Path, source: str, flags: list[str], statu
                              f"    {number} | {shown}")
                 continue
             where = origin.describe().removeprefix(f"line {origin.line}").strip()
-            parts.append(f"{path}:{origin.line}: {m['kind']}: {m['msg'].strip()}"
+            parts.append(f"{origin.path or path}:{origin.line}: {m['kind']}: {m['msg'].strip()}"
                          f"{' ' + where if where else ''}\n"
-                         f"    {origin.line} | {expanded.written(origin.line)}\n"
+                         f"    {origin.line} | {expanded.written(origin)}\n"
                          f"    expanded line {number} | {shown}")
         else:
             parts.append(f"{path}: {m['kind']}: {m['msg'].strip()}")

@@ -8,6 +8,8 @@ first non-blank character is ``#`` (outside a ``/* */`` comment) is a directive 
     #for NAME in range([START,] STOP[, STEP])  ...  #endfor
     #if EXPR  ...  #elif EXPR  ...  #else  ...  #endif
     #error TEXT                              stop with TEXT (say which parameters are wrong)
+    #include "FILE"                          the lines of FILE (a path relative to this file;
+                                             ``.ptxh`` files are not kernels of the registry)
 
 and ``${EXPR}`` anywhere in another line is replaced by the value of EXPR. EXPR is the spec
 grammar of :mod:`harness.expr` (integers, names, ``+ - * // % & | ^ << >>``, cdiv, min, max;
@@ -34,8 +36,11 @@ _DIRECTIVE = re.compile(r"^\s*#\s*(?P<word>[a-z]+)\b\s*(?P<rest>.*?)\s*$")
 _SET = re.compile(r"^(?P<name>[A-Za-z_]\w*)\s*=\s*(?P<expr>.+)$")
 _FOR = re.compile(r"^(?P<name>[A-Za-z_]\w*)\s+in\s+range\((?P<args>.*)\)$")
 _SUBST = re.compile(r"\$\{(?P<expr>[^}]*)\}")
+_INCLUDE = re.compile(r'^"(?P<file>[^"]+)"$')
+_MAX_INCLUDE_DEPTH = 8
 SYNTAX = ("#set NAME = EXPR; #for NAME in range([START,] STOP[, STEP]) ... #endfor; "
-          "#if EXPR ... [#elif EXPR ...] [#else ...] #endif; #error TEXT; ${EXPR} in a line")
+          "#if EXPR ... [#elif EXPR ...] [#else ...] #endif; #error TEXT; #include \"FILE\"; "
+          "${EXPR} in a line; a directive may end with a // comment")
 
 
 @dataclass(frozen=True)
@@ -44,6 +49,8 @@ class Origin:
 
     line: int
     bindings: tuple[tuple[str, int], ...] = ()
+    path: Path | None = None
+    """The included file the line is in; None for the kernel file itself."""
 
     def describe(self) -> str:
         loops = ", ".join(f"{name}={value}" for name, value in self.bindings)
@@ -56,13 +63,13 @@ class Expanded:
 
     text: str
     origins: tuple[Origin, ...]
-    source: str = ""
-    """The text as written, for showing the line an error came from."""
+    sources: dict[Path | None, list[str]] = field(default_factory=dict)
+    """The lines as written, per file (None: the kernel file), to show where an error is."""
 
-    def written(self, line: int) -> str:
-        """Source line ``line`` (1-based) as written, stripped."""
-        lines = self.source.splitlines()
-        return lines[line - 1].strip() if 0 < line <= len(lines) else ""
+    def written(self, origin: Origin) -> str:
+        """The line ``origin`` points at, as written, stripped."""
+        lines = self.sources.get(origin.path, [])
+        return lines[origin.line - 1].strip() if 0 < origin.line <= len(lines) else ""
 
     def origin(self, line: int) -> Origin | None:
         """The origin of expanded line ``line`` (1-based), None past the end."""
@@ -78,7 +85,8 @@ class Expanded:
 @dataclass
 class _Node:
     line: int
-    kind: str  # text, set, for, if, error
+    kind: str  # text, set, for, if, error, include
+    path: Path | None
     text: str = ""
     name: str = ""
     exprs: tuple[expr.Expr, ...] = ()
@@ -89,11 +97,12 @@ class _Node:
 def expand(source: str, params: Mapping[str, int], path: Path) -> Expanded:
     """Expand the directives and ``${...}`` of ``source`` (the file at ``path``) with
     ``params`` bound; raise CompileError naming the file and line of anything wrong."""
-    nodes = _parse(source.splitlines(), Path(path))
+    sources: dict[Path | None, list[str]] = {None: source.splitlines()}
+    nodes = _parse(sources[None], Path(path), None, sources, 0)
     out_text: list[str] = []
     out_origin: list[Origin] = []
     _emit(nodes, dict(params), (), Path(path), out_text, out_origin)
-    return Expanded("\n".join(out_text) + "\n", tuple(out_origin), source)
+    return Expanded("\n".join(out_text) + "\n", tuple(out_origin), sources)
 
 
 def _comment_state(lines: list[str]) -> list[bool]:
@@ -117,7 +126,10 @@ def _comment_state(lines: list[str]) -> list[bool]:
     return states
 
 
-def _parse(lines: list[str], path: Path) -> list[_Node]:
+def _parse(lines: list[str], kernel_path: Path, included: Path | None,
+           sources: dict[Path | None, list[str]], depth: int) -> list[_Node]:
+    path = included or kernel_path
+
     def fail(number: int, message: str) -> CompileError:
         return CompileError(f"{path}:{number}: {message}\n    {number} | "
                             f"{lines[number - 1].strip()}\nPTX macro syntax: {SYNTAX}")
@@ -135,14 +147,15 @@ def _parse(lines: list[str], path: Path) -> list[_Node]:
                                                     strict=True), 1):
         match = None if in_comment else _DIRECTIVE.match(line)
         if match is None:
-            target.append(_Node(number, "text", text=line))
+            target.append(_Node(number, "text", included, text=line))
             continue
-        word, rest = match["word"], match["rest"]
+        word, rest = match["word"], match["rest"].split("//", 1)[0].strip()
         if word == "set":
             m = _SET.match(rest)
             if not m:
                 raise fail(number, "expected '#set NAME = EXPR'")
-            target.append(_Node(number, "set", name=m["name"], exprs=(formula(number, m["expr"]),)))
+            target.append(_Node(number, "set", included, name=m["name"],
+                                exprs=(formula(number, m["expr"]),)))
         elif word == "for":
             m = _FOR.match(rest)
             if not m:
@@ -150,13 +163,13 @@ def _parse(lines: list[str], path: Path) -> list[_Node]:
             args = _split_args(m["args"])
             if not 1 <= len(args) <= 3:
                 raise fail(number, f"range() takes 1 to 3 arguments, found {len(args)}")
-            node = _Node(number, "for", name=m["name"],
+            node = _Node(number, "for", included, name=m["name"],
                          exprs=tuple(formula(number, a) for a in args))
             target.append(node)
             stack.append((node, target))
             target = node.body
         elif word == "if":
-            node = _Node(number, "if")
+            node = _Node(number, "if", included)
             node.branches.append((formula(number, rest, compare=True), []))
             target.append(node)
             stack.append((node, target))
@@ -177,7 +190,21 @@ def _parse(lines: list[str], path: Path) -> list[_Node]:
                 raise fail(number, f"#{word} does not close anything: {open_}")
             _, target = stack.pop()
         elif word == "error":
-            target.append(_Node(number, "error", text=rest))
+            target.append(_Node(number, "error", included, text=match["rest"]))
+        elif word == "include":
+            m = _INCLUDE.match(rest)
+            if not m:
+                raise fail(number, 'expected #include "FILE" (a path relative to this file)')
+            if depth >= _MAX_INCLUDE_DEPTH:
+                raise fail(number, f"includes nest deeper than {_MAX_INCLUDE_DEPTH}: a cycle?")
+            child = (path.parent / m["file"]).resolve()
+            try:
+                sources[child] = child.read_text().splitlines()
+            except OSError as exc:
+                raise fail(number, f"cannot read {child}: {exc.strerror}") from None
+            node = _Node(number, "include", included)
+            node.body = _parse(sources[child], kernel_path, child, sources, depth + 1)
+            target.append(node)
         else:
             raise fail(number, f"unknown directive #{word}")
     if stack:
@@ -201,31 +228,40 @@ def _parse_expr(text: str, compare: bool) -> expr.Expr:
 
 
 def _emit(nodes: list[_Node], env: dict[str, int], loops: tuple[tuple[str, int], ...],
-          path: Path, out_text: list[str], out_origin: list[Origin]) -> None:
+          kernel_path: Path, out_text: list[str], out_origin: list[Origin]) -> None:
+    def fail(node: _Node, message: str) -> CompileError:
+        return CompileError(f"{node.path or kernel_path}:{node.line}: {message}{_where(loops)}")
+
     def value(node: _Node, e: expr.Expr) -> int:
         try:
-            result = e(env)
+            return int(e(env))
         except SpecError as exc:
-            raise CompileError(f"{path}:{node.line}: {exc}{_where(loops)}") from None
-        return int(result)
+            raise fail(node, str(exc)) from None
+
+    def substitute(node: _Node, text: str) -> str:
+        def one(match: re.Match) -> str:
+            try:
+                e = _parse_expr(match["expr"], False)
+            except SpecError as exc:
+                raise fail(node, f"${{{match['expr']}}}: {exc}") from None
+            return str(value(node, e))
+
+        return _SUBST.sub(one, text) if "${" in text else text
 
     for node in nodes:
         if node.kind == "text":
-            line = node.text
-            if "${" in line:
-                line = _SUBST.sub(lambda m, n=node: str(value(n, _sub_expr(n, m, path))), line)
-            out_text.append(line)
-            out_origin.append(Origin(node.line, loops))
+            out_text.append(substitute(node, node.text))
+            out_origin.append(Origin(node.line, loops, node.path))
         elif node.kind == "set":
             env[node.name] = value(node, node.exprs[0])
         elif node.kind == "for":
             bounds = [value(node, e) for e in node.exprs]
             if len(bounds) == 3 and bounds[2] == 0:
-                raise CompileError(f"{path}:{node.line}: range() step is 0{_where(loops)}")
+                raise fail(node, "range() step is 0")
             saved = env.get(node.name)
             for i in range(*bounds):
                 env[node.name] = i
-                _emit(node.body, env, (*loops, (node.name, i)), path, out_text, out_origin)
+                _emit(node.body, env, (*loops, (node.name, i)), kernel_path, out_text, out_origin)
             if saved is None:
                 env.pop(node.name, None)
             else:
@@ -233,19 +269,13 @@ def _emit(nodes: list[_Node], env: dict[str, int], loops: tuple[tuple[str, int],
         elif node.kind == "if":
             for cond, body in node.branches:
                 if cond is None or value(node, cond):
-                    _emit(body, env, loops, path, out_text, out_origin)
+                    _emit(body, env, loops, kernel_path, out_text, out_origin)
                     break
+        elif node.kind == "include":
+            _emit(node.body, env, loops, kernel_path, out_text, out_origin)
         elif node.kind == "error":
-            text = _SUBST.sub(lambda m, n=node: str(value(n, _sub_expr(n, m, path))), node.text)
             params = ", ".join(f"{k}={v}" for k, v in sorted(env.items()))
-            raise CompileError(f"{path}:{node.line}: #error {text}{_where(loops)} (with {params})")
-
-
-def _sub_expr(node: _Node, match: re.Match, path: Path) -> expr.Expr:
-    try:
-        return _parse_expr(match["expr"], False)
-    except SpecError as exc:
-        raise CompileError(f"{path}:{node.line}: ${{{match['expr']}}}: {exc}") from None
+            raise fail(node, f"#error {substitute(node, node.text)} [{params}]")
 
 
 def _where(loops: tuple[tuple[str, int], ...]) -> str:

@@ -19,11 +19,40 @@ PRECISIONS = ("fp32", "tf32", "bf16", "fp16")
 LAYOUTS = ("row", "col")
 SHAPE_NAMES = frozenset({"M", "N", "K"})
 MODEL_KEYS = ("tile_m", "tile_n", "smem_loads", "fmas")
+KINDS = ("gemm", "ceiling")
+"""``gemm``: the common GEMM ABI (every GEMM command). ``ceiling``: a register-only
+microbenchmark of one instruction's issue rate, ABI ``(u64 sink, u32 iterations)``
+(``harness ceiling``; see harness/ceiling.py)."""
 _REQUIRED = ("entry", "summary", "precision", "min_arch", "block", "grid")
 _OPTIONAL = ("layout_b", "dynamic_smem_bytes", "constraints", "carveout_pct", "predicted",
-             "params", "variants", "tune", "tuned", "model")
+             "params", "variants", "tune", "tuned", "model", "kind", "ceiling")
+_CEILING_KEYS = ("kind", "entry", "summary", "predicted", "precision", "min_arch", "block",
+                 "ceiling")
+CEILING_TABLE_KEYS = ("instruction", "mma_per_iteration", "blocks_per_sm")
+# the operand types an mma instruction names for each input precision (FP32 accumulate)
+_MMA_TYPES = {"bf16": ".bf16.bf16.", "fp16": ".f16.f16.", "tf32": ".tf32.tf32."}
+_MMA = re.compile(r"^mma\.sync\.aligned\.m(\d+)n(\d+)k(\d+)\.[a-z0-9.]+$")
 _SPEC_BLOCK = re.compile(r"\A\s*/\*\s*harness[ \t]*\n(?P<body>.*?)\*/", re.DOTALL)
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+@dataclass(frozen=True)
+class CeilingSpec:
+    """The ``[ceiling]`` table of a ``kind = "ceiling"`` kernel."""
+
+    instruction: str
+    """The measured instruction exactly as the kernel file spells it, e.g.
+    ``mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32``."""
+    mma_per_iteration: int
+    """Instructions each warp issues per loop iteration (independent chains x repeats)."""
+    blocks_per_sm: int
+    """Blocks launched per SM: the grid is blocks_per_sm x the SM count."""
+
+    @property
+    def flops_per_instruction(self) -> int:
+        """2 m n k of the instruction's shape (one warp's mma)."""
+        m, n, k = (int(g) for g in _MMA.match(self.instruction).groups())
+        return 2 * m * n * k
 
 
 @dataclass(frozen=True)
@@ -52,6 +81,10 @@ class KernelSpec:
     """The napkin model's inputs ([model]): tile_m, tile_n (C per block: each A tile is read
     once per block column, each B tile once per block row), smem_loads and fmas (shared-load
     instructions and FMAs per thread per k step)."""
+    kind: str = "gemm"
+    """One of :data:`KINDS`; only ``gemm`` kernels take the GEMM ABI."""
+    ceiling: CeilingSpec | None = None
+    """The ``[ceiling]`` table (kind = "ceiling" only)."""
 
     @property
     def stem(self) -> str:
@@ -94,7 +127,21 @@ def parse_spec(source: str, path: Path) -> KernelSpec:
     if unknown:
         raise fail(f"unknown key(s) {', '.join(unknown)}; allowed keys: "
                    f"{', '.join(_REQUIRED + _OPTIONAL)}")
-    missing = [k for k in _REQUIRED if k not in table]
+    kind = table.get("kind", "gemm")
+    if kind not in KINDS:
+        raise fail(f"kind must be one of {', '.join(KINDS)}, found {kind!r}")
+    required = _REQUIRED
+    if kind == "ceiling":
+        required = tuple(k for k in _REQUIRED if k != "grid") + ("ceiling",)
+        gemm_only = sorted(set(table) - set(_CEILING_KEYS))
+        if gemm_only:
+            raise fail(f"a ceiling kernel takes no {', '.join(gemm_only)}: it has no problem "
+                       "size, and its grid is [ceiling] blocks_per_sm x the SM count; remove "
+                       f"them (keys of a ceiling kernel: {', '.join(_CEILING_KEYS)})")
+    elif "ceiling" in table:
+        raise fail('[ceiling] belongs to ceiling microbenchmarks: add kind = "ceiling", or '
+                   "remove the table from this GEMM kernel")
+    missing = [k for k in required if k not in table]
     if missing:
         raise fail(f"missing required key(s) {', '.join(missing)}")
     for key in ("entry", "summary", "precision", "min_arch", "layout_b", "predicted"):
@@ -167,7 +214,7 @@ def parse_spec(source: str, path: Path) -> KernelSpec:
     param_names = frozenset(params)
     block = formulas("block", names=param_names)
     grid = formulas("grid", names=param_names | SHAPE_NAMES)
-    for key, dims in (("block", block), ("grid", grid)):
+    for key, dims in (("block", block), ("grid", grid))[: 1 if kind == "ceiling" else 2]:
         if not 1 <= len(dims) <= 3:
             raise fail(f"{key} must list 1 to 3 dimensions (x, y, z), found {len(dims)}")
     constraints = formulas("constraints", names=param_names | SHAPE_NAMES, compare=True)
@@ -179,8 +226,41 @@ def parse_spec(source: str, path: Path) -> KernelSpec:
         min_arch=table["min_arch"], block=block, grid=grid, dynamic_smem_bytes=dynamic_smem,
         layout_b=layout_b, constraints=constraints, carveout_pct=carveout,
         predicted=table.get("predicted", "").strip(), params=params, variants=variants,
-        tune=tune, tuned=tuned, model=model,
+        tune=tune, tuned=tuned, model=model, kind=kind,
+        ceiling=(_ceiling_table(table["ceiling"], precision, source[match.end():], fail)
+                 if kind == "ceiling" else None),
     )
+
+
+def _ceiling_table(raw, precision: str, body: str, fail) -> CeilingSpec:
+    """The [ceiling] table: an mma instruction the file issues, of the spec's precision."""
+    if not isinstance(raw, dict):
+        raise fail(f"ceiling must be a table with keys {', '.join(CEILING_TABLE_KEYS)}, found "
+                   f"{raw!r}")
+    unknown = sorted(set(raw) - set(CEILING_TABLE_KEYS))
+    missing = [k for k in CEILING_TABLE_KEYS if k not in raw]
+    if unknown or missing:
+        raise fail(f"ceiling must have exactly the keys {', '.join(CEILING_TABLE_KEYS)}; "
+                   f"found unknown {', '.join(unknown) or 'none'}, missing "
+                   f"{', '.join(missing) or 'none'}")
+    instruction = raw["instruction"]
+    if not isinstance(instruction, str) or not _MMA.match(instruction):
+        raise fail("ceiling.instruction must be an mma.sync instruction with its shape, e.g. "
+                   "'mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32', found "
+                   f"{instruction!r}")
+    want = _MMA_TYPES.get(precision)
+    if want is None or want not in instruction:
+        raise fail(f"ceiling.instruction {instruction!r} does not take {precision} inputs: "
+                   f"expected its operand types to read {want or 'an mma input type'!r} "
+                   "(precision and instruction must agree)")
+    if instruction not in body:
+        raise fail(f"ceiling.instruction {instruction!r} does not appear in the kernel's code; "
+                   "name the instruction the kernel issues, spelled as in the file")
+    for key in ("mma_per_iteration", "blocks_per_sm"):
+        value = raw[key]
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise fail(f"ceiling.{key} must be a positive integer, found {value!r}")
+    return CeilingSpec(instruction, raw["mma_per_iteration"], raw["blocks_per_sm"])
 
 
 def _one_formula(raw, names: frozenset[str], fail, key: str = "dynamic_smem_bytes") -> expr.Expr:
@@ -223,6 +303,8 @@ def _int_table(raw, where: str, fail) -> dict[str, int]:
 
 
 def _check_entry_defined(body: str, entry: str, path: Path) -> None:
+    if path.suffix == ".ptx" and re.search(r"^\s*#\s*include\b", body, re.MULTILINE):
+        return  # the entry may be in the included body; compiling finds it or says it is missing
     if path.suffix == ".ptx":
         pattern = rf"\.entry\s+{re.escape(entry)}\b"
         how = f"'.visible .entry {entry}(...)'"

@@ -62,7 +62,7 @@ def test_directives_inside_block_comments_are_text():
     ("mov ${NOPE};\n", r"k.ptx:1: .*uses 'NOPE', which is not defined"),
     ("mov ${__import__('os')};\n", r"k.ptx:1: .*unknown function"),
     ("#for i in range(3)\n#if i == 2\n#error i is ${i}, BM ${BM}\n#endif\n#endfor\n",
-     r"k.ptx:3: #error i is 2, BM 64 \(in i=2\)"),
+     r"k.ptx:3: #error i is 2, BM 64 \[BM=64, i=2\] \(in i=2\)"),
 ])
 def test_bad_macros_name_file_and_line(src, match):
     with pytest.raises(CompileError, match=match):
@@ -134,3 +134,23 @@ def test_cli_refuses_a_cu_kernel(capsys):
 
     assert main(["ptx", "01_naive"]) == 2
     assert "takes one PTX kernel" in capsys.readouterr().err
+
+
+def test_include_expands_with_the_includers_constants(tmp_path):
+    (tmp_path / "body.ptxh").write_text("#if F16\nmma.f16;\n#else\nmma.bf16;\n#endif\n"
+                                        "add ${BM};\n")
+    src = '#set F16 = 1\n#include "body.ptxh"  // the shared body\n'
+    out = expand(src, {"BM": 64}, tmp_path / "k.ptx")
+    assert out.text.splitlines() == ["mma.f16;", "add 64;"]
+    assert out.origin(2).path == (tmp_path / "body.ptxh").resolve() and out.origin(2).line == 6
+
+
+def test_errors_in_an_included_file_name_that_file(tmp_path):
+    (tmp_path / "body.ptxh").write_text("x\nadd ${NOPE};\n")
+    with pytest.raises(CompileError, match=r"body.ptxh:2: .*'NOPE', which is not defined"):
+        expand('#include "body.ptxh"\n', {}, tmp_path / "k.ptx")
+    with pytest.raises(CompileError, match=r"k.ptx:1: cannot read .*missing.ptxh"):
+        expand('#include "missing.ptxh"\n', {}, tmp_path / "k.ptx")
+    (tmp_path / "loop.ptxh").write_text('#include "loop.ptxh"\n')
+    with pytest.raises(CompileError, match=r"includes nest deeper than 8"):
+        expand('#include "loop.ptxh"\n', {}, tmp_path / "k.ptx")
