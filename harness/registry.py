@@ -1,7 +1,8 @@
 """The kernel registry: every kernel file under the kernel folders, its variants expanded.
 
 A kernel's registry key is its file stem; a file that declares variants gives one entry per
-variant, keyed ``stem:variant``.
+variant, keyed ``stem:variant``. Every file is read and validated, whatever its kind; the GEMM
+commands see only ``kind = "gemm"`` kernels (the default of :func:`discover`).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from functools import cached_property
 from pathlib import Path
 
 from harness.errors import HarnessError, SpecError
-from harness.spec import KernelSpec, read_spec
+from harness.spec import KINDS, KernelSpec, read_spec
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_KERNEL_DIRS = (PROJECT_ROOT / "cu", PROJECT_ROOT / "ptx")
@@ -94,8 +95,12 @@ def kernels_in(spec: KernelSpec) -> list[Kernel]:
     ]
 
 
-def discover(kernel_dirs: Sequence[Path] = DEFAULT_KERNEL_DIRS) -> list[Kernel]:
-    """Every kernel under ``kernel_dirs`` (recursively), sorted by file path."""
+def discover(kernel_dirs: Sequence[Path] = DEFAULT_KERNEL_DIRS,
+             kind: str | None = "gemm") -> list[Kernel]:
+    """Every kernel of ``kind`` (None: of every kind) under ``kernel_dirs`` (recursively),
+    sorted by file path."""
+    if kind is not None and kind not in KINDS:
+        raise HarnessError(f"unknown kernel kind {kind!r}: expected one of {', '.join(KINDS)}")
     files: list[Path] = []
     for folder in kernel_dirs:
         folder = Path(folder)
@@ -110,7 +115,9 @@ def discover(kernel_dirs: Sequence[Path] = DEFAULT_KERNEL_DIRS) -> list[Kernel]:
             raise SpecError(f"two kernel files share the stem {path.stem!r}: {seen[path.stem]} "
                             f"and {path}; the stem is the registry key, rename one")
         seen[path.stem] = path
-        kernels += kernels_in(read_spec(path))
+        spec = read_spec(path)
+        if kind is None or spec.kind == kind:
+            kernels += kernels_in(spec)
     return kernels
 
 

@@ -49,9 +49,15 @@ class CeilingSpec:
     """Blocks launched per SM: the grid is blocks_per_sm x the SM count."""
 
     @property
-    def flops_per_instruction(self) -> int:
-        """2 m n k of the instruction's shape (one warp's mma)."""
+    def shape(self) -> tuple[int, int, int]:
+        """m, n, k of the instruction (``m16n8k16``)."""
         m, n, k = (int(g) for g in _MMA.match(self.instruction).groups())
+        return m, n, k
+
+    @property
+    def flops_per_instruction(self) -> int:
+        """2 m n k: the FLOP of one warp's mma."""
+        m, n, k = self.shape
         return 2 * m * n * k
 
 
