@@ -11,7 +11,8 @@ first non-blank character is ``#`` (outside a ``/* */`` comment) is a directive 
     #include "FILE"                          the lines of FILE (a path relative to this file;
                                              ``.ptxh`` files are not kernels of the registry)
 
-and ``${EXPR}`` anywhere in another line is replaced by the value of EXPR. EXPR is the spec
+and ``${EXPR}`` anywhere in another line is replaced by the value of EXPR. A directive may end
+with a comment after ``#`` (not ``//``, which is floor division in EXPR). EXPR is the spec
 grammar of :mod:`harness.expr` (integers, names, ``+ - * // % & | ^ << >>``, cdiv, min, max;
 comparisons with ``and``/``or`` in ``#if``); its names are the kernel's [params] as the variant
 sets them, ``#set`` names and loop variables. Nothing in a kernel file runs as Python.
@@ -40,7 +41,7 @@ _INCLUDE = re.compile(r'^"(?P<file>[^"]+)"$')
 _MAX_INCLUDE_DEPTH = 8
 SYNTAX = ("#set NAME = EXPR; #for NAME in range([START,] STOP[, STEP]) ... #endfor; "
           "#if EXPR ... [#elif EXPR ...] [#else ...] #endif; #error TEXT; #include \"FILE\"; "
-          "${EXPR} in a line; a directive may end with a // comment")
+          "${EXPR} in a line; a directive may end with a # comment")
 
 
 @dataclass(frozen=True)
@@ -149,7 +150,8 @@ def _parse(lines: list[str], kernel_path: Path, included: Path | None,
         if match is None:
             target.append(_Node(number, "text", included, text=line))
             continue
-        word, rest = match["word"], match["rest"].split("//", 1)[0].strip()
+        # a directive's comment starts with '#': '//' is floor division in EXPR
+        word, rest = match["word"], match["rest"].split("#", 1)[0].strip()
         if word == "set":
             m = _SET.match(rest)
             if not m:

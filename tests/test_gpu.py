@@ -17,6 +17,7 @@ from harness.worker import CHECK_SHAPES, check_one
 
 pytestmark = pytest.mark.gpu
 KERNELS = discover()
+NEAR_EXACT = {"fp32": 1e-5, "bf16": 1e-4, "fp16": 1e-4, "tf32": 2e-3}
 BAD = {k.name: k for k in discover([FIXTURE_KERNELS / "bad"])}
 
 
@@ -45,7 +46,9 @@ def test_numerics(kernel, device, stream):
     assert results, f"{kernel.name}: every check shape was skipped: {skipped}"
     failed = [r for r in results if not r.passed]
     assert not failed, f"{len(failed)} failed; first: {failed[0]}"
-    assert max(r.rel_err_norm for r in results) < 1e-5
+    # far under the check's own bound: FP32 accumulation error only (16-bit inputs are rounded
+    # before the reference is taken, and their products are exact in FP32)
+    assert max(r.rel_err_norm for r in results) < NEAR_EXACT[kernel.spec.precision]
 
 
 @pytest.mark.parametrize("kernel", KERNELS, ids=[k.name for k in KERNELS])

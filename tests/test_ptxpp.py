@@ -26,7 +26,7 @@ def test_plain_ptx_is_unchanged():
 
 
 def test_substitution_uses_params_and_set():
-    src = "#set BYTES = BM * BK * 2\nmov.u32 %r1, ${BYTES};\nmov.u32 %r2, ${BM ^ 3};\n"
+    src = "#set BYTES = BM * BK * 2  # per stage\nmov.u32 %r1, ${BYTES};\nmov.u32 %r2, ${BM ^ 3};\n"
     assert lines(src, BM=128, BK=32) == ["mov.u32 %r1, 8192;", "mov.u32 %r2, 131;"]
 
 
@@ -139,7 +139,7 @@ def test_cli_refuses_a_cu_kernel(capsys):
 def test_include_expands_with_the_includers_constants(tmp_path):
     (tmp_path / "body.ptxh").write_text("#if F16\nmma.f16;\n#else\nmma.bf16;\n#endif\n"
                                         "add ${BM};\n")
-    src = '#set F16 = 1\n#include "body.ptxh"  // the shared body\n'
+    src = '#set F16 = 1\n#include "body.ptxh"  # the shared body\n'
     out = expand(src, {"BM": 64}, tmp_path / "k.ptx")
     assert out.text.splitlines() == ["mma.f16;", "add 64;"]
     assert out.origin(2).path == (tmp_path / "body.ptxh").resolve() and out.origin(2).line == 6
