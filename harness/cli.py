@@ -18,6 +18,8 @@ from harness.registry import DEFAULT_KERNEL_DIRS, PROJECT_ROOT, discover, select
 from harness.runner import parse_size
 
 DEFAULT_RUN_SIZES = ("1024", "2048", "4096")
+# the kernel kinds a command sees; every other command takes the GEMM ABI: kind "gemm"
+_COMMAND_KINDS = {"list": None, "sass": None, "ptx": None, "ceiling": "ceiling"}
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -27,7 +29,7 @@ def _parser() -> argparse.ArgumentParser:
                              "and ptx/)")
     sub = parser.add_subparsers(dest="command", required=True)
 
-    sub.add_parser("list", help="the registry: kernel, file, precision, min arch, summary")
+    sub.add_parser("list", help="the registry: kernel, kind, file, precision, min arch, summary")
 
     build = sub.add_parser("build", help="compile to cubin and report resources (no GPU needed)")
     build.add_argument("kernels", nargs="*", metavar="KERNEL")
@@ -99,6 +101,19 @@ def _parser() -> argparse.ArgumentParser:
     rep.add_argument("--readme", action="store_true",
                      help="rewrite the README's results section from this run")
 
+    ceil = sub.add_parser("ceiling", help="the mma.sync issue ceiling of this GPU, per precision "
+                                          "(needs a GPU)")
+    ceil.add_argument("--precision", action="append", metavar="PREC",
+                      help="bf16 or fp16 (repeatable; default: every precision a ceiling kernel "
+                           "covers)")
+    ceil.add_argument("--json", action="store_true", help="print the results as JSON")
+    ceil.add_argument("--budget-ms", type=float, default=500.0,
+                      help="GPU time per precision, turned into repetitions (500)")
+    ceil.add_argument("--warmup-ms", type=float, default=100.0)
+    ceil.add_argument("--launch-ms", type=float, default=2.0,
+                      help="shortest GPU time of one launch; sets the iterations (2)")
+    ceil.add_argument("--report-dir", type=Path, default=PROJECT_ROOT / "reports")
+
     run = sub.add_parser("run", help="check, time and report against cuBLAS (needs a GPU)")
     run.add_argument("kernels", nargs="*", metavar="KERNEL")
     run.add_argument("--size", action="append", metavar="N|M,N,K",
@@ -124,7 +139,8 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
-        kernels = discover(args.kernel_dir or DEFAULT_KERNEL_DIRS)
+        kernels = discover(args.kernel_dir or DEFAULT_KERNEL_DIRS,
+                           kind=_COMMAND_KINDS.get(args.command, "gemm"))
         return _COMMANDS[args.command](args, kernels)
     except HarnessError as exc:
         print(f"harness: error: {exc}", file=sys.stderr)
@@ -135,10 +151,10 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _list(args, kernels) -> int:
-    rows = [[k.name, _rel(k.spec.path), k.spec.precision, k.spec.min_arch, k.spec.summary]
-            for k in kernels]
-    print(tabulate(rows, headers=["kernel", "file", "precision", "min arch", "summary"],
-                   maxcolwidths=[None, None, None, None, 70]))
+    rows = [[k.name, k.spec.kind, _rel(k.spec.path), k.spec.precision, k.spec.min_arch,
+             k.spec.summary] for k in kernels]
+    print(tabulate(rows, headers=["kernel", "kind", "file", "precision", "min arch", "summary"],
+                   maxcolwidths=[None, None, None, None, None, 70]))
     return 0
 
 
@@ -434,6 +450,46 @@ def _report(args, kernels) -> int:
     return 0
 
 
+def _ceiling(args, kernels) -> int:
+    from harness.ceiling import ceiling_kernel, ceiling_precisions
+    from harness.driver import gpu_status
+
+    precisions = args.precision or ceiling_precisions(kernels)
+    chosen = [ceiling_kernel(p, kernels) for p in precisions]  # a bad --precision fails here
+    gpu, why = gpu_status()
+    if not gpu:
+        print(f"no GPU here ({why}): the mma.sync ceiling is measured on a GPU; "
+              f"`harness sass {' '.join(k.name for k in chosen)}` shows its HMMA without one")
+        return 0
+    from harness.ceiling import CeilingOptions, device_facts, measure_ceiling
+    from harness.clocks import ClockSampler
+    from harness.driver import Device, Stream
+    from harness.timing import Timer, TimingOptions
+
+    # hot L2: the kernels load nothing, so flushing would change nothing but the run time
+    timing = TimingOptions(cold_l2=False, warmup_ms=args.warmup_ms, budget_ms=args.budget_ms)
+    options = CeilingOptions(launch_ms=args.launch_ms)
+    with Device(0) as device:
+        clocks = ClockSampler(device.pci_bus_id)
+        timer = Timer(Stream(), device.l2_bytes, clocks, timing)
+        rows = []
+        for precision, kernel in zip(precisions, chosen, strict=True):
+            print(f"measuring the {precision} ceiling ({kernel.name}) on {device.name}",
+                  file=sys.stderr)
+            rows.append(measure_ceiling(device, timer, precision, options, kernels).as_dict())
+        facts = device_facts(device, clocks)
+    meta = {**report.metadata(facts, ["harness", *sys.argv[1:]], asdict(timing), ()),
+            "launch": asdict(options)}
+    stem = args.report_dir / report.gpu_slug(facts["name"]) / f"ceiling-{report.run_stamp()}"
+    json_path, md_path = report.write_ceiling(meta, rows, stem)
+    if args.json:
+        print(json.dumps(report.jsonable(rows), indent=1))
+    else:
+        print(report.ceiling_table(rows))
+    print(f"\nwritten: {json_path}, {md_path}", file=sys.stderr if args.json else sys.stdout)
+    return 0
+
+
 def _run(args, kernels) -> int:
     from harness.driver import gpu_status
 
@@ -482,7 +538,8 @@ def _rel(path: Path) -> str:
 
 
 _COMMANDS = {"list": _list, "build": _build, "occupancy": _occupancy, "sass": _sass,
-             "ptx": _ptx, "tune": _tune, "compare": _compare, "report": _report, "run": _run}
+             "ptx": _ptx, "tune": _tune, "compare": _compare, "report": _report, "run": _run,
+             "ceiling": _ceiling}
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -17,10 +17,13 @@ from tabulate import tabulate
 RUN_COLUMNS = (
     ("kernel", "kernel"), ("size", "size"), ("precision", "prec"), ("gflops", "GFLOP/s"),
     ("cublas_gflops", "cuBLAS GFLOP/s"), ("pct_cublas", "% cuBLAS"), ("pct_peak", "% peak"),
-    ("sm_clock_mhz", "SM MHz"), ("registers", "regs"), ("smem", "smem s/d B"),
-    ("spills", "spill st/ld B"), ("blocks_per_sm", "blocks/SM"), ("occupancy_pct", "occ %"),
+    ("pct_ceiling", "% ceiling"), ("sm_clock_mhz", "SM MHz"), ("registers", "regs"),
+    ("smem", "smem s/d B"), ("spills", "spill st/ld B"), ("blocks_per_sm", "blocks/SM"),
+    ("occupancy_pct", "occ %"),
     ("limiter", "limiter"), ("max_rel_err", "max rel err"), ("status", "status"),
 )
+# shown only when a row has them: % ceiling exists for precisions with an mma.sync ceiling
+_ONLY_WHEN_PRESENT = ("pct_ceiling",)
 BUILD_COLUMNS = (
     ("kernel", "kernel"), ("arch", "arch"), ("registers", "regs"),
     ("static_smem_bytes", "static smem B"), ("spills", "spill st/ld B"),
@@ -59,13 +62,15 @@ def _cell(row: dict, key: str):
             return ""
         if key == "max_rel_err":
             return f"{value:.1e}"
-        if key in ("pct_cublas", "pct_peak", "occupancy_pct"):
+        if key in ("pct_cublas", "pct_peak", "pct_ceiling", "occupancy_pct"):
             return f"{value:.1f}"
         return f"{value:.0f}"
     return value
 
 
 def table(rows: Sequence[dict], columns=RUN_COLUMNS, fmt: str = "simple") -> str:
+    columns = [c for c in columns
+               if c[0] not in _ONLY_WHEN_PRESENT or any(r.get(c[0]) is not None for r in rows)]
     return tabulate([[_cell(r, key) for key, _ in columns] for r in rows],
                     headers=[title for _, title in columns], tablefmt=fmt, disable_numparse=True)
 
@@ -129,6 +134,7 @@ def write_run(meta: dict, rows: Sequence[dict], stem: Path,
         f"{meta['timing'].get('warmup_ms')} ms, budget {meta['timing'].get('budget_ms')} ms",
         "- baseline: cuBLAS `cublasGemmEx` on the same buffers, timed by the same code right "
         "after each kernel; compute type per row in the JSON (`cublas_compute`)",
+        *_ceiling_note(rows),
         "",
         *sections,
         table(rows, fmt="github"),
@@ -139,6 +145,20 @@ def write_run(meta: dict, rows: Sequence[dict], stem: Path,
         lines += ["## Not passed", "", fails, ""]
     md_path.write_text("\n".join(lines))
     return json_path, md_path
+
+
+def _ceiling_note(rows: Sequence[dict]) -> list[str]:
+    """The header line that says what % ceiling is measured against, where rows have it."""
+    seen = {}
+    for r in rows:
+        if r.get("ceiling_gflops") is not None:
+            seen.setdefault(r["precision"], r)
+    if not seen:
+        return []
+    each = "; ".join(f"{p} {r['ceiling_gflops']:.0f} GFLOP/s (`{r['ceiling_instruction']}`, SM "
+                     f"{_cell(r, 'ceiling_sm_clock_mhz')} MHz)" for p, r in seen.items())
+    return [f"- % ceiling: of the `mma.sync` issue ceiling measured in the same worker "
+            f"(`harness ceiling`): {each}"]
 
 
 def write_sweep(rows: Sequence[dict], kernel_rows: int, gpu: str, command: Sequence[str],
@@ -174,9 +194,10 @@ def compare_table(rows: Sequence[dict], fmt: str = "github") -> str:
     """``harness compare`` rows: speed, speedup over the first with its spread, resources,
     occupancy and the SASS mix."""
     out = []
+    ceiling = any(r.get("pct_ceiling") is not None for r in rows)
     for r in rows:
         if r.get("status") != "pass":
-            out.append([r["kernel"], _cell(r, "size"), r["status"], "", "", "", "", "", "", ""])
+            out.append([r["kernel"], _cell(r, "size"), r["status"], *[""] * (7 + ceiling)])
             continue
         if r["kernel"] == r.get("compared_to"):
             verdict = "reference"
@@ -188,11 +209,68 @@ def compare_table(rows: Sequence[dict], fmt: str = "github") -> str:
         out.append([
             r["kernel"], _cell(r, "size"), f"{r['gflops']:.0f}",
             f"{r['speedup']:.3f} ({r['speedup_p20']:.3f}-{r['speedup_p80']:.3f})", verdict,
-            f"{r['pct_cublas']:.1f}", r["registers"], _cell(r, "smem"),
+            f"{r['pct_cublas']:.1f}", *([_cell(r, "pct_ceiling")] if ceiling else []),
+            r["registers"], _cell(r, "smem"),
             f"{r['blocks_per_sm']} / {r['occupancy_pct']:.0f}% ({r['limiter']})",
             " ".join(f"{k}:{mix[k]}" for k in COMPARE_SASS if mix.get(k)),
         ])
     return tabulate(out, headers=["kernel", "size", "GFLOP/s", "speedup vs first (p20-p80)",
-                                  "verdict", "% cuBLAS", "regs", "smem s/d B",
-                                  "blocks/SM / occ (limiter)", "SASS mix"],
+                                  "verdict", "% cuBLAS", *(["% ceiling"] if ceiling else []),
+                                  "regs", "smem s/d B", "blocks/SM / occ (limiter)", "SASS mix"],
                     tablefmt=fmt, disable_numparse=True)
+
+
+def ceiling_table(rows: Sequence[dict], fmt: str = "simple") -> str:
+    """``harness ceiling`` rows: the rate, its share of the dense peak at the measured clock,
+    and how it was launched."""
+    out = [[r["precision"], r["instruction"], _cell(r, "gflops"), _cell(r, "pct_peak"),
+            _cell(r, "peak_gflops_at_clock"), _cell(r, "sm_clock_mhz"),
+            f"{r['blocks']} x {r['block_threads']}", r["iterations"],
+            f"{r['median_ms']:.3f} ({r['p20_ms']:.3f}-{r['p80_ms']:.3f})", r["reps"]]
+           for r in rows]
+    return tabulate(out, headers=["prec", "instruction", "GFLOP/s", "% peak",
+                                  "peak GFLOP/s at clock", "SM MHz", "blocks x threads",
+                                  "iterations", "median ms (p20-p80)", "reps"],
+                    tablefmt=fmt, disable_numparse=True)
+
+
+def write_ceiling(meta: dict, rows: Sequence[dict], stem: Path) -> tuple[Path, Path]:
+    """``harness ceiling``: ``stem.json`` (metadata + one row per precision) and ``stem.md``."""
+    stem.parent.mkdir(parents=True, exist_ok=True)
+    json_path, md_path = stem.with_suffix(".json"), stem.with_suffix(".md")
+    json_path.write_text(json.dumps(jsonable({"meta": meta, "rows": list(rows)}), indent=1,
+                                    allow_nan=False) + "\n")
+    device = meta.get("device", {})
+    clocks = device.get("clocks", {})
+    lines = [
+        f"# mma.sync issue ceiling: {meta.get('gpu')}",
+        "",
+        f"- date (UTC): {meta['date_utc']}",
+        f"- command: `{meta['command']}`",
+        f"- GPU: {meta.get('gpu')}, {device.get('sm_count')} SMs, compute capability "
+        f"{'.'.join(map(str, device.get('compute_capability', [])))}",
+        f"- driver: CUDA {device.get('driver')} (NVML {clocks.get('nvml_driver')}); compilers: "
+        f"{device.get('compilers')}",
+        f"- clocks: max SM {clocks.get('max_sm_clock_mhz')} MHz, power limit "
+        f"{clocks.get('power_limit_w')} W; the SM clock measured (NVML) during each timing is "
+        "in the table",
+        "- kernels: register-only `mma.sync` loops (`ptx/ceiling/`): independent accumulator "
+        "chains per warp, operands in registers, nothing loaded, one store per thread; one "
+        "wave of blocks_per_sm x SM count blocks; checked before timing (every thread writes, "
+        "its sum doubles when the iterations double)",
+        f"- timing: {meta['timing']['method']}; warm-up {meta['timing'].get('warmup_ms')} ms, "
+        f"budget {meta['timing'].get('budget_ms')} ms; L2 {meta['timing']['l2']}, which "
+        "changes nothing here: the kernels load nothing",
+        "- % peak: of the precision's dense peak at the measured SM clock (FLOP/clock/SM x SMs "
+        "x clock)",
+        "",
+        ceiling_table(rows, fmt="github"),
+        "",
+        "FLOP per launch:",
+        "",
+        *[f"- {r['precision']} (`{r['file']}`): {r['flop_formula']} = {r['flops_per_launch']}"
+          for r in rows],
+        "",
+    ]
+    md_path.write_text("\n".join(lines))
+    return json_path, md_path

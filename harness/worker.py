@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from harness import numerics
+from harness.ceiling import Ceilings
 from harness.clocks import ClockSampler
 from harness.compile import compile_kernel, compiler_versions, target_arch
 from harness.cublas import Cublas, compute_name
@@ -150,6 +151,9 @@ class Session:
                            TimingOptions(**job["timing"]))
         self.baseline_once = job.get("baseline") == "once"
         self._baselines: dict[tuple, object] = {}
+        # the mma.sync ceiling of a precision, measured the first time a row of it is timed
+        self.ceilings = Ceilings(self.device, self.timer,
+                                 say=lambda line: emit("progress", kernel="ceiling", stage=line))
         device = self.device
         emit("device", name=device.name, compute_capability=list(device.compute_capability),
              arch=device.arch.name, sm_count=device.sm_count, l2_bytes=device.l2_bytes,
@@ -261,6 +265,11 @@ def timed_row(session: Session, row: dict, kt, bt) -> dict:
     flops_per_clock = device.arch.fma_flops_per_clock_per_sm.get(row["precision"], math.nan)
     k_gflops, b_gflops = gflops(m, n, k, kt.median_ms), gflops(m, n, k, bt.median_ms)
     peak = peak_gflops(flops_per_clock, device.sm_count, kt.sm_clock_mhz)
+    ceiling = session.ceilings.get(row["precision"])
+    if ceiling is not None:  # bf16/fp16: the share of what mma.sync can issue on this GPU
+        row = {**row, "ceiling_gflops": ceiling.gflops, "pct_ceiling": 100.0 * k_gflops
+               / ceiling.gflops, "ceiling_instruction": ceiling.instruction,
+               "ceiling_sm_clock_mhz": ceiling.sm_clock_mhz}
     return {
         **row, "status": "pass", "message": "ok",
         "gflops": k_gflops, "median_ms": kt.median_ms, "p20_ms": kt.p20_ms,

@@ -1,10 +1,15 @@
 """The mma.sync ceiling microbenchmark: its kernels, spec kind, registry filtering, launch plan,
 report and CLI without a GPU; the measurement itself on a GPU."""
 
+import json
+import math
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
+from harness import report
 from harness.archs import get_arch
 from harness.ceiling import (
     CeilingOptions,
@@ -13,6 +18,7 @@ from harness.ceiling import (
     plan_launch,
 )
 from harness.compile import compile_kernel
+from harness.driver import gpu_status
 from harness.errors import HarnessError, SpecError
 from harness.registry import PROJECT_ROOT, discover
 from harness.sass import disassemble, instruction_mix
@@ -153,3 +159,143 @@ def test_bad_ceiling_specs_are_named(edit, match):
 def test_ceiling_instruction_must_be_in_the_code():
     with pytest.raises(SpecError, match="does not appear in the kernel's code"):
         spec_of(SPEC, BODY.replace(".bf16.bf16.", ".f16.f16."))
+
+
+def harness(*args):
+    return subprocess.run([sys.executable, "-m", "harness", *args], capture_output=True,
+                          text=True, cwd=PROJECT_ROOT, timeout=600)
+
+
+def test_list_shows_ceiling_kernels_with_their_kind_and_build_does_not():
+    proc = harness("list")
+    assert proc.returncode == 0, proc.stderr
+    lines = {line.split()[0]: line.split() for line in proc.stdout.splitlines()[2:] if line}
+    for kernel in CEILING:
+        assert lines[kernel.name][1] == "ceiling"
+        assert lines[kernel.name][2] == f"ptx/ceiling/{kernel.spec.path.name}"
+    assert lines["01_naive"][1] == "gemm"
+    build = harness("build", "--json")
+    assert build.returncode == 0, build.stderr
+    assert not {r["kernel"] for r in json.loads(build.stdout)} & {k.name for k in CEILING}
+    refused = harness("run", "mma_sync_bf16")
+    assert refused.returncode == 2 and "no kernel matches 'mma_sync_bf16'" in refused.stderr
+
+
+def test_sass_command_shows_the_hmma():
+    proc = harness("sass", "mma_sync_bf16", "--arch", "sm_80", "--json")
+    assert proc.returncode == 0, proc.stderr
+    (row,) = json.loads(proc.stdout)
+    assert row["kernel"] == "mma_sync_bf16" and row["HMMA"] == 16 and row["STG"] == 1
+
+
+@pytest.mark.skipif(gpu_status()[0], reason="this machine has a GPU: the no-GPU path is not hit")
+def test_ceiling_without_gpu_says_so_in_one_line():
+    proc = harness("ceiling")
+    assert proc.returncode == 0, proc.stderr
+    (line,) = proc.stdout.splitlines()
+    assert line.startswith("no GPU here (") and "mma.sync ceiling is measured on a GPU" in line
+    assert "harness sass mma_sync_bf16 mma_sync_fp16" in line
+    bad = harness("ceiling", "--precision", "fp32")
+    assert bad.returncode == 2 and "no ceiling kernel for fp32" in bad.stderr
+
+
+RESULT = {"kernel": "mma_sync_bf16", "file": "ptx/ceiling/mma_sync_bf16.ptx",
+          "precision": "bf16", "instruction": INSTRUCTION, "arch": "sm_90",
+          "gflops": 655000.4, "median_ms": 3.3, "p20_ms": 3.29, "p80_ms": 3.31, "reps": 150,
+          "cold_l2": False, "sm_clock_mhz": 1755.0, "sm_clock_min_mhz": 1755.0,
+          "sm_clock_max_mhz": 1755.0, "peak_gflops_at_clock": 948879.4, "pct_peak": 69.03,
+          "blocks": 528, "blocks_per_sm": 4, "block_threads": 128, "iterations": 15625,
+          "mma_per_iteration": 16, "flops_per_launch": 2162688000000,
+          "flop_formula": "2*16*8*16 FLOP per mma x ...", "registers": 57}
+
+
+def test_ceiling_report(tmp_path):
+    meta = report.metadata({"name": "NVIDIA H100 80GB HBM3", "sm_count": 132,
+                            "compute_capability": [9, 0], "driver": "13.0",
+                            "clocks": {"max_sm_clock_mhz": 1980}},
+                           ["harness", "ceiling"], {"cold_l2": False, "budget_ms": 500}, ())
+    json_path, md_path = report.write_ceiling(meta, [RESULT], tmp_path / "h100" / "ceiling-x")
+    assert json.loads(json_path.read_text())["rows"] == [RESULT]
+    md = md_path.read_text()
+    assert "# mma.sync issue ceiling: NVIDIA H100 80GB HBM3" in md and "`harness ceiling`" in md
+    row = next(line for line in md.splitlines() if line.startswith("| bf16"))
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    assert cells[:6] == ["bf16", INSTRUCTION, "655000", "69.0", "948879", "1755"]
+    assert "528 x 128" in row and "3.300 (3.290-3.310)" in row
+    assert "2*16*8*16 FLOP per mma x ... = 2162688000000" in md
+
+
+def test_pct_ceiling_column_only_where_rows_have_it():
+    fp32 = {"kernel": "a", "m": 64, "n": 64, "k": 64, "precision": "fp32", "status": "pass",
+            "gflops": 10.0, "pct_peak": 1.0}
+    bf16 = {**fp32, "kernel": "b", "precision": "bf16", "pct_ceiling": 87.65,
+            "ceiling_gflops": 655000.4, "ceiling_instruction": INSTRUCTION,
+            "ceiling_sm_clock_mhz": 1755.0}
+    assert "% ceiling" not in report.table([fp32])
+    text = report.table([fp32, bf16])
+    header, _, first, second = text.splitlines()
+    assert "% ceiling" in header and "87.7" in second and "87.7" not in first
+    assert "% ceiling" not in report.compare_table([{**fp32, "status": "fault"}])
+    assert "% ceiling" in report.compare_table([{**bf16, "status": "fault"}])
+
+
+def test_timed_row_carries_the_ceiling_of_its_precision():
+    from types import SimpleNamespace
+
+    from harness.ceiling import CeilingResult
+    from harness.timing import Timing
+    from harness.worker import timed_row
+
+    ceiling = CeilingResult(**RESULT)
+    session = SimpleNamespace(
+        device=SimpleNamespace(arch=get_arch("sm_90"), sm_count=132),
+        ceilings=SimpleNamespace(get=lambda p: ceiling if p == "bf16" else None))
+    kt = Timing(2.0, 1.9, 2.1, 1.8, 2.2, 50, True, 1755.0, 1700.0, 1800.0, 5.0)
+    bt = Timing(1.0, 0.9, 1.1, 0.8, 1.2, 50, True, 1755.0, 1700.0, 1800.0, 5.0)
+    row = {"kernel": "k", "m": 4096, "n": 4096, "k": 4096, "precision": "bf16"}
+    out = timed_row(session, row, kt, bt)
+    gflops = 2 * 4096**3 / 2e-3 / 1e9
+    assert out["gflops"] == pytest.approx(gflops)
+    assert out["pct_ceiling"] == pytest.approx(100 * gflops / RESULT["gflops"])
+    assert out["ceiling_gflops"] == RESULT["gflops"]
+    assert out["ceiling_instruction"] == INSTRUCTION
+    fp32 = timed_row(session, {**row, "precision": "fp32"}, kt, bt)
+    assert "pct_ceiling" not in fp32 and "ceiling_gflops" not in fp32
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("precision", ["bf16", "fp16"])
+def test_ceiling_is_measured(precision, device):
+    from harness.ceiling import measure_ceiling
+    from harness.clocks import ClockSampler
+    from harness.driver import Stream
+    from harness.timing import Timer, TimingOptions
+
+    timer = Timer(Stream(), device.l2_bytes, ClockSampler(device.pci_bus_id),
+                  TimingOptions(cold_l2=False, warmup_ms=50, budget_ms=200))
+    result = measure_ceiling(device, timer, precision)
+    print(result)
+    assert result.precision == precision and result.arch == device.arch.name
+    assert math.isfinite(result.gflops) and result.gflops > 0
+    assert 0 < result.p20_ms <= result.median_ms <= result.p80_ms
+    assert result.blocks == result.blocks_per_sm * device.sm_count
+    assert result.sm_clock_mhz > 100
+    # mma.sync reaches about 65% of the dense peak on an H100 and nears it on an A100
+    assert 30 < result.pct_peak <= 100, result
+
+
+@pytest.mark.gpu
+def test_ceilings_are_measured_once_per_precision(device):
+    from harness.ceiling import Ceilings
+    from harness.clocks import ClockSampler
+    from harness.driver import Stream
+    from harness.timing import Timer, TimingOptions
+
+    timer = Timer(Stream(), device.l2_bytes, ClockSampler(device.pci_bus_id),
+                  TimingOptions(warmup_ms=10, budget_ms=50))
+    said = []
+    ceilings = Ceilings(device, timer, say=said.append)
+    first = ceilings.get("bf16")
+    assert first is not None and ceilings.get("bf16") is first
+    assert ceilings.get("fp32") is None and not ceilings.errors
+    assert said == ["measuring the bf16 mma.sync ceiling"]
