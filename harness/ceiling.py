@@ -139,7 +139,9 @@ def plan_launch(kernel: Kernel, arch: Arch, sm_count: int,
         raise HarnessError(f"{kernel.name}: a block of {threads} threads is not whole warps; "
                            f"mma.sync needs every thread of a warp: use a multiple of "
                            f"{arch.warp_size}")
-    per_sm = options.blocks_per_sm or ceiling.blocks_per_sm
+    per_sm = ceiling.blocks_per_sm if options.blocks_per_sm is None else options.blocks_per_sm
+    if per_sm < 1:
+        raise HarnessError(f"{kernel.name}: blocks per SM must be at least 1, found {per_sm}")
     blocks = per_sm * sm_count
     warps = blocks * threads // arch.warp_size
     per_iteration = ceiling.flops_per_instruction * ceiling.mma_per_iteration * warps

@@ -112,6 +112,8 @@ def _parser() -> argparse.ArgumentParser:
     ceil.add_argument("--warmup-ms", type=float, default=100.0)
     ceil.add_argument("--launch-ms", type=float, default=2.0,
                       help="shortest GPU time of one launch; sets the iterations (2)")
+    ceil.add_argument("--blocks-per-sm", type=int, metavar="N",
+                      help="blocks per SM (default: the kernel's [ceiling] blocks_per_sm)")
     ceil.add_argument("--report-dir", type=Path, default=PROJECT_ROOT / "reports")
 
     run = sub.add_parser("run", help="check, time and report against cuBLAS (needs a GPU)")
@@ -468,7 +470,7 @@ def _ceiling(args, kernels) -> int:
 
     # hot L2: the kernels load nothing, so flushing would change nothing but the run time
     timing = TimingOptions(cold_l2=False, warmup_ms=args.warmup_ms, budget_ms=args.budget_ms)
-    options = CeilingOptions(launch_ms=args.launch_ms)
+    options = CeilingOptions(launch_ms=args.launch_ms, blocks_per_sm=args.blocks_per_sm)
     with Device(0) as device:
         clocks = ClockSampler(device.pci_bus_id)
         timer = Timer(Stream(), device.l2_bytes, clocks, timing)
