@@ -10,6 +10,9 @@ first non-blank character is ``#`` (outside a ``/* */`` comment) is a directive 
     #error TEXT                              stop with TEXT (say which parameters are wrong)
     #include "FILE"                          the lines of FILE (a path relative to this file;
                                              ``.ptxh`` files are not kernels of the registry)
+    #macro NAME(P, ...)  ...  #endmacro      lines to repeat elsewhere (defined at top level)
+    #call NAME(EXPR, ...)                    the macro's lines with its parameters bound, and
+                                             CALL = a number unique to this call (for labels)
 
 and ``${EXPR}`` anywhere in another line is replaced by the value of EXPR. A directive may end
 with a comment after ``#`` (not ``//``, which is floor division in EXPR). EXPR is the spec
@@ -38,10 +41,12 @@ _SET = re.compile(r"^(?P<name>[A-Za-z_]\w*)\s*=\s*(?P<expr>.+)$")
 _FOR = re.compile(r"^(?P<name>[A-Za-z_]\w*)\s+in\s+range\((?P<args>.*)\)$")
 _SUBST = re.compile(r"\$\{(?P<expr>[^}]*)\}")
 _INCLUDE = re.compile(r'^"(?P<file>[^"]+)"$')
+_MACRO = re.compile(r"^(?P<name>[A-Za-z_]\w*)\((?P<args>.*)\)$")
 _MAX_INCLUDE_DEPTH = 8
 SYNTAX = ("#set NAME = EXPR; #for NAME in range([START,] STOP[, STEP]) ... #endfor; "
           "#if EXPR ... [#elif EXPR ...] [#else ...] #endif; #error TEXT; #include \"FILE\"; "
-          "${EXPR} in a line; a directive may end with a # comment")
+          "#macro NAME(P, ...) ... #endmacro; #call NAME(EXPR, ...); ${EXPR} in a line; a "
+          "directive may end with a # comment")
 
 
 @dataclass(frozen=True)
@@ -86,7 +91,7 @@ class Expanded:
 @dataclass
 class _Node:
     line: int
-    kind: str  # text, set, for, if, error, include
+    kind: str  # text, set, for, if, error, include, macro, call
     path: Path | None
     text: str = ""
     name: str = ""
@@ -99,10 +104,10 @@ def expand(source: str, params: Mapping[str, int], path: Path) -> Expanded:
     """Expand the directives and ``${...}`` of ``source`` (the file at ``path``) with
     ``params`` bound; raise CompileError naming the file and line of anything wrong."""
     sources: dict[Path | None, list[str]] = {None: source.splitlines()}
-    nodes = _parse(sources[None], Path(path), None, sources, 0)
+    nodes = _parse(sources[None], Path(path), None, sources, 0, {})
     out_text: list[str] = []
     out_origin: list[Origin] = []
-    _emit(nodes, dict(params), (), Path(path), out_text, out_origin)
+    _emit(nodes, {**params, "CALL": 0}, (), Path(path), out_text, out_origin, [0])
     return Expanded("\n".join(out_text) + "\n", tuple(out_origin), sources)
 
 
@@ -128,7 +133,8 @@ def _comment_state(lines: list[str]) -> list[bool]:
 
 
 def _parse(lines: list[str], kernel_path: Path, included: Path | None,
-           sources: dict[Path | None, list[str]], depth: int) -> list[_Node]:
+           sources: dict[Path | None, list[str]], depth: int,
+           macros: dict[str, _Node]) -> list[_Node]:
     path = included or kernel_path
 
     def fail(number: int, message: str) -> CompileError:
@@ -184,7 +190,7 @@ def _parse(lines: list[str], kernel_path: Path, included: Path | None,
                 raise fail(number, "#else takes nothing after it")
             stack[-1][0].branches.append((cond, []))
             target = stack[-1][0].branches[-1][1]
-        elif word in ("endfor", "endif"):
+        elif word in ("endfor", "endif", "endmacro"):
             want = word[3:]
             if not stack or stack[-1][0].kind != want:
                 open_ = (f"the #{stack[-1][0].kind} of line {stack[-1][0].line} is still open"
@@ -205,8 +211,40 @@ def _parse(lines: list[str], kernel_path: Path, included: Path | None,
             except OSError as exc:
                 raise fail(number, f"cannot read {child}: {exc.strerror}") from None
             node = _Node(number, "include", included)
-            node.body = _parse(sources[child], kernel_path, child, sources, depth + 1)
+            node.body = _parse(sources[child], kernel_path, child, sources, depth + 1, macros)
             target.append(node)
+        elif word == "macro":
+            m = _MACRO.match(rest)
+            if not m or not all(re.fullmatch(r"[A-Za-z_]\w*", a) for a in _split_args(m["args"])
+                                if m["args"].strip()):
+                raise fail(number, "expected '#macro NAME(PARAM, ...)'")
+            if stack:
+                raise fail(number, f"#macro inside the #{stack[-1][0].kind} of line "
+                                   f"{stack[-1][0].line}: define macros at the top level")
+            if m["name"] in macros:
+                raise fail(number, f"macro {m['name']} is defined twice (first at line "
+                                   f"{macros[m['name']].line})")
+            params = tuple(a.strip() for a in _split_args(m["args"]) if a.strip())
+            node = _Node(number, "macro", included, name=m["name"], text=",".join(params))
+            macros[m["name"]] = node
+            stack.append((node, target))
+            target = node.body
+        elif word == "call":
+            m = _MACRO.match(rest)
+            if not m:
+                raise fail(number, "expected '#call NAME(EXPR, ...)'")
+            macro = macros.get(m["name"])
+            if macro is None:
+                raise fail(number, f"no macro {m['name']} is defined above this line; known: "
+                                   f"{', '.join(macros) or 'none'}")
+            args = [a for a in _split_args(m["args"]) if a.strip()] if m["args"].strip() else []
+            want = [p for p in macro.text.split(",") if p]
+            if len(args) != len(want):
+                raise fail(number, f"macro {m['name']}({', '.join(want)}) takes {len(want)} "
+                                   f"argument(s), found {len(args)}")
+            target.append(_Node(number, "call", included, name=m["name"],
+                                exprs=tuple(formula(number, a) for a in args), body=macro.body,
+                                text=macro.text))
         else:
             raise fail(number, f"unknown directive #{word}")
     if stack:
@@ -230,7 +268,8 @@ def _parse_expr(text: str, compare: bool) -> expr.Expr:
 
 
 def _emit(nodes: list[_Node], env: dict[str, int], loops: tuple[tuple[str, int], ...],
-          kernel_path: Path, out_text: list[str], out_origin: list[Origin]) -> None:
+          kernel_path: Path, out_text: list[str], out_origin: list[Origin],
+          calls: list[int]) -> None:
     def fail(node: _Node, message: str) -> CompileError:
         return CompileError(f"{node.path or kernel_path}:{node.line}: {message}{_where(loops)}")
 
@@ -263,7 +302,8 @@ def _emit(nodes: list[_Node], env: dict[str, int], loops: tuple[tuple[str, int],
             saved = env.get(node.name)
             for i in range(*bounds):
                 env[node.name] = i
-                _emit(node.body, env, (*loops, (node.name, i)), kernel_path, out_text, out_origin)
+                _emit(node.body, env, (*loops, (node.name, i)), kernel_path, out_text, out_origin,
+                      calls)
             if saved is None:
                 env.pop(node.name, None)
             else:
@@ -271,10 +311,17 @@ def _emit(nodes: list[_Node], env: dict[str, int], loops: tuple[tuple[str, int],
         elif node.kind == "if":
             for cond, body in node.branches:
                 if cond is None or value(node, cond):
-                    _emit(body, env, loops, kernel_path, out_text, out_origin)
+                    _emit(body, env, loops, kernel_path, out_text, out_origin, calls)
                     break
         elif node.kind == "include":
-            _emit(node.body, env, loops, kernel_path, out_text, out_origin)
+            _emit(node.body, env, loops, kernel_path, out_text, out_origin, calls)
+        elif node.kind == "call":
+            names = [p for p in node.text.split(",") if p]
+            values = [value(node, e) for e in node.exprs]
+            calls[0] += 1
+            bound = {**env, **dict(zip(names, values, strict=True)), "CALL": calls[0]}
+            _emit(node.body, bound, (*loops, *zip(names, values, strict=True)), kernel_path,
+                  out_text, out_origin, calls)
         elif node.kind == "error":
             params = ", ".join(f"{k}={v}" for k, v in sorted(env.items()))
             raise fail(node, f"#error {substitute(node, node.text)} [{params}]")

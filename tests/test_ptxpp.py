@@ -62,7 +62,7 @@ def test_directives_inside_block_comments_are_text():
     ("mov ${NOPE};\n", r"k.ptx:1: .*uses 'NOPE', which is not defined"),
     ("mov ${__import__('os')};\n", r"k.ptx:1: .*unknown function"),
     ("#for i in range(3)\n#if i == 2\n#error i is ${i}, BM ${BM}\n#endif\n#endfor\n",
-     r"k.ptx:3: #error i is 2, BM 64 \[BM=64, i=2\] \(in i=2\)"),
+     r"k.ptx:3: #error i is 2, BM 64 \[BM=64, CALL=0, i=2\] \(in i=2\)"),
 ])
 def test_bad_macros_name_file_and_line(src, match):
     with pytest.raises(CompileError, match=match):
@@ -154,3 +154,25 @@ def test_errors_in_an_included_file_name_that_file(tmp_path):
     (tmp_path / "loop.ptxh").write_text('#include "loop.ptxh"\n')
     with pytest.raises(CompileError, match=r"includes nest deeper than 8"):
         expand('#include "loop.ptxh"\n', {}, tmp_path / "k.ptx")
+
+
+def test_macros_repeat_lines_with_bound_parameters_and_unique_calls():
+    src = ("#macro COPY(stage, j)\n$L${CALL}: cp [s+${stage * 1024 + j * 16}];\n#endmacro\n"
+           "#for j in range(2)\n#call COPY(3, j)\n#endfor\n#call COPY(0, BM // 64)\n")
+    out = expand(src, {"BM": 128}, P)
+    assert out.text.splitlines() == ["$L1: cp [s+3072];", "$L2: cp [s+3088];",
+                                     "$L3: cp [s+32];"]
+    assert out.origin(2).line == 2 and out.origin(2).bindings == (("j", 1), ("stage", 3), ("j", 1))
+
+
+@pytest.mark.parametrize("src, match", [
+    ("#call NOPE(1)\n", r"k.ptx:1: no macro NOPE is defined above this line"),
+    ("#macro M(a)\nx\n#endmacro\n#call M(1, 2)\n", r"k.ptx:4: macro M\(a\) takes 1 argument"),
+    ("#macro M(a)\nx\n#endmacro\n#macro M(b)\n#endmacro\n", r"k.ptx:4: macro M is defined twice"),
+    ("#if 1\n#macro M()\n#endmacro\n#endif\n", r"k.ptx:2: #macro inside the #if of line 1"),
+    ("#macro M(1x)\n#endmacro\n", r"k.ptx:1: expected '#macro NAME\(PARAM, ...\)'"),
+    ("#macro M()\nx\n", r"k.ptx:1: #macro is never closed: add #endmacro"),
+])
+def test_bad_macro_use_names_the_line(src, match):
+    with pytest.raises(CompileError, match=match):
+        expand(src, {}, P)
