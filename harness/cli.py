@@ -112,8 +112,9 @@ def _parser() -> argparse.ArgumentParser:
     ceil.add_argument("--warmup-ms", type=float, default=100.0)
     ceil.add_argument("--launch-ms", type=float, default=2.0,
                       help="shortest GPU time of one launch; sets the iterations (2)")
-    ceil.add_argument("--blocks-per-sm", type=int, metavar="N",
-                      help="blocks per SM (default: the kernel's [ceiling] blocks_per_sm)")
+    ceil.add_argument("--blocks-per-sm", type=int, action="append", metavar="N",
+                      help="blocks per SM (repeatable: one row each, to see where the pipe "
+                           "saturates; default: the kernel's [ceiling] blocks_per_sm)")
     ceil.add_argument("--report-dir", type=Path, default=PROJECT_ROOT / "reports")
 
     run = sub.add_parser("run", help="check, time and report against cuBLAS (needs a GPU)")
@@ -470,18 +471,21 @@ def _ceiling(args, kernels) -> int:
 
     # hot L2: the kernels load nothing, so flushing would change nothing but the run time
     timing = TimingOptions(cold_l2=False, warmup_ms=args.warmup_ms, budget_ms=args.budget_ms)
-    options = CeilingOptions(launch_ms=args.launch_ms, blocks_per_sm=args.blocks_per_sm)
+    launches = [CeilingOptions(launch_ms=args.launch_ms, blocks_per_sm=b)
+                for b in args.blocks_per_sm or [None]]
     with Device(0) as device:
         clocks = ClockSampler(device.pci_bus_id)
         timer = Timer(Stream(), device.l2_bytes, clocks, timing)
         rows = []
         for precision, kernel in zip(precisions, chosen, strict=True):
-            print(f"measuring the {precision} ceiling ({kernel.name}) on {device.name}",
-                  file=sys.stderr)
-            rows.append(measure_ceiling(device, timer, precision, options, kernels).as_dict())
+            for options in launches:
+                print(f"measuring the {precision} ceiling ({kernel.name}) on {device.name}",
+                      file=sys.stderr)
+                rows.append(measure_ceiling(device, timer, precision, options,
+                                            kernels).as_dict())
         facts = device_facts(device, clocks)
     meta = {**report.metadata(facts, ["harness", *sys.argv[1:]], asdict(timing), ()),
-            "launch": asdict(options)}
+            "launch": [asdict(options) for options in launches]}
     stem = args.report_dir / report.gpu_slug(facts["name"]) / f"ceiling-{report.run_stamp()}"
     json_path, md_path = report.write_ceiling(meta, rows, stem)
     if args.json:
