@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One GPU session on a registry-less host (see README): install the carried wheels, then run
 # the tests and the given harness steps, copying logs and reports under $OUT.
-# Usage: bash tools/gpu_session.sh STEP...   steps: tests, run, sweep, sass, ncu
+# Usage: bash tools/gpu_session.sh STEP...   steps: tests, run, ceiling, sweep, sass, ncu
 set -uo pipefail
 OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT"
@@ -15,6 +15,7 @@ for step in "$@"; do
   case "$step" in
     tests) python3 -m pytest -q --durations=15 2>&1 | tee "$OUT/pytest.log" ;;
     run) python3 -m harness run --size 1024 --size 2048 --size 4096 2>&1 | tee "$OUT/run.log" ;;
+    ceiling) python3 -m harness ceiling 2>&1 | tee "$OUT/ceiling.log" ;;
     sweep) python3 -m harness occupancy --sweep 2>&1 | tee "$OUT/sweep.log" ;;
     sass) python3 -m harness sass 2>&1 | tee "$OUT/sass.txt" ;;
     ncu)
