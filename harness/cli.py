@@ -63,7 +63,7 @@ def _parser() -> argparse.ArgumentParser:
                                      "expanded with the variant's parameters (no GPU needed)")
     ptx.add_argument("kernel", metavar="KERNEL", help="one registry key (stem:variant)")
     ptx.add_argument("--arch", default="sm_90", choices=sorted(ARCHS),
-                     help="apply the parameters tuned for this arch ([tuned.<arch>])")
+                     help="the target: its [tuned.<arch>] parameters and SM (default sm_90)")
 
     tune = sub.add_parser("tune", help="sweep a kernel's tile parameters: check, time, rank")
     tune.add_argument("kernel", metavar="KERNEL", help="a kernel file stem (its [tune] space)")
@@ -327,7 +327,8 @@ def _ptx(args, kernels) -> int:
         raise HarnessError(f"`harness ptx` takes one PTX kernel; {args.kernel!r} matches {names}"
                            " (name one variant, stem:variant, of a .ptx file)")
     kernel = chosen[0].for_arch(args.arch)
-    print(expand(kernel.spec.path.read_text(), kernel.param_env, kernel.spec.path).text, end="")
+    text = kernel.spec.path.read_text()
+    print(expand(text, kernel.param_env, kernel.spec.path, args.arch).text, end="")
     return 0
 
 

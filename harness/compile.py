@@ -105,7 +105,8 @@ def compile_kernel(kernel: Kernel, arch: str, *, use_cache: bool = True) -> Comp
         flags, compiler = options.nvrtc_flags(), f"nvrtc {compiler_versions()['nvrtc']}"
     else:
         # the PTX macros take the kernel's parameters, as -D does for .cu: the key is the result
-        expanded = ptxpp.expand(source.decode(errors="replace"), kernel.param_env, spec.path)
+        expanded = ptxpp.expand(source.decode(errors="replace"), kernel.param_env, spec.path,
+                                arch)
         source = expanded.text.encode()
         options = CompileOptions(arch=arch)
         flags, compiler = options.nvjitlink_flags(), f"nvjitlink {compiler_versions()['nvjitlink']}"

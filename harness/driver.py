@@ -290,3 +290,36 @@ class Function:
         pointers = (ctypes.c_void_p * len(args))(*[ctypes.addressof(a) for a in args])
         check(cu.cuLaunchKernelEx(config, self.handle, ctypes.addressof(pointers), 0),
               "cuLaunchKernelEx", f"{self.label}: {shape}")
+
+
+_TMA_TYPES = {"bf16": "BFLOAT16", "fp16": "FLOAT16", "fp32": "FLOAT32", "tf32": "FLOAT32"}
+
+
+def tensor_map_2d(precision: str, address: int, inner: int, outer: int, box_inner: int,
+                  box_outer: int, label: str) -> ctypes.Array:
+    """A 2-D TMA tensor map (``cuTensorMapEncodeTiled``) of a row-major ``outer x inner``
+    matrix at ``address``: ``box_inner x box_outer`` boxes, 128-byte swizzle, zeros outside
+    the matrix. Returned as the 128 bytes a kernel takes by value."""
+    try:
+        data_type = getattr(cu.CUtensorMapDataType,
+                            f"CU_TENSOR_MAP_DATA_TYPE_{_TMA_TYPES[precision]}")
+    except KeyError:
+        raise HarnessError(f"{label}: no tensor-map element type for {precision!r}; expected "
+                           f"one of {', '.join(_TMA_TYPES)}") from None
+    element_bytes = 2 if precision in ("bf16", "fp16") else 4
+    if box_inner * element_bytes > 128 or not 1 <= box_outer <= 256:
+        raise HarnessError(
+            f"{label}: tensor-map box {box_inner} x {box_outer} does not fit a 128-byte swizzle "
+            f"(inner box at most {128 // element_bytes} {precision} elements, outer 1..256); "
+            "change the spec's [tma] box")
+    u64, u32 = cu.cuuint64_t, cu.cuuint32_t
+    tmap = check(cu.cuTensorMapEncodeTiled(
+        data_type, 2, address, [u64(inner), u64(outer)], [u64(inner * element_bytes)],
+        [u32(box_inner), u32(box_outer)], [u32(1), u32(1)],
+        cu.CUtensorMapInterleave.CU_TENSOR_MAP_INTERLEAVE_NONE,
+        cu.CUtensorMapSwizzle.CU_TENSOR_MAP_SWIZZLE_128B,
+        cu.CUtensorMapL2promotion.CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+        cu.CUtensorMapFloatOOBfill.CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE),
+        "cuTensorMapEncodeTiled",
+        f"{label}: {outer} x {inner} {precision}, box {box_inner} x {box_outer}")
+    return (ctypes.c_ubyte * 128).from_buffer_copy(ctypes.string_at(tmap.getPtr(), 128))

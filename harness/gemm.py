@@ -1,6 +1,7 @@
 """A registry kernel loaded on a device and launched through the common GEMM ABI.
 
-``(int M, int N, int K, float alpha, const T* A, const T* B, float beta, float* C)``: before a
+``(int M, int N, int K, float alpha, const T* A, const T* B, float beta, float* C)``, followed
+by 128-byte TMA tensor maps of A and/or B when the spec's [tma] asks for them: before a
 launch the block is checked against the device's limits (refused with the reason), the
 dynamic shared-memory limit is raised when the kernel needs more than 48 KB, and the carve-out
 the spec or the user asks for is set.
@@ -13,9 +14,10 @@ import ctypes
 from harness import occupancy
 from harness.archs import can_run, cubin_runs_on, get_arch
 from harness.compile import CompiledKernel
-from harness.driver import Device, Function, LaunchShape, Module, Stream
+from harness.driver import Device, Function, LaunchShape, Module, Stream, tensor_map_2d
 from harness.errors import LaunchError
 from harness.registry import Kernel
+from harness.spec import TMA_OPERANDS
 
 
 class LoadedGemm:
@@ -67,12 +69,27 @@ class LoadedGemm:
         """A no-argument callable that enqueues this GEMM (arguments packed once)."""
         shape = self.prepare(m, n, k)
         args = (ctypes.c_int(m), ctypes.c_int(n), ctypes.c_int(k), ctypes.c_float(alpha),
-                ctypes.c_uint64(a), ctypes.c_uint64(b), ctypes.c_float(beta), ctypes.c_uint64(c))
+                ctypes.c_uint64(a), ctypes.c_uint64(b), ctypes.c_float(beta), ctypes.c_uint64(c),
+                *self.tensor_maps(m, n, k, a, b))
 
         def launch() -> None:
             self.function.launch(shape, stream, args)
 
         return launch
+
+    def tensor_maps(self, m: int, n: int, k: int, a: int, b: int) -> list:
+        """The TMA tensor maps the spec's [tma] asks for, in A, B order, for these buffers."""
+        spec, env = self.kernel.spec, self.kernel.param_env
+        # (inner, outer) of each operand as stored: A is M x K; B is K x N, or N x K in "col"
+        dims = {"A": (a, k, m), "B": (b, n, k) if spec.layout_b == "row" else (b, k, n)}
+        maps = []
+        for operand in TMA_OPERANDS:
+            if operand in spec.tma:
+                address, inner, outer = dims[operand]
+                box_inner, box_outer = (int(e(env)) for e in spec.tma[operand])
+                maps.append(tensor_map_2d(spec.precision, address, inner, outer, box_inner,
+                                          box_outer, f"{self.kernel.name} tensor map {operand}"))
+        return maps
 
     def occupancy(self, m: int, n: int, k: int) -> dict:
         """Driver and offline occupancy for the launch at m x n x k, side by side."""

@@ -18,7 +18,8 @@ and ``${EXPR}`` anywhere in another line is replaced by the value of EXPR. A dir
 with a comment after ``#`` (not ``//``, which is floor division in EXPR). EXPR is the spec
 grammar of :mod:`harness.expr` (integers, names, ``+ - * // % & | ^ << >>``, cdiv, min, max;
 comparisons with ``and``/``or`` in ``#if``); its names are the kernel's [params] as the variant
-sets them, ``#set`` names and loop variables. Nothing in a kernel file runs as Python.
+sets them, ``SM`` (the compile target: 80, 86, 89, 90), ``#set`` names and loop variables.
+Nothing in a kernel file runs as Python.
 
 Every output line remembers the source line and loop values it came from, so an assembler
 error on expanded line 4711 is reported at the line the author wrote.
@@ -100,9 +101,13 @@ class _Node:
     branches: list[tuple[expr.Expr | None, list[_Node]]] = field(default_factory=list)
 
 
-def expand(source: str, params: Mapping[str, int], path: Path) -> Expanded:
+def expand(source: str, params: Mapping[str, int], path: Path, arch: str | None = None
+           ) -> Expanded:
     """Expand the directives and ``${...}`` of ``source`` (the file at ``path``) with
-    ``params`` bound; raise CompileError naming the file and line of anything wrong."""
+    ``params`` bound, and ``SM`` the compile target's number (90 for sm_90 and sm_90a) when
+    ``arch`` is given; raise CompileError naming the file and line of anything wrong."""
+    if arch is not None:
+        params = {**params, "SM": int(re.match(r"sm_(\d+)", arch)[1])}
     sources: dict[Path | None, list[str]] = {None: source.splitlines()}
     nodes = _parse(sources[None], Path(path), None, sources, 0, {})
     out_text: list[str] = []

@@ -25,7 +25,7 @@ microbenchmark of one instruction's issue rate, ABI ``(u64 sink, u32 iterations)
 (``harness ceiling``; see harness/ceiling.py)."""
 _REQUIRED = ("entry", "summary", "precision", "min_arch", "block", "grid")
 _OPTIONAL = ("layout_b", "dynamic_smem_bytes", "constraints", "carveout_pct", "predicted",
-             "params", "variants", "tune", "tuned", "model", "kind", "ceiling")
+             "params", "variants", "tune", "tuned", "model", "kind", "ceiling", "tma")
 _CEILING_KEYS = ("kind", "entry", "summary", "predicted", "precision", "min_arch", "block",
                  "ceiling")
 CEILING_TABLE_KEYS = ("instruction", "mma_per_iteration", "blocks_per_sm")
@@ -34,6 +34,8 @@ _MMA_TYPES = {"bf16": ".bf16.bf16.", "fp16": ".f16.f16.", "tf32": ".tf32.tf32."}
 _MMA = re.compile(r"^mma\.sync\.aligned\.m(\d+)n(\d+)k(\d+)\.[a-z0-9.]+$")
 _SPEC_BLOCK = re.compile(r"\A\s*/\*\s*harness[ \t]*\n(?P<body>.*?)\*/", re.DOTALL)
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+TMA_OPERANDS = ("A", "B")
+"""Operands a kernel may take as TMA tensor maps ([tma]), passed after C in this order."""
 
 
 @dataclass(frozen=True)
@@ -91,6 +93,10 @@ class KernelSpec:
     """One of :data:`KINDS`; only ``gemm`` kernels take the GEMM ABI."""
     ceiling: CeilingSpec | None = None
     """The ``[ceiling]`` table (kind = "ceiling" only)."""
+    tma: dict[str, tuple[expr.Expr, expr.Expr]] = field(default_factory=dict)
+    """``[tma]``: operand (A, B) -> its box (inner, outer elements) of a 2-D tensor map with
+    128-byte swizzle and zero fill outside the matrix, which the harness builds for every
+    launch and passes after C (``.param .align 64 .b8 name[128]``, in TMA_OPERANDS order)."""
 
     @property
     def stem(self) -> str:
@@ -235,7 +241,25 @@ def parse_spec(source: str, path: Path) -> KernelSpec:
         tune=tune, tuned=tuned, model=model, kind=kind,
         ceiling=(_ceiling_table(table["ceiling"], precision, source[match.end():], fail)
                  if kind == "ceiling" else None),
+        tma=_tma_table(table.get("tma", {}), param_names, fail),
     )
+
+
+def _tma_table(raw, names: frozenset[str], fail) -> dict[str, tuple[expr.Expr, expr.Expr]]:
+    """[tma]: A / B = [inner box formula, outer box formula] over the parameters."""
+    if not isinstance(raw, dict) or set(raw) - set(TMA_OPERANDS):
+        raise fail(f"tma must be a table with keys among {', '.join(TMA_OPERANDS)} (the "
+                   f"operands to pass as tensor maps), found {raw!r}")
+    boxes = {}
+    for operand in TMA_OPERANDS:
+        if operand not in raw:
+            continue
+        box = raw[operand]
+        if not isinstance(box, list) or len(box) != 2:
+            raise fail(f"tma.{operand} must be [inner, outer]: the box in elements along the "
+                       f"contiguous dimension and across rows, found {box!r}")
+        boxes[operand] = tuple(_one_formula(b, names, fail, f"tma.{operand}") for b in box)
+    return boxes
 
 
 def _ceiling_table(raw, precision: str, body: str, fail) -> CeilingSpec:

@@ -176,3 +176,9 @@ def test_macros_repeat_lines_with_bound_parameters_and_unique_calls():
 def test_bad_macro_use_names_the_line(src, match):
     with pytest.raises(CompileError, match=match):
         expand(src, {}, P)
+
+
+def test_sm_names_the_compile_target():
+    src = "#if SM >= 90\nmbarrier.try_wait;\n#else\nmbarrier.test_wait;\n#endif\n"
+    assert expand(src, {}, P, "sm_90a").text == "mbarrier.try_wait;\n"
+    assert expand(src, {}, P, "sm_80").text == "mbarrier.test_wait;\n"

@@ -99,3 +99,31 @@ def test_bad_spec_errors_name_the_file():
 def test_wrong_suffix_is_refused():
     with pytest.raises(SpecError, match="expected a .cu or .ptx kernel file"):
         spec_of(GOOD, name="k.cuh")
+
+
+def test_tma_boxes_are_formulas_over_the_parameters():
+    spec = spec_of(GOOD.replace("*/", '[tma]\nA = ["TILE", "2 * TILE"]\nB = ["64", "TILE"]\n*/'))
+    env = {"TILE": 32}
+    assert [int(e(env)) for e in spec.tma["A"]] == [32, 64]
+    assert [int(e(env)) for e in spec.tma["B"]] == [64, 32]
+    assert spec_of(GOOD).tma == {}
+
+
+@pytest.mark.parametrize("table, match", [
+    ('[tma]\nC = ["1", "1"]\n', r"tma must be a table with keys among A, B"),
+    ('[tma]\nA = ["TILE"]\n', r"tma.A must be \[inner, outer\]"),
+    ('[tma]\nA = ["TILE", "M"]\n', r"tma.A: formula 'M' uses M; it may use only TILE"),
+])
+def test_bad_tma_tables_are_refused(table, match):
+    with pytest.raises(SpecError, match=match):
+        spec_of(GOOD.replace("*/", table + "*/"))
+
+
+def test_a_tensor_map_box_wider_than_the_swizzle_is_refused_before_the_driver():
+    from harness.driver import tensor_map_2d
+
+    with pytest.raises(HarnessError, match=r"box 128 x 64 does not fit a 128-byte swizzle "
+                                           r"\(inner box at most 64 bf16 elements"):
+        tensor_map_2d("bf16", 0, 4096, 4096, 128, 64, "k tensor map A")
+    with pytest.raises(HarnessError, match=r"no tensor-map element type for 'int8'"):
+        tensor_map_2d("int8", 0, 4096, 4096, 64, 64, "k tensor map A")

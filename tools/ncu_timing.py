@@ -27,13 +27,18 @@ from harness.registry import discover, select  # noqa: E402
 from harness.runner import parse_size  # noqa: E402
 
 
-def launch(kernel_name: str, size: str, repeats: int) -> None:
+def launch(kernel_name: str, size: str, repeats: int, params: list[str] = ()) -> None:
     from harness.cublas import Cublas
     from harness.driver import Device, Stream
     from harness.gemm import LoadedGemm
+    from harness.registry import Kernel
     from harness.worker import Operands
 
     (kernel,) = select(discover(), [kernel_name])
+    if params:  # an explicit point, like a tuning point: e.g. NOLOAD=1 to time a knob
+        chosen = dict(kernel.params) | {n: int(v) for n, v in (p.split("=", 1) for p in params)}
+        kernel = Kernel(f"{kernel.name}+{','.join(params)}", kernel.spec,
+                        tuple(sorted(chosen.items())), kernel.variant, explicit=True)
     m, n, k = parse_size(size)
     with Device(0) as device:
         stream = Stream()
@@ -118,6 +123,8 @@ def main() -> None:
     p.add_argument("kernel")
     p.add_argument("--size", default="4096")
     p.add_argument("--repeats", type=int, default=7)
+    p.add_argument("--param", action="append", default=[], metavar="NAME=VALUE",
+                   help="override a parameter (launches unchecked: for profiling only)")
     c = sub.add_parser("compare")
     c.add_argument("ncu_csv", type=Path)
     c.add_argument("run_json", type=Path)
@@ -125,7 +132,7 @@ def main() -> None:
     c.add_argument("--size", default="4096")
     args = parser.parse_args()
     if args.command == "launch":
-        launch(args.kernel, args.size, args.repeats)
+        launch(args.kernel, args.size, args.repeats, args.param)
     else:
         compare(args.ncu_csv, args.run_json, args.kernel, args.size)
 
