@@ -7,11 +7,9 @@ The compute type is named exactly: FP32 is ``CUBLAS_COMPUTE_32F`` with the defau
 
 from __future__ import annotations
 
-import weakref
-
 import numpy as np
 
-from harness.driver import Stream
+from harness.driver import Stream, context_resource
 from harness.errors import HarnessError
 
 
@@ -49,7 +47,7 @@ class Cublas:
         nvmath, cublas = _lib()
         self._nvmath, self._cublas = nvmath, cublas
         self.handle = cublas.create()
-        self._destroy = weakref.finalize(self, cublas.destroy, self.handle)
+        self._destroy = context_resource(self, cublas.destroy, self.handle)
         cublas.set_stream(self.handle, int(stream.handle))
         cublas.set_math_mode(self.handle, cublas.Math.DEFAULT_MATH)
         self.version = cublas.get_version(self.handle)

@@ -55,6 +55,22 @@ def device_arch_name(ordinal: int = 0) -> str:
     return arch_for_capability(major, minor).name
 
 
+_CONTEXT_RESOURCES: list[weakref.finalize] = []
+_RETAINS = [0]  # open Device objects: the primary context dies with the last one's release
+
+
+def context_resource(obj, release, *args) -> weakref.finalize:
+    """``weakref.finalize(obj, release, *args)`` for something that lives in the primary
+    context (memory, streams, events, modules, library handles): Device.close() runs every
+    one still alive before it releases the context, so none is freed into a destroyed context
+    (a module unloaded after the release crashed the interpreter in cuModuleUnload). Only the
+    last open Device frees them: the primary context is shared."""
+    _CONTEXT_RESOURCES[:] = [f for f in _CONTEXT_RESOURCES if f.alive]
+    finalizer = weakref.finalize(obj, release, *args)
+    _CONTEXT_RESOURCES.append(finalizer)
+    return finalizer
+
+
 class Device:
     """One GPU with its primary context current on this thread; use as a context manager."""
 
@@ -67,6 +83,7 @@ class Device:
         self.context = check(cu.cuDevicePrimaryCtxRetain(self.handle), "cuDevicePrimaryCtxRetain")
         check(cu.cuCtxSetCurrent(self.context), "cuCtxSetCurrent")
         self._release = weakref.finalize(self, cu.cuDevicePrimaryCtxRelease, self.handle)
+        _RETAINS[0] += 1
 
     def __enter__(self) -> Device:
         return self
@@ -75,6 +92,13 @@ class Device:
         self.close()
 
     def close(self) -> None:
+        """Release the context; the last open Device first frees what it still holds."""
+        if not self._release.alive:
+            return
+        _RETAINS[0] -= 1
+        if _RETAINS[0] == 0:
+            while _CONTEXT_RESOURCES:
+                _CONTEXT_RESOURCES.pop()()
         self._release()
 
     def attribute(self, attr) -> int:
@@ -141,7 +165,7 @@ class Buffer:
             raise HarnessError(f"a device buffer needs a positive size, got {nbytes} bytes")
         self.nbytes = nbytes
         self.dptr = check(cu.cuMemAlloc(nbytes), "cuMemAlloc", f"{nbytes} bytes")
-        self._free = weakref.finalize(self, cu.cuMemFree, self.dptr)
+        self._free = context_resource(self, cu.cuMemFree, self.dptr)
 
     @property
     def address(self) -> int:
@@ -183,7 +207,7 @@ class Stream:
     def __init__(self):
         flags = cu.CUstream_flags.CU_STREAM_NON_BLOCKING
         self.handle = check(cu.cuStreamCreate(flags), "cuStreamCreate")
-        self._destroy = weakref.finalize(self, cu.cuStreamDestroy, self.handle)
+        self._destroy = context_resource(self, cu.cuStreamDestroy, self.handle)
 
     def synchronize(self, context: str = "") -> None:
         check(cu.cuStreamSynchronize(self.handle), "cuStreamSynchronize", context)
@@ -197,7 +221,7 @@ class Event:
 
     def __init__(self):
         self.handle = check(cu.cuEventCreate(cu.CUevent_flags.CU_EVENT_DEFAULT), "cuEventCreate")
-        self._destroy = weakref.finalize(self, cu.cuEventDestroy, self.handle)
+        self._destroy = context_resource(self, cu.cuEventDestroy, self.handle)
 
     def record(self, stream: Stream) -> None:
         check(cu.cuEventRecord(self.handle, stream.handle), "cuEventRecord")
@@ -219,7 +243,7 @@ class Module:
     def __init__(self, cubin: bytes, label: str):
         self.label = label
         self.handle = check(cu.cuModuleLoadData(cubin), "cuModuleLoadData", label)
-        self._unload = weakref.finalize(self, cu.cuModuleUnload, self.handle)
+        self._unload = context_resource(self, cu.cuModuleUnload, self.handle)
 
     def function(self, entry: str) -> Function:
         handle = check(cu.cuModuleGetFunction(self.handle, entry.encode()),

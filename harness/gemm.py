@@ -47,7 +47,8 @@ class LoadedGemm:
         self._dynamic_limit = 48 * 1024
 
     def shape(self, m: int, n: int, k: int) -> LaunchShape:
-        return LaunchShape(self.kernel.grid_dims(m, n, k), self.kernel.block_dims,
+        return LaunchShape(self.kernel.grid_dims(m, n, k, self.device.sm_count),
+                           self.kernel.block_dims,
                            self.kernel.dynamic_smem_bytes(m, n, k))
 
     def prepare(self, m: int, n: int, k: int) -> LaunchShape:

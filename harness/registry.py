@@ -19,6 +19,8 @@ from harness.spec import KINDS, KernelSpec, read_spec
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_KERNEL_DIRS = (PROJECT_ROOT / "cu", PROJECT_ROOT / "ptx")
 KERNEL_SUFFIXES = (".cu", ".ptx")
+OFFLINE_SM_COUNT = 132
+"""SMs assumed for a grid formula that names SMS when no GPU is asked (an H100 SXM's)."""
 
 
 @dataclass(frozen=True)
@@ -61,8 +63,11 @@ class Kernel:
         x, y, z = self.block_dims
         return x * y * z
 
-    def grid_dims(self, m: int, n: int, k: int) -> tuple[int, int, int]:
-        env = self.env(m, n, k)
+    def grid_dims(self, m: int, n: int, k: int, sm_count: int = OFFLINE_SM_COUNT
+                  ) -> tuple[int, int, int]:
+        """The grid at m x n x k; ``SMS`` in a formula (persistent kernels) is ``sm_count``,
+        the device's SM count at launch and :data:`OFFLINE_SM_COUNT` without a GPU."""
+        env = {**self.env(m, n, k), "SMS": sm_count}
         dims = tuple(int(e(env)) for e in self.spec.grid)
         if any(d < 1 for d in dims):
             raise SpecError(f"{self.spec.path}: grid {dims} for {self.name} at {m}x{n}x{k} has a "

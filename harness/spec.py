@@ -225,7 +225,7 @@ def parse_spec(source: str, path: Path) -> KernelSpec:
 
     param_names = frozenset(params)
     block = formulas("block", names=param_names)
-    grid = formulas("grid", names=param_names | SHAPE_NAMES)
+    grid = formulas("grid", names=param_names | SHAPE_NAMES | {"SMS"})
     for key, dims in (("block", block), ("grid", grid))[: 1 if kind == "ceiling" else 2]:
         if not 1 <= len(dims) <= 3:
             raise fail(f"{key} must list 1 to 3 dimensions (x, y, z), found {len(dims)}")

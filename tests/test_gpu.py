@@ -147,3 +147,39 @@ def test_compare_times_interleaved_with_speedups(tmp_path):
     assert first["speedup"] == 1.0 and second["compared_to"] == "03_smem_tiled:t32"
     assert 0.5 < second["speedup_p20"] <= second["speedup"] <= second["speedup_p80"] < 2.0
     assert first["cublas_gflops"] == second["cublas_gflops"]  # one cuBLAS in the rounds
+
+
+def test_the_last_device_close_frees_what_lives_in_the_context(device):
+    """Modules, buffers and streams unloaded after the primary context's release crashed the
+    interpreter (cuModuleUnload in a finalizer): the last open Device frees them first."""
+    from harness.driver import Device
+
+    inner = Device(0)  # a second retain: closing it must leave the session's resources alone
+    kernel = KERNELS[0]
+    gemm = load(device, kernel)
+    buf = Buffer(1024)
+    inner.close()
+    assert gemm.module._unload.alive and buf._free.alive
+    buf.close()
+    assert not buf._free.alive
+
+
+def test_the_last_device_close_frees_before_releasing():
+    import subprocess
+    import sys
+
+    code = ("from harness.driver import Buffer, Device\n"
+            "from harness.gemm import LoadedGemm\n"
+            "from harness.compile import compile_kernel\n"
+            "from harness.registry import discover\n"
+            "d = Device(0)\n"
+            "k = discover()[0]\n"
+            "g = LoadedGemm(d, k, compile_kernel(k, d.arch.name))\n"
+            "b = Buffer(64)\n"
+            "d.close()\n"
+            "assert not g.module._unload.alive and not b._free.alive\n"
+            "del g, b\n"
+            "print('freed first')\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 0 and "freed first" in proc.stdout, proc.stderr
