@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # One GPU session on a registry-less host (see README): install the carried wheels, then run
 # the tests and the given harness steps, copying logs and reports under $OUT.
-# Usage: bash tools/gpu_session.sh STEP...   steps: tests, run, ceiling, sweep, sass, ncu
+# Usage: bash tools/gpu_session.sh STEP...   steps: tests, run, ceiling, sweep, sass, ncu,
+#   tc-compare, tc-run, copy-cost (the tensor-core rungs of issue 4)
 set -uo pipefail
 OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT"
@@ -26,6 +27,27 @@ for step in "$@"; do
         run_json=$(ls -t reports/h100/run-*.json | head -1)
         python3 tools/ncu_timing.py compare "$OUT/ncu-${k/:/-}.csv" "$run_json" "$k" --size 4096
       done ;;
+    tc-compare)  # rungs side by side, interleaved with cuBLAS, per input precision
+      python3 -m harness compare 11_mma_sync_bf16:m128n256k32s4 11_mma_sync_bf16:m128n256k32s2 \
+        11_mma_sync_bf16:w32x64 11_mma_sync_bf16:mbar_k64s4l2c1 12_mma_tma_bf16:m256n128c2 \
+        13_mma_persist_bf16:m256n128l3g8 --size 4096 --size 8192 2>&1 | tee "$OUT/compare-bf16.log"
+      python3 -m harness compare 11_mma_sync_fp16:m128n256k32s4 11_mma_sync_fp16:mbar_k64s4l2c1 \
+        12_mma_tma_fp16:m256n128c2 13_mma_persist_fp16:m256n128l3g8 --size 4096 --size 8192 \
+        2>&1 | tee "$OUT/compare-fp16.log" ;;
+    tc-run)  # every tensor-core variant, checked then timed with cuBLAS right after it
+      python3 -m harness run '1[123]_mma_*' --size 4096 --size 8192 2>&1 | tee "$OUT/tc-run.log" ;;
+    copy-cost)  # 11 with its copies as usual, skipped, zero-filling, or from one hot tile
+      { date -u +"%Y-%m-%dT%H:%M:%SZ"; nvidia-smi --query-gpu=name,driver_version \
+          --format=csv,noheader; echo "command: bash tools/gpu_session.sh copy-cost (ncu" \
+          "--clock-control none --cache-control all; unchecked launches, NOLOAD=1/2/3 give" \
+          "wrong results by design)"
+      for p in "" NOLOAD=1 NOLOAD=2 NOLOAD=3; do
+        echo "== 11_mma_sync_bf16:m128n256k32s4 ${p:-as built}"
+        ncu --clock-control none --cache-control all -k hgemm_mma_sync -c 3 --metrics \
+          gpu__time_duration.sum,sm__cycles_elapsed.avg.per_second,sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active,l1tex__data_pipe_lsu_wavefronts_mem_shared.avg.pct_of_peak_sustained_elapsed \
+          python3 tools/ncu_timing.py launch 11_mma_sync_bf16:m128n256k32s4 --size 4096 \
+          --repeats 3 ${p:+--param $p} 2>&1 | grep -E "duration|per_second|pct"
+      done; } 2>&1 | tee reports/h100/ncu-copy-cost-11_mma_sync_bf16.txt ;;
     *) echo "unknown step $step"; exit 2 ;;
   esac
   tar czf "$OUT/reports.tgz" reports   # after every step: a later timeout loses nothing
