@@ -107,16 +107,21 @@ def metadata(device: dict, command: Sequence[str], timing: dict, sizes) -> dict:
     }
 
 
-def write_run(meta: dict, rows: Sequence[dict], stem: Path,
-              sections: Sequence[str] = ()) -> tuple[Path, Path]:
-    """Write ``stem.json`` (metadata + rows) and ``stem.md`` (metadata, any extra markdown
-    ``sections``, then the table of every row)."""
+def _start_report(meta: dict, rows: Sequence[dict], stem: Path) -> tuple[Path, Path, dict, dict]:
+    """Write ``stem.json`` (metadata + rows); the markdown path and the device facts follow."""
     stem.parent.mkdir(parents=True, exist_ok=True)
     json_path, md_path = stem.with_suffix(".json"), stem.with_suffix(".md")
     json_path.write_text(json.dumps(jsonable({"meta": meta, "rows": list(rows)}), indent=1,
                                     allow_nan=False) + "\n")
     device = meta.get("device", {})
-    clocks = device.get("clocks", {})
+    return json_path, md_path, device, device.get("clocks", {})
+
+
+def write_run(meta: dict, rows: Sequence[dict], stem: Path,
+              sections: Sequence[str] = ()) -> tuple[Path, Path]:
+    """Write ``stem.json`` (metadata + rows) and ``stem.md`` (metadata, any extra markdown
+    ``sections``, then the table of every row)."""
+    json_path, md_path, device, clocks = _start_report(meta, rows, stem)
     lines = [
         f"# harness run: {meta.get('gpu')}",
         "",
@@ -236,12 +241,7 @@ def ceiling_table(rows: Sequence[dict], fmt: str = "simple") -> str:
 
 def write_ceiling(meta: dict, rows: Sequence[dict], stem: Path) -> tuple[Path, Path]:
     """``harness ceiling``: ``stem.json`` (metadata + one row per precision) and ``stem.md``."""
-    stem.parent.mkdir(parents=True, exist_ok=True)
-    json_path, md_path = stem.with_suffix(".json"), stem.with_suffix(".md")
-    json_path.write_text(json.dumps(jsonable({"meta": meta, "rows": list(rows)}), indent=1,
-                                    allow_nan=False) + "\n")
-    device = meta.get("device", {})
-    clocks = device.get("clocks", {})
+    json_path, md_path, device, clocks = _start_report(meta, rows, stem)
     lines = [
         f"# mma.sync issue ceiling: {meta.get('gpu')}",
         "",
