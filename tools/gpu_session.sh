@@ -2,7 +2,7 @@
 # One GPU session on a registry-less host (see README): install the carried wheels, then run
 # the tests and the given harness steps, copying logs and reports under $OUT.
 # Usage: bash tools/gpu_session.sh STEP...   steps: tests, run, ceiling, sweep, sass, ncu,
-#   tc-compare, tc-run, copy-cost (the tensor-core rungs of issue 4)
+#   tc-compare, tc-run, copy-cost, tc-profile (the tensor-core rungs of issue 4)
 set -uo pipefail
 OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT"
@@ -48,6 +48,17 @@ for step in "$@"; do
           python3 tools/ncu_timing.py launch 11_mma_sync_bf16:m128n256k32s4 --size 4096 \
           --repeats 3 ${p:+--param $p} 2>&1 | grep -E "duration|per_second|pct"
       done; } 2>&1 | tee reports/h100/ncu-copy-cost-11_mma_sync_bf16.txt ;;
+    tc-profile)  # Nsight Compute's full set on the best TMA kernel: stall reasons per SASS line
+      k=12_mma_tma_bf16:m256n128c2; tag=ncu-profile-${k/:/-}
+      ncu --set full --import-source no --clock-control none -k hgemm_mma_sync -c 1 -f \
+        -o "$OUT/$tag" python3 tools/ncu_timing.py launch "$k" --size 4096 --repeats 1 \
+        > "$OUT/tc-profile.log" 2>&1 || tail -20 "$OUT/tc-profile.log"
+      { date -u +"%Y-%m-%dT%H:%M:%SZ"; echo "command: bash tools/gpu_session.sh tc-profile" \
+          "(ncu --set full --clock-control none, $k at 4096, one launch)"
+        ncu -i "$OUT/$tag.ncu-rep" --page details; } > "reports/h100/$tag.txt" 2>&1
+      ncu -i "$OUT/$tag.ncu-rep" --page source --print-source sass --csv 2>&1 \
+        | gzip > "reports/h100/$tag-sass.csv.gz"
+      head -c 3000 "reports/h100/$tag.txt" ;;
     *) echo "unknown step $step"; exit 2 ;;
   esac
   tar czf "$OUT/reports.tgz" reports   # after every step: a later timeout loses nothing
