@@ -21,7 +21,6 @@ import ctypes
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
-from pathlib import Path
 
 import numpy as np
 
@@ -31,7 +30,7 @@ from harness.clocks import ClockSampler
 from harness.compile import compile_kernel, compiler_versions, target_arch
 from harness.driver import Buffer, Device, Function, LaunchShape, Module, Stream
 from harness.errors import HarnessError, LaunchError
-from harness.registry import DEFAULT_KERNEL_DIRS, PROJECT_ROOT, Kernel, discover
+from harness.registry import DEFAULT_KERNEL_DIRS, Kernel, discover, project_relative
 from harness.spec import PRECISIONS
 from harness.stats import peak_gflops
 from harness.timing import Timer
@@ -220,7 +219,7 @@ def measure_ceiling(device: Device, timer: Timer, precision: str,
     per_clock = device.arch.fma_flops_per_clock_per_sm.get(precision, math.nan)
     peak = peak_gflops(per_clock, device.sm_count, timing.sm_clock_mhz)
     return CeilingResult(
-        kernel=kernel.name, file=_relative(kernel.spec.path), precision=precision,
+        kernel=kernel.name, file=project_relative(kernel.spec.path), precision=precision,
         instruction=kernel.spec.ceiling.instruction, arch=compiled.arch, gflops=gflops,
         median_ms=timing.median_ms, p20_ms=timing.p20_ms, p80_ms=timing.p80_ms,
         reps=timing.reps, cold_l2=timing.cold_l2, sm_clock_mhz=timing.sm_clock_mhz,
@@ -263,16 +262,10 @@ class Ceilings:
 
 
 def device_facts(device: Device, clocks: ClockSampler) -> dict:
-    """The GPU facts a ceiling report's header names (a subset of the worker's device event)."""
+    """The GPU facts a report's header names: the worker's device event (which adds the cuBLAS
+    version) and the ceiling report."""
     return {"name": device.name, "compute_capability": list(device.compute_capability),
             "arch": device.arch.name, "sm_count": device.sm_count, "l2_bytes": device.l2_bytes,
             "driver": device.driver_version, "pci_bus_id": device.pci_bus_id,
             "compilers": compiler_versions(), "clocks": clocks.info(),
             "memory_bytes": device.total_memory_bytes}
-
-
-def _relative(path: Path) -> str:
-    try:
-        return str(path.resolve().relative_to(PROJECT_ROOT))
-    except ValueError:
-        return str(path)

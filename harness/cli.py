@@ -14,7 +14,7 @@ from harness import report
 from harness.archs import ARCHS
 from harness.build import DEFAULT_SIZE, build_all
 from harness.errors import HarnessError
-from harness.registry import DEFAULT_KERNEL_DIRS, PROJECT_ROOT, discover, select
+from harness.registry import DEFAULT_KERNEL_DIRS, PROJECT_ROOT, discover, project_relative, select
 from harness.runner import parse_size
 
 DEFAULT_RUN_SIZES = ("1024", "2048", "4096")
@@ -154,8 +154,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _list(args, kernels) -> int:
-    rows = [[k.name, k.spec.kind, _rel(k.spec.path), k.spec.precision, k.spec.min_arch,
-             k.spec.summary] for k in kernels]
+    rows = [[k.name, k.spec.kind, project_relative(k.spec.path), k.spec.precision,
+             k.spec.min_arch, k.spec.summary] for k in kernels]
     print(tabulate(rows, headers=["kernel", "kind", "file", "precision", "min arch", "summary"],
                    maxcolwidths=[None, None, None, None, None, 70]))
     return 0
@@ -535,13 +535,6 @@ def _run(args, kernels) -> int:
         print("\nNot passed:\n" + fails)
     print(f"\nwritten: {jsonl}, {json_path}, {md_path}")
     return 0 if all(r["status"] in ("pass", "skipped") for r in record.rows) else 1
-
-
-def _rel(path: Path) -> str:
-    try:
-        return str(path.resolve().relative_to(PROJECT_ROOT))
-    except ValueError:
-        return str(path)
 
 
 _COMMANDS = {"list": _list, "build": _build, "occupancy": _occupancy, "sass": _sass,

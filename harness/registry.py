@@ -23,6 +23,15 @@ OFFLINE_SM_COUNT = 132
 """SMs assumed for a grid formula that names SMS when no GPU is asked (an H100 SXM's)."""
 
 
+def project_relative(path: Path) -> str:
+    """``path`` relative to the project root, as reports and listings name kernel files (as
+    given when it lies outside, e.g. a --kernel-dir elsewhere)."""
+    try:
+        return str(path.resolve().relative_to(PROJECT_ROOT))
+    except ValueError:
+        return str(path)
+
+
 @dataclass(frozen=True)
 class Kernel:
     """One launchable kernel: a spec with its parameters bound (a variant, or the defaults)."""

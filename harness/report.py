@@ -107,23 +107,19 @@ def metadata(device: dict, command: Sequence[str], timing: dict, sizes) -> dict:
     }
 
 
-def _start_report(meta: dict, rows: Sequence[dict], stem: Path) -> tuple[Path, Path, dict, dict]:
-    """Write ``stem.json`` (metadata + rows); the markdown path and the device facts follow."""
+def _start_report(meta: dict, rows: Sequence[dict], stem: Path,
+                  title: str) -> tuple[Path, Path, list[str]]:
+    """Write ``stem.json`` (metadata + rows); return it, the markdown path, and the markdown's
+    first lines: ``title``, date, command, and the GPU, driver and clock facts."""
     stem.parent.mkdir(parents=True, exist_ok=True)
     json_path, md_path = stem.with_suffix(".json"), stem.with_suffix(".md")
     json_path.write_text(json.dumps(jsonable({"meta": meta, "rows": list(rows)}), indent=1,
                                     allow_nan=False) + "\n")
     device = meta.get("device", {})
-    return json_path, md_path, device, device.get("clocks", {})
-
-
-def write_run(meta: dict, rows: Sequence[dict], stem: Path,
-              sections: Sequence[str] = ()) -> tuple[Path, Path]:
-    """Write ``stem.json`` (metadata + rows) and ``stem.md`` (metadata, any extra markdown
-    ``sections``, then the table of every row)."""
-    json_path, md_path, device, clocks = _start_report(meta, rows, stem)
-    lines = [
-        f"# harness run: {meta.get('gpu')}",
+    clocks = device.get("clocks", {})
+    cublas = device.get("cublas_version")
+    return json_path, md_path, [
+        f"# {title}: {meta.get('gpu')}",
         "",
         f"- date (UTC): {meta['date_utc']}",
         f"- command: `{meta['command']}`",
@@ -131,10 +127,20 @@ def write_run(meta: dict, rows: Sequence[dict], stem: Path,
         f"{(device.get('l2_bytes') or 0) // (1 << 20)} MB, compute capability "
         f"{'.'.join(map(str, device.get('compute_capability', [])))}",
         f"- driver: CUDA {device.get('driver')} (NVML {clocks.get('nvml_driver')}); compilers: "
-        f"{device.get('compilers')}; cuBLAS {device.get('cublas_version')}",
+        f"{device.get('compilers')}" + (f"; cuBLAS {cublas}" if cublas is not None else ""),
         f"- clocks: max SM {clocks.get('max_sm_clock_mhz')} MHz, power limit "
-        f"{clocks.get('power_limit_w')} W; the SM clock measured during each timing is in the "
-        "table",
+        f"{clocks.get('power_limit_w')} W; the SM clock measured (NVML) during each timing is "
+        "in the table",
+    ]
+
+
+def write_run(meta: dict, rows: Sequence[dict], stem: Path,
+              sections: Sequence[str] = ()) -> tuple[Path, Path]:
+    """Write ``stem.json`` (metadata + rows) and ``stem.md`` (metadata, any extra markdown
+    ``sections``, then the table of every row)."""
+    json_path, md_path, head = _start_report(meta, rows, stem, "harness run")
+    lines = [
+        *head,
         f"- timing: {meta['timing']['l2']}; {meta['timing']['method']}; warm-up "
         f"{meta['timing'].get('warmup_ms')} ms, budget {meta['timing'].get('budget_ms')} ms",
         "- baseline: cuBLAS `cublasGemmEx` on the same buffers, timed by the same code right "
@@ -241,19 +247,9 @@ def ceiling_table(rows: Sequence[dict], fmt: str = "simple") -> str:
 
 def write_ceiling(meta: dict, rows: Sequence[dict], stem: Path) -> tuple[Path, Path]:
     """``harness ceiling``: ``stem.json`` (metadata + one row per precision) and ``stem.md``."""
-    json_path, md_path, device, clocks = _start_report(meta, rows, stem)
+    json_path, md_path, head = _start_report(meta, rows, stem, "mma.sync issue ceiling")
     lines = [
-        f"# mma.sync issue ceiling: {meta.get('gpu')}",
-        "",
-        f"- date (UTC): {meta['date_utc']}",
-        f"- command: `{meta['command']}`",
-        f"- GPU: {meta.get('gpu')}, {device.get('sm_count')} SMs, compute capability "
-        f"{'.'.join(map(str, device.get('compute_capability', [])))}",
-        f"- driver: CUDA {device.get('driver')} (NVML {clocks.get('nvml_driver')}); compilers: "
-        f"{device.get('compilers')}",
-        f"- clocks: max SM {clocks.get('max_sm_clock_mhz')} MHz, power limit "
-        f"{clocks.get('power_limit_w')} W; the SM clock measured (NVML) during each timing is "
-        "in the table",
+        *head,
         "- kernels: register-only `mma.sync` loops (`ptx/ceiling/`): independent accumulator "
         "chains per warp, operands in registers, nothing loaded, one store per thread; one "
         "wave of blocks_per_sm x SM count blocks; checked before timing (every thread writes, "

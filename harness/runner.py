@@ -20,7 +20,7 @@ from pathlib import Path
 
 from harness.compile import compile_kernel, target_arch
 from harness.errors import CompileError, HarnessError
-from harness.registry import PROJECT_ROOT, Kernel
+from harness.registry import PROJECT_ROOT, Kernel, project_relative
 from harness.report import jsonable
 from harness.timing import TimingOptions
 from harness.worker import EVENT_PREFIX
@@ -84,7 +84,7 @@ def run(kernels: Sequence[Kernel], arch: str, options: RunOptions, jsonl_path: P
 
 
 def _base(kernel: Kernel) -> dict:
-    return {"kernel": kernel.name, "file": str(_relative(kernel.spec.path)),
+    return {"kernel": kernel.name, "file": project_relative(kernel.spec.path),
             "precision": kernel.spec.precision, "params": dict(kernel.params)}
 
 
@@ -196,13 +196,6 @@ def _pump(stream, lines: queue.Queue) -> None:
     for line in stream:
         lines.put(line.rstrip("\n"))
     lines.put(None)
-
-
-def _relative(path: Path) -> Path:
-    try:
-        return path.resolve().relative_to(PROJECT_ROOT)
-    except ValueError:
-        return path
 
 
 def _describe(row: dict) -> str:

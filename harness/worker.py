@@ -19,9 +19,9 @@ from pathlib import Path
 import numpy as np
 
 from harness import numerics
-from harness.ceiling import Ceilings
+from harness.ceiling import Ceilings, device_facts
 from harness.clocks import ClockSampler
-from harness.compile import compile_kernel, compiler_versions, target_arch
+from harness.compile import compile_kernel, target_arch
 from harness.cublas import Cublas, compute_name
 from harness.driver import Buffer, Device, Stream
 from harness.errors import HarnessError, LaunchError
@@ -154,12 +154,8 @@ class Session:
         # the mma.sync ceiling of a precision, measured the first time a row of it is timed
         self.ceilings = Ceilings(self.device, self.timer,
                                  say=lambda line: emit("progress", kernel="ceiling", stage=line))
-        device = self.device
-        emit("device", name=device.name, compute_capability=list(device.compute_capability),
-             arch=device.arch.name, sm_count=device.sm_count, l2_bytes=device.l2_bytes,
-             driver=device.driver_version, pci_bus_id=device.pci_bus_id,
-             compilers=compiler_versions(), cublas_version=self.blas.version,
-             clocks=self.clocks.info(), memory_bytes=device.total_memory_bytes)
+        emit("device", **device_facts(self.device, self.clocks),
+             cublas_version=self.blas.version)
 
     def time_baseline(self, precision: str, layout_b: str, ops: Operands):
         """cuBLAS on the kernel's buffers, timed now (or once per shape with baseline=once)."""
