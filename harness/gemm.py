@@ -1,8 +1,7 @@
 """A registry kernel loaded on a device and launched through the common GEMM ABI.
 
 ``(int M, int N, int K, float alpha, const T* A, const T* B, float beta, float* C)``, followed
-by 128-byte TMA tensor maps of A and/or B when the spec's [tma] asks for them, then a workspace
-pointer when the spec declares workspace_bytes (zeroed once when allocated): before a
+by 128-byte TMA tensor maps of A and/or B when the spec's [tma] asks for them: before a
 launch the block is checked against the device's limits (refused with the reason), the
 dynamic shared-memory limit is raised when the kernel needs more than 48 KB, and the carve-out
 the spec or the user asks for is set.
@@ -15,7 +14,7 @@ import ctypes
 from harness import occupancy
 from harness.archs import can_run, cubin_runs_on, get_arch
 from harness.compile import CompiledKernel
-from harness.driver import Buffer, Device, Function, LaunchShape, Module, Stream, tensor_map_2d
+from harness.driver import Device, Function, LaunchShape, Module, Stream, tensor_map_2d
 from harness.errors import LaunchError
 from harness.registry import Kernel
 from harness.spec import TMA_OPERANDS
@@ -46,7 +45,6 @@ class LoadedGemm:
         self.registers = self.function.registers
         self.static_smem_bytes = self.function.static_smem_bytes
         self._dynamic_limit = 48 * 1024
-        self._workspace: Buffer | None = None
 
     def shape(self, m: int, n: int, k: int) -> LaunchShape:
         return LaunchShape(self.kernel.grid_dims(m, n, k, self.device.sm_count),
@@ -73,7 +71,7 @@ class LoadedGemm:
         shape = self.prepare(m, n, k)
         args = (ctypes.c_int(m), ctypes.c_int(n), ctypes.c_int(k), ctypes.c_float(alpha),
                 ctypes.c_uint64(a), ctypes.c_uint64(b), ctypes.c_float(beta), ctypes.c_uint64(c),
-                *self.tensor_maps(m, n, k, a, b), *self.workspace(m, n, k, stream))
+                *self.tensor_maps(m, n, k, a, b))
 
         def launch() -> None:
             self.function.launch(shape, stream, args)
@@ -93,22 +91,6 @@ class LoadedGemm:
                 maps.append(tensor_map_2d(spec.precision, address, inner, outer, box_inner,
                                           box_outer, f"{self.kernel.name} tensor map {operand}"))
         return maps
-
-    def workspace(self, m: int, n: int, k: int, stream: Stream) -> list:
-        """The workspace argument the spec asks for ([] when it declares none): one zeroed
-        buffer per loaded kernel, grown when a launch needs more."""
-        if self.kernel.spec.workspace_bytes is None:
-            return []
-        nbytes = self.kernel.workspace_bytes(m, n, k, self.device.sm_count)
-        if nbytes == 0:
-            return [ctypes.c_uint64(0)]
-        if self._workspace is None or self._workspace.nbytes < nbytes:
-            if self._workspace is not None:
-                self._workspace.close()
-            self._workspace = Buffer(-(-nbytes // 4) * 4)
-            self._workspace.fill_u32(0, stream)
-            stream.synchronize("zeroing the workspace")
-        return [ctypes.c_uint64(self._workspace.address)]
 
     def occupancy(self, m: int, n: int, k: int) -> dict:
         """Driver and offline occupancy for the launch at m x n x k, side by side."""

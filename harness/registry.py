@@ -86,17 +86,6 @@ class Kernel:
     def dynamic_smem_bytes(self, m: int, n: int, k: int) -> int:
         return int(self.spec.dynamic_smem_bytes(self.env(m, n, k)))
 
-    def workspace_bytes(self, m: int, n: int, k: int, sm_count: int = OFFLINE_SM_COUNT) -> int:
-        """Bytes of the workspace pointer the kernel takes at m x n x k (0 for none, or when
-        its formula gives 0 for this variant: a null pointer is passed then)."""
-        if self.spec.workspace_bytes is None:
-            return 0
-        nbytes = int(self.spec.workspace_bytes({**self.env(m, n, k), "SMS": sm_count}))
-        if nbytes < 0:
-            raise SpecError(f"{self.spec.path}: workspace_bytes is {nbytes} for {self.name} at "
-                            f"{m}x{n}x{k}; the formula must not be negative")
-        return nbytes
-
     def shape_problems(self, m: int, n: int, k: int) -> list[str]:
         """The declared constraints that ``m x n x k`` violates (empty when it may run)."""
         env = self.env(m, n, k)

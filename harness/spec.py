@@ -25,8 +25,7 @@ microbenchmark of one instruction's issue rate, ABI ``(u64 sink, u32 iterations)
 (``harness ceiling``; see harness/ceiling.py)."""
 _REQUIRED = ("entry", "summary", "precision", "min_arch", "block", "grid")
 _OPTIONAL = ("layout_b", "dynamic_smem_bytes", "constraints", "carveout_pct", "predicted",
-             "params", "variants", "tune", "tuned", "model", "kind", "ceiling", "tma",
-             "workspace_bytes")
+             "params", "variants", "tune", "tuned", "model", "kind", "ceiling", "tma")
 _CEILING_KEYS = ("kind", "entry", "summary", "predicted", "precision", "min_arch", "block",
                  "ceiling")
 CEILING_TABLE_KEYS = ("instruction", "mma_per_iteration", "blocks_per_sm")
@@ -98,11 +97,6 @@ class KernelSpec:
     """``[tma]``: operand (A, B) -> its box (inner, outer elements) of a 2-D tensor map with
     128-byte swizzle and zero fill outside the matrix, which the harness builds for every
     launch and passes after C (``.param .align 64 .b8 name[128]``, in TMA_OPERANDS order)."""
-    workspace_bytes: expr.Expr | None = None
-    """Bytes of global scratch the kernel takes as one more pointer after the tensor maps (a
-    formula over the params, M, N, K and SMS); None: no such parameter. The harness zeroes it
-    once when it allocates it and a kernel must leave it zeroed wherever its next launch
-    relies on zeros (flags it raises and lowers again)."""
 
     @property
     def stem(self) -> str:
@@ -248,9 +242,6 @@ def parse_spec(source: str, path: Path) -> KernelSpec:
         ceiling=(_ceiling_table(table["ceiling"], precision, source[match.end():], fail)
                  if kind == "ceiling" else None),
         tma=_tma_table(table.get("tma", {}), param_names, fail),
-        workspace_bytes=(_one_formula(table["workspace_bytes"], param_names | SHAPE_NAMES | {"SMS"},
-                                      fail, "workspace_bytes")
-                         if "workspace_bytes" in table else None),
     )
 
 

@@ -51,28 +51,6 @@ def test_numerics(kernel, device, stream):
     assert max(r.rel_err_norm for r in results) < NEAR_EXACT[kernel.spec.precision]
 
 
-STREAM_K = [k for k in KERNELS if dict(k.params).get("SK")]
-
-
-@pytest.mark.parametrize("kernel", STREAM_K, ids=[k.name for k in STREAM_K])
-def test_stream_k_paths(kernel, device, stream):
-    """Shapes whose tiles do not fill whole waves on this GPU's SMs, so that every path of the
-    stream-K schedule runs (with 256 x 128 tiles on 132 SMs): all tiles in k ranges (T < G),
-    the last wave and a half in k ranges (a short last wave), the last wave alone (a long
-    one), several blocks per tile (K of many k tiles over few tiles); a repeat launch catches
-    flags left raised in the workspace."""
-    gemm = load(device, kernel)
-    results = []
-    shapes = ((1000, 1000, 1000), (2304, 2056, 200), (2048, 3712, 320), (520, 264, 2504))
-    for i, shape in enumerate(shapes):
-        for seed in (1, 2):
-            results += check_one(gemm, stream, *shape, seed=seed + 10 * i, repeat=True)
-        results += check_one(gemm, stream, *shape, seed=50 + i, alpha=0.75, beta=-0.5)
-    failed = [r for r in results if not r.passed]
-    assert not failed, f"{len(failed)} failed; first: {failed[0]}"
-    assert max(r.rel_err_norm for r in results) < NEAR_EXACT[kernel.spec.precision]
-
-
 @pytest.mark.parametrize("kernel", KERNELS, ids=[k.name for k in KERNELS])
 def test_ptxas_report_matches_driver_attributes(kernel, device):
     gemm = load(device, kernel)

@@ -119,23 +119,6 @@ def test_bad_tma_tables_are_refused(table, match):
         spec_of(GOOD.replace("*/", table + "*/"))
 
 
-def test_workspace_bytes_is_a_formula_over_params_shape_and_sms():
-    from harness.registry import kernels_in
-
-    spec = spec_of(GOOD.replace('constraints', 'workspace_bytes = "SMS * TILE * 4"\nconstraints'))
-    assert spec.workspace_bytes({"TILE": 16, "SMS": 132, "M": 1, "N": 1, "K": 1}) == 132 * 64
-    assert spec_of(GOOD).workspace_bytes is None
-    (t16,) = kernels_in(spec)
-    assert t16.workspace_bytes(8, 8, 8, sm_count=100) == 100 * 16 * 4
-    assert kernels_in(spec_of(GOOD))[0].workspace_bytes(8, 8, 8) == 0
-    with pytest.raises(SpecError, match=r"workspace_bytes: formula 'Q \* 4' uses Q; it may use "
-                                        r"only K, M, N, SMS, TILE"):
-        spec_of(GOOD.replace('constraints', 'workspace_bytes = "Q * 4"\nconstraints'))
-    negative = spec_of(GOOD.replace('constraints', 'workspace_bytes = "0 - M"\nconstraints'))
-    with pytest.raises(SpecError, match=r"workspace_bytes is -8 .* must not be negative"):
-        kernels_in(negative)[0].workspace_bytes(8, 8, 8)
-
-
 def test_a_tensor_map_box_wider_than_the_swizzle_is_refused_before_the_driver():
     from harness.driver import tensor_map_2d
 

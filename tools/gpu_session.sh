@@ -2,7 +2,7 @@
 # One GPU session on a registry-less host (see README): install the carried wheels, then run
 # the tests and the given harness steps, copying logs and reports under $OUT.
 # Usage: bash tools/gpu_session.sh STEP...   steps: tests, run, ceiling, sweep, sass, ncu,
-#   tc-compare, tc-tail, tc-run, copy-cost, tc-profile (the tensor-core rungs of issue 4)
+#   tc-compare, tc-epi, tc-run, copy-cost, tc-profile (the tensor-core rungs of issue 4)
 set -uo pipefail
 OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT"
@@ -34,13 +34,10 @@ for step in "$@"; do
       python3 -m harness compare 11_mma_sync_fp16:m128n256k32s4 11_mma_sync_fp16:mbar_k64s4l2c1 \
         12_mma_tma_fp16:m256n128c2 13_mma_persist_fp16:m256n128l3g8 --size 4096 --size 8192 \
         2>&1 | tee "$OUT/compare-fp16.log" ;;
-    tc-tail)  # 13's stream-K tail (SK) and 16-byte stores (EPI) against 12 and 13 as they were
-      timeout 300 python3 -m pytest -q -p no:cacheprovider tests/test_gpu.py -k "stream_k or 13_mma or 12_mma" \
-        2>&1 | tee "$OUT/pytest-tail.log" | tail -5
+    tc-epi)  # 16-byte C stores (EPI = 1) against the 8-byte ones, interleaved with cuBLAS
       python3 -m harness compare 12_mma_tma_bf16:m256n128c2 12_mma_tma_bf16:m256n128c2e \
         13_mma_persist_bf16:m256n128l3g8 13_mma_persist_bf16:m256n128l3g8e \
-        13_mma_persist_bf16:m256n128l3g8sk 13_mma_persist_bf16:m256n128l3g8ske \
-        --size 4096 --size 8192 2>&1 | tee "$OUT/compare-tail.log" ;;
+        --size 4096 --size 8192 2>&1 | tee "$OUT/compare-epi.log" ;;
     tc-run)  # every tensor-core variant, checked then timed with cuBLAS right after it
       python3 -m harness run '1[123]_mma_*' --size 4096 --size 8192 2>&1 | tee "$OUT/tc-run.log" ;;
     copy-cost)  # 11 with its copies as usual, skipped, zero-filling, or from one hot tile
