@@ -52,8 +52,8 @@ for step in "$@"; do
           python3 tools/ncu_timing.py launch 11_mma_sync_bf16:m128n256k32s4 --size 4096 \
           --repeats 3 ${p:+--param $p} 2>&1 | grep -E "duration|per_second|pct"
       done; } 2>&1 | tee reports/h100/ncu-copy-cost-11_mma_sync_bf16.txt ;;
-    tc-profile)  # Nsight Compute's full set on the best TMA kernel: stall reasons per SASS line
-      k=12_mma_tma_bf16:m256n128c2; tag=ncu-profile-${k/:/-}
+    tc-profile)  # Nsight Compute's full set on the best TMA kernel (or $KERNEL): stall reasons per SASS line
+      k=${KERNEL:-12_mma_tma_bf16:m256n128e}; tag=ncu-profile-${k/:/-}
       ncu --set full --import-source no --clock-control none -k hgemm_mma_sync -c 1 -f \
         -o "$OUT/$tag" python3 tools/ncu_timing.py launch "$k" --size 4096 --repeats 1 \
         > "$OUT/tc-profile.log" 2>&1 || tail -20 "$OUT/tc-profile.log"
