@@ -2,7 +2,8 @@
 # One GPU session on a registry-less host (see README): install the carried wheels, then run
 # the tests and the given harness steps, copying logs and reports under $OUT.
 # Usage: bash tools/gpu_session.sh STEP...   steps: tests, run, ceiling, sweep, sass, ncu,
-#   tc-compare, tc-epi, tc-run, copy-cost, tc-profile (the tensor-core rungs of issue 4)
+#   tc-compare, tc-epi, tc-run, copy-cost, epi-cost, tc-2cta, tc-profile
+#   (the tensor-core rungs of issue 4)
 set -uo pipefail
 OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT"
@@ -52,6 +53,24 @@ for step in "$@"; do
           python3 tools/ncu_timing.py launch 11_mma_sync_bf16:m128n256k32s4 --size 4096 \
           --repeats 3 ${p:+--param $p} 2>&1 | grep -E "duration|per_second|pct"
       done; } 2>&1 | tee reports/h100/ncu-copy-cost-11_mma_sync_bf16.txt ;;
+    epi-cost)  # 12e as built against NOSTORE=1 (no epilogue): what storing C costs
+      { date -u +"%Y-%m-%dT%H:%M:%SZ"; nvidia-smi --query-gpu=name,driver_version \
+          --format=csv,noheader; echo "command: bash tools/gpu_session.sh epi-cost (ncu" \
+          "--clock-control none --cache-control all; unchecked launches, NOSTORE=1 leaves C" \
+          "unwritten by design)"
+      for k in 12_mma_tma_bf16:m256n128e 12_mma_tma_bf16:m128n128x2e; do
+        for p in "" NOSTORE=1; do
+          echo "== $k ${p:-as built}"
+          ncu --clock-control none --cache-control all -k hgemm_mma_sync -c 5 --metrics \
+            gpu__time_duration.sum,sm__cycles_elapsed.avg.per_second,sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active \
+            python3 tools/ncu_timing.py launch "$k" --size 4096 --repeats 5 ${p:+--param $p} \
+            2>&1 | grep -E "duration|per_second|pct"
+        done
+      done; } 2>&1 | tee reports/h100/ncu-epi-cost-12_mma_tma_bf16.txt ;;
+    tc-2cta)  # two 128 x 128 blocks per SM (one's epilogue under the other's K loop) against 12e
+      python3 -m harness compare 12_mma_tma_bf16:m256n128e 12_mma_tma_bf16:m128n128x2e \
+        13_mma_persist_bf16:m256n128l3g8e --size 4096 --size 8192 2>&1 \
+        | tee "$OUT/compare-2cta.log" ;;
     tc-profile)  # Nsight Compute's full set on the best TMA kernel (or $KERNEL): stall reasons per SASS line
       k=${KERNEL:-12_mma_tma_bf16:m256n128e}; tag=ncu-profile-${k/:/-}
       ncu --set full --import-source no --clock-control none -k hgemm_mma_sync -c 1 -f \
