@@ -71,6 +71,11 @@ for step in "$@"; do
       python3 -m harness compare 12_mma_tma_bf16:m256n128e 12_mma_tma_bf16:m128n128x2e \
         13_mma_persist_bf16:m256n128l3g8e --size 4096 --size 8192 2>&1 \
         | tee "$OUT/compare-2cta.log" ;;
+    tc-stagger)  # two blocks per SM started apart (STAGGER k tiles) against together and 12e
+      python3 -m harness compare 12_mma_tma_bf16:m256n128e 12_mma_tma_bf16:m128n128x2e \
+        12_mma_tma_bf16:m128n128x2es8 12_mma_tma_bf16:m128n128x2es16 \
+        12_mma_tma_bf16:m128n128x2es32 --size 4096 --size 8192 2>&1 \
+        | tee "$OUT/compare-stagger.log" ;;
     tc-profile)  # Nsight Compute's full set on the best TMA kernel (or $KERNEL): stall reasons per SASS line
       k=${KERNEL:-12_mma_tma_bf16:m256n128e}; tag=ncu-profile-${k/:/-}
       ncu --set full --import-source no --clock-control none -k hgemm_mma_sync -c 1 -f \
