@@ -1,7 +1,7 @@
 """Where the block scheduler puts the blocks of a first wave: which SM (``%smid``) each block
 of a one-wave grid lands on, for a block shape and dynamic shared memory that allow
-``per_sm`` blocks per SM. Kernels that want the blocks sharing an SM to start apart (STAGGER
-in ptx/hgemm/mma_sync_gemm.ptxh) depend on this order.
+``per_sm`` blocks per SM. A kernel that treats the blocks sharing an SM differently depends
+on this order (the STAGGER experiment in 12's notes found that it follows no simple rule).
 
     python3 tools/block_placement.py --threads 128 --smem 98352 --per-sm 2
 """

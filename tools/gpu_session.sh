@@ -2,8 +2,8 @@
 # One GPU session on a registry-less host (see README): install the carried wheels, then run
 # the tests and the given harness steps, copying logs and reports under $OUT.
 # Usage: bash tools/gpu_session.sh STEP...   steps: tests, run, ceiling, sweep, sass, ncu,
-#   tc-compare, tc-epi, tc-run, copy-cost, epi-cost, tc-2cta, tc-profile
-#   (the tensor-core rungs of issue 4)
+#   tc-compare, tc-epi, tc-run, copy-cost, epi-cost, tc-2cta, tc-best, placement,
+#   tc-profile (the tensor-core rungs of issue 4)
 set -uo pipefail
 OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT"
@@ -71,11 +71,19 @@ for step in "$@"; do
       python3 -m harness compare 12_mma_tma_bf16:m256n128e 12_mma_tma_bf16:m128n128x2e \
         13_mma_persist_bf16:m256n128l3g8e --size 4096 --size 8192 2>&1 \
         | tee "$OUT/compare-2cta.log" ;;
-    tc-stagger)  # two blocks per SM started apart (STAGGER k tiles) against together and 12e
-      python3 -m harness compare 12_mma_tma_bf16:m256n128e 12_mma_tma_bf16:m128n128x2e \
-        12_mma_tma_bf16:m128n128x2es8 12_mma_tma_bf16:m128n128x2es16 \
-        12_mma_tma_bf16:m128n128x2es32 --size 4096 --size 8192 2>&1 \
-        | tee "$OUT/compare-stagger.log" ;;
+    tc-best)  # the best variants one at a time with cuBLAS, then 12's two-blocks-per-SM tune
+      python3 -m harness run 12_mma_tma_bf16:m256n128e 12_mma_tma_bf16:m128n128x2e \
+        13_mma_persist_bf16:m256n128l3g8e 12_mma_tma_fp16:m256n128e \
+        12_mma_tma_fp16:m128n128x2e 12_mma_tma_fp16:m256n128c2e --size 4096 --size 8192 \
+        2>&1 | tee "$OUT/tc-best.log"
+      python3 -m harness tune 12_mma_tma_bf16 --param BM=128 --param BN=128 --param STAGES=3 \
+        --param LOOK=1,2 --param COPYK=0,1,2 --param GM=1,8 --param MINB=2 --param EPI=1 \
+        --budget-ms 80 2>&1 | tee "$OUT/tune-x2.log" ;;
+    placement)  # which SM each block of a first wave lands on (two 128 x 128 blocks per SM)
+      { date -u +"%Y-%m-%dT%H:%M:%SZ"; echo "command: python3 tools/block_placement.py" \
+          "--threads 128 --smem 98352 --per-sm 2"
+        python3 tools/block_placement.py --threads 128 --smem 98352 --per-sm 2; } 2>&1 \
+        | tee reports/h100/block-placement-128t-98352B.txt ;;
     tc-profile)  # Nsight Compute's full set on the best TMA kernel (or $KERNEL): stall reasons per SASS line
       k=${KERNEL:-12_mma_tma_bf16:m256n128e}; tag=ncu-profile-${k/:/-}
       ncu --set full --import-source no --clock-control none -k hgemm_mma_sync -c 1 -f \
