@@ -2,8 +2,8 @@
 # One GPU session on a registry-less host (see README): install the carried wheels, then run
 # the tests and the given harness steps, copying logs and reports under $OUT.
 # Usage: bash tools/gpu_session.sh STEP...   steps: tests, run, ceiling, sweep, sass, ncu,
-#   tc-compare, tc-epi, tc-run, copy-cost, epi-cost, tc-2cta, tc-best, l2hint,
-#   placement, tc-profile (the tensor-core rungs of issue 4)
+#   tc-compare, tc-epi, tc-run, copy-cost, epi-cost, tc-2cta, tc-best, placement,
+#   tc-profile (the tensor-core rungs of issue 4)
 set -uo pipefail
 OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT"
@@ -79,21 +79,6 @@ for step in "$@"; do
       python3 -m harness tune 12_mma_tma_bf16 --param BM=128 --param BN=128 --param STAGES=3 \
         --param LOOK=1,2 --param COPYK=0,1,2 --param GM=1,8 --param MINB=2 --param EPI=1 \
         --budget-ms 80 2>&1 | tee "$OUT/tune-x2.log" ;;
-    l2hint)  # C stored evict-first (and B copied evict-last) against 12e: DRAM bytes, then timed
-      { date -u +"%Y-%m-%dT%H:%M:%SZ"; nvidia-smi --query-gpu=name,driver_version \
-          --format=csv,noheader; echo "command: bash tools/gpu_session.sh l2hint (ncu" \
-          "--clock-control none --cache-control all, three launches each at 4096)"
-      for k in 12_mma_tma_bf16:m256n128e 12_mma_tma_bf16:m256n128eh 12_mma_tma_bf16:m256n128eh2; do
-        echo "== $k"
-        ncu --clock-control none --cache-control all -k hgemm_mma_sync -c 3 --metrics \
-          gpu__time_duration.sum,sm__cycles_elapsed.avg.per_second,dram__bytes_read.sum,dram__bytes_write.sum,lts__t_sector_hit_rate.pct \
-          python3 tools/ncu_timing.py launch "$k" --size 4096 --repeats 3 2>&1 \
-          | grep -E "duration|per_second|bytes|hit_rate"
-      done; } 2>&1 | tee reports/h100/ncu-l2hint-12_mma_tma_bf16.txt
-      python3 -m harness compare 12_mma_tma_bf16:m256n128e 12_mma_tma_bf16:m256n128eh \
-        12_mma_tma_bf16:m256n128eh2 --size 4096 --size 8192 2>&1 | tee "$OUT/compare-l2hint.log"
-      python3 -m harness run 12_mma_tma_bf16:m256n128e 12_mma_tma_bf16:m256n128eh \
-        12_mma_tma_bf16:m256n128eh2 --size 4096 2>&1 | tee "$OUT/run-l2hint.log" ;;
     placement)  # which SM each block of a first wave lands on (two 128 x 128 blocks per SM)
       { date -u +"%Y-%m-%dT%H:%M:%SZ"; echo "command: python3 tools/block_placement.py" \
           "--threads 128 --smem 98352 --per-sm 2"
