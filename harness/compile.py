@@ -118,7 +118,7 @@ def compile_kernel(kernel: Kernel, arch: str, *, use_cache: bool = True) -> Comp
         if hit:
             return hit
     if spec.language == "cu":
-        cubin, log = _nvrtc(source, str(spec.path), flags)
+        cubin, log = nvrtc_cubin(source, str(spec.path), flags)
     else:
         check_ptx_header(source.decode(errors="replace"), spec.path, arch,
                          compiler_versions()["nvjitlink"])
@@ -164,7 +164,9 @@ def _cache_store(key: str, compiled: CompiledKernel) -> None:
         pass  # the cache is an optimisation: a read-only home must not stop a compile
 
 
-def _nvrtc(source: bytes, name: str, flags: list[str]) -> tuple[bytes, str]:
+def nvrtc_cubin(source: bytes, name: str, flags: list[str]) -> tuple[bytes, str]:
+    """CUDA C++ ``source`` compiled by NVRTC with ``flags``: the cubin and the compile log.
+    A failed compile raises CompileError with NVRTC's diagnostics placed in ``name``."""
     from cuda.bindings import nvrtc
 
     from harness.cuda_check import check

@@ -43,12 +43,12 @@ def main() -> None:
 
     import numpy as np
 
-    from harness.compile import _nvrtc
+    from harness.compile import nvrtc_cubin
     from harness.driver import Buffer, Device, LaunchShape, Module, Stream
 
     with Device(0) as device:
         arch = device.arch.name
-        cubin, _ = _nvrtc(SOURCE, "where.cu", [f"--gpu-architecture={arch}"])
+        cubin, _ = nvrtc_cubin(SOURCE, "where.cu", [f"--gpu-architecture={arch}"])
         fn = Module(cubin, "block_placement").function("where")
         fn.set_max_dynamic_smem(args.smem)
         resident = fn.max_active_blocks(args.threads, args.smem)

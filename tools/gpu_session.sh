@@ -13,6 +13,31 @@ export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1
 { nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,power.limit \
     --format=csv; python3 -c 'import cuda.bindings, numpy; print("cuda-bindings",
     cuda.bindings.__version__, "numpy", numpy.__version__)'; } 2>&1 | tee "$OUT/env.txt"
+# the first lines of a report: date, GPU and driver, and the command that wrote it
+header() {
+  date -u +"%Y-%m-%dT%H:%M:%SZ"
+  nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
+  echo "command: $*"
+}
+HMMA_METRICS=gpu__time_duration.sum,sm__cycles_elapsed.avg.per_second
+HMMA_METRICS+=,sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active
+# knob_cost STEP REPORT REPEATS METRICS KERNEL... -- SETTING...: every kernel as built ("") and
+# with each measurement knob setting, REPEATS launches at 4096 under Nsight Compute, into
+# reports/h100/REPORT (the knobs give wrong results by design: the launches are unchecked)
+knob_cost() {
+  local step=$1 report=$2 repeats=$3 metrics=$4 kernels=() k p; shift 4
+  while [ "$1" != -- ]; do kernels+=("$1"); shift; done; shift
+  { header "bash tools/gpu_session.sh $step (ncu --clock-control none --cache-control all;" \
+      "unchecked launches, $(echo $*) give wrong results by design)"
+    for k in "${kernels[@]}"; do
+      for p in "$@"; do
+        echo "== $k ${p:-as built}"
+        ncu --clock-control none --cache-control all -k hgemm_mma_sync -c "$repeats" \
+          --metrics "$metrics" python3 tools/ncu_timing.py launch "$k" --size 4096 \
+          --repeats "$repeats" ${p:+--param $p} 2>&1 | grep -E "duration|per_second|pct"
+      done
+    done; } 2>&1 | tee "reports/h100/$report"
+}
 for step in "$@"; do
   case "$step" in
     tests) python3 -m pytest -q --durations=15 2>&1 | tee "$OUT/pytest.log" ;;
@@ -42,31 +67,12 @@ for step in "$@"; do
     tc-run)  # every tensor-core variant, checked then timed with cuBLAS right after it
       python3 -m harness run '1[123]_mma_*' --size 4096 --size 8192 2>&1 | tee "$OUT/tc-run.log" ;;
     copy-cost)  # 11 with its copies as usual, skipped, zero-filling, or from one hot tile
-      { date -u +"%Y-%m-%dT%H:%M:%SZ"; nvidia-smi --query-gpu=name,driver_version \
-          --format=csv,noheader; echo "command: bash tools/gpu_session.sh copy-cost (ncu" \
-          "--clock-control none --cache-control all; unchecked launches, NOLOAD=1/2/3 give" \
-          "wrong results by design)"
-      for p in "" NOLOAD=1 NOLOAD=2 NOLOAD=3; do
-        echo "== 11_mma_sync_bf16:m128n256k32s4 ${p:-as built}"
-        ncu --clock-control none --cache-control all -k hgemm_mma_sync -c 3 --metrics \
-          gpu__time_duration.sum,sm__cycles_elapsed.avg.per_second,sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active,l1tex__data_pipe_lsu_wavefronts_mem_shared.avg.pct_of_peak_sustained_elapsed \
-          python3 tools/ncu_timing.py launch 11_mma_sync_bf16:m128n256k32s4 --size 4096 \
-          --repeats 3 ${p:+--param $p} 2>&1 | grep -E "duration|per_second|pct"
-      done; } 2>&1 | tee reports/h100/ncu-copy-cost-11_mma_sync_bf16.txt ;;
+      knob_cost copy-cost ncu-copy-cost-11_mma_sync_bf16.txt 3 \
+        "$HMMA_METRICS,l1tex__data_pipe_lsu_wavefronts_mem_shared.avg.pct_of_peak_sustained_elapsed" \
+        11_mma_sync_bf16:m128n256k32s4 -- "" NOLOAD=1 NOLOAD=2 NOLOAD=3 ;;
     epi-cost)  # 12e as built against NOSTORE=1 (no epilogue): what storing C costs
-      { date -u +"%Y-%m-%dT%H:%M:%SZ"; nvidia-smi --query-gpu=name,driver_version \
-          --format=csv,noheader; echo "command: bash tools/gpu_session.sh epi-cost (ncu" \
-          "--clock-control none --cache-control all; unchecked launches, NOSTORE=1 leaves C" \
-          "unwritten by design)"
-      for k in 12_mma_tma_bf16:m256n128e 12_mma_tma_bf16:m128n128x2e; do
-        for p in "" NOSTORE=1; do
-          echo "== $k ${p:-as built}"
-          ncu --clock-control none --cache-control all -k hgemm_mma_sync -c 5 --metrics \
-            gpu__time_duration.sum,sm__cycles_elapsed.avg.per_second,sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active \
-            python3 tools/ncu_timing.py launch "$k" --size 4096 --repeats 5 ${p:+--param $p} \
-            2>&1 | grep -E "duration|per_second|pct"
-        done
-      done; } 2>&1 | tee reports/h100/ncu-epi-cost-12_mma_tma_bf16.txt ;;
+      knob_cost epi-cost ncu-epi-cost-12_mma_tma_bf16.txt 5 "$HMMA_METRICS" \
+        12_mma_tma_bf16:m256n128e 12_mma_tma_bf16:m128n128x2e -- "" NOSTORE=1 ;;
     tc-2cta)  # two 128 x 128 blocks per SM (one's epilogue under the other's K loop) against 12e
       python3 -m harness compare 12_mma_tma_bf16:m256n128e 12_mma_tma_bf16:m128n128x2e \
         13_mma_persist_bf16:m256n128l3g8e --size 4096 --size 8192 2>&1 \
@@ -80,8 +86,7 @@ for step in "$@"; do
         --param LOOK=1,2 --param COPYK=0,1,2 --param GM=1,8 --param MINB=2 --param EPI=1 \
         --budget-ms 80 2>&1 | tee "$OUT/tune-x2.log" ;;
     placement)  # which SM each block of a first wave lands on (two 128 x 128 blocks per SM)
-      { date -u +"%Y-%m-%dT%H:%M:%SZ"; echo "command: python3 tools/block_placement.py" \
-          "--threads 128 --smem 98352 --per-sm 2"
+      { header "python3 tools/block_placement.py --threads 128 --smem 98352 --per-sm 2"
         python3 tools/block_placement.py --threads 128 --smem 98352 --per-sm 2; } 2>&1 \
         | tee reports/h100/block-placement-128t-98352B.txt ;;
     tc-profile)  # Nsight Compute's full set on the best TMA kernel (or $KERNEL): stall reasons per SASS line
@@ -89,8 +94,8 @@ for step in "$@"; do
       ncu --set full --import-source no --clock-control none -k hgemm_mma_sync -c 1 -f \
         -o "$OUT/$tag" python3 tools/ncu_timing.py launch "$k" --size 4096 --repeats 1 \
         > "$OUT/tc-profile.log" 2>&1 || tail -20 "$OUT/tc-profile.log"
-      { date -u +"%Y-%m-%dT%H:%M:%SZ"; echo "command: bash tools/gpu_session.sh tc-profile" \
-          "(ncu --set full --clock-control none, $k at 4096, one launch)"
+      { header "bash tools/gpu_session.sh tc-profile (ncu --set full --clock-control none, $k" \
+          "at 4096, one launch)"
         ncu -i "$OUT/$tag.ncu-rep" --page details; } > "reports/h100/$tag.txt" 2>&1
       ncu -i "$OUT/$tag.ncu-rep" --page source --print-source sass --csv 2>&1 \
         | gzip > "reports/h100/$tag-sass.csv.gz"
