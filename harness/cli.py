@@ -268,7 +268,7 @@ def _occupancy(args, kernels) -> int:
 
 
 def _occupancy_sweep(args, kernels) -> int:
-    from harness.compile import compile_kernel
+    from harness.compile import compile_kernel, target_arch
     from harness.driver import Device
     from harness.gemm import LoadedGemm
     from harness.occupancy_check import CARVEOUTS, compare_function, sweep
@@ -277,7 +277,8 @@ def _occupancy_sweep(args, kernels) -> int:
     with Device(0) as device:
         rows = []
         for kernel in kernels:
-            gemm = LoadedGemm(device, kernel, compile_kernel(kernel, device.arch.name))
+            gemm = LoadedGemm(device, kernel,
+                              compile_kernel(kernel, target_arch(kernel, device.arch.name)))
             configs = [(kernel.block_threads, kernel.dynamic_smem_bytes(*size), c)
                        for size in ((1024,) * 3, (4096,) * 3) for c in CARVEOUTS]
             rows += compare_function(device, gemm.function, kernel.name, gemm.registers,

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from conftest import FIXTURE_KERNELS
 
-from harness.compile import compile_kernel
+from harness.compile import compile_kernel, target_arch
 from harness.driver import Buffer, Stream
 from harness.errors import LaunchError
 from harness.gemm import LoadedGemm
@@ -27,7 +27,8 @@ def stream(device):
 
 
 def load(device, kernel, arch=None, carveout=None):
-    return LoadedGemm(device, kernel, compile_kernel(kernel, arch or device.arch.name), carveout)
+    target = arch or target_arch(kernel, device.arch.name)
+    return LoadedGemm(device, kernel, compile_kernel(kernel, target), carveout)
 
 
 @pytest.mark.parametrize("kernel", KERNELS, ids=[k.name for k in KERNELS])

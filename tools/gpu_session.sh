@@ -3,7 +3,7 @@
 # the tests and the given harness steps, copying logs and reports under $OUT.
 # Usage: bash tools/gpu_session.sh STEP...   steps: tests, run, ceiling, sweep, sass, ncu,
 #   tc-compare, tc-epi, tc-run, copy-cost, epi-cost, tc-2cta, tc-best, placement,
-#   tc-profile (the tensor-core rungs of issue 4)
+#   tc-cluster, tc-cluster-x2, l2-state, tc-profile (the tensor-core rungs of issue 4)
 set -uo pipefail
 OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT"
@@ -85,6 +85,31 @@ for step in "$@"; do
       python3 -m harness tune 12_mma_tma_bf16 --param BM=128 --param BN=128 --param STAGES=3 \
         --param LOOK=1,2 --param COPYK=0,1,2 --param GM=1,8 --param MINB=2 --param EPI=1 \
         --budget-ms 80 2>&1 | tee "$OUT/tune-x2.log" ;;
+    tc-cluster)  # 14 (A shared by a cluster of 2 or 4 blocks) against 12e: interleaved, then
+      # one at a time with cuBLAS, then 14's tune in 80 ms points
+      python3 -m harness compare 12_mma_tma_bf16:m256n128e 14_mma_cluster_bf16:m256n128e \
+        14_mma_cluster_bf16:m256n128c4e --size 4096 --size 8192 2>&1 \
+        | tee "$OUT/compare-cluster.log"
+      python3 -m harness run 12_mma_tma_bf16:m256n128e '14_mma_cluster_*' --size 4096 \
+        --size 8192 2>&1 | tee "$OUT/run-cluster.log"
+      python3 -m harness tune 14_mma_cluster_bf16 --budget-ms 80 2>&1 \
+        | tee "$OUT/tune-cluster.log" ;;
+    tc-cluster-x2)  # two 128 x 128 blocks per SM with A shared by a cluster of two, against 12
+      python3 -m harness compare 12_mma_tma_bf16:m256n128e 12_mma_tma_bf16:m128n128x2e \
+        14_mma_cluster_bf16:m128n128x2e 14_mma_cluster_bf16:m256n128l3e --size 4096 \
+        --size 8192 2>&1 | tee "$OUT/compare-cluster-x2.log" ;;
+    l2-state)  # 12e under Nsight Compute with L2 flushed clean before each launch (all) or left
+      # as the previous launch wrote it (none: its C dirty), 5 launches each at 4096
+      k=12_mma_tma_bf16:m256n128e
+      { header "bash tools/gpu_session.sh l2-state (ncu --clock-control none --cache-control" \
+          "all, then none; $k at 4096, 5 launches each)"
+        for cc in all none; do
+          echo "== --cache-control $cc"
+          ncu --clock-control none --cache-control $cc -k hgemm_mma_sync -c 5 --metrics \
+            gpu__time_duration.sum,sm__cycles_elapsed.max,sm__cycles_elapsed.avg.per_second,dram__bytes_read.sum,dram__bytes_write.sum \
+            python3 tools/ncu_timing.py launch "$k" --size 4096 --repeats 5 2>&1 \
+            | grep -E "duration|cycles|bytes"
+        done; } 2>&1 | tee reports/h100/ncu-l2-state-12_mma_tma_bf16.txt ;;
     placement)  # which SM each block of a first wave lands on (two 128 x 128 blocks per SM)
       { header "python3 tools/block_placement.py --threads 128 --smem 98352 --per-sm 2"
         python3 tools/block_placement.py --threads 128 --smem 98352 --per-sm 2; } 2>&1 \
