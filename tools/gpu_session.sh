@@ -3,7 +3,7 @@
 # the tests and the given harness steps, copying logs and reports under $OUT.
 # Usage: bash tools/gpu_session.sh STEP...   steps: tests, run, ceiling, sweep, sass, ncu,
 #   tc-compare, tc-epi, tc-run, copy-cost, epi-cost, tc-2cta, tc-best, placement,
-#   tc-cluster, tc-cluster-x2, l2-state, tc-profile (the tensor-core rungs of issue 4)
+#   tc-cluster, tc-cluster-x2, l2-state, kernel-clock, tc-profile (the tensor-core rungs of issue 4)
 set -uo pipefail
 OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT"
@@ -110,6 +110,9 @@ for step in "$@"; do
             python3 tools/ncu_timing.py launch "$k" --size 4096 --repeats 5 2>&1 \
             | grep -E "duration|cycles|bytes"
         done; } 2>&1 | tee reports/h100/ncu-l2-state-12_mma_tma_bf16.txt ;;
+    kernel-clock)  # the SM clock inside the kernel against NVML's sample (CLOCKREC = 1)
+      python3 tools/kernel_clock.py 12_mma_tma_bf16:m256n128e 12_mma_tma_bf16:m128n128x2e \
+        14_mma_cluster_bf16:m256n128e --size 4096 2>&1 | tee "$OUT/kernel-clock.log" ;;
     placement)  # which SM each block of a first wave lands on (two 128 x 128 blocks per SM)
       { header "python3 tools/block_placement.py --threads 128 --smem 98352 --per-sm 2"
         python3 tools/block_placement.py --threads 128 --smem 98352 --per-sm 2; } 2>&1 \

@@ -1,0 +1,45 @@
+"""The measurement tools' parts that need no GPU: the CLOCKREC knob assembles into every
+tensor-core rung and the tool refuses a kernel without it before looking for a GPU."""
+
+import subprocess
+import sys
+
+import pytest
+
+from harness.compile import compile_kernel, target_arch
+from harness.registry import PROJECT_ROOT, discover
+
+TOOL = PROJECT_ROOT / "tools" / "kernel_clock.py"
+RUNGS = [k for k in discover() if "CLOCKREC" in dict(k.params)]
+
+
+def test_every_tensor_core_rung_has_the_knob():
+    assert {k.spec.path.name for k in RUNGS} >= {
+        f"1{r}_{kind}_{p}.ptx" for r, kind in ((1, "mma_sync"), (2, "mma_tma"),
+                                                (3, "mma_persist"), (4, "mma_cluster"))
+        for p in ("bf16", "fp16")}
+
+
+@pytest.mark.parametrize("name", ["12_mma_tma_bf16:m256n128e", "14_mma_cluster_bf16:m256n128e",
+                                  "11_mma_sync_bf16:m128n256k32s4"])
+def test_clockrec_assembles_with_its_global_and_no_spills(name, tmp_path, monkeypatch):
+    monkeypatch.setenv("HARNESS_CACHE_DIR", str(tmp_path))
+    sys.path.insert(0, str(TOOL.parent))
+    from kernel_clock import with_clockrec
+
+    (base,) = [k for k in RUNGS if k.name == name]
+    kernel = with_clockrec(base)
+    compiled = compile_kernel(kernel, target_arch(kernel, "sm_90"))
+    plain = compile_kernel(base, target_arch(base, "sm_90"))
+    assert b"clockrec" in compiled.cubin and b"clockrec" not in plain.cubin
+    assert compiled.resources.spill_store_bytes == 0
+    assert compiled.resources.registers <= 255
+
+
+@pytest.mark.parametrize("name, message", [
+    ("01_naive", "01_naive has no CLOCKREC knob"),
+    ("no_such_kernel", "no kernel matches 'no_such_kernel'"),
+])
+def test_kernel_clock_refuses_bad_kernels_before_the_gpu(name, message):
+    proc = subprocess.run([sys.executable, str(TOOL), name], capture_output=True, text=True)
+    assert proc.returncode == 1 and message in proc.stderr, proc.stderr

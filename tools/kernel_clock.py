@@ -1,0 +1,193 @@
+"""The SM clock a tensor-core kernel actually ran at, beside the one NVML sampled.
+
+    python3 tools/kernel_clock.py 12_mma_tma_bf16:m256n128e [KERNEL ...] [--size 4096]
+
+Each kernel is built with CLOCKREC = 1 (ptx/hgemm/mma_sync_gemm.ptxh: every block adds its
+%clock64 and %globaltimer deltas, entry to exit, into the module's ``clockrec``), checked
+against the float64 reference, then run two ways:
+
+- sustained: the harness's own timing (CUDA events per launch, an L2 flush before each, the
+  queue kept full), as ``harness run`` times it; a first pass warms the card up, and the
+  second pass's launches are the ones counted;
+- burst: single launches after 50 ms idle, each after an L2 flush, so the card starts cool.
+  Their event times include the GPU waking from idle (on the H100 ~50 us more than sustained,
+  kernel-clock-20261122-214442), so burst "cycles" overstate the kernel's own.
+
+For each: the median time, TFLOP/s, NVML's median SM clock, the in-kernel clock (the sum of
+block cycles over the sum of block nanoseconds) and the SM cycles per launch (median time x
+in-kernel clock). Writes reports/<gpu>/kernel-clock-<date>.{json,md}.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import datetime
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from harness.compile import compile_kernel, target_arch  # noqa: E402
+from harness.errors import HarnessError  # noqa: E402
+from harness.registry import Kernel, discover, select  # noqa: E402
+from harness.runner import parse_size  # noqa: E402
+
+BURST_LAUNCHES = 30
+BURST_IDLE_S = 0.05
+
+
+def with_clockrec(kernel: Kernel) -> Kernel:
+    if "CLOCKREC" not in dict(kernel.params):
+        raise HarnessError(f"{kernel.name} has no CLOCKREC knob: only the PTX tensor-core "
+                           "GEMMs (ptx/hgemm/1[1-4]_*) record their clock")
+    chosen = dict(kernel.params) | {"CLOCKREC": 1}
+    return Kernel(f"{kernel.name}+CLOCKREC=1", kernel.spec, tuple(sorted(chosen.items())),
+                  kernel.variant, explicit=True)
+
+
+class ClockRecord:
+    """The module's ``clockrec[2]``: zeroed, then read back as (cycles, nanoseconds)."""
+
+    def __init__(self, module_handle, label: str):
+        from cuda.bindings import driver as cu
+
+        from harness.cuda_check import check
+
+        self._cu, self._check = cu, check
+        self.dptr, size = check(cu.cuModuleGetGlobal(module_handle, b"clockrec"),
+                                "cuModuleGetGlobal", f"{label}: clockrec")
+        if size != 16:
+            raise HarnessError(f"{label}: clockrec is {size} bytes, expected 16")
+
+    def zero(self) -> None:
+        self._check(self._cu.cuMemsetD32(self.dptr, 0, 4), "cuMemsetD32", "clockrec")
+
+    def read(self) -> tuple[int, int]:
+        out = (ctypes.c_uint64 * 2)()
+        self._check(self._cu.cuMemcpyDtoH(ctypes.addressof(out), self.dptr, 16),
+                    "cuMemcpyDtoH", "clockrec")
+        return int(out[0]), int(out[1])
+
+
+def measure(names: list[str], size: str) -> dict:
+    from harness.clocks import ClockSampler
+    from harness.driver import Device, Event, Stream
+    from harness.gemm import LoadedGemm
+    from harness.timing import Timer
+    from harness.worker import Operands, check_one
+
+    m, n, k = parse_size(size)
+    flop = 2.0 * m * n * k
+    chosen = [(base, with_clockrec(base)) for name in names
+              for base in select(discover(), [name])]  # bad names fail before the GPU is
+    rows = []                                           # opened
+    with Device(0) as device:
+        stream = Stream()
+        clocks = ClockSampler(device.pci_bus_id)
+        timer = Timer(stream, device.l2_bytes, clocks)
+        for base, kernel in chosen:
+            kernel = kernel.for_arch(device.arch.name)
+            compiled = compile_kernel(kernel, target_arch(kernel, device.arch.name))
+            gemm = LoadedGemm(device, kernel, compiled)
+            record = ClockRecord(gemm.module.handle, kernel.name)
+            checks = [r for shape in ((517, 392, 200), (m, n, k))
+                      for r in check_one(gemm, stream, *shape, seed=7)]
+            failed = [r.message for r in checks if not r.passed]
+            if failed:
+                raise HarnessError(f"{base.name} with CLOCKREC = 1 fails the check: "
+                                   f"{failed[0]}")
+            error = max(r.rel_err_norm for r in checks)
+            ops = Operands(stream, m, n, k, kernel.spec.precision, kernel.spec.layout_b,
+                           seed=7)
+            run = gemm.launcher(m, n, k, 1.0, ops.a.address, ops.b.address, 0.0,
+                                ops.c.address, stream)
+            timer.time(run)  # warms the card to its sustained state
+            record.zero()
+            sustained = timer.time(run)
+            cycles, ns = record.read()
+            sustained_mhz = 1e3 * cycles / ns
+            starts, ends, burst_ms = Event(), Event(), []
+            record.zero()
+            burst_nvml = []
+            for _ in range(BURST_LAUNCHES):
+                time.sleep(BURST_IDLE_S)
+                timer.flush()
+                starts.record(stream)
+                run()
+                ends.record(stream)
+                stream.synchronize("burst launch")
+                burst_ms.append(ends.elapsed_ms(starts))
+                burst_nvml.append(clocks.sm_clock_mhz())
+            cycles, ns = record.read()
+            burst_mhz = 1e3 * cycles / ns
+            burst_median = statistics.median(burst_ms)
+            for mode, ms, nvml, mhz in (
+                    ("sustained", sustained.median_ms, sustained.sm_clock_mhz, sustained_mhz),
+                    ("burst", burst_median, statistics.median(burst_nvml), burst_mhz)):
+                rows.append({
+                    "kernel": base.name, "size": f"{m}x{n}x{k}", "mode": mode,
+                    "median_ms": ms, "tflops": flop / ms / 1e9,
+                    "nvml_sm_mhz": nvml, "in_kernel_sm_mhz": mhz,
+                    "cycles_per_launch": ms * 1e3 * mhz,
+                    "tflops_per_ghz": flop / ms / 1e9 / (mhz / 1e3),
+                    "rel_err_norm": error,
+                })
+                print(f"{base.name} {mode}: {flop / ms / 1e9:.1f} TFLOP/s, NVML {nvml:.0f} "
+                      f"MHz, in kernel {mhz:.0f} MHz", file=sys.stderr)
+            ops.close()
+        return {"gpu": device.name, "clocks": clocks.info(), "rows": rows}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("kernels", nargs="+", metavar="KERNEL")
+    ap.add_argument("--size", default="4096")
+    ap.add_argument("--report-dir", type=Path, default=ROOT / "reports")
+    args = ap.parse_args(argv)
+    from tabulate import tabulate
+
+    from harness import report
+
+    try:
+        result = measure(args.kernels, args.size)
+    except HarnessError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    now = datetime.datetime.now(datetime.UTC)
+    result |= {"date": now.isoformat(timespec="seconds"),
+               "command": " ".join(["python3", "tools/kernel_clock.py", *sys.argv[1:]])}
+    folder = args.report_dir / report.gpu_slug(result["gpu"])
+    folder.mkdir(parents=True, exist_ok=True)
+    stem = folder / f"kernel-clock-{now:%Y%m%d-%H%M%S}"
+    stem.with_suffix(".json").write_text(json.dumps(result, indent=1) + "\n")
+    table = tabulate([[r["kernel"], r["size"], r["mode"], f"{r['median_ms'] * 1e3:.1f}",
+                       f"{r['tflops']:.1f}", f"{r['nvml_sm_mhz']:.0f}",
+                       f"{r['in_kernel_sm_mhz']:.0f}", f"{r['cycles_per_launch'] / 1e3:.0f}k",
+                       f"{r['tflops_per_ghz']:.1f}"] for r in result["rows"]],
+                     headers=["kernel", "size", "mode", "median us", "TFLOP/s", "NVML MHz",
+                              "in-kernel MHz", "cycles", "TFLOP/s per GHz"], tablefmt="github")
+    text = (f"# The SM clock inside the kernel: {result['gpu']}\n\n"
+            f"- date (UTC): {result['date']}\n- command: `{result['command']}`\n"
+            f"- clocks: {result['clocks']}\n"
+            "- sustained: the harness's timing (events per launch, L2 flushed before each, "
+            "queue full), after a first pass that warms the card; burst: "
+            f"{BURST_LAUNCHES} single launches, each after {BURST_IDLE_S * 1e3:.0f} ms idle "
+            "and an L2 flush (their times include waking from idle: read burst cycles as an "
+            "upper bound)\n"
+            "- in-kernel MHz: the sum over blocks of %clock64 cycles over the sum of "
+            "%globaltimer nanoseconds, entry to exit (CLOCKREC = 1; checked against the "
+            "float64 reference first); cycles = median time x in-kernel clock\n\n"
+            f"{table}\n")
+    stem.with_suffix(".md").write_text(text)
+    print(text)
+    print(f"written: {stem}.json, {stem}.md", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
