@@ -3,7 +3,8 @@
 # the tests and the given harness steps, copying logs and reports under $OUT.
 # Usage: bash tools/gpu_session.sh STEP...   steps: tests, run, ceiling, sweep, sass, ncu,
 #   tc-compare, tc-epi, tc-run, copy-cost, epi-cost, tc-2cta, tc-best, placement,
-#   tc-cluster, tc-cluster-x2, l2-state, kernel-clock, tc-profile (the tensor-core rungs of issue 4)
+#   tc-cluster, tc-cluster-x2, l2-state, kernel-clock, ceiling-cycles,
+#   tc-profile (the tensor-core rungs of issue 4)
 set -uo pipefail
 OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT"
@@ -113,6 +114,16 @@ for step in "$@"; do
     kernel-clock)  # the SM clock inside the kernel against NVML's sample (CLOCKREC = 1)
       python3 tools/kernel_clock.py 12_mma_tma_bf16:m256n128e 12_mma_tma_bf16:m128n128x2e \
         14_mma_cluster_bf16:m256n128e --size 4096 2>&1 | tee "$OUT/kernel-clock.log" ;;
+    ceiling-cycles)  # the bf16 mma.sync ceiling's SM cycles per launch under Nsight Compute
+      # (its 2 check launches skipped, then 3 timed ones): FLOP per cycle, to set 12e's against
+      { header "bash tools/gpu_session.sh ceiling-cycles (ncu --clock-control none" \
+          "--launch-skip 2 -c 3 on harness ceiling --precision bf16 --budget-ms 50)"
+        ncu --clock-control none -k mma_sync_ceiling_bf16 --launch-skip 2 -c 3 --metrics \
+          gpu__time_duration.sum,sm__cycles_elapsed.avg,sm__cycles_elapsed.avg.per_second \
+          python3 -m harness ceiling --precision bf16 --budget-ms 50 \
+          --report-dir "$OUT/ceiling-under-ncu" 2>&1 \
+          | grep -E "duration|cycles|iterations|GFLOP|bf16"; } 2>&1 \
+        | tee reports/h100/ncu-ceiling-cycles-bf16.txt ;;
     placement)  # which SM each block of a first wave lands on (two 128 x 128 blocks per SM)
       { header "python3 tools/block_placement.py --threads 128 --smem 98352 --per-sm 2"
         python3 tools/block_placement.py --threads 128 --smem 98352 --per-sm 2; } 2>&1 \
