@@ -24,10 +24,9 @@ def build_row(kernel: Kernel, arch: str, size=DEFAULT_SIZE,
     if not can_run(need, get_arch(arch)):
         return {**row, "status": "skipped",
                 "message": f"needs {need.name} (min_arch), not built for {arch}"}
-    target = target_arch(kernel, arch)  # sm_90a where the kernel's min_arch asks for it
-    row["arch"] = target
+    row["arch"] = target_arch(kernel, arch)  # sm_90a where the kernel's min_arch asks for it
     try:
-        compiled = compile_kernel(kernel, target)
+        compiled = compile_kernel(kernel, arch)
     except HarnessError as exc:
         return {**row, "status": "compile error", "message": str(exc)}
     res = compiled.resources

@@ -27,7 +27,7 @@ import numpy as np
 from harness import numerics
 from harness.archs import Arch, can_run, get_arch
 from harness.clocks import ClockSampler
-from harness.compile import compile_kernel, compiler_versions, target_arch
+from harness.compile import compile_kernel, compiler_versions
 from harness.driver import Buffer, Device, Function, LaunchShape, Module, Stream
 from harness.errors import HarnessError, LaunchError
 from harness.registry import DEFAULT_KERNEL_DIRS, Kernel, discover, project_relative
@@ -197,7 +197,7 @@ def measure_ceiling(device: Device, timer: Timer, precision: str,
     if not can_run(need, device.arch):
         raise LaunchError(f"{kernel.name} needs {need.name} (min_arch); this GPU "
                           f"({device.name}) is {device.arch.name}")
-    compiled = compile_kernel(kernel, target_arch(kernel, device.arch.name))
+    compiled = compile_kernel(kernel, device.arch.name)
     function = Module(compiled.cubin, kernel.name).function(kernel.spec.entry)
     plan = plan_launch(kernel, device.arch, device.sm_count, options)
     resident = function.max_active_blocks(plan.block_threads, 0)

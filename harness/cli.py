@@ -180,7 +180,7 @@ def _print_problems(rows) -> None:
 def _occupancy(args, kernels) -> int:
     from harness import occupancy as occ_mod
     from harness.archs import get_arch
-    from harness.compile import compile_kernel, target_arch
+    from harness.compile import compile_kernel
     from harness.driver import gpu_status
 
     m, n, k = parse_size(args.size)
@@ -201,7 +201,7 @@ def _occupancy(args, kernels) -> int:
             with Device(0) as device:
                 arch = args.arch or device.arch.name
                 kernel = kernel.for_arch(device.arch.name)
-                compiled = compile_kernel(kernel, target_arch(kernel, device.arch.name))
+                compiled = compile_kernel(kernel, device.arch.name)
                 gemm = LoadedGemm(device, kernel, compiled, args.carveout)
                 driver = gemm.occupancy(m, n, k)
                 entry["driver"] = {"gpu": device.name,
@@ -213,7 +213,7 @@ def _occupancy(args, kernels) -> int:
             arch, sm_count = args.arch or "sm_90", None
             kernel = kernel.for_arch(arch)
             entry["driver"] = f"not queried: {why}"
-        compiled = compile_kernel(kernel, target_arch(kernel, arch))
+        compiled = compile_kernel(kernel, arch)
         res = compiled.resources
         dynamic = kernel.dynamic_smem_bytes(m, n, k)
         carveout = args.carveout if args.carveout is not None else kernel.spec.carveout_pct
@@ -268,7 +268,7 @@ def _occupancy(args, kernels) -> int:
 
 
 def _occupancy_sweep(args, kernels) -> int:
-    from harness.compile import compile_kernel, target_arch
+    from harness.compile import compile_kernel
     from harness.driver import Device
     from harness.gemm import LoadedGemm
     from harness.occupancy_check import CARVEOUTS, compare_function, sweep
@@ -277,8 +277,7 @@ def _occupancy_sweep(args, kernels) -> int:
     with Device(0) as device:
         rows = []
         for kernel in kernels:
-            gemm = LoadedGemm(device, kernel,
-                              compile_kernel(kernel, target_arch(kernel, device.arch.name)))
+            gemm = LoadedGemm(device, kernel, compile_kernel(kernel, device.arch.name))
             configs = [(kernel.block_threads, kernel.dynamic_smem_bytes(*size), c)
                        for size in ((1024,) * 3, (4096,) * 3) for c in CARVEOUTS]
             rows += compare_function(device, gemm.function, kernel.name, gemm.registers,
@@ -299,13 +298,13 @@ def _occupancy_sweep(args, kernels) -> int:
 
 
 def _sass(args, kernels) -> int:
-    from harness.compile import compile_kernel, target_arch
+    from harness.compile import compile_kernel
     from harness.sass import CATEGORIES, disassemble, instruction_mix
 
     rows = []
     for kernel in select(kernels, args.kernels):
         kernel = kernel.for_arch(args.arch)
-        listing = disassemble(compile_kernel(kernel, target_arch(kernel, args.arch)).cubin)
+        listing = disassemble(compile_kernel(kernel, args.arch).cubin)
         rows.append({"kernel": kernel.name, "arch": args.arch, **instruction_mix(listing)})
         if args.listing:
             print(listing)
@@ -401,7 +400,7 @@ def _tune(args, kernels) -> int:
 
 
 def _compare(args, kernels) -> int:
-    from harness.compile import compile_kernel, target_arch
+    from harness.compile import compile_kernel
     from harness.driver import device_arch_name, gpu_status
     from harness.runner import RunOptions, run
     from harness.sass import disassemble, instruction_mix
@@ -426,7 +425,7 @@ def _compare(args, kernels) -> int:
     for kernel in chosen:
         kernel = kernel.for_arch(arch)
         mixes[kernel.name] = instruction_mix(disassemble(
-            compile_kernel(kernel, target_arch(kernel, arch)).cubin))
+            compile_kernel(kernel, arch).cubin))
     rows = [{**r, "sass": mixes.get(r["kernel"], {})} for r in record.rows]
     meta = {**report.metadata(record.device, ["harness", *sys.argv[1:]],
                               asdict(options.timing), sizes),

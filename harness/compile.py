@@ -95,8 +95,10 @@ def target_arch(kernel: Kernel, device_arch: str) -> str:
 
 
 def compile_kernel(kernel: Kernel, arch: str, *, use_cache: bool = True) -> CompiledKernel:
-    """Compile ``kernel`` for ``arch`` to a cubin, from the cache when the same compile is there."""
+    """Compile ``kernel`` for ``arch`` (or for its arch-specific target, :func:`target_arch`)
+    to a cubin, from the cache when the same compile is there."""
     get_arch(arch)  # a clear error for an unknown target before the compiler sees it
+    arch = target_arch(kernel, arch)
     spec = kernel.spec
     source = spec.path.read_bytes()
     expanded = None

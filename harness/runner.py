@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from harness.compile import compile_kernel, target_arch
+from harness.compile import compile_kernel
 from harness.errors import CompileError, HarnessError
 from harness.registry import PROJECT_ROOT, Kernel, project_relative
 from harness.report import jsonable
@@ -70,7 +70,7 @@ def run(kernels: Sequence[Kernel], arch: str, options: RunOptions, jsonl_path: P
         for kernel in kernels:
             kernel = kernel.for_arch(arch)
             try:
-                compile_kernel(kernel, target_arch(kernel, arch))
+                compile_kernel(kernel, arch)
                 runnable.append(kernel)
             except CompileError as exc:
                 for m, n, k in options.sizes:

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from harness import occupancy
 from harness.archs import get_arch
-from harness.compile import compile_kernel, target_arch
+from harness.compile import compile_kernel
 from harness.errors import HarnessError, SpecError
 from harness.registry import Kernel
 
@@ -58,9 +58,8 @@ def why_invalid(kernel: Kernel, arch: str, sizes: Sequence[tuple[int, int, int]]
 
 def why_not_launchable(kernel: Kernel, arch: str, sizes) -> str | None:
     """Compile ``kernel``; the reason it should not be timed (compile error, no fit, spills)."""
-    target = target_arch(kernel, arch)
     try:
-        res = compile_kernel(kernel, target).resources
+        res = compile_kernel(kernel, arch).resources
     except HarnessError as exc:
         return f"compile error: {str(exc).splitlines()[0]}"
     for size in sizes:

@@ -21,7 +21,7 @@ import numpy as np
 from harness import numerics
 from harness.ceiling import Ceilings, device_facts
 from harness.clocks import ClockSampler
-from harness.compile import compile_kernel, target_arch
+from harness.compile import compile_kernel
 from harness.cublas import Cublas, compute_name
 from harness.driver import Buffer, Device, Stream
 from harness.errors import HarnessError, LaunchError
@@ -198,7 +198,7 @@ class Prepared:
 def prepare(session: Session, kernel: Kernel) -> Prepared:
     """Compile, load, and check ``kernel`` on the odd shapes (fresh inputs, several seeds)."""
     device, stream = session.device, session.stream
-    compiled = compile_kernel(kernel, target_arch(kernel, device.arch.name))
+    compiled = compile_kernel(kernel, device.arch.name)
     gemm = LoadedGemm(device, kernel, compiled, session.job.get("carveout_pct"))
     checks: list[numerics.CheckResult] = []
     skipped: list[str] = []

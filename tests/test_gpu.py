@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from conftest import FIXTURE_KERNELS
 
-from harness.compile import compile_kernel, target_arch
+from harness.compile import compile_kernel
 from harness.driver import Buffer, Stream
 from harness.errors import LaunchError
 from harness.gemm import LoadedGemm
@@ -27,8 +27,7 @@ def stream(device):
 
 
 def load(device, kernel, arch=None, carveout=None):
-    target = arch or target_arch(kernel, device.arch.name)
-    return LoadedGemm(device, kernel, compile_kernel(kernel, target), carveout)
+    return LoadedGemm(device, kernel, compile_kernel(kernel, arch or device.arch.name), carveout)
 
 
 @pytest.mark.parametrize("kernel", KERNELS, ids=[k.name for k in KERNELS])

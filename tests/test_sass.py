@@ -2,7 +2,7 @@
 
 import pytest
 
-from harness.compile import compile_kernel, target_arch
+from harness.compile import compile_kernel
 from harness.registry import discover, select
 from harness.sass import disassemble, instruction_mix, opcodes
 
@@ -11,7 +11,7 @@ KERNELS = discover()
 
 def mix_of(name: str) -> dict:
     (kernel,) = select(KERNELS, [name])
-    return instruction_mix(disassemble(compile_kernel(kernel, target_arch(kernel, "sm_90")).cubin))
+    return instruction_mix(disassemble(compile_kernel(kernel, "sm_90").cubin))
 
 
 def test_opcode_parsing():
@@ -30,7 +30,7 @@ def test_opcode_parsing():
 
 @pytest.mark.parametrize("kernel", KERNELS, ids=[k.name for k in KERNELS])
 def test_no_kernel_spills(kernel):
-    mix = instruction_mix(disassemble(compile_kernel(kernel, target_arch(kernel, "sm_90")).cubin))
+    mix = instruction_mix(disassemble(compile_kernel(kernel, "sm_90").cubin))
     assert mix["LDL"] == 0 and mix["STL"] == 0 and mix["FFMA"] > 0
 
 

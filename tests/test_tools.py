@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from harness.compile import compile_kernel, target_arch
+from harness.compile import compile_kernel
 from harness.registry import PROJECT_ROOT, discover
 
 TOOL = PROJECT_ROOT / "tools" / "kernel_clock.py"
@@ -29,8 +29,8 @@ def test_clockrec_assembles_with_its_global_and_no_spills(name, tmp_path, monkey
 
     (base,) = [k for k in RUNGS if k.name == name]
     kernel = with_clockrec(base)
-    compiled = compile_kernel(kernel, target_arch(kernel, "sm_90"))
-    plain = compile_kernel(base, target_arch(base, "sm_90"))
+    compiled = compile_kernel(kernel, "sm_90")
+    plain = compile_kernel(base, "sm_90")
     assert b"clockrec" in compiled.cubin and b"clockrec" not in plain.cubin
     assert compiled.resources.spill_store_bytes == 0
     assert compiled.resources.registers <= 255

@@ -32,7 +32,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from harness.compile import compile_kernel, target_arch  # noqa: E402
+from harness.compile import compile_kernel  # noqa: E402
 from harness.errors import HarnessError  # noqa: E402
 from harness.registry import Kernel, discover, select  # noqa: E402
 from harness.runner import parse_size  # noqa: E402
@@ -92,7 +92,7 @@ def measure(names: list[str], size: str) -> dict:
         timer = Timer(stream, device.l2_bytes, clocks)
         for base, kernel in chosen:
             kernel = kernel.for_arch(device.arch.name)
-            compiled = compile_kernel(kernel, target_arch(kernel, device.arch.name))
+            compiled = compile_kernel(kernel, device.arch.name)
             gemm = LoadedGemm(device, kernel, compiled)
             record = ClockRecord(gemm.module.handle, kernel.name)
             checks = [r for shape in ((517, 392, 200), (m, n, k))

@@ -22,7 +22,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from harness.compile import compile_kernel, target_arch  # noqa: E402
+from harness.compile import compile_kernel  # noqa: E402
 from harness.registry import discover, select  # noqa: E402
 from harness.runner import parse_size  # noqa: E402
 
@@ -43,8 +43,7 @@ def launch(kernel_name: str, size: str, repeats: int, params: list[str] = ()) ->
     with Device(0) as device:
         stream = Stream()
         kernel = kernel.for_arch(device.arch.name)
-        gemm = LoadedGemm(device, kernel,
-                          compile_kernel(kernel, target_arch(kernel, device.arch.name)))
+        gemm = LoadedGemm(device, kernel, compile_kernel(kernel, device.arch.name))
         blas = Cublas(stream)
         ops = Operands(stream, m, n, k, kernel.spec.precision, kernel.spec.layout_b, seed=1)
         run = gemm.launcher(m, n, k, 1.0, ops.a.address, ops.b.address, 0.0, ops.c.address,
