@@ -8,7 +8,7 @@ commands see only ``kind = "gemm"`` kernels (the default of :func:`discover`).
 from __future__ import annotations
 
 import fnmatch
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -52,6 +52,12 @@ class Kernel:
         chosen = self.spec.variants.get(self.variant, {}) if self.variant else {}
         params = {**self.spec.params, **pinned, **chosen}
         return Kernel(self.name, self.spec, tuple(sorted(params.items())), self.variant)
+
+    def with_params(self, overrides: Mapping[str, int], name: str) -> Kernel:
+        """This kernel named ``name`` with ``overrides`` over its parameters, chosen one by one
+        (explicit): a tuning point, or a measurement knob set."""
+        params = {**dict(self.params), **overrides}
+        return Kernel(name, self.spec, tuple(sorted(params.items())), self.variant, explicit=True)
 
     @cached_property
     def param_env(self) -> dict[str, int]:

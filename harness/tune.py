@@ -33,10 +33,9 @@ def points(kernel: Kernel, space: dict[str, Sequence[int]]) -> list[Kernel]:
     names = list(space)
     out = []
     for values in itertools.product(*(space[n] for n in names)):
-        params = {**dict(kernel.params), **dict(zip(names, values, strict=True))}
-        label = ",".join(f"{n}={params[n]}" for n in names)
-        out.append(Kernel(f"{kernel.spec.stem}[{label}]", kernel.spec,
-                          tuple(sorted(params.items())), explicit=True))
+        chosen = dict(zip(names, values, strict=True))
+        label = ",".join(f"{n}={v}" for n, v in chosen.items())
+        out.append(kernel.with_params(chosen, f"{kernel.spec.stem}[{label}]"))
     return out
 
 

@@ -45,9 +45,7 @@ def with_clockrec(kernel: Kernel) -> Kernel:
     if "CLOCKREC" not in dict(kernel.params):
         raise HarnessError(f"{kernel.name} has no CLOCKREC knob: only the PTX tensor-core "
                            "GEMMs (ptx/hgemm/1[1-4]_*) record their clock")
-    chosen = dict(kernel.params) | {"CLOCKREC": 1}
-    return Kernel(f"{kernel.name}+CLOCKREC=1", kernel.spec, tuple(sorted(chosen.items())),
-                  kernel.variant, explicit=True)
+    return kernel.with_params({"CLOCKREC": 1}, f"{kernel.name}+CLOCKREC=1")
 
 
 class ClockRecord:

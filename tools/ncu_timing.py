@@ -31,14 +31,12 @@ def launch(kernel_name: str, size: str, repeats: int, params: list[str] = ()) ->
     from harness.cublas import Cublas
     from harness.driver import Device, Stream
     from harness.gemm import LoadedGemm
-    from harness.registry import Kernel
     from harness.worker import Operands
 
     (kernel,) = select(discover(), [kernel_name])
     if params:  # an explicit point, like a tuning point: e.g. NOLOAD=1 to time a knob
-        chosen = dict(kernel.params) | {n: int(v) for n, v in (p.split("=", 1) for p in params)}
-        kernel = Kernel(f"{kernel.name}+{','.join(params)}", kernel.spec,
-                        tuple(sorted(chosen.items())), kernel.variant, explicit=True)
+        kernel = kernel.with_params({n: int(v) for n, v in (p.split("=", 1) for p in params)},
+                                    f"{kernel.name}+{','.join(params)}")
     m, n, k = parse_size(size)
     with Device(0) as device:
         stream = Stream()
