@@ -167,6 +167,13 @@ class Buffer:
         self.dptr = check(cu.cuMemAlloc(nbytes), "cuMemAlloc", f"{nbytes} bytes")
         self._free = context_resource(self, cu.cuMemFree, self.dptr)
 
+    @classmethod
+    def view(cls, dptr, nbytes: int) -> Buffer:
+        """Device memory something else owns (a module's ``.global``): never freed here."""
+        buffer = cls.__new__(cls)
+        buffer.nbytes, buffer.dptr, buffer._free = nbytes, dptr, lambda: None
+        return buffer
+
     @property
     def address(self) -> int:
         return int(self.dptr)
@@ -244,6 +251,13 @@ class Module:
         self.label = label
         self.handle = check(cu.cuModuleLoadData(cubin), "cuModuleLoadData", label)
         self._unload = context_resource(self, cu.cuModuleUnload, self.handle)
+
+    def global_buffer(self, name: str) -> Buffer:
+        """The module's ``.global`` variable ``name``, as a Buffer that lives as long as the
+        module (fill and download it like any other, on a stream)."""
+        dptr, nbytes = check(cu.cuModuleGetGlobal(self.handle, name.encode()),
+                             "cuModuleGetGlobal", f"{self.label}: .global {name}")
+        return Buffer.view(dptr, nbytes)
 
     def function(self, entry: str) -> Function:
         handle = check(cu.cuModuleGetFunction(self.handle, entry.encode()),

@@ -97,6 +97,7 @@ class _Node:
     text: str = ""
     name: str = ""
     exprs: tuple[expr.Expr, ...] = ()
+    params: tuple[str, ...] = ()  # a macro's (and its calls') parameter names
     body: list[_Node] = field(default_factory=list)
     branches: list[tuple[expr.Expr | None, list[_Node]]] = field(default_factory=list)
 
@@ -230,7 +231,7 @@ def _parse(lines: list[str], kernel_path: Path, included: Path | None,
                 raise fail(number, f"macro {m['name']} is defined twice (first at line "
                                    f"{macros[m['name']].line})")
             params = tuple(a.strip() for a in _split_args(m["args"]) if a.strip())
-            node = _Node(number, "macro", included, name=m["name"], text=",".join(params))
+            node = _Node(number, "macro", included, name=m["name"], params=params)
             macros[m["name"]] = node
             stack.append((node, target))
             target = node.body
@@ -243,13 +244,12 @@ def _parse(lines: list[str], kernel_path: Path, included: Path | None,
                 raise fail(number, f"no macro {m['name']} is defined above this line; known: "
                                    f"{', '.join(macros) or 'none'}")
             args = [a for a in _split_args(m["args"]) if a.strip()] if m["args"].strip() else []
-            want = [p for p in macro.text.split(",") if p]
-            if len(args) != len(want):
-                raise fail(number, f"macro {m['name']}({', '.join(want)}) takes {len(want)} "
-                                   f"argument(s), found {len(args)}")
+            if len(args) != len(macro.params):
+                raise fail(number, f"macro {m['name']}({', '.join(macro.params)}) takes "
+                                   f"{len(macro.params)} argument(s), found {len(args)}")
             target.append(_Node(number, "call", included, name=m["name"],
                                 exprs=tuple(formula(number, a) for a in args), body=macro.body,
-                                text=macro.text))
+                                params=macro.params))
         else:
             raise fail(number, f"unknown directive #{word}")
     if stack:
@@ -321,11 +321,10 @@ def _emit(nodes: list[_Node], env: dict[str, int], loops: tuple[tuple[str, int],
         elif node.kind == "include":
             _emit(node.body, env, loops, kernel_path, out_text, out_origin, calls)
         elif node.kind == "call":
-            names = [p for p in node.text.split(",") if p]
             values = [value(node, e) for e in node.exprs]
             calls[0] += 1
-            bound = {**env, **dict(zip(names, values, strict=True)), "CALL": calls[0]}
-            _emit(node.body, bound, (*loops, *zip(names, values, strict=True)), kernel_path,
+            bound = {**env, **dict(zip(node.params, values, strict=True)), "CALL": calls[0]}
+            _emit(node.body, bound, (*loops, *zip(node.params, values, strict=True)), kernel_path,
                   out_text, out_origin, calls)
         elif node.kind == "error":
             params = ", ".join(f"{k}={v}" for k, v in sorted(env.items()))

@@ -10,6 +10,9 @@ from harness.compile import compile_kernel
 from harness.registry import PROJECT_ROOT, discover
 
 TOOL = PROJECT_ROOT / "tools" / "kernel_clock.py"
+sys.path.insert(0, str(TOOL.parent))
+from kernel_clock import with_clockrec  # noqa: E402
+
 RUNGS = [k for k in discover() if "CLOCKREC" in dict(k.params)]
 
 
@@ -24,9 +27,6 @@ def test_every_tensor_core_rung_has_the_knob():
                                   "11_mma_sync_bf16:m128n256k32s4"])
 def test_clockrec_assembles_with_its_global_and_no_spills(name, tmp_path, monkeypatch):
     monkeypatch.setenv("HARNESS_CACHE_DIR", str(tmp_path))
-    sys.path.insert(0, str(TOOL.parent))
-    from kernel_clock import with_clockrec
-
     (base,) = [k for k in RUNGS if k.name == name]
     kernel = with_clockrec(base)
     compiled = compile_kernel(kernel, "sm_90")

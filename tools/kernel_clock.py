@@ -21,13 +21,14 @@ in-kernel clock). Writes reports/<gpu>/kernel-clock-<date>.{json,md}.
 from __future__ import annotations
 
 import argparse
-import ctypes
 import datetime
 import json
 import statistics
 import sys
 import time
 from pathlib import Path
+
+import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -49,27 +50,20 @@ def with_clockrec(kernel: Kernel) -> Kernel:
 
 
 class ClockRecord:
-    """The module's ``clockrec[2]``: zeroed, then read back as (cycles, nanoseconds)."""
+    """The module's ``clockrec[2]``, zeroed and read back as (cycles, nanoseconds) in order
+    on the stream the kernel runs on."""
 
-    def __init__(self, module_handle, label: str):
-        from cuda.bindings import driver as cu
-
-        from harness.cuda_check import check
-
-        self._cu, self._check = cu, check
-        self.dptr, size = check(cu.cuModuleGetGlobal(module_handle, b"clockrec"),
-                                "cuModuleGetGlobal", f"{label}: clockrec")
-        if size != 16:
-            raise HarnessError(f"{label}: clockrec is {size} bytes, expected 16")
+    def __init__(self, module, label: str, stream):
+        self.words, self.stream = module.global_buffer("clockrec"), stream
+        if self.words.nbytes != 16:
+            raise HarnessError(f"{label}: clockrec is {self.words.nbytes} bytes, expected 16")
 
     def zero(self) -> None:
-        self._check(self._cu.cuMemsetD32(self.dptr, 0, 4), "cuMemsetD32", "clockrec")
+        self.words.fill_u32(0, self.stream)
 
     def read(self) -> tuple[int, int]:
-        out = (ctypes.c_uint64 * 2)()
-        self._check(self._cu.cuMemcpyDtoH(ctypes.addressof(out), self.dptr, 16),
-                    "cuMemcpyDtoH", "clockrec")
-        return int(out[0]), int(out[1])
+        cycles, ns = self.words.download(np.uint64, (2,), self.stream)
+        return int(cycles), int(ns)
 
 
 def measure(names: list[str], size: str) -> dict:
@@ -92,7 +86,7 @@ def measure(names: list[str], size: str) -> dict:
             kernel = kernel.for_arch(device.arch.name)
             compiled = compile_kernel(kernel, device.arch.name)
             gemm = LoadedGemm(device, kernel, compiled)
-            record = ClockRecord(gemm.module.handle, kernel.name)
+            record = ClockRecord(gemm.module, kernel.name, stream)
             checks = [r for shape in ((517, 392, 200), (m, n, k))
                       for r in check_one(gemm, stream, *shape, seed=7)]
             failed = [r.message for r in checks if not r.passed]
