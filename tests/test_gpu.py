@@ -51,6 +51,26 @@ def test_numerics(kernel, device, stream):
     assert max(r.rel_err_norm for r in results) < NEAR_EXACT[kernel.spec.precision]
 
 
+PERSISTENT = [k for k in KERNELS if k.param_env.get("PERSIST") == 1]
+
+
+@pytest.mark.parametrize("kernel", PERSISTENT, ids=[k.name for k in PERSISTENT])
+def test_persistent_kernels_walk_several_tiles_each(kernel, device, stream):
+    """More C tiles than blocks, ragged in M and N, K only a few tiles deep: every block
+    computes and stores several tiles back to back (EPI 2: its C buffer written again while
+    the last tile's tensor stores may still be reading it)."""
+    m, n, k = 2000, 4200, 200
+    env = kernel.param_env
+    tiles = -(-m // env["BM"]) * -(-n // env["BN"])
+    grid = kernel.grid_dims(m, n, k, device.sm_count)
+    assert tiles > grid[0] * grid[1] * grid[2], f"{kernel.name}: {tiles} tiles, grid {grid}"
+    gemm = load(device, kernel)
+    results = check_one(gemm, stream, m, n, k, seed=5, repeat=True)
+    results += check_one(gemm, stream, m, n, k, seed=6, alpha=0.75, beta=-0.5)
+    failed = [r for r in results if not r.passed]
+    assert not failed, f"{len(failed)} failed; first: {failed[0]}"
+
+
 @pytest.mark.parametrize("kernel", KERNELS, ids=[k.name for k in KERNELS])
 def test_ptxas_report_matches_driver_attributes(kernel, device):
     gemm = load(device, kernel)
