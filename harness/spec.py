@@ -34,9 +34,8 @@ _MMA_TYPES = {"bf16": ".bf16.bf16.", "fp16": ".f16.f16.", "tf32": ".tf32.tf32."}
 _MMA = re.compile(r"^mma\.sync\.aligned\.m(\d+)n(\d+)k(\d+)\.[a-z0-9.]+$")
 _SPEC_BLOCK = re.compile(r"\A\s*/\*\s*harness[ \t]*\n(?P<body>.*?)\*/", re.DOTALL)
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-TMA_OPERANDS = ("A", "B", "C")
-"""Operands a kernel may take as TMA tensor maps ([tma]), passed after C in this order (C's map
-is always FP32: the GEMM ABI's C is)."""
+TMA_OPERANDS = ("A", "B")
+"""Operands a kernel may take as TMA tensor maps ([tma]), passed after C in this order."""
 
 
 @dataclass(frozen=True)
@@ -95,7 +94,7 @@ class KernelSpec:
     ceiling: CeilingSpec | None = None
     """The ``[ceiling]`` table (kind = "ceiling" only)."""
     tma: dict[str, tuple[expr.Expr, expr.Expr]] = field(default_factory=dict)
-    """``[tma]``: operand (A, B, C) -> its box (inner, outer elements) of a 2-D tensor map with
+    """``[tma]``: operand (A, B) -> its box (inner, outer elements) of a 2-D tensor map with
     128-byte swizzle and zero fill outside the matrix, which the harness builds for every
     launch and passes after C (``.param .align 64 .b8 name[128]``, in TMA_OPERANDS order)."""
 
@@ -247,7 +246,7 @@ def parse_spec(source: str, path: Path) -> KernelSpec:
 
 
 def _tma_table(raw, names: frozenset[str], fail) -> dict[str, tuple[expr.Expr, expr.Expr]]:
-    """[tma]: A / B / C = [inner box formula, outer box formula] over the parameters."""
+    """[tma]: A / B = [inner box formula, outer box formula] over the parameters."""
     if not isinstance(raw, dict) or set(raw) - set(TMA_OPERANDS):
         raise fail(f"tma must be a table with keys among {', '.join(TMA_OPERANDS)} (the "
                    f"operands to pass as tensor maps), found {raw!r}")

@@ -57,8 +57,8 @@ PERSISTENT = [k for k in KERNELS if k.param_env.get("PERSIST") == 1]
 @pytest.mark.parametrize("kernel", PERSISTENT, ids=[k.name for k in PERSISTENT])
 def test_persistent_kernels_walk_several_tiles_each(kernel, device, stream):
     """More C tiles than blocks, ragged in M and N, K only a few tiles deep: every block
-    computes and stores several tiles back to back (EPI 2: its C buffer written again while
-    the last tile's tensor stores may still be reading it)."""
+    computes and stores several tiles back to back, its copies running on into the next tile
+    while it stores the last (the odd check shapes have fewer tiles than blocks)."""
     m, n, k = 2000, 4200, 200
     env = kernel.param_env
     tiles = -(-m // env["BM"]) * -(-n // env["BN"])

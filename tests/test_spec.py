@@ -110,7 +110,7 @@ def test_tma_boxes_are_formulas_over_the_parameters():
 
 
 @pytest.mark.parametrize("table, match", [
-    ('[tma]\nD = ["1", "1"]\n', r"tma must be a table with keys among A, B, C"),
+    ('[tma]\nC = ["1", "1"]\n', r"tma must be a table with keys among A, B"),
     ('[tma]\nA = ["TILE"]\n', r"tma.A must be \[inner, outer\]"),
     ('[tma]\nA = ["TILE", "M"]\n', r"tma.A: formula 'M' uses M; it may use only TILE"),
 ])

@@ -4,7 +4,7 @@
 # Usage: bash tools/gpu_session.sh STEP...   steps: tests, run, ceiling, sweep, sass, ncu,
 #   tc-compare, tc-epi, tc-run, copy-cost, epi-cost, tc-2cta, tc-best, placement,
 #   tc-cluster, tc-cluster-x2, l2-state, kernel-clock, ceiling-cycles,
-#   tc-profile, tc-tmastore (the tensor-core rungs of issue 4)
+#   tc-profile (the tensor-core rungs of issue 4)
 set -uo pipefail
 OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT"
@@ -111,18 +111,6 @@ for step in "$@"; do
             python3 tools/ncu_timing.py launch "$k" --size 4096 --repeats 5 2>&1 \
             | grep -E "duration|cycles|bytes"
         done; } 2>&1 | tee reports/h100/ncu-l2-state-12_mma_tma_bf16.txt ;;
-    tc-tmastore)  # 13's EPI 2 (C staged in shared memory, tensor stores draining under the
-      # next tile): 13's GPU tests, then interleaved with 12e and 13 EPI 1 at the same 2 stages,
-      # the in-kernel clock, and what its stores still cost (NOSTORE under Nsight Compute)
-      python3 -m pytest -q tests/test_gpu.py -k 13_mma_persist 2>&1 | tee "$OUT/pytest-13.log"
-      python3 -m harness compare 12_mma_tma_bf16:m256n128e 13_mma_persist_bf16:m256n128s2e \
-        13_mma_persist_bf16:m256n128s2t 13_mma_persist_bf16:m256n128s2tg8 \
-        13_mma_persist_bf16:m256n128l3g8e --size 4096 --size 8192 2>&1 \
-        | tee "$OUT/compare-tmastore.log"
-      python3 tools/kernel_clock.py 12_mma_tma_bf16:m256n128e 13_mma_persist_bf16:m256n128s2t \
-        13_mma_persist_bf16:m256n128s2e --size 4096 2>&1 | tee "$OUT/kernel-clock.log"
-      knob_cost tc-tmastore ncu-epi-cost-13_mma_persist_bf16-s2t.txt 5 "$HMMA_METRICS" \
-        13_mma_persist_bf16:m256n128s2t 13_mma_persist_bf16:m256n128s2e -- "" NOSTORE=1 ;;
     kernel-clock)  # the SM clock inside the kernel against NVML's sample (CLOCKREC = 1)
       python3 tools/kernel_clock.py 12_mma_tma_bf16:m256n128e 12_mma_tma_bf16:m128n128x2e \
         14_mma_cluster_bf16:m256n128e --size 4096 2>&1 | tee "$OUT/kernel-clock.log" ;;
