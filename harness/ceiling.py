@@ -88,6 +88,11 @@ class CeilingResult:
     sm_clock_max_mhz: float
     peak_gflops_at_clock: float
     """The precision's dense peak at the measured SM clock (NaN where none is recorded)."""
+    power_w: float
+    """Mean board power while it ran (NVML energy counter; NaN where unsupported)."""
+    pj_per_flop: float
+    clock_limits: str
+    """What held the SM clock ("power cap", "none"; "" where NVML cannot say)."""
     pct_peak: float
     blocks: int
     blocks_per_sm: int
@@ -224,7 +229,9 @@ def measure_ceiling(device: Device, timer: Timer, precision: str,
         median_ms=timing.median_ms, p20_ms=timing.p20_ms, p80_ms=timing.p80_ms,
         reps=timing.reps, cold_l2=timing.cold_l2, sm_clock_mhz=timing.sm_clock_mhz,
         sm_clock_min_mhz=timing.sm_clock_min_mhz, sm_clock_max_mhz=timing.sm_clock_max_mhz,
-        peak_gflops_at_clock=peak, pct_peak=100.0 * gflops / peak,
+        peak_gflops_at_clock=peak, power_w=timing.power_w,
+        pj_per_flop=1e3 * timing.power_w / gflops, clock_limits=timing.clock_limits,
+        pct_peak=100.0 * gflops / peak,
         blocks=plan.blocks, blocks_per_sm=plan.blocks_per_sm, block_threads=plan.block_threads,
         iterations=plan.iterations, mma_per_iteration=kernel.spec.ceiling.mma_per_iteration,
         flops_per_launch=plan.flops, flop_formula=plan.flop_formula,

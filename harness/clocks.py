@@ -1,4 +1,11 @@
-"""SM clock and throttle state through NVML (nvidia-ml-py). Reads only; never sets clocks."""
+"""SM clock, board power and what held the clock, through NVML (nvidia-ml-py). Reads only;
+never sets clocks.
+
+Board power over a timing is the change in NVML's total-energy counter (millijoules since the
+driver loaded) over the host's wall time of the sampling window, so it is a mean over the whole
+window, not a median of instantaneous readings. "What held the clock" is the union of NVML's
+clocks-event reasons seen while sampling: on a card at its power limit, "power cap".
+"""
 
 from __future__ import annotations
 
@@ -9,6 +16,35 @@ from dataclasses import dataclass
 
 from harness.stats import Summary
 
+# NVML's clocks-event reasons (pynvml names) as a report shows them; bits NVML sets that are
+# not named here are shown in hex. GPU idle is left out: it is set between launches, not by a
+# limit on the kernel.
+_LIMIT_NAMES = (
+    ("nvmlClocksEventReasonSwPowerCap", "power cap"),
+    ("nvmlClocksEventReasonHwSlowdown", "hw slowdown"),
+    ("nvmlClocksEventReasonHwPowerBrakeSlowdown", "power brake"),
+    ("nvmlClocksEventReasonSwThermalSlowdown", "sw thermal"),
+    ("nvmlClocksEventReasonHwThermalSlowdown", "hw thermal"),
+    ("nvmlClocksEventReasonSyncBoost", "sync boost"),
+    ("nvmlClocksEventReasonApplicationsClocksSetting", "application clocks"),
+    ("nvmlClocksEventReasonDisplayClockSetting", "display clocks"),
+)
+
+
+def describe_limits(bits: int, nvml) -> str:
+    """NVML clocks-event reason ``bits`` as words ("power cap, sw thermal"); "none" for 0."""
+    words = []
+    idle = getattr(nvml, "nvmlClocksEventReasonGpuIdle", 0x1)
+    bits &= ~idle
+    for name, word in _LIMIT_NAMES:
+        bit = getattr(nvml, name, 0)
+        if bit and bits & bit:
+            words.append(word)
+            bits &= ~bit
+    if bits:
+        words.append(hex(bits))
+    return ", ".join(words) or "none"
+
 
 @dataclass(frozen=True)
 class ClockSample:
@@ -16,6 +52,10 @@ class ClockSample:
     minimum: float
     maximum: float
     count: int
+    power_w: float = math.nan
+    """Mean board power over the window (energy counter delta / wall time); NaN if unknown."""
+    limits: str = ""
+    """What held the SM clock during the window (``describe_limits``); "" if unknown."""
 
 
 _NO_SAMPLE = ClockSample(math.nan, math.nan, math.nan, 0)
@@ -41,17 +81,45 @@ class ClockSampler:
             return math.nan
         return float(self._nvml.nvmlDeviceGetClockInfo(self.handle, self._nvml.NVML_CLOCK_SM))
 
+    def energy_mj(self) -> float:
+        """NVML's total-energy counter (mJ since the driver loaded); NaN where unsupported."""
+        if self.handle is None:
+            return math.nan
+        try:
+            return float(self._nvml.nvmlDeviceGetTotalEnergyConsumption(self.handle))
+        except self._nvml.NVMLError:
+            return math.nan
+
+    def limit_bits(self) -> int | None:
+        """The clocks-event reasons now (a bit mask); None where unsupported."""
+        if self.handle is None:
+            return None
+        try:
+            return int(self._nvml.nvmlDeviceGetCurrentClocksEventReasons(self.handle))
+        except self._nvml.NVMLError:
+            return None
+
     def sample_until(self, done: Callable[[], bool], interval_s: float = 0.002,
                      max_samples: int = 500) -> ClockSample:
-        """Sample while the GPU works (until ``done()``), at least once."""
+        """Sample while the GPU works (until ``done()``), at least once; with the SM clock,
+        the mean board power over the window and the clock limits seen in it."""
         if self.handle is None:
             return _NO_SAMPLE
-        samples = [self.sm_clock_mhz()]
-        while len(samples) < max_samples and not done():
-            time.sleep(interval_s)
+        t0, e0 = time.perf_counter(), self.energy_mj()
+        samples, bits, known = [], 0, False
+        while True:
             samples.append(self.sm_clock_mhz())
+            now = self.limit_bits()
+            if now is not None:
+                bits, known = bits | now, True
+            if len(samples) >= max_samples or done():
+                break
+            time.sleep(interval_s)
+        e1, t1 = self.energy_mj(), time.perf_counter()
+        power = (e1 - e0) / 1e3 / (t1 - t0) if t1 > t0 else math.nan
         s = Summary.of(samples)
-        return ClockSample(s.median, s.minimum, s.maximum, s.count)
+        return ClockSample(s.median, s.minimum, s.maximum, s.count, power,
+                           describe_limits(bits, self._nvml) if known else "")
 
     def info(self) -> dict:
         """Static clock facts for a report's header."""

@@ -17,13 +17,17 @@ from tabulate import tabulate
 RUN_COLUMNS = (
     ("kernel", "kernel"), ("size", "size"), ("precision", "prec"), ("gflops", "GFLOP/s"),
     ("cublas_gflops", "cuBLAS GFLOP/s"), ("pct_cublas", "% cuBLAS"), ("pct_peak", "% peak"),
-    ("pct_ceiling", "% ceiling"), ("sm_clock_mhz", "SM MHz"), ("registers", "regs"),
+    ("pct_ceiling", "% ceiling"), ("sm_clock_mhz", "SM MHz"), ("power_w", "board W"),
+    ("pj_per_flop", "pJ/FLOP"), ("cublas_pj_per_flop", "cuBLAS pJ/FLOP"),
+    ("clock_limits", "clock held by"), ("registers", "regs"),
     ("smem", "smem s/d B"), ("spills", "spill st/ld B"), ("blocks_per_sm", "blocks/SM"),
     ("occupancy_pct", "occ %"),
     ("limiter", "limiter"), ("max_rel_err", "max rel err"), ("status", "status"),
 )
-# shown only when a row has them: % ceiling exists for precisions with an mma.sync ceiling
-_ONLY_WHEN_PRESENT = ("pct_ceiling",)
+# shown only when a row has them: % ceiling exists for precisions with an mma.sync ceiling,
+# power where NVML has an energy counter (and not in reports written before it was recorded)
+_ONLY_WHEN_PRESENT = ("pct_ceiling", "power_w", "pj_per_flop", "cublas_pj_per_flop",
+                      "clock_limits")
 BUILD_COLUMNS = (
     ("kernel", "kernel"), ("arch", "arch"), ("registers", "regs"),
     ("static_smem_bytes", "static smem B"), ("spills", "spill st/ld B"),
@@ -64,6 +68,8 @@ def _cell(row: dict, key: str):
             return f"{value:.1e}"
         if key in ("pct_cublas", "pct_peak", "pct_ceiling", "occupancy_pct"):
             return f"{value:.1f}"
+        if key in ("pj_per_flop", "cublas_pj_per_flop"):
+            return f"{value:.2f}"
         return f"{value:.0f}"
     return value
 
@@ -129,8 +135,10 @@ def _start_report(meta: dict, rows: Sequence[dict], stem: Path,
         f"- driver: CUDA {device.get('driver')} (NVML {clocks.get('nvml_driver')}); compilers: "
         f"{device.get('compilers')}" + (f"; cuBLAS {cublas}" if cublas is not None else ""),
         f"- clocks: max SM {clocks.get('max_sm_clock_mhz')} MHz, power limit "
-        f"{clocks.get('power_limit_w')} W; the SM clock measured (NVML) during each timing is "
-        "in the table",
+        f"{clocks.get('power_limit_w')} W; in the table, from NVML during each timing: the "
+        "median SM clock, the board's mean power over the timing's window (energy counter; L2 "
+        "flushes included in cold mode, launches timed interleaved share one window), energy "
+        "per FLOP at that power (board W / FLOP/s) and what held the clock",
     ]
 
 
@@ -235,12 +243,14 @@ def ceiling_table(rows: Sequence[dict], fmt: str = "simple") -> str:
     """``harness ceiling`` rows: the rate, its share of the dense peak at the measured clock,
     and how it was launched."""
     out = [[r["precision"], r["instruction"], _cell(r, "gflops"), _cell(r, "pct_peak"),
-            _cell(r, "peak_gflops_at_clock"), _cell(r, "sm_clock_mhz"),
+            _cell(r, "peak_gflops_at_clock"), _cell(r, "sm_clock_mhz"), _cell(r, "power_w"),
+            _cell(r, "pj_per_flop"), r.get("clock_limits", ""),
             f"{r['blocks']} x {r['block_threads']}", r["iterations"],
             f"{r['median_ms']:.3f} ({r['p20_ms']:.3f}-{r['p80_ms']:.3f})", r["reps"]]
            for r in rows]
     return tabulate(out, headers=["prec", "instruction", "GFLOP/s", "% peak",
-                                  "peak GFLOP/s at clock", "SM MHz", "blocks x threads",
+                                  "peak GFLOP/s at clock", "SM MHz", "board W", "pJ/FLOP",
+                                  "clock held by", "blocks x threads",
                                   "iterations", "median ms (p20-p80)", "reps"],
                     tablefmt=fmt, disable_numparse=True)
 

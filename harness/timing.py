@@ -5,6 +5,9 @@ a repetition count; enqueue enough L2-flush work ahead of the timed region that 
 still busy with it when the host has finished enqueueing every repetition (so no launch waits on
 the host); record an event pair around each launch, with an L2 flush (a write of twice the L2
 size) between repetitions in cold mode; synchronise once; report the median and p20/p80.
+While the GPU works through the repetitions the host samples NVML: the SM clock, the board's
+mean power over the window (its energy counter) and what held the clock (clocks.py). Launches
+timed interleaved share one window, so they share those figures.
 """
 
 from __future__ import annotations
@@ -53,6 +56,11 @@ class Timing:
     queue_ahead_ms: float
     """GPU work still queued ahead of the timed region when the host finished enqueueing it.
     Positive: no repetition waited on the host. Negative: launches may include host latency."""
+    power_w: float = math.nan
+    """Mean board power (W) while the repetitions ran, L2 flushes included in cold mode; NaN
+    where NVML has no energy counter."""
+    clock_limits: str = ""
+    """What held the SM clock during the repetitions ("power cap", "none", ...); "" unknown."""
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -145,5 +153,6 @@ class Timer:
                                    "enqueued nothing on the timer's stream")
             timings.append(Timing(summary.median, summary.p20, summary.p80, summary.minimum,
                                   summary.maximum, reps, opts.cold_l2, clocks.median,
-                                  clocks.minimum, clocks.maximum, ahead_ms))
+                                  clocks.minimum, clocks.maximum, ahead_ms, clocks.power_w,
+                                  clocks.limits))
         return timings, per_round

@@ -205,7 +205,8 @@ RESULT = {"kernel": "mma_sync_bf16", "file": "ptx/ceiling/mma_sync_bf16.ptx",
           "precision": "bf16", "instruction": INSTRUCTION, "arch": "sm_90",
           "gflops": 655000.4, "median_ms": 3.3, "p20_ms": 3.29, "p80_ms": 3.31, "reps": 150,
           "cold_l2": False, "sm_clock_mhz": 1755.0, "sm_clock_min_mhz": 1755.0,
-          "sm_clock_max_mhz": 1755.0, "peak_gflops_at_clock": 948879.4, "pct_peak": 69.03,
+          "sm_clock_max_mhz": 1755.0, "peak_gflops_at_clock": 948879.4, "power_w": 699.4,
+          "pj_per_flop": 1.0678, "clock_limits": "power cap", "pct_peak": 69.03,
           "blocks": 528, "blocks_per_sm": 4, "block_threads": 128, "iterations": 15625,
           "mma_per_iteration": 16, "flops_per_launch": 2162688000000,
           "flop_formula": "2*16*8*16 FLOP per mma x ...", "registers": 57}
@@ -222,7 +223,8 @@ def test_ceiling_report(tmp_path):
     assert "# mma.sync issue ceiling: NVIDIA H100 80GB HBM3" in md and "`harness ceiling`" in md
     row = next(line for line in md.splitlines() if line.startswith("| bf16"))
     cells = [c.strip() for c in row.strip("|").split("|")]
-    assert cells[:6] == ["bf16", INSTRUCTION, "655000", "69.0", "948879", "1755"]
+    assert cells[:9] == ["bf16", INSTRUCTION, "655000", "69.0", "948879", "1755", "699",
+                         "1.07", "power cap"]
     assert "528 x 128" in row and "3.300 (3.290-3.310)" in row
     assert "2*16*8*16 FLOP per mma x ... = 2162688000000" in md
 
@@ -252,7 +254,8 @@ def test_timed_row_carries_the_ceiling_of_its_precision():
     session = SimpleNamespace(
         device=SimpleNamespace(arch=get_arch("sm_90"), sm_count=132),
         ceilings=SimpleNamespace(get=lambda p: ceiling if p == "bf16" else None))
-    kt = Timing(2.0, 1.9, 2.1, 1.8, 2.2, 50, True, 1755.0, 1700.0, 1800.0, 5.0)
+    kt = Timing(2.0, 1.9, 2.1, 1.8, 2.2, 50, True, 1755.0, 1700.0, 1800.0, 5.0, 690.0,
+                "power cap")
     bt = Timing(1.0, 0.9, 1.1, 0.8, 1.2, 50, True, 1755.0, 1700.0, 1800.0, 5.0)
     row = {"kernel": "k", "m": 4096, "n": 4096, "k": 4096, "precision": "bf16"}
     out = timed_row(session, row, kt, bt)
@@ -261,6 +264,10 @@ def test_timed_row_carries_the_ceiling_of_its_precision():
     assert out["pct_ceiling"] == pytest.approx(100 * gflops / RESULT["gflops"])
     assert out["ceiling_gflops"] == RESULT["gflops"]
     assert out["ceiling_instruction"] == INSTRUCTION
+    # W / (GFLOP/s) = nJ per FLOP: 690 W at 68.7 TFLOP/s is 10.04 pJ per FLOP
+    assert out["pj_per_flop"] == pytest.approx(1e3 * 690.0 / gflops)
+    assert out["power_w"] == 690.0 and out["clock_limits"] == "power cap"
+    assert math.isnan(out["cublas_pj_per_flop"]) and math.isnan(out["cublas_power_w"])
     fp32 = timed_row(session, {**row, "precision": "fp32"}, kt, bt)
     assert "pct_ceiling" not in fp32 and "ceiling_gflops" not in fp32
 
@@ -273,7 +280,8 @@ def test_ceiling_is_measured(precision, device):
     from harness.driver import Stream
     from harness.timing import Timer, TimingOptions
 
-    timer = Timer(Stream(), device.l2_bytes, ClockSampler(device.pci_bus_id),
+    clocks = ClockSampler(device.pci_bus_id)
+    timer = Timer(Stream(), device.l2_bytes, clocks,
                   TimingOptions(cold_l2=False, warmup_ms=50, budget_ms=200))
     result = measure_ceiling(device, timer, precision)
     print(result)
@@ -284,6 +292,11 @@ def test_ceiling_is_measured(precision, device):
     assert result.sm_clock_mhz > 100
     # mma.sync reaches about 65% of the dense peak on an H100 and nears it on an A100
     assert 30 < result.pct_peak <= 100, result
+    if clocks.handle is not None and not math.isnan(clocks.energy_mj()):
+        # a GPU busy with tensor-core work for 200 ms draws well above idle and under 2 kW
+        assert 50 < result.power_w < 2000, result
+        assert result.pj_per_flop == pytest.approx(1e3 * result.power_w / result.gflops)
+        assert result.clock_limits, result
 
 
 @pytest.mark.gpu

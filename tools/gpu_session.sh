@@ -4,7 +4,7 @@
 # Usage: bash tools/gpu_session.sh STEP...   steps: tests, run, ceiling, sweep, sass, ncu,
 #   tc-compare, tc-epi, tc-run, copy-cost, epi-cost, tc-2cta, tc-best, placement,
 #   tc-cluster, tc-cluster-x2, l2-state, kernel-clock, ceiling-cycles,
-#   tc-profile (the tensor-core rungs of issue 4)
+#   tc-profile, energy (the tensor-core rungs of issue 4)
 set -uo pipefail
 OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT"
@@ -139,6 +139,19 @@ for step in "$@"; do
       ncu -i "$OUT/$tag.ncu-rep" --page source --print-source sass --csv 2>&1 \
         | gzip > "reports/h100/$tag-sass.csv.gz"
       head -c 3000 "reports/h100/$tag.txt" ;;
+    energy)  # board power and energy per FLOP: the power tests, the ceilings, the best
+      # kernels and cuBLAS one at a time with warm L2 (the window holds the kernel alone) and
+      # cold (the harness's method), then 12e's in-kernel clock beside its power
+      python3 -m pytest -q -m gpu tests/test_ceiling.py tests/test_clocks.py 2>&1 \
+        | tee "$OUT/pytest-power.log"
+      python3 -m harness ceiling 2>&1 | tee "$OUT/ceiling.log"
+      python3 -m harness run --hot 12_mma_tma_bf16:m256n128e 12_mma_tma_bf16:m128n128x2e \
+        13_mma_persist_bf16:m256n128l3g8e 14_mma_cluster_bf16:m256n128e \
+        12_mma_tma_fp16:m256n128e --size 4096 2>&1 | tee "$OUT/run-hot.log"
+      python3 -m harness run 12_mma_tma_bf16:m256n128e 13_mma_persist_bf16:m256n128l3g8e \
+        --size 4096 --size 8192 2>&1 | tee "$OUT/run-cold.log"
+      python3 tools/kernel_clock.py 12_mma_tma_bf16:m256n128e --size 4096 2>&1 \
+        | tee "$OUT/kernel-clock.log" ;;
     *) echo "unknown step $step"; exit 2 ;;
   esac
   tar czf "$OUT/reports.tgz" reports   # after every step: a later timeout loses nothing

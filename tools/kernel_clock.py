@@ -15,7 +15,9 @@ against the float64 reference, then run two ways:
 
 For each: the median time, TFLOP/s, NVML's median SM clock, the in-kernel clock (the sum of
 block cycles over the sum of block nanoseconds) and the SM cycles per launch (median time x
-in-kernel clock). Writes reports/<gpu>/kernel-clock-<date>.{json,md}.
+in-kernel clock); for the sustained pass also the board's mean power over the timing window
+(NVML's energy counter, L2 flushes included), its energy per FLOP and what held the clock.
+Writes reports/<gpu>/kernel-clock-<date>.{json,md}.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
+import math
 import statistics
 import sys
 import time
@@ -118,15 +121,19 @@ def measure(names: list[str], size: str) -> dict:
             cycles, ns = record.read()
             burst_mhz = 1e3 * cycles / ns
             burst_median = statistics.median(burst_ms)
-            for mode, ms, nvml, mhz in (
-                    ("sustained", sustained.median_ms, sustained.sm_clock_mhz, sustained_mhz),
-                    ("burst", burst_median, statistics.median(burst_nvml), burst_mhz)):
+            for mode, ms, nvml, mhz, watts, limits in (
+                    ("sustained", sustained.median_ms, sustained.sm_clock_mhz, sustained_mhz,
+                     sustained.power_w, sustained.clock_limits),
+                    ("burst", burst_median, statistics.median(burst_nvml), burst_mhz,
+                     math.nan, "")):  # burst windows are mostly idle: no power figure
                 rows.append({
                     "kernel": base.name, "size": f"{m}x{n}x{k}", "mode": mode,
                     "median_ms": ms, "tflops": flop / ms / 1e9,
                     "nvml_sm_mhz": nvml, "in_kernel_sm_mhz": mhz,
                     "cycles_per_launch": ms * 1e3 * mhz,
                     "tflops_per_ghz": flop / ms / 1e9 / (mhz / 1e3),
+                    "power_w": watts, "pj_per_flop": watts / (flop / ms / 1e9),
+                    "clock_limits": limits,
                     "rel_err_norm": error,
                 })
                 print(f"{base.name} {mode}: {flop / ms / 1e9:.1f} TFLOP/s, NVML {nvml:.0f} "
@@ -156,13 +163,17 @@ def main(argv: list[str] | None = None) -> int:
     folder = args.report_dir / report.gpu_slug(result["gpu"])
     folder.mkdir(parents=True, exist_ok=True)
     stem = folder / f"kernel-clock-{now:%Y%m%d-%H%M%S}"
-    stem.with_suffix(".json").write_text(json.dumps(result, indent=1) + "\n")
+    stem.with_suffix(".json").write_text(json.dumps(report.jsonable(result), indent=1) + "\n")
     table = tabulate([[r["kernel"], r["size"], r["mode"], f"{r['median_ms'] * 1e3:.1f}",
                        f"{r['tflops']:.1f}", f"{r['nvml_sm_mhz']:.0f}",
                        f"{r['in_kernel_sm_mhz']:.0f}", f"{r['cycles_per_launch'] / 1e3:.0f}k",
-                       f"{r['tflops_per_ghz']:.1f}"] for r in result["rows"]],
+                       f"{r['tflops_per_ghz']:.1f}",
+                       "" if math.isnan(r["power_w"]) else f"{r['power_w']:.0f}",
+                       "" if math.isnan(r["pj_per_flop"]) else f"{r['pj_per_flop']:.2f}",
+                       r["clock_limits"]] for r in result["rows"]],
                      headers=["kernel", "size", "mode", "median us", "TFLOP/s", "NVML MHz",
-                              "in-kernel MHz", "cycles", "TFLOP/s per GHz"], tablefmt="github")
+                              "in-kernel MHz", "cycles", "TFLOP/s per GHz", "board W",
+                              "pJ/FLOP", "clock held by"], tablefmt="github")
     text = (f"# The SM clock inside the kernel: {result['gpu']}\n\n"
             f"- date (UTC): {result['date']}\n- command: `{result['command']}`\n"
             f"- clocks: {result['clocks']}\n"

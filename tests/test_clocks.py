@@ -1,0 +1,103 @@
+"""NVML sampling (harness/clocks.py) against a stand-in NVML: no GPU needed."""
+
+import math
+from types import SimpleNamespace
+
+import pytest
+
+from harness.clocks import ClockSampler, describe_limits
+
+NVML_BITS = {"nvmlClocksEventReasonGpuIdle": 0x1,
+             "nvmlClocksEventReasonApplicationsClocksSetting": 0x2,
+             "nvmlClocksEventReasonSwPowerCap": 0x4,
+             "nvmlClocksEventReasonHwSlowdown": 0x8,
+             "nvmlClocksEventReasonSyncBoost": 0x10,
+             "nvmlClocksEventReasonSwThermalSlowdown": 0x20,
+             "nvmlClocksEventReasonHwThermalSlowdown": 0x40,
+             "nvmlClocksEventReasonHwPowerBrakeSlowdown": 0x80,
+             "nvmlClocksEventReasonDisplayClockSetting": 0x100}
+
+
+class FakeNVML(SimpleNamespace):
+    """The calls ClockSampler makes, scripted: each energy read advances ``mj_per_read``."""
+
+    class NVMLError(Exception):
+        pass
+
+    NVML_CLOCK_SM = 0
+
+    def __init__(self, reasons=(0x4,), mj_per_read=100.0, energy=True, reasons_ok=True):
+        super().__init__(**NVML_BITS)
+        self.reasons, self.energy, self.reasons_ok = list(reasons), 5_000.0, reasons_ok
+        self.mj_per_read, self.has_energy = mj_per_read, energy
+
+    def nvmlDeviceGetClockInfo(self, handle, which):
+        return 1755
+
+    def nvmlDeviceGetTotalEnergyConsumption(self, handle):
+        if not self.has_energy:
+            raise self.NVMLError("Not Supported")
+        self.energy += self.mj_per_read
+        return self.energy
+
+    def nvmlDeviceGetCurrentClocksEventReasons(self, handle):
+        if not self.reasons_ok:
+            raise self.NVMLError("Not Supported")
+        return self.reasons.pop(0) if len(self.reasons) > 1 else self.reasons[0]
+
+
+def sampler(nvml) -> ClockSampler:
+    s = ClockSampler.__new__(ClockSampler)
+    s.handle, s.reason, s._nvml = object(), "", nvml
+    return s
+
+
+def test_describe_limits_names_each_bit_and_leaves_out_idle():
+    nvml = FakeNVML()
+    assert describe_limits(0, nvml) == "none"
+    assert describe_limits(0x1, nvml) == "none"
+    assert describe_limits(0x4 | 0x1, nvml) == "power cap"
+    assert describe_limits(0x4 | 0x20 | 0x8, nvml) == "power cap, hw slowdown, sw thermal"
+    assert describe_limits(0x4 | 0x10000, nvml) == "power cap, 0x10000"
+
+
+def test_sample_until_gives_mean_power_and_the_union_of_limits(monkeypatch):
+    ticks = iter(range(100))
+    monkeypatch.setattr("harness.clocks.time.perf_counter", lambda: next(ticks) * 0.1)
+    monkeypatch.setattr("harness.clocks.time.sleep", lambda s: None)
+    calls = iter([False, False, True])
+    nvml = FakeNVML(reasons=[0x1, 0x4, 0x20], mj_per_read=70_000.0)
+    out = sampler(nvml).sample_until(lambda: next(calls))
+    assert out.count == 3 and out.median == 1755
+    # two energy reads 70 J apart, 0.1 s apart on the stubbed clock: 700 W
+    assert out.power_w == pytest.approx(700.0)
+    assert out.limits == "power cap, sw thermal"
+
+
+def test_sample_until_without_energy_counter_or_reasons_says_unknown(monkeypatch):
+    monkeypatch.setattr("harness.clocks.time.sleep", lambda s: None)
+    out = sampler(FakeNVML(energy=False, reasons_ok=False)).sample_until(lambda: True)
+    assert out.count == 1 and math.isnan(out.power_w) and out.limits == ""
+
+
+def test_no_nvml_gives_nan_everywhere():
+    s = ClockSampler.__new__(ClockSampler)
+    s.handle, s.reason = None, "NVML unavailable: test"
+    out = s.sample_until(lambda: True)
+    assert out.count == 0 and math.isnan(out.median) and math.isnan(out.power_w)
+    assert out.limits == ""
+    assert math.isnan(s.energy_mj()) and s.limit_bits() is None
+
+
+def test_run_table_shows_power_only_where_rows_have_it():
+    from harness import report
+
+    row = {"kernel": "a", "m": 64, "n": 64, "k": 64, "precision": "bf16", "status": "pass",
+           "gflops": 468000.0, "sm_clock_mhz": 1755.0}
+    assert "board W" not in report.table([row])
+    powered = {**row, "power_w": 699.6, "pj_per_flop": 1.4949, "cublas_pj_per_flop": 0.9412,
+               "clock_limits": "power cap"}
+    header, _, line = report.table([powered]).splitlines()
+    for title in ("board W", "pJ/FLOP", "cuBLAS pJ/FLOP", "clock held by"):
+        assert title in header
+    assert "700" in line and "1.49" in line and "0.94" in line and "power cap" in line
