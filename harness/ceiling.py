@@ -89,7 +89,8 @@ class CeilingResult:
     peak_gflops_at_clock: float
     """The precision's dense peak at the measured SM clock (NaN where none is recorded)."""
     power_w: float
-    """Mean board power while it ran (NVML energy counter; NaN where unsupported)."""
+    """Mean board power while it ran (NVML energy counter; NaN where unsupported or the window
+    spans under a second)."""
     pj_per_flop: float
     clock_limits: str
     """What held the SM clock ("power cap", "none"; "" where NVML cannot say)."""

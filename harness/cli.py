@@ -108,7 +108,8 @@ def _parser() -> argparse.ArgumentParser:
                            "covers)")
     ceil.add_argument("--json", action="store_true", help="print the results as JSON")
     ceil.add_argument("--budget-ms", type=float, default=500.0,
-                      help="GPU time per precision, turned into repetitions (500)")
+                      help="GPU time per precision, turned into repetitions (500); 1500 "
+                      "or more also gives the board's mean power (NVML moves it every ~100 ms)")
     ceil.add_argument("--warmup-ms", type=float, default=100.0)
     ceil.add_argument("--launch-ms", type=float, default=2.0,
                       help="shortest GPU time of one launch; sets the iterations (2)")
@@ -133,7 +134,9 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--timeout-s", type=float, default=300.0,
                      help="seconds without progress before a kernel is called hung (300)")
     run.add_argument("--budget-ms", type=float, default=300.0,
-                     help="GPU time per timing, turned into repetitions (300)")
+                     help="GPU time per timing, turned into repetitions (300); 1500 or "
+                     "more also gives the board's mean power and pJ/FLOP (NVML moves it every "
+                     "~100 ms)")
     run.add_argument("--warmup-ms", type=float, default=30.0)
     run.add_argument("--carveout", type=int, metavar="PCT")
     return parser

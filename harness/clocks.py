@@ -1,10 +1,14 @@
 """SM clock, board power and what held the clock, through NVML (nvidia-ml-py). Reads only;
 never sets clocks.
 
-Board power over a timing is the change in NVML's total-energy counter (millijoules since the
-driver loaded) over the host's wall time of the sampling window, so it is a mean over the whole
-window, not a median of instantaneous readings. "What held the clock" is the union of NVML's
-clocks-event reasons seen while sampling: on a card at its power limit, "power cap".
+Board power over a timing comes from NVML's total-energy counter (millijoules since the driver
+loaded). On the H100 that counter, like every NVML power reading, moves only every ~100 ms,
+and under the power cap the board swings between ~600 and ~770 W on that scale
+(reports/h100/nvml-power-probe-20261122-225637.md). So the mean is taken between the first and
+the last moment the counter moved inside the window, which removes the counter's step, and it
+is given only when those moments are at least ``MIN_POWER_SPAN_S`` apart: over a shorter span
+the swings alone make it a guess. "What held the clock" is the union of NVML's clocks-event
+reasons seen while sampling: on a card at its power limit, "power cap".
 """
 
 from __future__ import annotations
@@ -53,12 +57,18 @@ class ClockSample:
     maximum: float
     count: int
     power_w: float = math.nan
-    """Mean board power over the window (energy counter delta / wall time); NaN if unknown."""
+    """Mean board power between the energy counter's first and last move in the window; NaN
+    where there is no counter or those moves are under ``MIN_POWER_SPAN_S`` apart."""
+    power_span_s: float = 0.0
+    """The time between those two moves: what ``power_w`` is a mean over."""
     limits: str = ""
     """What held the SM clock during the window (``describe_limits``); "" if unknown."""
 
 
 _NO_SAMPLE = ClockSample(math.nan, math.nan, math.nan, 0)
+
+MIN_POWER_SPAN_S = 1.0
+"""The shortest span of energy-counter movement a mean board power is given for."""
 
 
 class ClockSampler:
@@ -100,25 +110,34 @@ class ClockSampler:
             return None
 
     def sample_until(self, done: Callable[[], bool], interval_s: float = 0.002,
-                     max_samples: int = 500) -> ClockSample:
+                     max_samples: int = 60_000) -> ClockSample:
         """Sample while the GPU works (until ``done()``), at least once; with the SM clock,
         the mean board power over the window and the clock limits seen in it."""
         if self.handle is None:
             return _NO_SAMPLE
-        t0, e0 = time.perf_counter(), self.energy_mj()
         samples, bits, known = [], 0, False
+        energy = self.energy_mj()
+        first = last = None  # (host time, counter) where the counter moved
         while True:
             samples.append(self.sm_clock_mhz())
             now = self.limit_bits()
             if now is not None:
                 bits, known = bits | now, True
+            reading = self.energy_mj()
+            if reading != energy and not math.isnan(reading):
+                last = (time.perf_counter(), reading)
+                first = first or last
+                energy = reading
             if len(samples) >= max_samples or done():
                 break
             time.sleep(interval_s)
-        e1, t1 = self.energy_mj(), time.perf_counter()
-        power = (e1 - e0) / 1e3 / (t1 - t0) if t1 > t0 else math.nan
+        span, power = 0.0, math.nan
+        if first is not None and last is not None:
+            span = last[0] - first[0]
+            if span >= MIN_POWER_SPAN_S:
+                power = (last[1] - first[1]) / 1e3 / span
         s = Summary.of(samples)
-        return ClockSample(s.median, s.minimum, s.maximum, s.count, power,
+        return ClockSample(s.median, s.minimum, s.maximum, s.count, power, span,
                            describe_limits(bits, self._nvml) if known else "")
 
     def info(self) -> dict:

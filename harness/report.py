@@ -136,9 +136,10 @@ def _start_report(meta: dict, rows: Sequence[dict], stem: Path,
         f"{device.get('compilers')}" + (f"; cuBLAS {cublas}" if cublas is not None else ""),
         f"- clocks: max SM {clocks.get('max_sm_clock_mhz')} MHz, power limit "
         f"{clocks.get('power_limit_w')} W; in the table, from NVML during each timing: the "
-        "median SM clock, the board's mean power over the timing's window (energy counter; L2 "
-        "flushes included in cold mode, launches timed interleaved share one window), energy "
-        "per FLOP at that power (board W / FLOP/s) and what held the clock",
+        "median SM clock, what held it, and where the timing's window spans a second or more "
+        "the board's mean power over it (energy counter; L2 flushes included in cold mode, "
+        "launches timed interleaved share one window) with the energy per FLOP at that power "
+        "(board W / FLOP/s)",
     ]
 
 

@@ -6,8 +6,8 @@ still busy with it when the host has finished enqueueing every repetition (so no
 the host); record an event pair around each launch, with an L2 flush (a write of twice the L2
 size) between repetitions in cold mode; synchronise once; report the median and p20/p80.
 While the GPU works through the repetitions the host samples NVML: the SM clock, the board's
-mean power over the window (its energy counter) and what held the clock (clocks.py). Launches
-timed interleaved share one window, so they share those figures.
+mean power over the window (its energy counter, for windows of a second or more) and what held
+the clock (clocks.py). Launches timed interleaved share one window, so they share those.
 """
 
 from __future__ import annotations
@@ -58,7 +58,10 @@ class Timing:
     Positive: no repetition waited on the host. Negative: launches may include host latency."""
     power_w: float = math.nan
     """Mean board power (W) while the repetitions ran, L2 flushes included in cold mode; NaN
-    where NVML has no energy counter."""
+    where NVML has no energy counter or the window spans under a second (clocks.py: ask for a
+    budget of 1500 ms or more to get it)."""
+    power_span_s: float = 0.0
+    """The span ``power_w`` is a mean over."""
     clock_limits: str = ""
     """What held the SM clock during the repetitions ("power cap", "none", ...); "" unknown."""
 
@@ -154,5 +157,5 @@ class Timer:
             timings.append(Timing(summary.median, summary.p20, summary.p80, summary.minimum,
                                   summary.maximum, reps, opts.cold_l2, clocks.median,
                                   clocks.minimum, clocks.maximum, ahead_ms, clocks.power_w,
-                                  clocks.limits))
+                                  clocks.power_span_s, clocks.limits))
         return timings, per_round

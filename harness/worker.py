@@ -275,7 +275,7 @@ def timed_row(session: Session, row: dict, kt, bt) -> dict:
         "cublas_gflops": b_gflops, "cublas_median_ms": bt.median_ms,
         "cublas_p20_ms": bt.p20_ms, "cublas_p80_ms": bt.p80_ms, "cublas_reps": bt.reps,
         "cublas_sm_clock_mhz": bt.sm_clock_mhz, "cublas_queue_ahead_ms": bt.queue_ahead_ms,
-        "power_w": kt.power_w, "clock_limits": kt.clock_limits,
+        "power_w": kt.power_w, "power_span_s": kt.power_span_s, "clock_limits": kt.clock_limits,
         "pj_per_flop": 1e3 * kt.power_w / k_gflops, "cublas_power_w": bt.power_w,
         "cublas_pj_per_flop": 1e3 * bt.power_w / b_gflops,
         "pct_cublas": 100.0 * k_gflops / b_gflops, "peak_gflops_at_clock": peak,

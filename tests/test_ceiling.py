@@ -254,8 +254,8 @@ def test_timed_row_carries_the_ceiling_of_its_precision():
     session = SimpleNamespace(
         device=SimpleNamespace(arch=get_arch("sm_90"), sm_count=132),
         ceilings=SimpleNamespace(get=lambda p: ceiling if p == "bf16" else None))
-    kt = Timing(2.0, 1.9, 2.1, 1.8, 2.2, 50, True, 1755.0, 1700.0, 1800.0, 5.0, 690.0,
-                "power cap")
+    kt = Timing(2.0, 1.9, 2.1, 1.8, 2.2, 50, True, 1755.0, 1700.0, 1800.0, 5.0,
+                power_w=690.0, power_span_s=1.2, clock_limits="power cap")
     bt = Timing(1.0, 0.9, 1.1, 0.8, 1.2, 50, True, 1755.0, 1700.0, 1800.0, 5.0)
     row = {"kernel": "k", "m": 4096, "n": 4096, "k": 4096, "precision": "bf16"}
     out = timed_row(session, row, kt, bt)
@@ -292,10 +292,7 @@ def test_ceiling_is_measured(precision, device):
     assert result.sm_clock_mhz > 100
     # mma.sync reaches about 65% of the dense peak on an H100 and nears it on an A100
     assert 30 < result.pct_peak <= 100, result
-    if clocks.handle is not None and not math.isnan(clocks.energy_mj()):
-        # a GPU busy with tensor-core work for 200 ms draws well above idle and under 2 kW
-        assert 50 < result.power_w < 2000, result
-        assert result.pj_per_flop == pytest.approx(1e3 * result.power_w / result.gflops)
+    if clocks.handle is not None:
         assert result.clock_limits, result
 
 

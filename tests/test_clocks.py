@@ -61,17 +61,40 @@ def test_describe_limits_names_each_bit_and_leaves_out_idle():
     assert describe_limits(0x4 | 0x10000, nvml) == "power cap, 0x10000"
 
 
-def test_sample_until_gives_mean_power_and_the_union_of_limits(monkeypatch):
-    ticks = iter(range(100))
-    monkeypatch.setattr("harness.clocks.time.perf_counter", lambda: next(ticks) * 0.1)
+class SteppedEnergy(FakeNVML):
+    """An energy counter that moves every ``every`` reads by 700 W x the time since its last
+    move, as NVML's does every ~100 ms on the H100."""
+
+    def __init__(self, every: int, step_s: float, **kw):
+        super().__init__(**kw)
+        self.every, self.step_s, self.reads = every, step_s, 0
+
+    def nvmlDeviceGetTotalEnergyConsumption(self, handle):
+        self.reads += 1
+        if self.reads % self.every == 0:
+            self.energy += 700.0 * self.every * self.step_s * 1e3
+        return self.energy
+
+
+def test_sample_until_gives_the_mean_power_between_counter_moves(monkeypatch):
+    # the host clock is the number of counter reads, 2 ms each
+    nvml = SteppedEnergy(every=50, step_s=0.002, reasons=[0x1, 0x4, 0x20])
+    monkeypatch.setattr("harness.clocks.time.perf_counter", lambda: nvml.reads * 0.002)
     monkeypatch.setattr("harness.clocks.time.sleep", lambda s: None)
-    calls = iter([False, False, True])
-    nvml = FakeNVML(reasons=[0x1, 0x4, 0x20], mj_per_read=70_000.0)
-    out = sampler(nvml).sample_until(lambda: next(calls))
-    assert out.count == 3 and out.median == 1755
-    # two energy reads 70 J apart, 0.1 s apart on the stubbed clock: 700 W
+    out = sampler(nvml).sample_until(lambda: nvml.reads >= 1000)
+    assert out.median == 1755
+    # moves at reads 50, 100, ..., 1000: the first and last 950 reads = 1.9 s apart
+    assert out.power_span_s == pytest.approx(1.9)
     assert out.power_w == pytest.approx(700.0)
     assert out.limits == "power cap, sw thermal"
+
+
+def test_sample_until_gives_no_power_over_less_than_a_second(monkeypatch):
+    nvml = SteppedEnergy(every=50, step_s=0.002)
+    monkeypatch.setattr("harness.clocks.time.perf_counter", lambda: nvml.reads * 0.002)
+    monkeypatch.setattr("harness.clocks.time.sleep", lambda s: None)
+    out = sampler(nvml).sample_until(lambda: nvml.reads >= 300)
+    assert out.power_span_s == pytest.approx(0.5) and math.isnan(out.power_w)
 
 
 def test_sample_until_without_energy_counter_or_reasons_says_unknown(monkeypatch):
@@ -101,3 +124,21 @@ def test_run_table_shows_power_only_where_rows_have_it():
     for title in ("board W", "pJ/FLOP", "cuBLAS pJ/FLOP", "clock held by"):
         assert title in header
     assert "700" in line and "1.49" in line and "0.94" in line and "power cap" in line
+
+
+@pytest.mark.gpu
+def test_board_power_over_a_long_timing(device):
+    from harness.driver import Stream
+    from harness.timing import Timer, TimingOptions
+
+    clocks = ClockSampler(device.pci_bus_id)
+    if clocks.handle is None or math.isnan(clocks.energy_mj()):
+        pytest.skip(f"no NVML energy counter here: {clocks.reason or 'not supported'}")
+    timer = Timer(Stream(), device.l2_bytes, clocks,
+                  TimingOptions(cold_l2=False, warmup_ms=50, budget_ms=1500))
+    timing = timer.time(timer.flush)  # writes of twice the L2 size, back to back
+    assert timing.power_span_s >= 1.0, timing
+    # a GPU writing memory flat out for 1.5 s draws well above idle, under its limit + 25%
+    limit = clocks.info()["power_limit_w"]
+    assert 60 < timing.power_w < 1.25 * limit, timing
+    assert timing.clock_limits, timing

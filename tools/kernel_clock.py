@@ -69,11 +69,11 @@ class ClockRecord:
         return int(cycles), int(ns)
 
 
-def measure(names: list[str], size: str) -> dict:
+def measure(names: list[str], size: str, budget_ms: float) -> dict:
     from harness.clocks import ClockSampler
     from harness.driver import Device, Event, Stream
     from harness.gemm import LoadedGemm
-    from harness.timing import Timer
+    from harness.timing import Timer, TimingOptions
     from harness.worker import Operands, check_one
 
     m, n, k = parse_size(size)
@@ -84,7 +84,7 @@ def measure(names: list[str], size: str) -> dict:
     with Device(0) as device:
         stream = Stream()
         clocks = ClockSampler(device.pci_bus_id)
-        timer = Timer(stream, device.l2_bytes, clocks)
+        timer = Timer(stream, device.l2_bytes, clocks, TimingOptions(budget_ms=budget_ms))
         for base, kernel in chosen:
             kernel = kernel.for_arch(device.arch.name)
             compiled = compile_kernel(kernel, device.arch.name)
@@ -146,6 +146,8 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("kernels", nargs="+", metavar="KERNEL")
     ap.add_argument("--size", default="4096")
+    ap.add_argument("--budget-ms", type=float, default=2000.0,
+                    help="GPU time of the sustained pass (2000: long enough for its power)")
     ap.add_argument("--report-dir", type=Path, default=ROOT / "reports")
     args = ap.parse_args(argv)
     from tabulate import tabulate
@@ -153,7 +155,7 @@ def main(argv: list[str] | None = None) -> int:
     from harness import report
 
     try:
-        result = measure(args.kernels, args.size)
+        result = measure(args.kernels, args.size, args.budget_ms)
     except HarnessError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
@@ -178,7 +180,8 @@ def main(argv: list[str] | None = None) -> int:
             f"- date (UTC): {result['date']}\n- command: `{result['command']}`\n"
             f"- clocks: {result['clocks']}\n"
             "- sustained: the harness's timing (events per launch, L2 flushed before each, "
-            "queue full), after a first pass that warms the card; burst: "
+            f"queue full, {args.budget_ms:.0f} ms), after a first pass that warms the card; "
+            "burst: "
             f"{BURST_LAUNCHES} single launches, each after {BURST_IDLE_S * 1e3:.0f} ms idle "
             "and an L2 flush (their times include waking from idle: read burst cycles as an "
             "upper bound)\n"
