@@ -89,9 +89,9 @@ class CeilingResult:
     peak_gflops_at_clock: float
     """The precision's dense peak at the measured SM clock (NaN where none is recorded)."""
     power_w: float
-    """Mean board power while it ran (NVML energy counter; NaN where unsupported or the window
-    spans under a second)."""
+    """Mean board power over its power pass (TimingOptions.power_s; NaN without one)."""
     pj_per_flop: float
+    """Board energy per FLOP in the power pass."""
     clock_limits: str
     """What held the SM clock ("power cap", "none"; "" where NVML cannot say)."""
     pct_peak: float
@@ -231,7 +231,7 @@ def measure_ceiling(device: Device, timer: Timer, precision: str,
         reps=timing.reps, cold_l2=timing.cold_l2, sm_clock_mhz=timing.sm_clock_mhz,
         sm_clock_min_mhz=timing.sm_clock_min_mhz, sm_clock_max_mhz=timing.sm_clock_max_mhz,
         peak_gflops_at_clock=peak, power_w=timing.power_w,
-        pj_per_flop=1e3 * timing.power_w / gflops, clock_limits=timing.clock_limits,
+        pj_per_flop=1e12 * timing.energy_j / plan.flops, clock_limits=timing.clock_limits,
         pct_peak=100.0 * gflops / peak,
         blocks=plan.blocks, blocks_per_sm=plan.blocks_per_sm, block_threads=plan.block_threads,
         iterations=plan.iterations, mma_per_iteration=kernel.spec.ceiling.mma_per_iteration,

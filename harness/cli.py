@@ -108,8 +108,11 @@ def _parser() -> argparse.ArgumentParser:
                            "covers)")
     ceil.add_argument("--json", action="store_true", help="print the results as JSON")
     ceil.add_argument("--budget-ms", type=float, default=500.0,
-                      help="GPU time per precision, turned into repetitions (500); 1500 "
-                      "or more also gives the board's mean power (NVML moves it every ~100 ms)")
+                      help="GPU time per precision, turned into repetitions (500)")
+    ceil.add_argument("--power", type=float, nargs="?", const=2.0, default=0.0,
+                      metavar="SECONDS", help="after each timing, run the kernel back to back "
+                      "this long for the board's mean power and energy per FLOP (2 s without "
+                      "a value)")
     ceil.add_argument("--warmup-ms", type=float, default=100.0)
     ceil.add_argument("--launch-ms", type=float, default=2.0,
                       help="shortest GPU time of one launch; sets the iterations (2)")
@@ -134,9 +137,11 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--timeout-s", type=float, default=300.0,
                      help="seconds without progress before a kernel is called hung (300)")
     run.add_argument("--budget-ms", type=float, default=300.0,
-                     help="GPU time per timing, turned into repetitions (300); 1500 or "
-                     "more also gives the board's mean power and pJ/FLOP (NVML moves it every "
-                     "~100 ms)")
+                     help="GPU time per timing, turned into repetitions (300)")
+    run.add_argument("--power", type=float, nargs="?", const=2.0, default=0.0,
+                     metavar="SECONDS", help="after each timing, run the kernel (and cuBLAS) "
+                     "back to back this long, warm L2, for the board's mean power and energy "
+                     "per FLOP (2 s without a value; NVML's power moves every ~100 ms)")
     run.add_argument("--warmup-ms", type=float, default=30.0)
     run.add_argument("--carveout", type=int, metavar="PCT")
     return parser
@@ -463,6 +468,7 @@ def _ceiling(args, kernels) -> int:
 
     precisions = args.precision or ceiling_precisions(kernels)
     chosen = [ceiling_kernel(p, kernels) for p in precisions]  # a bad --precision fails here
+    power_s = _power_seconds(args.power)
     gpu, why = gpu_status()
     if not gpu:
         print(f"no GPU here ({why}): the mma.sync ceiling is measured on a GPU; "
@@ -474,7 +480,8 @@ def _ceiling(args, kernels) -> int:
     from harness.timing import Timer, TimingOptions
 
     # hot L2: the kernels load nothing, so flushing would change nothing but the run time
-    timing = TimingOptions(cold_l2=False, warmup_ms=args.warmup_ms, budget_ms=args.budget_ms)
+    timing = TimingOptions(cold_l2=False, warmup_ms=args.warmup_ms, budget_ms=args.budget_ms,
+                           power_s=power_s)
     launches = [CeilingOptions(launch_ms=args.launch_ms, blocks_per_sm=b)
                 for b in args.blocks_per_sm or [None]]
     with Device(0) as device:
@@ -500,11 +507,19 @@ def _ceiling(args, kernels) -> int:
     return 0
 
 
+def _power_seconds(value: float) -> float:
+    if value != 0 and not 0.5 <= value <= 60:
+        raise HarnessError(f"--power {value:g}: expected seconds from 0.5 to 60 (NVML's power "
+                           "reading moves every ~100 ms, so less says nothing; 2 is enough)")
+    return value
+
+
 def _run(args, kernels) -> int:
     from harness.driver import gpu_status
 
     chosen = select(kernels, args.kernels)
     sizes = tuple(parse_size(s) for s in (args.size or DEFAULT_RUN_SIZES))
+    power_s = _power_seconds(args.power)
     gpu, why = gpu_status()
     if not gpu:
         print(f"no GPU here ({why}): nothing can be checked or timed; the offline build report "
@@ -524,7 +539,7 @@ def _run(args, kernels) -> int:
     options = RunOptions(
         sizes=sizes,
         timing=TimingOptions(cold_l2=args.cold_l2, budget_ms=args.budget_ms,
-                             warmup_ms=args.warmup_ms),
+                             warmup_ms=args.warmup_ms, power_s=power_s),
         carveout_pct=args.carveout, timeout_s=args.timeout_s)
     print(f"harness run: {len(chosen)} kernels x {len(sizes)} sizes on {why} ({arch}), "
           f"{'cold' if args.cold_l2 else 'hot'} L2; results stream to {jsonl}", file=sys.stderr)

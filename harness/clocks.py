@@ -110,9 +110,11 @@ class ClockSampler:
             return None
 
     def sample_until(self, done: Callable[[], bool], interval_s: float = 0.002,
-                     max_samples: int = 60_000) -> ClockSample:
+                     max_samples: int = 60_000,
+                     tick: Callable[[], None] | None = None) -> ClockSample:
         """Sample while the GPU works (until ``done()``), at least once; with the SM clock,
-        the mean board power over the window and the clock limits seen in it."""
+        the mean board power over the window and the clock limits seen in it. ``tick`` is
+        called between samples (to keep the GPU's queue topped up)."""
         if self.handle is None:
             return _NO_SAMPLE
         samples, bits, known = [], 0, False
@@ -130,6 +132,8 @@ class ClockSampler:
                 energy = reading
             if len(samples) >= max_samples or done():
                 break
+            if tick is not None:
+                tick()
             time.sleep(interval_s)
         span, power = 0.0, math.nan
         if first is not None and last is not None:

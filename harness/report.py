@@ -25,7 +25,7 @@ RUN_COLUMNS = (
     ("limiter", "limiter"), ("max_rel_err", "max rel err"), ("status", "status"),
 )
 # shown only when a row has them: % ceiling exists for precisions with an mma.sync ceiling,
-# power where NVML has an energy counter (and not in reports written before it was recorded)
+# power for runs with --power where NVML has an energy counter
 _ONLY_WHEN_PRESENT = ("pct_ceiling", "power_w", "pj_per_flop", "cublas_pj_per_flop",
                       "clock_limits")
 BUILD_COLUMNS = (
@@ -74,9 +74,13 @@ def _cell(row: dict, key: str):
     return value
 
 
+def _present(value) -> bool:
+    return value not in (None, "") and not (isinstance(value, float) and math.isnan(value))
+
+
 def table(rows: Sequence[dict], columns=RUN_COLUMNS, fmt: str = "simple") -> str:
     columns = [c for c in columns
-               if c[0] not in _ONLY_WHEN_PRESENT or any(r.get(c[0]) is not None for r in rows)]
+               if c[0] not in _ONLY_WHEN_PRESENT or any(_present(r.get(c[0])) for r in rows)]
     return tabulate([[_cell(r, key) for key, _ in columns] for r in rows],
                     headers=[title for _, title in columns], tablefmt=fmt, disable_numparse=True)
 
@@ -135,11 +139,10 @@ def _start_report(meta: dict, rows: Sequence[dict], stem: Path,
         f"- driver: CUDA {device.get('driver')} (NVML {clocks.get('nvml_driver')}); compilers: "
         f"{device.get('compilers')}" + (f"; cuBLAS {cublas}" if cublas is not None else ""),
         f"- clocks: max SM {clocks.get('max_sm_clock_mhz')} MHz, power limit "
-        f"{clocks.get('power_limit_w')} W; in the table, from NVML during each timing: the "
-        "median SM clock, what held it, and where the timing's window spans a second or more "
-        "the board's mean power over it (energy counter; L2 flushes included in cold mode, "
-        "launches timed interleaved share one window) with the energy per FLOP at that power "
-        "(board W / FLOP/s)",
+        f"{clocks.get('power_limit_w')} W; in the table, from NVML during each timing, the "
+        "median SM clock and what held it; with `--power`, the board's mean power (energy "
+        "counter) over a power pass after the timing, the launch back to back with warm L2, "
+        "and the energy per FLOP it gives (board W x GPU time per launch / FLOP)",
     ]
 
 

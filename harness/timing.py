@@ -5,9 +5,12 @@ a repetition count; enqueue enough L2-flush work ahead of the timed region that 
 still busy with it when the host has finished enqueueing every repetition (so no launch waits on
 the host); record an event pair around each launch, with an L2 flush (a write of twice the L2
 size) between repetitions in cold mode; synchronise once; report the median and p20/p80.
-While the GPU works through the repetitions the host samples NVML: the SM clock, the board's
-mean power over the window (its energy counter, for windows of a second or more) and what held
-the clock (clocks.py). Launches timed interleaved share one window, so they share those.
+While the GPU works through the repetitions the host samples NVML for the SM clock and what
+held it (clocks.py); launches timed interleaved share one window, so they share those. Board
+power needs a longer window than a timing gives (NVML's readings move every ~100 ms): with
+``power_s`` set, a single launch's timing is followed by a power pass, the launch back to back
+for that long with warm L2 and no events, the queue kept a few tens of ms ahead, whose mean
+board power and GPU time per launch give the energy per launch.
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 from harness.clocks import ClockSampler
 from harness.driver import Buffer, Event, Stream
@@ -23,6 +26,7 @@ from harness.errors import HarnessError
 from harness.stats import Summary
 
 FLUSH_WORD = 0x3F800000
+POWER_CHUNK_MS, POWER_AHEAD = 20.0, 3  # power pass: GPU ms per chunk of launches, chunks queued
 
 
 @dataclass(frozen=True)
@@ -37,6 +41,9 @@ class TimingOptions:
     """GPU time the timed repetitions should take; turned into a repetition count."""
     min_reps: int = 10
     max_reps: int = 2000
+    power_s: float = 0.0
+    """After timing one launch, run it back to back this long for the board's mean power
+    (``Timer.power``); 0 skips it. Launches timed interleaved get none."""
 
 
 @dataclass(frozen=True)
@@ -56,14 +63,20 @@ class Timing:
     queue_ahead_ms: float
     """GPU work still queued ahead of the timed region when the host finished enqueueing it.
     Positive: no repetition waited on the host. Negative: launches may include host latency."""
-    power_w: float = math.nan
-    """Mean board power (W) while the repetitions ran, L2 flushes included in cold mode; NaN
-    where NVML has no energy counter or the window spans under a second (clocks.py: ask for a
-    budget of 1500 ms or more to get it)."""
-    power_span_s: float = 0.0
-    """The span ``power_w`` is a mean over."""
     clock_limits: str = ""
     """What held the SM clock during the repetitions ("power cap", "none", ...); "" unknown."""
+    power_w: float = math.nan
+    """Mean board power (W) over the power pass (``TimingOptions.power_s``); NaN without one,
+    or where NVML has no energy counter."""
+    power_span_s: float = 0.0
+    """The span ``power_w`` is a mean over (clocks.py)."""
+    power_ms_per_launch: float = math.nan
+    """GPU time per launch in the power pass: with ``power_w``, the energy of one launch."""
+
+    @property
+    def energy_j(self) -> float:
+        """Board energy of one launch in the power pass (NaN without one)."""
+        return self.power_w * self.power_ms_per_launch * 1e-3
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -100,8 +113,40 @@ class Timer:
         return self._flush_ms
 
     def time(self, launch: Callable[[], None]) -> Timing:
-        """Time ``launch`` (which enqueues one kernel on this timer's stream)."""
-        return self.time_interleaved([launch])[0][0]
+        """Time ``launch`` (which enqueues one kernel on this timer's stream), then measure its
+        power if the options ask for it."""
+        timing = self.time_interleaved([launch])[0][0]
+        if self.options.power_s > 0:
+            watts, span_s, ms = self.power(launch, self.options.power_s)
+            timing = replace(timing, power_w=watts, power_span_s=span_s,
+                             power_ms_per_launch=ms)
+        return timing
+
+    def power(self, launch: Callable[[], None], seconds: float) -> tuple[float, float, float]:
+        """``launch`` back to back for ``seconds`` (warm L2, no events between launches):
+        the board's mean power (NaN where NVML cannot say, clocks.py), the span it is a mean
+        over, and the GPU ms per launch."""
+        estimate_ms = max(self._measure(launch, 5)[0], 1e-4)
+        per_chunk = max(1, math.ceil(POWER_CHUNK_MS / estimate_ms))
+        chunks = max(2, math.ceil(seconds * 1e3 / (per_chunk * estimate_ms)))
+        marks: list[Event] = []
+        start = Event()
+        start.record(self.stream)
+
+        def top_up() -> None:  # keep POWER_AHEAD chunks queued, so the GPU never waits
+            while len(marks) < chunks and sum(not m.done() for m in marks[-POWER_AHEAD:]) \
+                    < POWER_AHEAD:
+                for _ in range(per_chunk):
+                    launch()
+                marks.append(Event())
+                marks[-1].record(self.stream)
+
+        top_up()
+        sample = self.clocks.sample_until(lambda: len(marks) == chunks and marks[-1].done(),
+                                          tick=top_up)
+        self.stream.synchronize("power pass")
+        ms = marks[-1].elapsed_ms(start) / (chunks * per_chunk)
+        return sample.power_w, sample.power_span_s, ms
 
     def time_interleaved(self, launches: Sequence[Callable[[], None]]
                          ) -> tuple[list[Timing], list[list[float]]]:
@@ -156,6 +201,5 @@ class Timer:
                                    "enqueued nothing on the timer's stream")
             timings.append(Timing(summary.median, summary.p20, summary.p80, summary.minimum,
                                   summary.maximum, reps, opts.cold_l2, clocks.median,
-                                  clocks.minimum, clocks.maximum, ahead_ms, clocks.power_w,
-                                  clocks.power_span_s, clocks.limits))
+                                  clocks.minimum, clocks.maximum, ahead_ms, clocks.limits))
         return timings, per_round

@@ -275,9 +275,14 @@ def timed_row(session: Session, row: dict, kt, bt) -> dict:
         "cublas_gflops": b_gflops, "cublas_median_ms": bt.median_ms,
         "cublas_p20_ms": bt.p20_ms, "cublas_p80_ms": bt.p80_ms, "cublas_reps": bt.reps,
         "cublas_sm_clock_mhz": bt.sm_clock_mhz, "cublas_queue_ahead_ms": bt.queue_ahead_ms,
-        "power_w": kt.power_w, "power_span_s": kt.power_span_s, "clock_limits": kt.clock_limits,
-        "pj_per_flop": 1e3 * kt.power_w / k_gflops, "cublas_power_w": bt.power_w,
-        "cublas_pj_per_flop": 1e3 * bt.power_w / b_gflops,
+        "clock_limits": kt.clock_limits, "cublas_clock_limits": bt.clock_limits,
+        # the power pass (TimingOptions.power_s): NaN without one
+        "power_w": kt.power_w, "power_span_s": kt.power_span_s,
+        "power_gflops": gflops(m, n, k, kt.power_ms_per_launch),
+        "pj_per_flop": 1e12 * kt.energy_j / (2.0 * m * n * k),
+        "cublas_power_w": bt.power_w, "cublas_power_gflops": gflops(m, n, k,
+                                                                    bt.power_ms_per_launch),
+        "cublas_pj_per_flop": 1e12 * bt.energy_j / (2.0 * m * n * k),
         "pct_cublas": 100.0 * k_gflops / b_gflops, "peak_gflops_at_clock": peak,
         "pct_peak": 100.0 * k_gflops / peak if peak == peak else math.nan,
     }
@@ -343,9 +348,6 @@ def run_compare(session: Session, kernels: list[Kernel]) -> None:
             emit("result", **timed_row(session, row, timings[i], timings[-1]),
                  compared_to=live[0][1]["kernel"], speedup=ratios.median,
                  speedup_p20=ratios.p20, speedup_p80=ratios.p80,
-                 # one power window for all the interleaved launches: no energy per FLOP of
-                 # one kernel can be read from it
-                 pj_per_flop=math.nan, cublas_pj_per_flop=math.nan,
                  within_noise=i > 0 and ratios.p20 <= 1.0 <= ratios.p80)
 
 

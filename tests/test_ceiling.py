@@ -255,7 +255,8 @@ def test_timed_row_carries_the_ceiling_of_its_precision():
         device=SimpleNamespace(arch=get_arch("sm_90"), sm_count=132),
         ceilings=SimpleNamespace(get=lambda p: ceiling if p == "bf16" else None))
     kt = Timing(2.0, 1.9, 2.1, 1.8, 2.2, 50, True, 1755.0, 1700.0, 1800.0, 5.0,
-                power_w=690.0, power_span_s=1.2, clock_limits="power cap")
+                clock_limits="power cap", power_w=690.0, power_span_s=1.9,
+                power_ms_per_launch=2.1)
     bt = Timing(1.0, 0.9, 1.1, 0.8, 1.2, 50, True, 1755.0, 1700.0, 1800.0, 5.0)
     row = {"kernel": "k", "m": 4096, "n": 4096, "k": 4096, "precision": "bf16"}
     out = timed_row(session, row, kt, bt)
@@ -264,8 +265,9 @@ def test_timed_row_carries_the_ceiling_of_its_precision():
     assert out["pct_ceiling"] == pytest.approx(100 * gflops / RESULT["gflops"])
     assert out["ceiling_gflops"] == RESULT["gflops"]
     assert out["ceiling_instruction"] == INSTRUCTION
-    # W / (GFLOP/s) = nJ per FLOP: 690 W at 68.7 TFLOP/s is 10.04 pJ per FLOP
-    assert out["pj_per_flop"] == pytest.approx(1e3 * 690.0 / gflops)
+    # 690 W for 2.1 ms is 1.449 J per launch, over 2 x 4096^3 FLOP: 10.54 pJ per FLOP
+    assert out["pj_per_flop"] == pytest.approx(10.54, abs=0.01)
+    assert out["power_gflops"] == pytest.approx(2 * 4096**3 / 2.1e-3 / 1e9)
     assert out["power_w"] == 690.0 and out["clock_limits"] == "power cap"
     assert math.isnan(out["cublas_pj_per_flop"]) and math.isnan(out["cublas_power_w"])
     fp32 = timed_row(session, {**row, "precision": "fp32"}, kt, bt)

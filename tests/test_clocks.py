@@ -127,7 +127,7 @@ def test_run_table_shows_power_only_where_rows_have_it():
 
 
 @pytest.mark.gpu
-def test_board_power_over_a_long_timing(device):
+def test_power_pass_after_a_timing(device):
     from harness.driver import Stream
     from harness.timing import Timer, TimingOptions
 
@@ -135,10 +135,13 @@ def test_board_power_over_a_long_timing(device):
     if clocks.handle is None or math.isnan(clocks.energy_mj()):
         pytest.skip(f"no NVML energy counter here: {clocks.reason or 'not supported'}")
     timer = Timer(Stream(), device.l2_bytes, clocks,
-                  TimingOptions(cold_l2=False, warmup_ms=50, budget_ms=1500))
+                  TimingOptions(cold_l2=False, warmup_ms=10, budget_ms=20, power_s=1.5))
     timing = timer.time(timer.flush)  # writes of twice the L2 size, back to back
     assert timing.power_span_s >= 1.0, timing
     # a GPU writing memory flat out for 1.5 s draws well above idle, under its limit + 25%
     limit = clocks.info()["power_limit_w"]
     assert 60 < timing.power_w < 1.25 * limit, timing
+    # the pass's launches are as long as the timed ones, give or take the clock
+    assert 0.5 < timing.power_ms_per_launch / timing.median_ms < 2, timing
+    assert timing.energy_j == pytest.approx(timing.power_w * timing.power_ms_per_launch / 1e3)
     assert timing.clock_limits, timing

@@ -139,23 +139,20 @@ for step in "$@"; do
       ncu -i "$OUT/$tag.ncu-rep" --page source --print-source sass --csv 2>&1 \
         | gzip > "reports/h100/$tag-sass.csv.gz"
       head -c 3000 "reports/h100/$tag.txt" ;;
-    energy)  # board power and energy per FLOP (2 s timings: NVML's counter moves every ~100
-      # ms): the power tests, the ceilings, the best kernels and cuBLAS one at a time with warm
-      # L2 (the window holds the kernel alone) and cold (the harness's method), then 12e's
-      # in-kernel clock beside its power, and how NVML's readings move under load
+    energy)  # board power and energy per FLOP (a 2 s power pass after each timing: NVML's
+      # power moves every ~100 ms): the power tests, the ceilings, the best kernels and cuBLAS
+      # one at a time timed with warm L2 and with cold, then 12e's in-kernel clock and power
       python3 -m pytest -q -m gpu tests/test_ceiling.py tests/test_clocks.py 2>&1 \
         | tee "$OUT/pytest-power.log"
-      python3 -m harness ceiling --budget-ms 2000 2>&1 | tee "$OUT/ceiling.log"
-      python3 -m harness run --hot --budget-ms 2000 12_mma_tma_bf16:m256n128e \
+      python3 -m harness ceiling --power 2>&1 | tee "$OUT/ceiling.log"
+      python3 -m harness run --hot --power 12_mma_tma_bf16:m256n128e \
         12_mma_tma_bf16:m128n128x2e 13_mma_persist_bf16:m256n128l3g8e \
         14_mma_cluster_bf16:m256n128e 12_mma_tma_fp16:m256n128e --size 4096 2>&1 \
         | tee "$OUT/run-hot.log"
-      python3 -m harness run --budget-ms 2000 12_mma_tma_bf16:m256n128e \
+      python3 -m harness run --power 12_mma_tma_bf16:m256n128e \
         13_mma_persist_bf16:m256n128l3g8e --size 4096 --size 8192 2>&1 | tee "$OUT/run-cold.log"
       python3 tools/kernel_clock.py 12_mma_tma_bf16:m256n128e --size 4096 2>&1 \
-        | tee "$OUT/kernel-clock.log"
-      python3 tools/nvml_power_probe.py 12_mma_tma_bf16:m256n128e --busy-s 4 2>&1 \
-        | tee "$OUT/nvml-power-probe.log" ;;
+        | tee "$OUT/kernel-clock.log" ;;
     *) echo "unknown step $step"; exit 2 ;;
   esac
   tar czf "$OUT/reports.tgz" reports   # after every step: a later timeout loses nothing
