@@ -109,10 +109,11 @@ def _parser() -> argparse.ArgumentParser:
     ceil.add_argument("--json", action="store_true", help="print the results as JSON")
     ceil.add_argument("--budget-ms", type=float, default=500.0,
                       help="GPU time per precision, turned into repetitions (500)")
-    ceil.add_argument("--power", type=float, nargs="?", const=2.0, default=0.0,
-                      metavar="SECONDS", help="after each timing, run the kernel back to back "
-                      "this long for the board's mean power and energy per FLOP (2 s without "
-                      "a value)")
+    ceil.add_argument("--power", action="store_true",
+                      help="after each timing, run the kernel back to back for --power-s "
+                      "seconds: the board's mean power and energy per FLOP")
+    ceil.add_argument("--power-s", type=float, default=2.0, metavar="SECONDS",
+                      help="length of each power pass (2)")
     ceil.add_argument("--warmup-ms", type=float, default=100.0)
     ceil.add_argument("--launch-ms", type=float, default=2.0,
                       help="shortest GPU time of one launch; sets the iterations (2)")
@@ -138,10 +139,11 @@ def _parser() -> argparse.ArgumentParser:
                      help="seconds without progress before a kernel is called hung (300)")
     run.add_argument("--budget-ms", type=float, default=300.0,
                      help="GPU time per timing, turned into repetitions (300)")
-    run.add_argument("--power", type=float, nargs="?", const=2.0, default=0.0,
-                     metavar="SECONDS", help="after each timing, run the kernel (and cuBLAS) "
-                     "back to back this long, warm L2, for the board's mean power and energy "
-                     "per FLOP (2 s without a value; NVML's power moves every ~100 ms)")
+    run.add_argument("--power", action="store_true",
+                     help="after each timing, run the kernel (and cuBLAS) back to back with "
+                     "warm L2 for --power-s seconds: the board's mean power and energy per FLOP")
+    run.add_argument("--power-s", type=float, default=2.0, metavar="SECONDS",
+                     help="length of each power pass (2; NVML's power moves every ~100 ms)")
     run.add_argument("--warmup-ms", type=float, default=30.0)
     run.add_argument("--carveout", type=int, metavar="PCT")
     return parser
@@ -468,7 +470,7 @@ def _ceiling(args, kernels) -> int:
 
     precisions = args.precision or ceiling_precisions(kernels)
     chosen = [ceiling_kernel(p, kernels) for p in precisions]  # a bad --precision fails here
-    power_s = _power_seconds(args.power)
+    power_s = _power_seconds(args.power_s) if args.power else 0.0
     gpu, why = gpu_status()
     if not gpu:
         print(f"no GPU here ({why}): the mma.sync ceiling is measured on a GPU; "
@@ -508,9 +510,10 @@ def _ceiling(args, kernels) -> int:
 
 
 def _power_seconds(value: float) -> float:
-    if value != 0 and not 0.5 <= value <= 60:
-        raise HarnessError(f"--power {value:g}: expected seconds from 0.5 to 60 (NVML's power "
-                           "reading moves every ~100 ms, so less says nothing; 2 is enough)")
+    if not 0.5 <= value <= 60:
+        raise HarnessError(f"--power-s {value:g}: expected seconds from 0.5 to 60 (NVML's "
+                           "power reading moves every ~100 ms, so less says nothing; 2 is "
+                           "enough)")
     return value
 
 
@@ -519,7 +522,7 @@ def _run(args, kernels) -> int:
 
     chosen = select(kernels, args.kernels)
     sizes = tuple(parse_size(s) for s in (args.size or DEFAULT_RUN_SIZES))
-    power_s = _power_seconds(args.power)
+    power_s = _power_seconds(args.power_s) if args.power else 0.0
     gpu, why = gpu_status()
     if not gpu:
         print(f"no GPU here ({why}): nothing can be checked or timed; the offline build report "

@@ -83,8 +83,10 @@ def test_build_refuses_a_block_the_arch_cannot_hold():
      (["--kernel-dir", "/nonexistent", "list"], "kernel folder /nonexistent does not exist"),
      (["occupancy"], "name at least one KERNEL"),
      (["compare", "01_naive"], "compare needs at least two kernels"),
-     (["run", "01_naive", "--power", "0.1"], "--power 0.1: expected seconds from 0.5 to 60"),
-     (["ceiling", "--power", "100"], "--power 100: expected seconds from 0.5 to 60")],
+     (["run", "--power", "01_naive", "--power-s", "0.1"],
+      "--power-s 0.1: expected seconds from 0.5 to 60"),
+     (["ceiling", "--power", "--power-s", "100"],
+      "--power-s 100: expected seconds from 0.5 to 60")],
 )
 def test_errors_are_one_clear_line(args, message):
     proc = harness(*args, check=False)
