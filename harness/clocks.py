@@ -1,8 +1,8 @@
 """SM clock, board power and what held the clock, through NVML (nvidia-ml-py). Reads only;
 never sets clocks.
 
-Board power over a timing comes from NVML's total-energy counter (millijoules since the driver
-loaded). On the H100 that counter, like every NVML power reading, moves only every ~100 ms,
+Board power over a sampling window (Timer.power gives it one of a few seconds) comes from
+NVML's total-energy counter (millijoules since the driver loaded). On the H100 that counter, like every NVML power reading, moves only every ~100 ms,
 and under the power cap the board swings between ~600 and ~770 W on that scale
 (reports/h100/nvml-power-probe-20261122-225637.md). So the mean is taken between the first and
 the last moment the counter moved inside the window, which removes the counter's step, and it
