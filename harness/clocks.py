@@ -2,13 +2,14 @@
 never sets clocks.
 
 Board power over a sampling window (Timer.power gives it one of a few seconds) comes from
-NVML's total-energy counter (millijoules since the driver loaded). On the H100 that counter, like every NVML power reading, moves only every ~100 ms,
-and under the power cap the board swings between ~600 and ~770 W on that scale
-(reports/h100/nvml-power-probe-20261122-225637.md). So the mean is taken between the first and
-the last moment the counter moved inside the window, which removes the counter's step, and it
-is given only when those moments are at least ``MIN_POWER_SPAN_S`` apart: over a shorter span
-the swings alone make it a guess. "What held the clock" is the union of NVML's clocks-event
-reasons seen while sampling: on a card at its power limit, "power cap".
+NVML's total-energy counter (millijoules since the driver loaded). On the H100 that counter,
+like every NVML power reading, moves only every ~100 ms, and under the power cap the board
+swings between ~600 and ~770 W on that scale (reports/h100/nvml-power-probe-20261122-225637.md).
+So the mean is taken between the first and the last moment the counter moved inside the
+window, which removes the counter's step, and it is given only when those moments are at least
+``MIN_POWER_SPAN_S`` apart: over a shorter span the swings alone make it a guess. "What held
+the clock" is the union of NVML's clocks-event reasons seen while sampling: on a card at its
+power limit, "power cap".
 """
 
 from __future__ import annotations
