@@ -82,6 +82,27 @@ class Timing:
         return asdict(self)
 
 
+@dataclass(frozen=True)
+class PowerPass:
+    """A launch run back to back for a few seconds (``Timer.power``)."""
+
+    power_w: float
+    """The board's mean power (clocks.py); NaN where NVML cannot say."""
+    span_s: float
+    """The span the mean is over."""
+    ms_per_launch: float
+    """GPU time per launch over the pass."""
+    launches: int
+    sm_clock_mhz: float
+    """NVML's median SM clock over the pass."""
+    clock_limits: str
+
+    @property
+    def energy_j(self) -> float:
+        """Board energy of one launch."""
+        return self.power_w * self.ms_per_launch * 1e-3
+
+
 class Timer:
     """Times launches on one stream; owns the L2-flush buffer."""
 
@@ -117,15 +138,13 @@ class Timer:
         power if the options ask for it."""
         timing = self.time_interleaved([launch])[0][0]
         if self.options.power_s > 0:
-            watts, span_s, ms = self.power(launch, self.options.power_s)
-            timing = replace(timing, power_w=watts, power_span_s=span_s,
-                             power_ms_per_launch=ms)
+            p = self.power(launch, self.options.power_s)
+            timing = replace(timing, power_w=p.power_w, power_span_s=p.span_s,
+                             power_ms_per_launch=p.ms_per_launch)
         return timing
 
-    def power(self, launch: Callable[[], None], seconds: float) -> tuple[float, float, float]:
-        """``launch`` back to back for ``seconds`` (warm L2, no events between launches):
-        the board's mean power (NaN where NVML cannot say, clocks.py), the span it is a mean
-        over, and the GPU ms per launch."""
+    def power(self, launch: Callable[[], None], seconds: float) -> PowerPass:
+        """``launch`` back to back for ``seconds`` (warm L2, no events between launches)."""
         estimate_ms = max(self._measure(launch, 5)[0], 1e-4)
         per_chunk = max(1, math.ceil(POWER_CHUNK_MS / estimate_ms))
         chunks = max(2, math.ceil(seconds * 1e3 / (per_chunk * estimate_ms)))
@@ -145,8 +164,9 @@ class Timer:
         sample = self.clocks.sample_until(lambda: len(marks) == chunks and marks[-1].done(),
                                           tick=top_up)
         self.stream.synchronize("power pass")
-        ms = marks[-1].elapsed_ms(start) / (chunks * per_chunk)
-        return sample.power_w, sample.power_span_s, ms
+        return PowerPass(sample.power_w, sample.power_span_s,
+                         marks[-1].elapsed_ms(start) / (chunks * per_chunk), chunks * per_chunk,
+                         sample.median, sample.limits)
 
     def time_interleaved(self, launches: Sequence[Callable[[], None]]
                          ) -> tuple[list[Timing], list[list[float]]]:

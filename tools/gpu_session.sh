@@ -4,7 +4,7 @@
 # Usage: bash tools/gpu_session.sh STEP...   steps: tests, run, ceiling, sweep, sass, ncu,
 #   tc-compare, tc-epi, tc-run, copy-cost, epi-cost, tc-2cta, tc-best, placement,
 #   tc-cluster, tc-cluster-x2, l2-state, kernel-clock, ceiling-cycles,
-#   tc-profile, energy (the tensor-core rungs of issue 4)
+#   tc-profile, energy, energy-parts (the tensor-core rungs of issue 4)
 set -uo pipefail
 OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT"
@@ -153,6 +153,11 @@ for step in "$@"; do
         13_mma_persist_bf16:m256n128l3g8e --size 4096 --size 8192 2>&1 | tee "$OUT/run-cold.log"
       python3 tools/kernel_clock.py 12_mma_tma_bf16:m256n128e --size 4096 2>&1 \
         | tee "$OUT/kernel-clock.log" ;;
+    energy-parts)  # 12e's energy per FLOP as built, without its C stores, without its copies
+      # after the first stages, and without both: what each part costs under the power cap
+      python3 -m pytest -q tests/test_tools.py 2>&1 | tail -2
+      python3 tools/kernel_energy.py 12_mma_tma_bf16:m256n128e --knob NOSTORE=1 \
+        --knob NOLOAD=1 --knob NOLOAD=1,NOSTORE=1 --rounds 2 2>&1 | tee "$OUT/kernel-energy.log" ;;
     *) echo "unknown step $step"; exit 2 ;;
   esac
   tar czf "$OUT/reports.tgz" reports   # after every step: a later timeout loses nothing

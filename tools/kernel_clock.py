@@ -109,8 +109,8 @@ def measure(names: list[str], size: str, budget_ms: float, power_s: float) -> di
             sustained_mhz = 1e3 * cycles / ns
             pass_w, pass_pj = math.nan, math.nan
             if power_s > 0:  # after the clock record is read: the pass runs warm L2
-                pass_w, _, per_launch_ms = timer.power(run, power_s)
-                pass_pj = 1e12 * pass_w * per_launch_ms * 1e-3 / flop
+                power = timer.power(run, power_s)
+                pass_w, pass_pj = power.power_w, 1e12 * power.energy_j / flop
             starts, ends, burst_ms = Event(), Event(), []
             record.zero()
             burst_nvml = []
