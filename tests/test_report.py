@@ -61,3 +61,13 @@ def test_compare_table_verdicts():
     assert "reference" in lines["a"] and "within noise" in lines["b"]
     assert "slower" in lines["c"] and "0.800 (0.790-0.810)" in lines["c"]
     assert "FFMA:33 LDS.128:8 BAR:2" in lines["a"] and "fault" in lines["a_fault"]
+
+
+def test_write_tool_json_stamps_and_files_a_tool_result(tmp_path):
+    result = {"gpu": "NVIDIA H100 80GB HBM3", "rows": [{"power_w": float("nan")}]}
+    stem = report.write_tool_json(result, "tools/kernel_energy.py", ["12e", "--rounds", "2"],
+                                  "kernel-energy", tmp_path)
+    assert stem.parent == tmp_path / "h100" and stem.name.startswith("kernel-energy-")
+    saved = json.loads(stem.with_suffix(".json").read_text())
+    assert saved["command"] == "python3 tools/kernel_energy.py 12e --rounds 2"
+    assert saved["date"] == result["date"] and saved["rows"] == [{"power_w": None}]

@@ -24,8 +24,6 @@ Writes reports/<gpu>/kernel-clock-<date>.{json,md}.
 from __future__ import annotations
 
 import argparse
-import datetime
-import json
 import math
 import statistics
 import sys
@@ -166,13 +164,8 @@ def main(argv: list[str] | None = None) -> int:
     except HarnessError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
-    now = datetime.datetime.now(datetime.UTC)
-    result |= {"date": now.isoformat(timespec="seconds"),
-               "command": " ".join(["python3", "tools/kernel_clock.py", *sys.argv[1:]])}
-    folder = args.report_dir / report.gpu_slug(result["gpu"])
-    folder.mkdir(parents=True, exist_ok=True)
-    stem = folder / f"kernel-clock-{now:%Y%m%d-%H%M%S}"
-    stem.with_suffix(".json").write_text(json.dumps(report.jsonable(result), indent=1) + "\n")
+    stem = report.write_tool_json(result, "tools/kernel_clock.py", sys.argv[1:], "kernel-clock",
+                                  args.report_dir)
     table = tabulate([[r["kernel"], r["size"], r["mode"], f"{r['median_ms'] * 1e3:.1f}",
                        f"{r['tflops']:.1f}", f"{r['nvml_sm_mhz']:.0f}",
                        f"{r['in_kernel_sm_mhz']:.0f}", f"{r['cycles_per_launch'] / 1e3:.0f}k",

@@ -18,8 +18,6 @@ points say what each part of the kernel costs. Writes reports/<gpu>/kernel-energ
 from __future__ import annotations
 
 import argparse
-import datetime
-import json
 import statistics
 import sys
 from pathlib import Path
@@ -154,13 +152,8 @@ def main(argv: list[str] | None = None) -> int:
     except HarnessError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
-    now = datetime.datetime.now(datetime.UTC)
-    result |= {"date": now.isoformat(timespec="seconds"),
-               "command": " ".join(["python3", "tools/kernel_energy.py", *sys.argv[1:]])}
-    folder = args.report_dir / report.gpu_slug(result["gpu"])
-    folder.mkdir(parents=True, exist_ok=True)
-    stem = folder / f"kernel-energy-{now:%Y%m%d-%H%M%S}"
-    stem.with_suffix(".json").write_text(json.dumps(report.jsonable(result), indent=1) + "\n")
+    stem = report.write_tool_json(result, "tools/kernel_energy.py", sys.argv[1:], "kernel-energy",
+                                  args.report_dir)
     table = tabulate(summary(result["rows"]),
                      headers=["point", "checked", "rounds", "board W", "TFLOP/s", "NVML MHz",
                               "pJ/FLOP median (range)", "clock held by"], tablefmt="github")

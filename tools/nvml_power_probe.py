@@ -15,8 +15,6 @@ Writes reports/<gpu>/nvml-power-probe-<date>.{json,md}.
 from __future__ import annotations
 
 import argparse
-import datetime
-import json
 import statistics
 import sys
 import time
@@ -157,13 +155,9 @@ def main(argv: list[str] | None = None) -> int:
     except HarnessError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
-    now = datetime.datetime.now(datetime.UTC)
-    result |= {"date": now.isoformat(timespec="seconds"),
-               "command": " ".join(["python3", "tools/nvml_power_probe.py", *sys.argv[1:]])}
-    folder = args.report_dir / report.gpu_slug(result["gpu"])
-    folder.mkdir(parents=True, exist_ok=True)
-    stem = folder / f"nvml-power-probe-{now:%Y%m%d-%H%M%S}"
-    stem.with_suffix(".json").write_text(json.dumps(report.jsonable(result), indent=1) + "\n")
+    stem = report.write_tool_json(result, "tools/nvml_power_probe.py", sys.argv[1:],
+                                  "nvml-power-probe",
+                                  args.report_dir)
     fmt = lambda v, f: "" if v is None else format(v, f)  # noqa: E731
     src = tabulate([[key, s["changes"], fmt(s["median_interval_ms"], ".1f"),
                      fmt(s["mean_w"], ".0f")] for key, s in result["sources"].items()],
