@@ -470,7 +470,7 @@ def _ceiling(args, kernels) -> int:
 
     precisions = args.precision or ceiling_precisions(kernels)
     chosen = [ceiling_kernel(p, kernels) for p in precisions]  # a bad --precision fails here
-    power_s = _power_seconds(args.power_s) if args.power else 0.0
+    power_s = _power_seconds(args)
     gpu, why = gpu_status()
     if not gpu:
         print(f"no GPU here ({why}): the mma.sync ceiling is measured on a GPU; "
@@ -509,12 +509,15 @@ def _ceiling(args, kernels) -> int:
     return 0
 
 
-def _power_seconds(value: float) -> float:
-    if not 0.5 <= value <= 60:
-        raise HarnessError(f"--power-s {value:g}: expected seconds from 0.5 to 60 (NVML's "
-                           "power reading moves every ~100 ms, so less says nothing; 2 is "
-                           "enough)")
-    return value
+def _power_seconds(args) -> float:
+    """The power pass's length from --power and --power-s: 0 without --power."""
+    if not args.power:
+        return 0.0
+    if not 0.5 <= args.power_s <= 60:
+        raise HarnessError(f"--power-s {args.power_s:g}: expected seconds from 0.5 to 60 "
+                           "(NVML's power reading moves every ~100 ms, so less says nothing; "
+                           "2 is enough)")
+    return args.power_s
 
 
 def _run(args, kernels) -> int:
@@ -522,7 +525,7 @@ def _run(args, kernels) -> int:
 
     chosen = select(kernels, args.kernels)
     sizes = tuple(parse_size(s) for s in (args.size or DEFAULT_RUN_SIZES))
-    power_s = _power_seconds(args.power_s) if args.power else 0.0
+    power_s = _power_seconds(args)
     gpu, why = gpu_status()
     if not gpu:
         print(f"no GPU here ({why}): nothing can be checked or timed; the offline build report "

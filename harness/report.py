@@ -8,6 +8,7 @@ import json
 import math
 import platform
 import re
+import sys
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
@@ -115,6 +116,13 @@ def write_tool_json(result: dict, tool: str, argv: Sequence[str], kind: str,
     stem = folder / f"{kind}-{now:%Y%m%d-%H%M%S}"
     stem.with_suffix(".json").write_text(json.dumps(jsonable(result), indent=1) + "\n")
     return stem
+
+
+def finish_tool_report(stem: Path, markdown: str) -> None:
+    """The markdown beside ``write_tool_json``'s JSON, printed, and where both went."""
+    stem.with_suffix(".md").write_text(markdown)
+    print(markdown)
+    print(f"written: {stem}.json, {stem}.md", file=sys.stderr)
 
 
 def metadata(device: dict, command: Sequence[str], timing: dict, sizes) -> dict:

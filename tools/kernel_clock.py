@@ -189,9 +189,7 @@ def main(argv: list[str] | None = None) -> int:
             "%globaltimer nanoseconds, entry to exit (CLOCKREC = 1; checked against the "
             "float64 reference first); cycles = median time x in-kernel clock\n\n"
             f"{table}\n")
-    stem.with_suffix(".md").write_text(text)
-    print(text)
-    print(f"written: {stem}.json, {stem}.md", file=sys.stderr)
+    report.finish_tool_report(stem, text)
     return 0
 
 

@@ -164,9 +164,7 @@ def main(argv: list[str] | None = None) -> int:
             f"{args.rounds} rounds in turn; board power from NVML's energy counter between its "
             "first and last move in the pass; pJ/FLOP = W x GPU time per launch / FLOP\n\n"
             f"{table}\n")
-    stem.with_suffix(".md").write_text(text)
-    print(text)
-    print(f"written: {stem}.json, {stem}.md", file=sys.stderr)
+    report.finish_tool_report(stem, text)
     return 0
 
 

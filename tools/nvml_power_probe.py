@@ -176,9 +176,7 @@ def main(argv: list[str] | None = None) -> int:
             f"- the energy counter over the whole busy time: "
             f"{result['whole_busy_energy_w']:.0f} W\n\n{src}\n\n"
             f"{WINDOW_S * 1e3:.0f} ms windows of the busy time:\n\n{win}\n")
-    stem.with_suffix(".md").write_text(text)
-    print(text)
-    print(f"written: {stem}.json, {stem}.md", file=sys.stderr)
+    report.finish_tool_report(stem, text)
     return 0
 
 
