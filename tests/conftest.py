@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.driver import gpu_status
+from harness.gpu.driver import gpu_status
 
 TESTS = Path(__file__).resolve().parent
 FIXTURE_KERNELS = TESTS / "kernels"
@@ -24,7 +24,7 @@ def pytest_collection_modifyitems(config, items):
 
 @pytest.fixture(scope="session")
 def device():
-    from harness.driver import Device
+    from harness.gpu.driver import Device
 
     with Device(0) as dev:
         yield dev

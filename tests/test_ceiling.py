@@ -9,20 +9,20 @@ from pathlib import Path
 
 import pytest
 
-from harness import report
 from harness.archs import get_arch
-from harness.ceiling import (
+from harness.bench.ceiling import (
     CeilingOptions,
     ceiling_kernel,
     ceiling_precisions,
     plan_launch,
 )
-from harness.compile import compile_kernel
-from harness.driver import gpu_status
+from harness.build.compile import compile_kernel
+from harness.build.sass import disassemble, instruction_mix
 from harness.errors import HarnessError, SpecError
-from harness.registry import PROJECT_ROOT, discover
-from harness.sass import disassemble, instruction_mix
-from harness.spec import parse_spec
+from harness.gpu.driver import gpu_status
+from harness.kernels.registry import PROJECT_ROOT, discover
+from harness.kernels.spec import parse_spec
+from harness.report import files as report
 
 CEILING = discover(kind="ceiling")
 INSTRUCTION = "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32"
@@ -246,9 +246,9 @@ def test_pct_ceiling_column_only_where_rows_have_it():
 def test_timed_row_carries_the_ceiling_of_its_precision():
     from types import SimpleNamespace
 
-    from harness.ceiling import CeilingResult
-    from harness.timing import Timing
-    from harness.worker import timed_row
+    from harness.bench.ceiling import CeilingResult
+    from harness.gpu.timing import Timing
+    from harness.run.worker import timed_row
 
     ceiling = CeilingResult(**RESULT)
     session = SimpleNamespace(
@@ -277,10 +277,10 @@ def test_timed_row_carries_the_ceiling_of_its_precision():
 @pytest.mark.gpu
 @pytest.mark.parametrize("precision", ["bf16", "fp16"])
 def test_ceiling_is_measured(precision, device):
-    from harness.ceiling import measure_ceiling
-    from harness.clocks import ClockSampler
-    from harness.driver import Stream
-    from harness.timing import Timer, TimingOptions
+    from harness.bench.ceiling import measure_ceiling
+    from harness.gpu.clocks import ClockSampler
+    from harness.gpu.driver import Stream
+    from harness.gpu.timing import Timer, TimingOptions
 
     clocks = ClockSampler(device.pci_bus_id)
     timer = Timer(Stream(), device.l2_bytes, clocks,
@@ -300,10 +300,10 @@ def test_ceiling_is_measured(precision, device):
 
 @pytest.mark.gpu
 def test_ceilings_are_measured_once_per_precision(device):
-    from harness.ceiling import Ceilings
-    from harness.clocks import ClockSampler
-    from harness.driver import Stream
-    from harness.timing import Timer, TimingOptions
+    from harness.bench.ceiling import Ceilings
+    from harness.gpu.clocks import ClockSampler
+    from harness.gpu.driver import Stream
+    from harness.gpu.timing import Timer, TimingOptions
 
     timer = Timer(Stream(), device.l2_bytes, ClockSampler(device.pci_bus_id),
                   TimingOptions(warmup_ms=10, budget_ms=50))

@@ -7,9 +7,9 @@ import sys
 import pytest
 from conftest import FIXTURE_KERNELS
 
-from harness.compile import target_arch
-from harness.driver import gpu_status
-from harness.registry import PROJECT_ROOT, discover
+from harness.build.compile import target_arch
+from harness.gpu.driver import gpu_status
+from harness.kernels.registry import PROJECT_ROOT, discover
 
 BUILD_KEYS = {"kernel", "arch", "registers", "static_smem_bytes", "spill_store_bytes",
               "spill_load_bytes", "block_threads", "dynamic_smem_bytes", "blocks_per_sm",

@@ -5,7 +5,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from harness.clocks import ClockSampler, describe_limits
+from harness.gpu.clocks import ClockSampler, describe_limits
 
 NVML_BITS = {"nvmlClocksEventReasonGpuIdle": 0x1,
              "nvmlClocksEventReasonApplicationsClocksSetting": 0x2,
@@ -79,8 +79,8 @@ class SteppedEnergy(FakeNVML):
 def test_sample_until_gives_the_mean_power_between_counter_moves(monkeypatch):
     # the host clock is the number of counter reads, 2 ms each
     nvml = SteppedEnergy(every=50, step_s=0.002, reasons=[0x1, 0x4, 0x20])
-    monkeypatch.setattr("harness.clocks.time.perf_counter", lambda: nvml.reads * 0.002)
-    monkeypatch.setattr("harness.clocks.time.sleep", lambda s: None)
+    monkeypatch.setattr("harness.gpu.clocks.time.perf_counter", lambda: nvml.reads * 0.002)
+    monkeypatch.setattr("harness.gpu.clocks.time.sleep", lambda s: None)
     out = sampler(nvml).sample_until(lambda: nvml.reads >= 1000)
     assert out.median == 1755
     # moves at reads 50, 100, ..., 1000: the first and last 950 reads = 1.9 s apart
@@ -91,14 +91,14 @@ def test_sample_until_gives_the_mean_power_between_counter_moves(monkeypatch):
 
 def test_sample_until_gives_no_power_over_less_than_a_second(monkeypatch):
     nvml = SteppedEnergy(every=50, step_s=0.002)
-    monkeypatch.setattr("harness.clocks.time.perf_counter", lambda: nvml.reads * 0.002)
-    monkeypatch.setattr("harness.clocks.time.sleep", lambda s: None)
+    monkeypatch.setattr("harness.gpu.clocks.time.perf_counter", lambda: nvml.reads * 0.002)
+    monkeypatch.setattr("harness.gpu.clocks.time.sleep", lambda s: None)
     out = sampler(nvml).sample_until(lambda: nvml.reads >= 300)
     assert out.power_span_s == pytest.approx(0.5) and math.isnan(out.power_w)
 
 
 def test_sample_until_without_energy_counter_or_reasons_says_unknown(monkeypatch):
-    monkeypatch.setattr("harness.clocks.time.sleep", lambda s: None)
+    monkeypatch.setattr("harness.gpu.clocks.time.sleep", lambda s: None)
     out = sampler(FakeNVML(energy=False, reasons_ok=False)).sample_until(lambda: True)
     assert out.count == 1 and math.isnan(out.power_w) and out.limits == ""
 
@@ -113,7 +113,7 @@ def test_no_nvml_gives_nan_everywhere():
 
 
 def test_run_table_shows_power_only_where_rows_have_it():
-    from harness import report
+    from harness.report import files as report
 
     row = {"kernel": "a", "m": 64, "n": 64, "k": 64, "precision": "bf16", "status": "pass",
            "gflops": 468000.0, "sm_clock_mhz": 1755.0}
@@ -128,8 +128,8 @@ def test_run_table_shows_power_only_where_rows_have_it():
 
 @pytest.mark.gpu
 def test_power_pass_after_a_timing(device):
-    from harness.driver import Stream
-    from harness.timing import Timer, TimingOptions
+    from harness.gpu.driver import Stream
+    from harness.gpu.timing import Timer, TimingOptions
 
     clocks = ClockSampler(device.pci_bus_id)
     if clocks.handle is None or math.isnan(clocks.energy_mj()):

@@ -4,9 +4,9 @@ import pytest
 from conftest import FIXTURE_KERNELS
 
 from harness.archs import can_run, get_arch
-from harness.compile import compile_kernel, target_arch
+from harness.build.compile import compile_kernel, target_arch
 from harness.errors import CompileError
-from harness.registry import discover
+from harness.kernels.registry import discover
 
 ARCH_TARGETS = ("sm_80", "sm_86", "sm_89", "sm_90")
 KERNELS = discover()

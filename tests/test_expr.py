@@ -1,7 +1,7 @@
 import pytest
 
-from harness import expr
 from harness.errors import SpecError
+from harness.kernels import expr
 
 
 @pytest.mark.parametrize(

@@ -6,14 +6,14 @@ from __future__ import annotations
 import pytest
 from conftest import FIXTURE_KERNELS
 
-from harness.compile import compile_kernel
-from harness.driver import Buffer, Stream
+from harness.bench.gemm import LoadedGemm
+from harness.build.compile import compile_kernel
 from harness.errors import LaunchError
-from harness.gemm import LoadedGemm
-from harness.registry import discover
-from harness.runner import RunOptions, run
-from harness.timing import TimingOptions
-from harness.worker import CHECK_SHAPES, check_one
+from harness.gpu.driver import Buffer, Stream
+from harness.gpu.timing import TimingOptions
+from harness.kernels.registry import discover
+from harness.run.runner import RunOptions, run
+from harness.run.worker import CHECK_SHAPES, check_one
 
 pytestmark = pytest.mark.gpu
 KERNELS = discover()
@@ -98,7 +98,7 @@ def test_occupancy_matches_driver(kernel, carveout, device):
 
 
 def test_occupancy_sweep_matches_driver(device):
-    from harness.occupancy_check import sweep
+    from harness.bench.occupancy_sweep import sweep
 
     rows = sweep(device)
     disagree = [r for r in rows if not r["agree"]]
@@ -121,8 +121,8 @@ def test_refuses_an_arch_the_gpu_lacks(device):
 
 
 def test_timing_keeps_the_queue_full(device, stream):
-    from harness.clocks import ClockSampler
-    from harness.timing import Timer
+    from harness.gpu.clocks import ClockSampler
+    from harness.gpu.timing import Timer
 
     kernel = KERNELS[-1]
     gemm = load(device, kernel)
@@ -172,7 +172,7 @@ def test_compare_times_interleaved_with_speedups(tmp_path):
 def test_the_last_device_close_frees_what_lives_in_the_context(device):
     """Modules, buffers and streams unloaded after the primary context's release crashed the
     interpreter (cuModuleUnload in a finalizer): the last open Device frees them first."""
-    from harness.driver import Device
+    from harness.gpu.driver import Device
 
     inner = Device(0)  # a second retain: closing it must leave the session's resources alone
     kernel = KERNELS[0]

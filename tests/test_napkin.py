@@ -5,9 +5,9 @@ import shutil
 
 import pytest
 
-from harness import ladder, napkin
 from harness.errors import HarnessError
-from harness.registry import PROJECT_ROOT, discover, select
+from harness.kernels.registry import PROJECT_ROOT, discover, select
+from harness.report import ladder, napkin
 
 
 def spec_of(name):

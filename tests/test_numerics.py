@@ -3,7 +3,7 @@ import math
 import numpy as np
 import pytest
 
-from harness import numerics
+from harness.bench import numerics
 from harness.errors import HarnessError
 
 

@@ -6,14 +6,14 @@ import json
 import pytest
 
 from harness.archs import KB, get_arch
-from harness.errors import HarnessError
-from harness.occupancy import (
+from harness.build.occupancy import (
     Occupancy,
     carveout_bytes,
     launch_problems,
     predict,
     waves_per_sm,
 )
+from harness.errors import HarnessError
 
 SM80, SM86, SM89, SM90 = (get_arch(a) for a in ("sm_80", "sm_86", "sm_89", "sm_90"))
 

@@ -6,11 +6,11 @@ from pathlib import Path
 
 import pytest
 
-from harness.compile import compile_kernel
+from harness.build.compile import compile_kernel
 from harness.errors import CompileError
-from harness.ptxpp import expand
-from harness.registry import kernels_in
-from harness.spec import read_spec
+from harness.kernels.ptxpp import expand
+from harness.kernels.registry import kernels_in
+from harness.kernels.spec import read_spec
 
 P = Path("k.ptx")
 

@@ -4,7 +4,7 @@ import pytest
 from conftest import FIXTURE_KERNELS
 
 from harness.errors import HarnessError, SpecError
-from harness.registry import discover, select
+from harness.kernels.registry import discover, select
 
 
 def test_project_registry_parses_and_is_ordered():

@@ -2,7 +2,7 @@ import json
 
 import pytest
 
-from harness import report
+from harness.report import files as report
 
 PASS = {"kernel": "03_smem_tiled:t32", "m": 4096, "n": 4096, "k": 4096, "precision": "fp32",
         "status": "pass", "message": "ok", "gflops": 12345.6, "cublas_gflops": 50000.0,

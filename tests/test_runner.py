@@ -1,7 +1,7 @@
 import pytest
 
 from harness.errors import HarnessError
-from harness.runner import _failure, parse_size
+from harness.run.runner import _failure, parse_size
 
 
 def test_parse_size():

@@ -2,9 +2,9 @@
 
 import pytest
 
-from harness.compile import compile_kernel
-from harness.registry import discover, select
-from harness.sass import disassemble, instruction_mix, opcodes
+from harness.build.compile import compile_kernel
+from harness.build.sass import disassemble, instruction_mix, opcodes
+from harness.kernels.registry import discover, select
 
 KERNELS = discover()
 

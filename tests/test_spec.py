@@ -3,7 +3,7 @@ from pathlib import Path
 import pytest
 
 from harness.errors import HarnessError, SpecError
-from harness.spec import parse_spec
+from harness.kernels.spec import parse_spec
 
 BODY = 'extern "C" __global__ void k(int M, int N, int K, float alpha, const float* A, ' \
        "const float* B, float beta, float* C) {}\n"
@@ -120,7 +120,7 @@ def test_bad_tma_tables_are_refused(table, match):
 
 
 def test_a_tensor_map_box_wider_than_the_swizzle_is_refused_before_the_driver():
-    from harness.driver import tensor_map_2d
+    from harness.gpu.driver import tensor_map_2d
 
     with pytest.raises(HarnessError, match=r"box 128 x 64 does not fit a 128-byte swizzle "
                                            r"\(inner box at most 64 bf16 elements"):

@@ -6,8 +6,8 @@ import sys
 
 import pytest
 
-from harness.compile import compile_kernel
-from harness.registry import PROJECT_ROOT, discover
+from harness.build.compile import compile_kernel
+from harness.kernels.registry import PROJECT_ROOT, discover
 
 TOOL = PROJECT_ROOT / "tools" / "kernel_clock.py"
 sys.path.insert(0, str(TOOL.parent))

@@ -5,10 +5,10 @@ import shutil
 import pytest
 from conftest import FIXTURE_KERNELS
 
-from harness import tune
 from harness.errors import HarnessError
-from harness.registry import discover, select
-from harness.spec import read_spec
+from harness.kernels.registry import discover, select
+from harness.kernels.spec import read_spec
+from harness.run import tune
 
 
 def cp_async():

@@ -43,8 +43,8 @@ def main() -> None:
 
     import numpy as np
 
-    from harness.compile import nvrtc_cubin
-    from harness.driver import Buffer, Device, LaunchShape, Module, Stream
+    from harness.build.compile import nvrtc_cubin
+    from harness.gpu.driver import Buffer, Device, LaunchShape, Module, Stream
 
     with Device(0) as device:
         arch = device.arch.name

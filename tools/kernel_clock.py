@@ -35,10 +35,10 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from harness.compile import compile_kernel  # noqa: E402
+from harness.build.compile import compile_kernel  # noqa: E402
 from harness.errors import HarnessError  # noqa: E402
-from harness.registry import Kernel, discover, select  # noqa: E402
-from harness.runner import parse_size  # noqa: E402
+from harness.kernels.registry import Kernel, discover, select  # noqa: E402
+from harness.run.runner import parse_size  # noqa: E402
 
 BURST_LAUNCHES = 30
 BURST_IDLE_S = 0.05
@@ -69,11 +69,11 @@ class ClockRecord:
 
 
 def measure(names: list[str], size: str, budget_ms: float, power_s: float) -> dict:
-    from harness.clocks import ClockSampler
-    from harness.driver import Device, Event, Stream
-    from harness.gemm import LoadedGemm
-    from harness.timing import Timer, TimingOptions
-    from harness.worker import Operands, check_one
+    from harness.bench.gemm import LoadedGemm
+    from harness.gpu.clocks import ClockSampler
+    from harness.gpu.driver import Device, Event, Stream
+    from harness.gpu.timing import Timer, TimingOptions
+    from harness.run.worker import Operands, check_one
 
     m, n, k = parse_size(size)
     flop = 2.0 * m * n * k
@@ -157,7 +157,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     from tabulate import tabulate
 
-    from harness import report
+    from harness.report import files as report
 
     try:
         result = measure(args.kernels, args.size, args.budget_ms, args.power)

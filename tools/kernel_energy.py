@@ -26,8 +26,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from harness.errors import HarnessError  # noqa: E402
-from harness.registry import Kernel, discover, select  # noqa: E402
-from harness.runner import parse_size  # noqa: E402
+from harness.kernels.registry import Kernel, discover, select  # noqa: E402
+from harness.run.runner import parse_size  # noqa: E402
 
 WRONG_BY_DESIGN = {"NOLOAD", "NOSTORE"}  # knobs that skip work: their results must be wrong
 
@@ -64,12 +64,12 @@ def points(name: str, knobs: list[str]) -> list[tuple[Kernel, dict[str, int]]]:
 
 def measure(chosen: list[tuple[Kernel, dict[str, int]]], size: str, seconds: float,
             rounds: int) -> dict:
-    from harness.clocks import ClockSampler
-    from harness.compile import compile_kernel
-    from harness.driver import Device, Stream
-    from harness.gemm import LoadedGemm
-    from harness.timing import Timer
-    from harness.worker import Operands, check_one
+    from harness.bench.gemm import LoadedGemm
+    from harness.build.compile import compile_kernel
+    from harness.gpu.clocks import ClockSampler
+    from harness.gpu.driver import Device, Stream
+    from harness.gpu.timing import Timer
+    from harness.run.worker import Operands, check_one
 
     m, n, k = parse_size(size)
     flop = 2.0 * m * n * k
@@ -140,7 +140,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     from tabulate import tabulate
 
-    from harness import report
+    from harness.report import files as report
 
     try:
         if not 0.5 <= args.seconds <= 60 or args.rounds < 1:

@@ -22,16 +22,16 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from harness.compile import compile_kernel  # noqa: E402
-from harness.registry import discover, select  # noqa: E402
-from harness.runner import parse_size  # noqa: E402
+from harness.build.compile import compile_kernel  # noqa: E402
+from harness.kernels.registry import discover, select  # noqa: E402
+from harness.run.runner import parse_size  # noqa: E402
 
 
 def launch(kernel_name: str, size: str, repeats: int, params: list[str] = ()) -> None:
-    from harness.cublas import Cublas
-    from harness.driver import Device, Stream
-    from harness.gemm import LoadedGemm
-    from harness.worker import Operands
+    from harness.bench.gemm import LoadedGemm
+    from harness.gpu.cublas import Cublas
+    from harness.gpu.driver import Device, Stream
+    from harness.run.worker import Operands
 
     (kernel,) = select(discover(), [kernel_name])
     if params:  # an explicit point, like a tuning point: e.g. NOLOAD=1 to time a knob

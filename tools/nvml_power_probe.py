@@ -23,10 +23,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from harness.compile import compile_kernel  # noqa: E402
+from harness.build.compile import compile_kernel  # noqa: E402
 from harness.errors import HarnessError  # noqa: E402
-from harness.registry import discover, select  # noqa: E402
-from harness.runner import parse_size  # noqa: E402
+from harness.kernels.registry import discover, select  # noqa: E402
+from harness.run.runner import parse_size  # noqa: E402
 
 POLL_S = 0.001
 WINDOW_S = 0.3
@@ -55,10 +55,10 @@ def change_intervals_ms(rows: list[dict], key: str) -> list[float]:
 
 
 def measure(name: str, size: str, busy_s: float) -> dict:
-    from harness.clocks import ClockSampler
-    from harness.driver import Device, Event, Stream
-    from harness.gemm import LoadedGemm
-    from harness.worker import Operands, check_one
+    from harness.bench.gemm import LoadedGemm
+    from harness.gpu.clocks import ClockSampler
+    from harness.gpu.driver import Device, Event, Stream
+    from harness.run.worker import Operands, check_one
 
     m, n, k = parse_size(size)
     (kernel,) = select(discover(), [name])
@@ -148,7 +148,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     from tabulate import tabulate
 
-    from harness import report
+    from harness.report import files as report
 
     try:
         result = measure(args.kernel, args.size, args.busy_s)

@@ -14,9 +14,9 @@ from functools import cached_property
 from pathlib import Path
 
 from harness.errors import HarnessError, SpecError
-from harness.spec import KINDS, KernelSpec, read_spec
+from harness.kernels.spec import KINDS, KernelSpec, read_spec
 
-PROJECT_ROOT = Path(__file__).resolve().parent.parent
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_KERNEL_DIRS = (PROJECT_ROOT / "cu", PROJECT_ROOT / "ptx")
 KERNEL_SUFFIXES = (".cu", ".ptx")
 OFFLINE_SM_COUNT = 132

@@ -10,12 +10,18 @@ from pathlib import Path
 
 from tabulate import tabulate
 
-from harness import report
 from harness.archs import ARCHS
-from harness.build import DEFAULT_SIZE, build_all
+from harness.build.offline import DEFAULT_SIZE, build_all
 from harness.errors import HarnessError
-from harness.registry import DEFAULT_KERNEL_DIRS, PROJECT_ROOT, discover, project_relative, select
-from harness.runner import parse_size
+from harness.kernels.registry import (
+    DEFAULT_KERNEL_DIRS,
+    PROJECT_ROOT,
+    discover,
+    project_relative,
+    select,
+)
+from harness.report import files as report
+from harness.run.runner import parse_size
 
 DEFAULT_RUN_SIZES = ("1024", "2048", "4096")
 # the kernel kinds a command sees; every other command takes the GEMM ABI: kind "gemm"
@@ -188,10 +194,10 @@ def _print_problems(rows) -> None:
 
 
 def _occupancy(args, kernels) -> int:
-    from harness import occupancy as occ_mod
     from harness.archs import get_arch
-    from harness.compile import compile_kernel
-    from harness.driver import gpu_status
+    from harness.build import occupancy as occ_mod
+    from harness.build.compile import compile_kernel
+    from harness.gpu.driver import gpu_status
 
     m, n, k = parse_size(args.size)
     gpu, why = gpu_status()
@@ -205,8 +211,8 @@ def _occupancy(args, kernels) -> int:
     for kernel in select(kernels, args.kernels):
         entry: dict = {"kernel": kernel.name, "size": [m, n, k]}
         if gpu:
-            from harness.driver import Device
-            from harness.gemm import LoadedGemm
+            from harness.bench.gemm import LoadedGemm
+            from harness.gpu.driver import Device
 
             with Device(0) as device:
                 arch = args.arch or device.arch.name
@@ -278,10 +284,10 @@ def _occupancy(args, kernels) -> int:
 
 
 def _occupancy_sweep(args, kernels) -> int:
-    from harness.compile import compile_kernel
-    from harness.driver import Device
-    from harness.gemm import LoadedGemm
-    from harness.occupancy_check import CARVEOUTS, compare_function, sweep
+    from harness.bench.gemm import LoadedGemm
+    from harness.bench.occupancy_sweep import CARVEOUTS, compare_function, sweep
+    from harness.build.compile import compile_kernel
+    from harness.gpu.driver import Device
 
     say = lambda line: print(line, file=sys.stderr)  # noqa: E731
     with Device(0) as device:
@@ -308,8 +314,8 @@ def _occupancy_sweep(args, kernels) -> int:
 
 
 def _sass(args, kernels) -> int:
-    from harness.compile import compile_kernel
-    from harness.sass import CATEGORIES, disassemble, instruction_mix
+    from harness.build.compile import compile_kernel
+    from harness.build.sass import CATEGORIES, disassemble, instruction_mix
 
     rows = []
     for kernel in select(kernels, args.kernels):
@@ -329,7 +335,7 @@ def _sass(args, kernels) -> int:
 
 
 def _ptx(args, kernels) -> int:
-    from harness.ptxpp import expand
+    from harness.kernels.ptxpp import expand
 
     chosen = select(kernels, [args.kernel])
     if len(chosen) != 1 or chosen[0].spec.language != "ptx":
@@ -343,9 +349,9 @@ def _ptx(args, kernels) -> int:
 
 
 def _tune(args, kernels) -> int:
-    from harness import tune
-    from harness.driver import gpu_status
-    from harness.registry import Kernel
+    from harness.gpu.driver import gpu_status
+    from harness.kernels.registry import Kernel
+    from harness.run import tune
 
     chosen = select(kernels, [args.kernel])
     spec = chosen[0].spec
@@ -366,7 +372,7 @@ def _tune(args, kernels) -> int:
         raise HarnessError(f"tuning times kernels and needs a GPU ({why}); --dry-run screens "
                            "the points without one")
     if gpu:
-        from harness.driver import device_arch_name
+        from harness.gpu.driver import device_arch_name
 
         arch = device_arch_name()
     else:
@@ -379,8 +385,8 @@ def _tune(args, kernels) -> int:
                        headers=["skipped point", "reason"]))
         print(f"\n{len(keep)} points would be timed" + "".join(f"\n  {k.name}" for k in keep))
         return 0
-    from harness.runner import RunOptions, run
-    from harness.timing import TimingOptions
+    from harness.gpu.timing import TimingOptions
+    from harness.run.runner import RunOptions, run
 
     folder = args.report_dir / report.gpu_slug(why)
     stem = folder / f"tune-{spec.stem}-{report.run_stamp()}"
@@ -410,11 +416,11 @@ def _tune(args, kernels) -> int:
 
 
 def _compare(args, kernels) -> int:
-    from harness.compile import compile_kernel
-    from harness.driver import device_arch_name, gpu_status
-    from harness.runner import RunOptions, run
-    from harness.sass import disassemble, instruction_mix
-    from harness.timing import TimingOptions
+    from harness.build.compile import compile_kernel
+    from harness.build.sass import disassemble, instruction_mix
+    from harness.gpu.driver import device_arch_name, gpu_status
+    from harness.gpu.timing import TimingOptions
+    from harness.run.runner import RunOptions, run
 
     chosen = select(kernels, args.kernels)
     if len(chosen) < 2:
@@ -451,7 +457,7 @@ def _compare(args, kernels) -> int:
 
 
 def _report(args, kernels) -> int:
-    from harness import ladder
+    from harness.report import ladder
 
     size = parse_size(args.size)
     md, ladder_png, roof_png = ladder.write(args.run_json, size)
@@ -465,8 +471,8 @@ def _report(args, kernels) -> int:
 
 
 def _ceiling(args, kernels) -> int:
-    from harness.ceiling import ceiling_kernel, ceiling_precisions
-    from harness.driver import gpu_status
+    from harness.bench.ceiling import ceiling_kernel, ceiling_precisions
+    from harness.gpu.driver import gpu_status
 
     precisions = args.precision or ceiling_precisions(kernels)
     chosen = [ceiling_kernel(p, kernels) for p in precisions]  # a bad --precision fails here
@@ -476,10 +482,10 @@ def _ceiling(args, kernels) -> int:
         print(f"no GPU here ({why}): the mma.sync ceiling is measured on a GPU; "
               f"`harness sass {' '.join(k.name for k in chosen)}` shows its HMMA without one")
         return 0
-    from harness.ceiling import CeilingOptions, device_facts, measure_ceiling
-    from harness.clocks import ClockSampler
-    from harness.driver import Device, Stream
-    from harness.timing import Timer, TimingOptions
+    from harness.bench.ceiling import CeilingOptions, device_facts, measure_ceiling
+    from harness.gpu.clocks import ClockSampler
+    from harness.gpu.driver import Device, Stream
+    from harness.gpu.timing import Timer, TimingOptions
 
     # hot L2: the kernels load nothing, so flushing would change nothing but the run time
     timing = TimingOptions(cold_l2=False, warmup_ms=args.warmup_ms, budget_ms=args.budget_ms,
@@ -521,7 +527,7 @@ def _power_seconds(args) -> float:
 
 
 def _run(args, kernels) -> int:
-    from harness.driver import gpu_status
+    from harness.gpu.driver import gpu_status
 
     chosen = select(kernels, args.kernels)
     sizes = tuple(parse_size(s) for s in (args.size or DEFAULT_RUN_SIZES))
@@ -534,9 +540,9 @@ def _run(args, kernels) -> int:
         print(report.table(rows, report.BUILD_COLUMNS))
         _print_problems(rows)
         return 0
-    from harness.driver import device_arch_name
-    from harness.runner import RunOptions, run
-    from harness.timing import TimingOptions
+    from harness.gpu.driver import device_arch_name
+    from harness.gpu.timing import TimingOptions
+    from harness.run.runner import RunOptions, run
 
     arch = device_arch_name()
     stamp = report.run_stamp()

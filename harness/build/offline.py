@@ -5,11 +5,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 
-from harness import occupancy
 from harness.archs import can_run, get_arch
-from harness.compile import compile_kernel, target_arch
+from harness.build import occupancy
+from harness.build.compile import compile_kernel, target_arch
 from harness.errors import HarnessError
-from harness.registry import Kernel
+from harness.kernels.registry import Kernel
 
 DEFAULT_SIZE = (4096, 4096, 4096)
 

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from harness import occupancy
-from harness.compile import nvrtc_cubin
-from harness.driver import Device, Module
-from harness.ptxas import parse_report
+from harness.build import occupancy
+from harness.build.compile import nvrtc_cubin
+from harness.build.ptxas import parse_report
+from harness.gpu.driver import Device, Module
 
 PROBE = r"""
 extern "C" __global__ void occ_probe(float* out, int n) {

@@ -11,11 +11,11 @@ from pathlib import Path
 
 from tabulate import tabulate
 
-from harness import napkin, plots
 from harness.errors import HarnessError
-from harness.registry import PROJECT_ROOT, discover
-from harness.report import gpu_slug
-from harness.spec import read_spec
+from harness.kernels.registry import PROJECT_ROOT, discover
+from harness.kernels.spec import read_spec
+from harness.report import napkin, plots
+from harness.report.files import gpu_slug
 
 README_START = "<!-- results:start -->"
 README_END = "<!-- results:end -->"

@@ -18,18 +18,18 @@ from pathlib import Path
 
 import numpy as np
 
-from harness import numerics
-from harness.ceiling import Ceilings, device_facts
-from harness.clocks import ClockSampler
-from harness.compile import compile_kernel
-from harness.cublas import Cublas, compute_name
-from harness.driver import Buffer, Device, Stream
+from harness.bench import numerics
+from harness.bench.ceiling import Ceilings, device_facts
+from harness.bench.gemm import LoadedGemm
+from harness.build.compile import compile_kernel
 from harness.errors import HarnessError, LaunchError
-from harness.gemm import LoadedGemm
-from harness.registry import Kernel
-from harness.spec import read_spec
+from harness.gpu.clocks import ClockSampler
+from harness.gpu.cublas import Cublas, compute_name
+from harness.gpu.driver import Buffer, Device, Stream
+from harness.gpu.timing import Timer, TimingOptions
+from harness.kernels.registry import Kernel
+from harness.kernels.spec import read_spec
 from harness.stats import Summary, gflops, peak_gflops
-from harness.timing import Timer, TimingOptions
 
 EVENT_PREFIX = "HARNESS-EVENT "
 # Shapes that are not multiples of any tile, several seeds each: odd ones for kernels with no

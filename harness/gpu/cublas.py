@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from harness.driver import Stream, context_resource
 from harness.errors import HarnessError
+from harness.gpu.driver import Stream, context_resource
 
 
 def _lib():

@@ -13,14 +13,19 @@ import os
 import re
 import tempfile
 from dataclasses import dataclass, field
-from functools import cache
 from pathlib import Path
 
-from harness import ptxpp
 from harness.archs import ARCHS, can_run, get_arch
-from harness.errors import CompileError, HarnessError
-from harness.ptxas import Resources, parse_report
-from harness.registry import Kernel
+from harness.build.ptxas import Resources, parse_report
+from harness.errors import CompileError
+from harness.gpu.compilers import (
+    compiler_versions,
+    cuda_version_for_ptx,
+    nvjitlink_ptx,
+    nvrtc_compile,
+)
+from harness.kernels import ptxpp
+from harness.kernels.registry import Kernel
 
 CACHE_SCHEMA = 1
 
@@ -65,18 +70,6 @@ class CompiledKernel:
     log: str
     compiler: str
     cached: bool
-
-
-@cache
-def compiler_versions() -> dict[str, str]:
-    """NVRTC and nvJitLink versions, as ``major.minor`` strings."""
-    from cuda.bindings import nvjitlink, nvrtc
-
-    from harness.cuda_check import check
-
-    major, minor = check(nvrtc.nvrtcVersion(), "nvrtcVersion")
-    link_major, link_minor = nvjitlink.version()
-    return {"nvrtc": f"{major}.{minor}", "nvjitlink": f"{link_major}.{link_minor}"}
 
 
 def cache_dir() -> Path:
@@ -169,26 +162,10 @@ def _cache_store(key: str, compiled: CompiledKernel) -> None:
 def nvrtc_cubin(source: bytes, name: str, flags: list[str]) -> tuple[bytes, str]:
     """CUDA C++ ``source`` compiled by NVRTC with ``flags``: the cubin and the compile log.
     A failed compile raises CompileError with NVRTC's diagnostics placed in ``name``."""
-    from cuda.bindings import nvrtc
-
-    from harness.cuda_check import check
-
-    prog = check(nvrtc.nvrtcCreateProgram(source, name.encode(), 0, [], []), "nvrtcCreateProgram")
-    try:
-        encoded = [f.encode() for f in flags]
-        (status,) = nvrtc.nvrtcCompileProgram(prog, len(encoded), encoded)
-        size = check(nvrtc.nvrtcGetProgramLogSize(prog), "nvrtcGetProgramLogSize")
-        buf = bytearray(size)
-        check(nvrtc.nvrtcGetProgramLog(prog, buf), "nvrtcGetProgramLog")
-        log = buf.rstrip(b"\0").decode(errors="replace")
-        if status != nvrtc.nvrtcResult.NVRTC_SUCCESS:
-            raise CompileError(_explain_nvrtc(log, name, source.decode(errors="replace"), flags))
-        size = check(nvrtc.nvrtcGetCUBINSize(prog), "nvrtcGetCUBINSize")
-        cubin = bytearray(size)
-        check(nvrtc.nvrtcGetCUBIN(prog, cubin), "nvrtcGetCUBIN")
-        return bytes(cubin), log
-    finally:
-        check(nvrtc.nvrtcDestroyProgram(prog), "nvrtcDestroyProgram")
+    out = nvrtc_compile(source, name, flags)
+    if not out.ok:
+        raise CompileError(_explain_nvrtc(out.log, name, source.decode(errors="replace"), flags))
+    return out.cubin, out.log
 
 
 _NVRTC_DIAG = re.compile(r"^(?P<file>.+?)\((?P<line>\d+)\): (?P<kind>error|catastrophic error)"
@@ -214,19 +191,13 @@ _PTX_TARGET = re.compile(r"^\s*\.target\s+([\w]+)", re.MULTILINE)
 def check_ptx_header(source: str, path: Path, arch: str, linker_version: str) -> None:
     """Refuse, before assembling, a PTX whose ``.version`` this nvJitLink cannot read or whose
     ``.target`` the compile target (the GPU's arch) cannot run, saying what to change."""
-    from cuda.bindings.utils import get_minimal_required_cuda_ver_from_ptx_ver
-
     version, target = _PTX_VERSION.search(source), _PTX_TARGET.search(source)
     if not version or not target:
         missing = ".version" if not version else ".target"
         raise CompileError(f"{path}: no {missing} directive; a PTX file starts with "
                            "'.version X.Y', '.target sm_NN' and '.address_size 64'")
     have = tuple(int(x) for x in linker_version.split("."))
-    try:
-        need_code = get_minimal_required_cuda_ver_from_ptx_ver(version[1])
-        need = (need_code // 1000, need_code % 1000 // 10)
-    except ValueError:
-        need = None
+    need = cuda_version_for_ptx(version[1])
     if need is None or need > have:
         needs = f"CUDA {need[0]}.{need[1]}" if need else "a CUDA newer than any known here"
         raise CompileError(
@@ -250,33 +221,11 @@ def check_ptx_header(source: str, path: Path, arch: str, linker_version: str) ->
 
 def _nvjitlink(source: bytes, path: Path, flags: list[str],
                expanded: ptxpp.Expanded | None = None) -> tuple[bytes, str]:
-    from cuda.bindings import nvjitlink
-
-    handle = nvjitlink.create(len(flags), flags)
-    try:
-        try:
-            nvjitlink.add_data(handle, nvjitlink.InputType.PTX, source, len(source), str(path))
-            nvjitlink.complete(handle)
-        except nvjitlink.nvJitLinkError as exc:
-            log = _nvjitlink_log(handle, "error")
-            raise CompileError(explain_ptx_error(log, path, source.decode(errors="replace"),
-                                                 flags, str(exc), expanded)) from None
-        cubin = bytearray(nvjitlink.get_linked_cubin_size(handle))
-        nvjitlink.get_linked_cubin(handle, cubin)
-        log = _nvjitlink_log(handle, "info")
-    finally:
-        nvjitlink.destroy(handle)
-    return bytes(cubin), log
-
-
-def _nvjitlink_log(handle, which: str) -> str:
-    from cuda.bindings import nvjitlink
-
-    size = getattr(nvjitlink, f"get_{which}_log_size")(handle)
-    buf = bytearray(size)
-    if size:
-        getattr(nvjitlink, f"get_{which}_log")(handle, buf)
-    return buf.rstrip(b"\0").decode(errors="replace")
+    out = nvjitlink_ptx(source, str(path), flags)
+    if not out.ok:
+        raise CompileError(explain_ptx_error(out.log, path, source.decode(errors="replace"),
+                                             flags, out.status, expanded))
+    return out.cubin, out.log
 
 
 _PTXAS_DIAG = re.compile(r"ptxas[^,\n]*?(?:, line (?P<line>\d+))?; (?P<kind>error|fatal)\s*:\s*"
@@ -308,14 +257,3 @@ def explain_ptx_error(log: str, path: Path, source: str, flags: list[str], statu
     head = "\n".join(parts) or log.strip() or status
     return (f"{path}: nvJitLink could not assemble the PTX (flags: {' '.join(flags)})\n{head}\n"
             f"--- full linker log ---\n{log.strip()}")
-
-
-def require_compiler() -> None:
-    """Raise a clear error when cuda-bindings or its NVRTC / nvJitLink libraries are missing."""
-    try:
-        compiler_versions()
-    except (ImportError, RuntimeError, OSError) as exc:
-        raise HarnessError(
-            f"cannot load NVRTC / nvJitLink ({exc}); install the project with "
-            "`python3 -m pip install -e .` (it brings nvidia-cuda-nvrtc and nvidia-nvjitlink)"
-        ) from None

@@ -15,8 +15,8 @@ from functools import cached_property
 import numpy as np
 
 from harness.archs import Arch, arch_for_capability
-from harness.cuda_check import check
 from harness.errors import HarnessError
+from harness.gpu.check import check
 
 try:
     from cuda.bindings import driver as cu

@@ -11,9 +11,9 @@ import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from harness import expr
 from harness.archs import ARCHS, get_arch
 from harness.errors import SpecError
+from harness.kernels import expr
 
 PRECISIONS = ("fp32", "tf32", "bf16", "fp16")
 LAYOUTS = ("row", "col")

@@ -34,8 +34,8 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
-from harness import expr
 from harness.errors import CompileError, SpecError
+from harness.kernels import expr
 
 _DIRECTIVE = re.compile(r"^\s*#\s*(?P<word>[a-z]+)\b\s*(?P<rest>.*?)\s*$")
 _SET = re.compile(r"^(?P<name>[A-Za-z_]\w*)\s*=\s*(?P<expr>.+)$")

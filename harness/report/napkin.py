@@ -20,7 +20,7 @@ import math
 
 from harness.archs import get_arch
 from harness.errors import HarnessError
-from harness.spec import KernelSpec
+from harness.kernels.spec import KernelSpec
 
 # DRAM bandwidth by GPU family, bytes/s, from NVIDIA's datasheets (H100 SXM5 HBM3 3.35 TB/s,
 # H200 SXM 4.8 TB/s, A100 SXM4 80GB 2.04 TB/s).

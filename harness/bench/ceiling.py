@@ -24,16 +24,16 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from harness import numerics
 from harness.archs import Arch, can_run, get_arch
-from harness.clocks import ClockSampler
-from harness.compile import compile_kernel, compiler_versions
-from harness.driver import Buffer, Device, Function, LaunchShape, Module, Stream
+from harness.bench import numerics
+from harness.build.compile import compile_kernel, compiler_versions
 from harness.errors import HarnessError, LaunchError
-from harness.registry import DEFAULT_KERNEL_DIRS, Kernel, discover, project_relative
-from harness.spec import PRECISIONS
+from harness.gpu.clocks import ClockSampler
+from harness.gpu.driver import Buffer, Device, Function, LaunchShape, Module, Stream
+from harness.gpu.timing import Timer
+from harness.kernels.registry import DEFAULT_KERNEL_DIRS, Kernel, discover, project_relative
+from harness.kernels.spec import PRECISIONS
 from harness.stats import peak_gflops
-from harness.timing import Timer
 
 PLAN_CLOCK_MHZ = 2000.0
 """Above any boost clock of the GPUs the harness knows: iterations planned at the dense peak

@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import ctypes
 
-from harness import occupancy
 from harness.archs import can_run, cubin_runs_on, get_arch
-from harness.compile import CompiledKernel
-from harness.driver import Device, Function, LaunchShape, Module, Stream, tensor_map_2d
+from harness.build import occupancy
+from harness.build.compile import CompiledKernel
 from harness.errors import LaunchError
-from harness.registry import Kernel
-from harness.spec import TMA_OPERANDS
+from harness.gpu.driver import Device, Function, LaunchShape, Module, Stream, tensor_map_2d
+from harness.kernels.registry import Kernel
+from harness.kernels.spec import TMA_OPERANDS
 
 
 class LoadedGemm:

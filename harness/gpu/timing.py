@@ -20,9 +20,9 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, replace
 
-from harness.clocks import ClockSampler
-from harness.driver import Buffer, Event, Stream
 from harness.errors import HarnessError
+from harness.gpu.clocks import ClockSampler
+from harness.gpu.driver import Buffer, Event, Stream
 from harness.stats import Summary
 
 FLUSH_WORD = 0x3F800000

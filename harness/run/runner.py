@@ -18,12 +18,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from harness.compile import compile_kernel
+from harness.build.compile import compile_kernel
 from harness.errors import CompileError, HarnessError
-from harness.registry import PROJECT_ROOT, Kernel, project_relative
-from harness.report import jsonable
-from harness.timing import TimingOptions
-from harness.worker import EVENT_PREFIX
+from harness.gpu.timing import TimingOptions
+from harness.kernels.registry import PROJECT_ROOT, Kernel, project_relative
+from harness.report.files import jsonable
+from harness.run.worker import EVENT_PREFIX
 
 _FAULTS = ("ILLEGAL_ADDRESS", "LAUNCH_FAILED", "MISALIGNED_ADDRESS", "ILLEGAL_INSTRUCTION",
            "HARDWARE_STACK_ERROR", "INVALID_PC", "ASSERT")
@@ -107,7 +107,7 @@ def _run_worker(kernels: Sequence[Kernel], options: RunOptions, record: RunRecor
     current: str | None = None
     pending: list[tuple[int, int, int]] = []
     with tempfile.TemporaryFile(mode="w+") as stderr:
-        proc = subprocess.Popen([sys.executable, "-m", "harness.worker"], stdin=subprocess.PIPE,
+        proc = subprocess.Popen([sys.executable, "-m", "harness.run.worker"], stdin=subprocess.PIPE,
                                 stdout=subprocess.PIPE, stderr=stderr, text=True, env=env)
         lines: queue.Queue[str | None] = queue.Queue()
         threading.Thread(target=_pump, args=(proc.stdout, lines), daemon=True).start()

@@ -14,11 +14,11 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from harness import occupancy
 from harness.archs import get_arch
-from harness.compile import compile_kernel
+from harness.build import occupancy
+from harness.build.compile import compile_kernel
 from harness.errors import HarnessError, SpecError
-from harness.registry import Kernel
+from harness.kernels.registry import Kernel
 
 
 def points(kernel: Kernel, space: dict[str, Sequence[int]]) -> list[Kernel]:
