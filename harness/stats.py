@@ -37,11 +37,6 @@ class Summary:
         return cls(percentile(values, 50), percentile(values, 20), percentile(values, 80),
                    min(values), max(values), len(values))
 
-    @property
-    def spread_pct(self) -> float:
-        """(p80 - p20) as a percent of the median."""
-        return 100.0 * (self.p80 - self.p20) / self.median if self.median else math.inf
-
 
 def gflops(m: int, n: int, k: int, ms: float) -> float:
     """GFLOP/s of an M x N x K GEMM (2MNK FLOP) that took ``ms`` milliseconds."""

@@ -169,18 +169,20 @@ def harness(*args):
 
 
 def test_list_shows_ceiling_kernels_with_their_kind_and_build_does_not():
-    proc = harness("list")
+    proc = harness("list", "--variants")
     assert proc.returncode == 0, proc.stderr
     lines = {line.split()[0]: line.split() for line in proc.stdout.splitlines()[2:] if line}
     for kernel in CEILING:
         assert lines[kernel.name][1] == "ceiling"
-        assert lines[kernel.name][2] == f"ptx/ceiling/{kernel.spec.path.name}"
+        assert lines[kernel.name][4] == f"ptx/ceiling/{kernel.spec.path.name}"
     assert lines["01_naive"][1] == "gemm"
     build = harness("build", "--json")
     assert build.returncode == 0, build.stderr
     assert not {r["kernel"] for r in json.loads(build.stdout)} & {k.name for k in CEILING}
     refused = harness("run", "mma_sync_bf16")
     assert refused.returncode == 2 and "no kernel matches 'mma_sync_bf16'" in refused.stderr
+    by_path = harness("run", "ptx/ceiling/mma_sync_bf16.ptx")
+    assert by_path.returncode == 2 and "is a 'ceiling' kernel" in by_path.stderr
 
 
 def test_sass_command_shows_the_hmma():
@@ -193,9 +195,9 @@ def test_sass_command_shows_the_hmma():
 @pytest.mark.skipif(gpu_status()[0], reason="this machine has a GPU: the no-GPU path is not hit")
 def test_ceiling_without_gpu_says_so_in_one_line():
     proc = harness("ceiling")
-    assert proc.returncode == 0, proc.stderr
-    (line,) = proc.stdout.splitlines()
-    assert line.startswith("no GPU here (") and "mma.sync ceiling is measured on a GPU" in line
+    assert proc.returncode == 3, proc.stderr
+    (line,) = proc.stderr.splitlines()
+    assert line.startswith("harness: no GPU here (") and "ceiling is measured on a GPU" in line
     assert "harness sass mma_sync_bf16 mma_sync_fp16" in line
     bad = harness("ceiling", "--precision", "fp32")
     assert bad.returncode == 2 and "no ceiling kernel for fp32" in bad.stderr
@@ -229,49 +231,44 @@ def test_ceiling_report(tmp_path):
     assert "2*16*8*16 FLOP per mma x ... = 2162688000000" in md
 
 
-def test_pct_ceiling_column_only_where_rows_have_it():
-    fp32 = {"kernel": "a", "m": 64, "n": 64, "k": 64, "precision": "fp32", "status": "pass",
-            "gflops": 10.0, "pct_peak": 1.0}
-    bf16 = {**fp32, "kernel": "b", "precision": "bf16", "pct_ceiling": 87.65,
-            "ceiling_gflops": 655000.4, "ceiling_instruction": INSTRUCTION,
-            "ceiling_sm_clock_mhz": 1755.0}
-    assert "% ceiling" not in report.table([fp32])
-    text = report.table([fp32, bf16])
-    header, _, first, second = text.splitlines()
-    assert "% ceiling" in header and "87.7" in second and "87.7" not in first
-    assert "% ceiling" not in report.compare_table([{**fp32, "status": "fault"}])
-    assert "% ceiling" in report.compare_table([{**bf16, "status": "fault"}])
-
-
-def test_timed_row_carries_the_ceiling_of_its_precision():
-    from types import SimpleNamespace
-
-    from harness.bench.ceiling import CeilingResult
+def _result(precision: str, ceiling: float | None = None):
+    from harness.bench.result import Baseline, CeilingRef, KernelInfo, Result
     from harness.gpu.timing import Timing
-    from harness.run.worker import timed_row
 
-    ceiling = CeilingResult(**RESULT)
-    session = SimpleNamespace(
-        device=SimpleNamespace(arch=get_arch("sm_90"), sm_count=132),
-        ceilings=SimpleNamespace(get=lambda p: ceiling if p == "bf16" else None))
     kt = Timing(2.0, 1.9, 2.1, 1.8, 2.2, 50, True, 1755.0, 1700.0, 1800.0, 5.0,
                 clock_limits="power cap", power_w=690.0, power_span_s=1.9,
                 power_ms_per_launch=2.1)
     bt = Timing(1.0, 0.9, 1.1, 0.8, 1.2, 50, True, 1755.0, 1700.0, 1800.0, 5.0)
-    row = {"kernel": "k", "m": 4096, "n": 4096, "k": 4096, "precision": "bf16"}
-    out = timed_row(session, row, kt, bt)
+    parts = {"timing": kt, "baseline": Baseline("CUBLAS_COMPUTE_32F", bt)}
+    if ceiling:
+        parts["ceiling"] = CeilingRef(ceiling, INSTRUCTION, 1755.0)
+    return Result.of(KernelInfo(precision, "x.ptx", precision), 4096, 4096, 4096).with_parts(
+        **parts).ended("pass", "ok")
+
+
+def test_pct_ceiling_column_only_where_results_have_it():
+    from harness.report import tables
+
+    fp32, bf16 = _result("fp32"), _result("bf16", RESULT["gflops"])
+    assert "% ceiling" not in tables.table([fp32])
+    text = tables.table([fp32, bf16])
+    header, _, first, second = text.splitlines()
+    column = header.index("% ceiling")
+    assert second[column:].split()[0] == "10.5" and first[column:].split()[0] == "1755"
+    assert "% ceiling" not in tables.compare_table([fp32.ended("fault", "x")])
+    assert "% ceiling" in tables.compare_table([bf16.ended("fault", "x")])
+
+
+def test_a_result_carries_its_ceiling_and_energy():
+    r = _result("bf16", RESULT["gflops"])
     gflops = 2 * 4096**3 / 2e-3 / 1e9
-    assert out["gflops"] == pytest.approx(gflops)
-    assert out["pct_ceiling"] == pytest.approx(100 * gflops / RESULT["gflops"])
-    assert out["ceiling_gflops"] == RESULT["gflops"]
-    assert out["ceiling_instruction"] == INSTRUCTION
+    assert r.gflops == pytest.approx(gflops)
+    assert r.pct_ceiling == pytest.approx(100 * gflops / RESULT["gflops"])
     # 690 W for 2.1 ms is 1.449 J per launch, over 2 x 4096^3 FLOP: 10.54 pJ per FLOP
-    assert out["pj_per_flop"] == pytest.approx(10.54, abs=0.01)
-    assert out["power_gflops"] == pytest.approx(2 * 4096**3 / 2.1e-3 / 1e9)
-    assert out["power_w"] == 690.0 and out["clock_limits"] == "power cap"
-    assert math.isnan(out["cublas_pj_per_flop"]) and math.isnan(out["cublas_power_w"])
-    fp32 = timed_row(session, {**row, "precision": "fp32"}, kt, bt)
-    assert "pct_ceiling" not in fp32 and "ceiling_gflops" not in fp32
+    assert r.pj_per_flop(r.timing) == pytest.approx(10.54, abs=0.01)
+    assert r.power_gflops(r.timing) == pytest.approx(2 * 4096**3 / 2.1e-3 / 1e9)
+    assert math.isnan(r.pj_per_flop(r.baseline.timing))
+    assert _result("fp32").pct_ceiling is None
 
 
 @pytest.mark.gpu

@@ -7,7 +7,7 @@ import sys
 import pytest
 from conftest import FIXTURE_KERNELS
 
-from harness.build.compile import target_arch
+from harness.build.compile import compile_kernel, target_arch
 from harness.gpu.driver import gpu_status
 from harness.kernels.registry import PROJECT_ROOT, discover
 
@@ -24,11 +24,17 @@ def harness(*args, check=True):
     return proc
 
 
-def test_list_shows_every_kernel():
+def test_list_shows_every_file_once_and_every_key_on_asking():
     out = harness("list").stdout
-    for kernel in discover():
-        assert kernel.name in out
-    assert "min arch" in out and "cu/sgemm/01_naive.cu" in out
+    kernels = discover(kind=None)
+    for kernel in kernels:
+        assert kernel.spec.stem in out and (kernel.variant or "") in out
+    assert "min arch" in out and "variants" in out
+    assert len(out.splitlines()) < len(kernels)  # a line per file, not per variant
+    assert max(len(line) for line in out.splitlines()) <= 150
+    keys = harness("list", "--variants").stdout
+    for kernel in kernels:
+        assert kernel.name in keys
 
 
 @pytest.mark.parametrize("arch", ["sm_80", "sm_86", "sm_89", "sm_90"])
@@ -96,7 +102,62 @@ def test_errors_are_one_clear_line(args, message):
 
 @pytest.mark.skipif(gpu_status()[0], reason="this machine has a GPU: the no-GPU path is not hit")
 def test_run_without_gpu_says_so_and_builds():
-    proc = harness("run")
+    proc = harness("run", check=False)
+    assert proc.returncode == 3 and "needs a GPU" in proc.stderr, proc.stderr
     first, *rest = proc.stdout.splitlines()
     assert first.startswith("no GPU here (") and "offline build report for sm_90" in first
     assert "01_naive" in proc.stdout and "limiter" in proc.stdout
+
+
+@pytest.mark.skipif(gpu_status()[0], reason="this machine has a GPU: the no-GPU path is not hit")
+@pytest.mark.parametrize("args", [["compare", "01_naive", "02_coalesced"], ["tune", "10_hoisted"],
+                                  ["ceiling"], ["energy", "01_naive"], ["launch", "01_naive"]])
+def test_every_gpu_command_without_a_gpu_exits_3_in_one_line(args):
+    proc = harness(*args, check=False)
+    assert proc.returncode == 3, proc.stderr
+    assert "no GPU here" in proc.stderr and "Traceback" not in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+
+
+def test_a_kernel_that_cannot_launch_fails_build_and_occupancy_alike():
+    for command in ("build", "occupancy"):
+        proc = harness("--kernel-dir", str(FIXTURE_KERNELS / "bad"), command, "big_smem",
+                       "--arch", "sm_90", check=False)
+        assert proc.returncode == 1, (command, proc.stdout, proc.stderr)
+        assert "240 KB shared memory per block" in proc.stdout
+
+
+def test_energy_points_build_with_their_knobs(tmp_path, monkeypatch):
+    from harness.cli.bench import _knob, with_knobs
+    from harness.kernels.registry import select
+
+    monkeypatch.setenv("HARNESS_CACHE_DIR", str(tmp_path))
+    (base,) = select(discover(), ["12_mma_tma_bf16:m256n128e"])
+    kernel = with_knobs(base, _knob("NOLOAD=1,NOSTORE=1"))
+    assert kernel.name == "12_mma_tma_bf16:m256n128e+NOLOAD=1,NOSTORE=1"
+    assert dict(kernel.params)["NOLOAD"] == 1 and dict(kernel.params)["NOSTORE"] == 1
+    assert compile_kernel(kernel, "sm_90").resources.spill_store_bytes == 0
+
+
+def test_noload_with_tma_is_refused_where_the_copies_cannot_stop(tmp_path, monkeypatch):
+    from harness.cli.bench import with_knobs
+    from harness.errors import CompileError
+    from harness.kernels.registry import select
+
+    monkeypatch.setenv("HARNESS_CACHE_DIR", str(tmp_path))
+    (base,) = select(discover(), ["13_mma_persist_bf16:m256n128l3g8e"])
+    with pytest.raises(CompileError, match="set PERSIST = 0 and CLUSTER = 1"):
+        compile_kernel(with_knobs(base, {"NOLOAD": 1}), "sm_90")
+
+
+@pytest.mark.parametrize("args, message", [
+    (["energy", "12_mma_tma_bf16:m256n128e", "--knob", "NOSTORE"], "expected NAME=INT"),
+    (["energy", "12_mma_tma_bf16:m256n128e", "--knob", "NOPE=1"], "has no parameter NOPE"),
+    (["energy", "no_such_kernel"], "no kernel matches 'no_such_kernel'"),
+    (["energy", "12_mma_tma_bf16:m256n128e", "--seconds", "0.1"], "expected 0.5 to 60 seconds"),
+    (["launch", "01_naive", "--param", "NOPE=1"], "has no parameter NOPE"),
+    (["launch", "01_naive", "--repeats", "0"], "--repeats 0: expected at least 1"),
+])
+def test_energy_and_launch_refuse_bad_input_before_the_gpu(args, message):
+    proc = harness(*args, check=False)
+    assert proc.returncode == 2 and message in proc.stderr, proc.stderr

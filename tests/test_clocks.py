@@ -112,18 +112,27 @@ def test_no_nvml_gives_nan_everywhere():
     assert math.isnan(s.energy_mj()) and s.limit_bits() is None
 
 
-def test_run_table_shows_power_only_where_rows_have_it():
-    from harness.report import files as report
+def test_run_table_shows_power_only_where_results_have_it():
+    from harness.bench.result import Baseline, KernelInfo, Result
+    from harness.gpu.timing import Timing
+    from harness.report import tables
 
-    row = {"kernel": "a", "m": 64, "n": 64, "k": 64, "precision": "bf16", "status": "pass",
-           "gflops": 468000.0, "sm_clock_mhz": 1755.0}
-    assert "board W" not in report.table([row])
-    powered = {**row, "power_w": 699.6, "pj_per_flop": 1.4949, "cublas_pj_per_flop": 0.9412,
-               "clock_limits": "power cap"}
-    header, _, line = report.table([powered]).splitlines()
+    def timing(ms, power_w=math.nan, ms_per_launch=math.nan, limits=""):
+        return Timing(ms, ms, ms, ms, ms, 10, True, 1755.0, 1755.0, 1755.0, 1.0, limits,
+                      power_w, 2.0, ms_per_launch)
+
+    plain = Result.of(KernelInfo("a", "a.cu", "bf16"), 4096, 4096, 4096).with_parts(
+        timing=timing(0.3), baseline=Baseline("CUBLAS_COMPUTE_32F", timing(0.2))
+    ).ended("pass", "ok")
+    assert "board W" not in tables.table([plain])
+    # 699.6 W x 0.2937 ms over 2 x 4096^3 FLOP: 1.49 pJ/FLOP; 699.6 W x 0.185 ms: 0.94
+    powered = plain.with_parts(
+        timing=timing(0.3, 699.6, 0.2937, "power cap"),
+        baseline=Baseline("CUBLAS_COMPUTE_32F", timing(0.2, 699.6, 0.185)))
+    header, _, line = tables.table([powered]).splitlines()
     for title in ("board W", "pJ/FLOP", "cuBLAS pJ/FLOP", "clock held by"):
         assert title in header
-    assert "700" in line and "1.49" in line and "0.94" in line and "power cap" in line
+    assert "700" in line and "1.50" in line and "0.94" in line and "power cap" in line
 
 
 @pytest.mark.gpu

@@ -1,6 +1,5 @@
 """The napkin model, the generated ladder report, and the README's results section."""
 
-import json
 import shutil
 
 import pytest
@@ -41,7 +40,7 @@ def test_bounds():
 def test_report_and_readme_from_a_run(tmp_path):
     run_path = ladder.readme_source(PROJECT_ROOT / "README.md")
     assert run_path is not None and run_path.exists(), "README names no run report"
-    run = json.loads(run_path.read_text())
+    run = ladder.load(run_path)
     rows = ladder.napkin_rows(run)
     assert rows and all(r["bound_gflops"] > 0 for r in rows)
     copy = tmp_path / run_path.name
@@ -49,8 +48,23 @@ def test_report_and_readme_from_a_run(tmp_path):
     md, ladder_png, roof_png = ladder.write(copy, (4096, 4096, 4096))
     assert "## 4096x4096x4096" in md.read_text()
     assert ladder_png.read_bytes()[:4] == b"\x89PNG" and roof_png.read_bytes()[:4] == b"\x89PNG"
-    with pytest.raises(HarnessError, match="no measured rows at 5x5x5"):
+    before = sorted(p.name for p in tmp_path.iterdir())
+    with pytest.raises(HarnessError, match="no passing results at 5x5x5; it has 2048x2048"):
         ladder.write(copy, (5, 5, 5))
+    assert sorted(p.name for p in tmp_path.iterdir()) == before  # nothing left behind
+
+
+def test_report_of_a_tensor_core_run(tmp_path):
+    """Rows of kernels with no [model] keep their measured columns; titles name the run's
+    precisions and GPU, never a fixed one."""
+    run_path = PROJECT_ROOT / "reports" / "h100" / "run-20261122-184214.json"
+    copy = tmp_path / run_path.name
+    shutil.copy(run_path, copy)
+    md, ladder_png, roof_png = ladder.write(copy, (4096, 4096, 4096))
+    text = md.read_text()
+    assert "| 12_mma_tma_bf16:m256n128" in text and "BF16 and FP16 peak" in text
+    assert "2 bytes for BF16/FP16 inputs" in text and "NVIDIA H100" in text
+    assert ladder_png.read_bytes()[:4] == b"\x89PNG" and roof_png is None
 
 
 def test_readme_results_are_generated_not_typed():

@@ -4,7 +4,13 @@ import pytest
 from conftest import FIXTURE_KERNELS
 
 from harness.errors import HarnessError, SpecError
-from harness.kernels.registry import discover, select
+from harness.kernels.registry import (
+    DEFAULT_KERNEL_DIRS,
+    discover,
+    load_registry,
+    representatives,
+    select,
+)
 
 
 def test_project_registry_parses_and_is_ordered():
@@ -34,8 +40,10 @@ def test_select_by_name_stem_and_glob():
     assert [k.name for k in select(kernels, ["01_naive"])] == ["01_naive"]
     assert {k.name for k in select(kernels, ["0[12]_*"])} == {"01_naive", "02_coalesced"}
     assert select(kernels, []) == kernels
-    with pytest.raises(HarnessError, match="no kernel matches 'nope'; known kernels: 01_naive"):
+    with pytest.raises(HarnessError, match="no kernel matches 'nope'; [0-9]+ names are known"):
         select(kernels, ["nope"])
+    with pytest.raises(HarnessError, match=r"no kernel matches '10_hoist'; closest: 10_hoisted"):
+        select(kernels, ["10_hoist"])
 
 
 def test_fixture_constraints(tmp_path):
@@ -55,7 +63,71 @@ def test_duplicate_stems_and_missing_folders(tmp_path):
     (tmp_path / "b").mkdir()
     for sub in ("a", "b"):
         shutil.copy(FIXTURE_KERNELS / "isolation" / "d_good.cu", tmp_path / sub / "same.cu")
-    with pytest.raises(SpecError, match="two kernel files share the stem 'same'"):
+    with pytest.raises(SpecError, match=r"b/same.cu: its stem 'same' is already the key of "
+                                        r".*a/same.cu; the stem is the registry key"):
         discover([tmp_path])
+    registry = load_registry([tmp_path])
+    assert [k.name for k in registry.kernels] == ["same"] and len(registry.broken) == 1
     with pytest.raises(HarnessError, match="kernel folder .* does not exist"):
         discover([tmp_path / "missing"])
+
+
+GOOD = FIXTURE_KERNELS / "isolation" / "d_good.cu"
+
+
+def test_a_kernel_file_path_is_a_kernel_beside_the_built_ins(tmp_path):
+    mine = tmp_path / "mine.cu"
+    shutil.copy(GOOD, mine)
+    registry = load_registry(DEFAULT_KERNEL_DIRS)
+    chosen = registry.select([str(mine), "10_hoisted"])
+    assert [k.name for k in chosen] == ["mine", "10_hoisted"]
+    assert chosen[0].spec.path == mine
+    (variant,) = registry.select(["cu/sgemm/03_smem_tiled.cu:t16"])
+    assert variant.name == "03_smem_tiled:t16"
+    assert variant in registry.kernels  # the same kernel as its registry key names
+    with pytest.raises(HarnessError, match="no kernel file .*missing.cu"):
+        registry.select([str(tmp_path / "missing.cu")])
+    with pytest.raises(HarnessError, match="has no variant 'zz'; its variants: t16, t32"):
+        registry.select(["cu/sgemm/03_smem_tiled.cu:zz"])
+    with pytest.raises(HarnessError, match="is a 'ceiling' kernel; this command takes 'gemm'"):
+        registry.select(["ptx/ceiling/mma_sync_bf16.ptx"])
+
+
+def test_kernel_dir_adds_to_the_built_ins_and_one_bad_file_spoils_nothing(tmp_path):
+    shutil.copy(GOOD, tmp_path / "mine.cu")
+    (tmp_path / "broken.cu").write_text(GOOD.read_text().replace('entry = "good"', "entry = "))
+    (tmp_path / "latin1.cu").write_bytes(GOOD.read_bytes().replace(b"fixture", b"fixt\xe9re"))
+    registry = load_registry([*DEFAULT_KERNEL_DIRS, tmp_path])
+    names = [k.name for k in registry.kernels]
+    assert "mine" in names and "10_hoisted" in names
+    errors = {b.path.name: b.error for b in registry.broken}
+    assert set(errors) == {"broken.cu", "latin1.cu"}
+    assert "broken.cu:2: the spec block is not valid TOML" in errors["broken.cu"]
+    assert "latin1.cu:3: the kernel file is not UTF-8 (byte 0xe9" in errors["latin1.cu"]
+    assert [k.name for k in registry.select(["mine"])] == ["mine"]
+    with pytest.raises(SpecError, match="broken.cu:2"):
+        registry.select(["broken"])
+
+
+def test_a_file_without_a_spec_gets_one_to_paste(tmp_path):
+    path = tmp_path / "theirs.cu"
+    path.write_text("#include <cuda_runtime.h>\n__global__ void __launch_bounds__(256) "
+                    "sgemm_v1(int M, int N) {}\n__global__ void helper(float* x) {}\n")
+    registry = load_registry([])
+    with pytest.raises(SpecError) as info:
+        registry.select([str(path)])
+    text = str(info.value)
+    assert "no spec block" in text and 'entry = "sgemm_v1"' in text
+    assert "found in the file: sgemm_v1, helper" in text and "extern \"C\"" in text
+    assert "grid = [" in text and "block = [" in text
+
+
+def test_one_representative_per_file():
+    reps = representatives(discover())
+    files = [k.spec.path for k in reps]
+    assert len(files) == len(set(files)) == len({k.spec.path for k in discover()})
+    by_stem = {k.spec.stem: k for k in reps}
+    assert by_stem["01_naive"].variant is None
+    for k in reps:
+        if k.spec.representative:
+            assert k.variant == k.spec.representative

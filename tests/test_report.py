@@ -1,17 +1,43 @@
 import json
+import math
 
 import pytest
 
-from harness.report import files as report
+from harness.bench.result import (
+    Baseline,
+    CheckSummary,
+    Comparison,
+    KernelInfo,
+    LaunchInfo,
+    OccupancyInfo,
+    Result,
+    load_report,
+)
+from harness.build.ptxas import Resources
+from harness.gpu.timing import Timing
+from harness.kernels.registry import PROJECT_ROOT
+from harness.report import files, tables
 
-PASS = {"kernel": "03_smem_tiled:t32", "m": 4096, "n": 4096, "k": 4096, "precision": "fp32",
-        "status": "pass", "message": "ok", "gflops": 12345.6, "cublas_gflops": 50000.0,
-        "pct_cublas": 24.69, "pct_peak": 18.4, "sm_clock_mhz": 1980.0, "registers": 38,
-        "static_smem_bytes": 8192, "dynamic_smem_bytes": 0, "spill_store_bytes": 0,
-        "spill_load_bytes": 0, "blocks_per_sm": 2, "occupancy_pct": 100.0,
-        "limiter": "warps", "max_rel_err": 1.2e-7}
-FAULT = {"kernel": "a_fault", "m": 256, "n": 256, "k": 256, "precision": "fp32",
-         "status": "fault", "message": "kernel faulted: CUDA_ERROR_ILLEGAL_ADDRESS"}
+H100 = PROJECT_ROOT / "reports" / "h100"
+
+
+def timing(ms: float) -> Timing:
+    return Timing(ms, ms * 0.99, ms * 1.01, ms * 0.98, ms * 1.05, 50, True, 1980.0, 1900.0,
+                  1980.0, 3.0, "power cap")
+
+
+def passed(name: str = "03_smem_tiled:t32", ms: float = 11.1326) -> Result:
+    info = KernelInfo(name, "cu/sgemm/03_smem_tiled.cu", "fp32", {"TILE": 32})
+    return Result.of(info, 4096, 4096, 4096).with_parts(
+        resources=Resources(38, 8192), launch=LaunchInfo(1024, (128, 128, 1), 0),
+        occupancy=OccupancyInfo(2, 2, 100.0, "warps", 3.9),
+        checks=CheckSummary(29, 29, 1.2e-7), timing=timing(ms),
+        baseline=Baseline("CUBLAS_COMPUTE_32F", timing(2.7488)),
+        peak_gflops_at_clock=66908.16).ended("pass", "ok")
+
+
+FAULT = Result.of(KernelInfo("a_fault", "tests/kernels/isolation/a_fault.cu", "fp32"),
+                  256, 256, 256).ended("fault", "kernel faulted: CUDA_ERROR_ILLEGAL_ADDRESS")
 
 
 @pytest.mark.parametrize(
@@ -21,53 +47,93 @@ FAULT = {"kernel": "a_fault", "m": 256, "n": 256, "k": 256, "precision": "fp32",
      ("Some Card", "some-card")],
 )
 def test_gpu_slug(name, slug):
-    assert report.gpu_slug(name) == slug
+    assert files.gpu_slug(name) == slug
 
 
-def test_table_shows_numbers_and_failures():
-    text = report.table([PASS, FAULT])
+def test_figures_are_derived_from_the_timings():
+    r = passed()
+    assert r.gflops == pytest.approx(2 * 4096**3 / 11.1326e-3 / 1e9)
+    assert r.pct_baseline == pytest.approx(100 * 2.7488 / 11.1326)
+    assert r.pct_peak == pytest.approx(100 * r.gflops / 66908.16)
+    assert r.pct_ceiling is None and math.isnan(r.pj_per_flop(r.timing))
+    assert FAULT.gflops is None and FAULT.pct_baseline is None
+
+
+def test_table_shows_numbers_failures_and_notes():
+    noted = passed("reads_c").with_parts(
+        checks=CheckSummary(29, 29, 1e-7, notes=("reads C when beta = 0",)))
+    text = tables.table([passed(), FAULT])
     assert "12346" in text and "24.7" in text and "8192/0" in text and "1.2e-07" in text
-    assert "fault" in text and "4096x4096x4096" in text
-    assert "a_fault 256x256x256: fault: kernel faulted" in report.failures([PASS, FAULT])
+    assert "fault" in text and "4096x4096x4096" in text and "notes" not in text
+    assert "a_fault 256x256x256: fault: kernel faulted" in tables.failures([passed(), FAULT])
+    assert "reads C when beta = 0" in tables.table([passed(), noted])
 
 
-def test_write_run(tmp_path):
-    meta = report.metadata({"name": "NVIDIA H100 80GB HBM3", "sm_count": 132,
-                            "l2_bytes": 50 << 20, "compute_capability": [9, 0],
-                            "driver": "13.0", "clocks": {"max_sm_clock_mhz": 1980}},
-                           ["harness", "run", "--size", "4096"], {"cold_l2": True,
-                                                                  "budget_ms": 300}, [(4096,) * 3])
-    json_path, md_path = report.write_run(meta, [PASS, FAULT], tmp_path / "h100" / "run-x")
+def test_write_run_round_trips_through_json(tmp_path):
+    meta = files.metadata({"name": "NVIDIA H100 80GB HBM3", "sm_count": 132,
+                           "l2_bytes": 50 << 20, "compute_capability": [9, 0],
+                           "driver": "13.0", "clocks": {"max_sm_clock_mhz": 1980}},
+                          ["harness", "run", "--size", "4096"],
+                          {"cold_l2": True, "budget_ms": 300}, [(4096,) * 3],
+                          [passed().kernel])
+    json_path, md_path = files.write_run(meta, [passed(), FAULT], tmp_path / "h100" / "run-x")
     data = json.loads(json_path.read_text())
-    assert data["rows"] == [PASS, FAULT] and data["meta"]["gpu"] == "NVIDIA H100 80GB HBM3"
+    assert data["schema"] == 2 and data["meta"]["gpu"] == "NVIDIA H100 80GB HBM3"
     assert data["meta"]["command"] == "harness run --size 4096"
+    assert data["meta"]["git"]["commit"] and "dirty" in data["meta"]["git"]
+    assert data["rows"][0]["metrics"]["gflops"] == pytest.approx(passed().gflops)
+    assert data["rows"][0]["timing"]["median_ms"] == 11.1326
+    assert load_report(json_path).results == [passed(), FAULT]
     md = md_path.read_text()
     assert "cold (flushed before every repetition)" in md and "| 03_smem_tiled:t32" in md
     assert "## Not passed" in md and "CUDA_ERROR_ILLEGAL_ADDRESS" in md
+    assert "- git commit: " in md
 
 
 def test_compare_table_verdicts():
-    base = {**PASS, "compared_to": "a", "blocks_per_sm": 2, "occupancy_pct": 50.0,
-            "sass": {"FFMA": 33, "LDS.128": 8, "BAR": 2}}
-    rows = [{**base, "kernel": "a", "speedup": 1.0, "speedup_p20": 1.0, "speedup_p80": 1.0,
-             "within_noise": False},
-            {**base, "kernel": "b", "speedup": 1.004, "speedup_p20": 0.998,
-             "speedup_p80": 1.009, "within_noise": True},
-            {**base, "kernel": "c", "speedup": 0.8, "speedup_p20": 0.79, "speedup_p80": 0.81,
-             "within_noise": False},
-            FAULT]
-    text = report.compare_table(rows)
+    def compared(name, speedup, p20, p80, noise):
+        return passed(name).with_parts(
+            comparison=Comparison("a", speedup, p20, p80, noise),
+            occupancy=OccupancyInfo(2, 2, 50.0, "warps"),
+            sass={"FFMA": 33, "LDS.128": 8, "BAR": 2})
+
+    text = tables.compare_table([compared("a", 1.0, 1.0, 1.0, False),
+                                 compared("b", 1.004, 0.998, 1.009, True),
+                                 compared("c", 0.8, 0.79, 0.81, False), FAULT])
     lines = {line.split("|")[1].strip(): line for line in text.splitlines()[2:]}
     assert "reference" in lines["a"] and "within noise" in lines["b"]
     assert "slower" in lines["c"] and "0.800 (0.790-0.810)" in lines["c"]
     assert "FFMA:33 LDS.128:8 BAR:2" in lines["a"] and "fault" in lines["a_fault"]
 
 
-def test_write_tool_json_stamps_and_files_a_tool_result(tmp_path):
-    result = {"gpu": "NVIDIA H100 80GB HBM3", "rows": [{"power_w": float("nan")}]}
-    stem = report.write_tool_json(result, "tools/kernel_energy.py", ["12e", "--rounds", "2"],
-                                  "kernel-energy", tmp_path)
-    assert stem.parent == tmp_path / "h100" and stem.name.startswith("kernel-energy-")
-    saved = json.loads(stem.with_suffix(".json").read_text())
-    assert saved["command"] == "python3 tools/kernel_energy.py 12e --rounds 2"
-    assert saved["date"] == result["date"] and saved["rows"] == [{"power_w": None}]
+def _markdown_table(md: str, first_header: str) -> str:
+    lines = md.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith(first_header))
+    end = next((i for i in range(start, len(lines)) if not lines[i].startswith("|")), len(lines))
+    return "\n".join(lines[start:end])
+
+
+@pytest.mark.parametrize("name", ["run-20261122-132342", "run-20261122-230540"])
+def test_committed_runs_render_as_they_were_written(name):
+    """Reports written before the schema had a version (flat rows) read back into the typed
+    results and render the same table the run wrote then."""
+    run = load_report(H100 / f"{name}.json")
+    assert run.schema == 1 and all(isinstance(r, Result) for r in run.results)
+    md = (H100 / f"{name}.md").read_text()
+    assert tables.table(run.results, fmt="github") == _markdown_table(md, "| kernel")
+
+
+def test_committed_compare_renders_as_it_was_written():
+    run = load_report(H100 / "compare-20261122-213437.json")
+    md = (H100 / "compare-20261122-213437-table.md").read_text()
+    assert tables.compare_table(run.results) == md.strip()
+
+
+def test_a_report_from_a_newer_harness_is_refused(tmp_path):
+    path = tmp_path / "run.json"
+    path.write_text(json.dumps({"schema": 99, "meta": {}, "rows": []}))
+    with pytest.raises(Exception, match="schema 99; this harness reads up to 2"):
+        load_report(path)
+    path.write_text("[1, 2]")
+    with pytest.raises(Exception, match="is not a run report"):
+        load_report(path)

@@ -11,11 +11,10 @@ def test_percentile_matches_numpy(pct):
     assert percentile(values, pct) == pytest.approx(np.percentile(values, pct))
 
 
-def test_summary_and_spread():
+def test_summary():
     s = Summary.of([1.0, 2.0, 3.0, 4.0, 100.0])
     assert s.median == 3.0 and s.minimum == 1.0 and s.maximum == 100.0 and s.count == 5
     assert s.p20 == pytest.approx(1.8) and s.p80 == pytest.approx(23.2)
-    assert s.spread_pct == pytest.approx(100 * (23.2 - 1.8) / 3)
 
 
 def test_errors():

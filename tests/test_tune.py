@@ -54,12 +54,18 @@ def test_screening_gives_reasons():
     assert tune.why_not_launchable(base, "sm_90", [(4096,) * 3]) is None
 
 
-def test_best_ranks_passing_rows_at_the_size():
-    rows = [{"status": "pass", "m": 8, "n": 8, "k": 8, "gflops": 2.0, "kernel": "a"},
-            {"status": "pass", "m": 8, "n": 8, "k": 8, "gflops": 5.0, "kernel": "b"},
-            {"status": "FAIL", "m": 8, "n": 8, "k": 8, "gflops": 9.0, "kernel": "c"},
-            {"status": "pass", "m": 4, "n": 4, "k": 4, "gflops": 7.0, "kernel": "d"}]
-    assert [r["kernel"] for r in tune.best(rows, (8, 8, 8), 5)] == ["b", "a"]
+def test_best_ranks_passing_results_at_the_size():
+    from harness.bench.result import KernelInfo, Result
+    from harness.gpu.timing import Timing
+
+    def result(name, size, ms, status="pass"):
+        t = Timing(ms, ms, ms, ms, ms, 10, True, 1.0, 1.0, 1.0, 1.0)
+        return Result.of(KernelInfo(name, "x.cu", "fp32"), *size).with_parts(
+            timing=t).ended(status, "")
+
+    results = [result("a", (8, 8, 8), 5.0), result("b", (8, 8, 8), 2.0),
+               result("c", (8, 8, 8), 1.0, "FAIL"), result("d", (4, 4, 4), 1.0)]
+    assert [r.kernel.name for r in tune.best(results, (8, 8, 8), 5)] == ["b", "a"]
 
 
 def test_pin_writes_and_replaces_the_tuned_table(tmp_path):

@@ -26,9 +26,8 @@ import numpy as np
 
 from harness.archs import Arch, can_run, get_arch
 from harness.bench import numerics
-from harness.build.compile import compile_kernel, compiler_versions
+from harness.build.compile import compile_kernel
 from harness.errors import HarnessError, LaunchError
-from harness.gpu.clocks import ClockSampler
 from harness.gpu.driver import Buffer, Device, Function, LaunchShape, Module, Stream
 from harness.gpu.timing import Timer
 from harness.kernels.registry import DEFAULT_KERNEL_DIRS, Kernel, discover, project_relative
@@ -103,10 +102,6 @@ class CeilingResult:
     flops_per_launch: int
     flop_formula: str
     registers: int
-
-    @property
-    def tflops(self) -> float:
-        return self.gflops / 1e3
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -267,13 +262,3 @@ class Ceilings:
             self.say(f"no {precision} ceiling: {exc}")
         self.results[precision] = result
         return result
-
-
-def device_facts(device: Device, clocks: ClockSampler) -> dict:
-    """The GPU facts a report's header names: the worker's device event (which adds the cuBLAS
-    version) and the ceiling report."""
-    return {"name": device.name, "compute_capability": list(device.compute_capability),
-            "arch": device.arch.name, "sm_count": device.sm_count, "l2_bytes": device.l2_bytes,
-            "driver": device.driver_version, "pci_bus_id": device.pci_bus_id,
-            "compilers": compiler_versions(), "clocks": clocks.info(),
-            "memory_bytes": device.total_memory_bytes}

@@ -87,6 +87,11 @@ class ClockSampler:
         except Exception as exc:  # NVML absent or the device not found: report, keep timing
             self.reason = f"NVML unavailable: {exc}"
 
+    @property
+    def nvml(self):
+        """The ``pynvml`` module, for readings this class does not take (None without NVML)."""
+        return self._nvml if self.handle is not None else None
+
     def sm_clock_mhz(self) -> float:
         if self.handle is None:
             return math.nan
@@ -116,7 +121,11 @@ class ClockSampler:
         """Sample while the GPU works (until ``done()``), at least once; with the SM clock,
         the mean board power over the window and the clock limits seen in it. ``tick`` is
         called between samples (to keep the GPU's queue topped up)."""
-        if self.handle is None:
+        if self.handle is None:  # no clock to read: still wait, and keep the queue going
+            while not done():
+                if tick is not None:
+                    tick()
+                time.sleep(interval_s)
             return _NO_SAMPLE
         samples, bits, known = [], 0, False
         energy = self.energy_mj()

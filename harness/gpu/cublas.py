@@ -26,6 +26,8 @@ def _lib():
     return nvmath, cublas
 
 
+# C's element type -> its data type name
+_C_TYPES = {"fp32": "CUDA_R_32F", "bf16": "CUDA_R_16BF", "fp16": "CUDA_R_16F"}
 # precision -> (A/B data type name, compute type name)
 _TYPES = {
     "fp32": ("CUDA_R_32F", "COMPUTE_32F"),
@@ -57,20 +59,21 @@ class Cublas:
         self._destroy()
 
     def gemm(self, precision: str, m: int, n: int, k: int, alpha: float, a: int, b: int,
-             beta: float, c: int, layout_b: str = "row") -> None:
-        """Enqueue C = alpha A B + beta C (A row-major MxK, B KxN in ``layout_b``, C FP32)."""
+             beta: float, c: int, layout_b: str = "row", c_type: str = "fp32") -> None:
+        """Enqueue C = alpha A B + beta C (A row-major MxK, B KxN in ``layout_b``, C of
+        ``c_type``; FP32 alpha and beta, FP32 compute for every 16-bit input)."""
         cublas, dtypes = self._cublas, self._nvmath.CudaDataType
         data_type, compute = _TYPES[precision]
-        ab = getattr(dtypes, data_type)
+        ab, c_data = getattr(dtypes, data_type), getattr(dtypes, _C_TYPES[c_type])
         self._scalars[:] = (alpha, beta)
         op_b, ld_b = ((cublas.Operation.N, n) if layout_b == "row" else (cublas.Operation.T, k))
         try:
             cublas.gemm_ex(
                 self.handle, op_b, cublas.Operation.N, n, m, k,
                 self._scalars.ctypes.data, b, ab, ld_b, a, ab, k,
-                self._scalars.ctypes.data + 4, c, dtypes.CUDA_R_32F, n,
+                self._scalars.ctypes.data + 4, c, c_data, n,
                 getattr(cublas.ComputeType, compute), cublas.GemmAlgo.DEFAULT,
             )
         except Exception as exc:
             raise HarnessError(f"cublasGemmEx failed for {precision} {m}x{n}x{k} "
-                               f"({compute_name(precision)}): {exc}") from None
+                               f"({compute_name(precision)}, C {c_type}): {exc}") from None

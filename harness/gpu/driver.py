@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import ctypes
 import weakref
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -136,10 +137,6 @@ class Device:
         return self.attribute(_ATTR.CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR)
 
     @cached_property
-    def reserved_smem_per_block_bytes(self) -> int:
-        return self.attribute(_ATTR.CU_DEVICE_ATTRIBUTE_RESERVED_SHARED_MEMORY_PER_BLOCK)
-
-    @cached_property
     def pci_bus_id(self) -> str:
         raw = check(cu.cuDeviceGetPCIBusId(64, self.handle), "cuDeviceGetPCIBusId")
         return raw.split(b"\0", 1)[0].decode() if isinstance(raw, bytes) else str(raw)
@@ -155,6 +152,17 @@ class Device:
 
     def synchronize(self) -> None:
         check(cu.cuCtxSynchronize(), "cuCtxSynchronize")
+
+
+@contextmanager
+def profiler_range() -> Iterator[None]:
+    """Launches inside are the ones a profiler started with ``--profile-from-start off``
+    (Nsight Compute) records (cuProfilerStart / cuProfilerStop)."""
+    check(cu.cuProfilerStart(), "cuProfilerStart")
+    try:
+        yield
+    finally:
+        check(cu.cuProfilerStop(), "cuProfilerStop")
 
 
 class Buffer:
@@ -203,9 +211,29 @@ class Buffer:
         return out
 
     def fill_u32(self, word: int, stream: Stream) -> None:
-        """Write the 32-bit pattern ``word`` over the whole buffer (NaN poison, L2 flush)."""
+        """Write the 32-bit pattern ``word`` over the whole buffer (poison, L2 flush)."""
         check(cu.cuMemsetD32Async(self.dptr, word, self.nbytes // 4, stream.handle),
               "cuMemsetD32Async")
+
+    def fill(self, word: int, word_bytes: int, stream: Stream) -> None:
+        """Write the 16- or 32-bit pattern ``word`` over the whole buffer."""
+        if word_bytes == 4:
+            self.fill_u32(word, stream)
+        elif word_bytes == 2:
+            check(cu.cuMemsetD16Async(self.dptr, word, self.nbytes // 2, stream.handle),
+                  "cuMemsetD16Async")
+        else:
+            raise HarnessError(f"fill takes 2- or 4-byte words, got {word_bytes}")
+
+    def upload_at(self, array: np.ndarray, offset_bytes: int, stream: Stream) -> None:
+        """Copy ``array`` in at ``offset_bytes`` and wait for it."""
+        array = np.ascontiguousarray(array)
+        if offset_bytes + array.nbytes > self.nbytes:
+            raise HarnessError(f"upload of {array.nbytes} bytes at {offset_bytes} into a "
+                               f"{self.nbytes}-byte buffer")
+        check(cu.cuMemcpyHtoDAsync(self.address + offset_bytes, array.ctypes.data,
+                                   array.nbytes, stream.handle), "cuMemcpyHtoDAsync")
+        stream.synchronize("upload")
 
 
 class Stream:

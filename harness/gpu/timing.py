@@ -1,13 +1,17 @@
 """Timing with CUDA events, the queue kept full, cold or hot L2, SM clock sampled by NVML.
 
-Method (after Triton's ``do_bench``, adapted): warm up for ``warmup_ms``; turn ``budget_ms`` into
-a repetition count; enqueue enough L2-flush work ahead of the timed region that the GPU is
-still busy with it when the host has finished enqueueing every repetition (so no launch waits on
-the host); record an event pair around each launch, with an L2 flush (a write of twice the L2
-size) between repetitions in cold mode; synchronise once; report the median and p20/p80.
-While the GPU works through the repetitions the host samples NVML for the SM clock and what
-held it (clocks.py); launches timed interleaved share one window, so they share those. Board
-power needs a longer window than a timing gives (NVML's readings move every ~100 ms): with
+Method (after Triton's ``do_bench`` and nvbench's noise-based stopping, adapted): warm up for
+``warmup_ms``; then time repetitions in batches of about ``BATCH_MS`` of GPU work, each launch
+between its own event pair, with an L2 flush (a write of twice the L2 size) before each in cold
+mode. Two batches are kept queued, behind enough L2-flush work that the GPU is still busy with
+it when the host has enqueued them, so no launch waits on the host. After each batch the median
+is tested: the timing stops once at least ``min_ms`` of GPU time and ``min_reps`` repetitions
+are in and the median's relative standard error (1.2533 x sigma / sqrt(n), sigma from the
+p20-p80 range) is at most ``max_rel_se_pct`` for every launch timed, or once ``budget_ms`` of GPU
+time or ``max_reps`` repetitions are spent. It reports the median and p20/p80, and why it
+stopped. While the GPU works through the repetitions the host samples NVML for the SM clock and
+what held it (clocks.py); launches timed interleaved share one window, so they share those.
+Board power needs a longer window than a timing gives (NVML's readings move every ~100 ms): with
 ``power_s`` set, a single launch's timing is followed by a power pass, the launch back to back
 for that long with warm L2 and no events, the queue kept a few tens of ms ahead, whose mean
 board power and GPU time per launch give the energy per launch.
@@ -18,7 +22,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass, replace
 
 from harness.errors import HarnessError
 from harness.gpu.clocks import ClockSampler
@@ -27,6 +31,8 @@ from harness.stats import Summary
 
 FLUSH_WORD = 0x3F800000
 POWER_CHUNK_MS, POWER_AHEAD = 20.0, 3  # power pass: GPU ms per chunk of launches, chunks queued
+BATCH_MS = 10.0
+"""GPU time of one batch of timed repetitions: the stopping rule is tested after each."""
 
 
 @dataclass(frozen=True)
@@ -38,12 +44,25 @@ class TimingOptions:
     warmup_ms: float = 30.0
     """GPU time spent launching before measuring (module load, clocks ramping)."""
     budget_ms: float = 300.0
-    """GPU time the timed repetitions should take; turned into a repetition count."""
+    """The most GPU time the timed repetitions may take (the cap of the stopping rule)."""
+    min_ms: float = 25.0
+    """The least GPU time the timed repetitions take (the floor of the stopping rule)."""
+    max_rel_se_pct: float = 0.5
+    """Stop once the median's relative standard error is at most this (percent); 0 runs every
+    timing to ``budget_ms``."""
     min_reps: int = 10
     max_reps: int = 2000
     power_s: float = 0.0
     """After timing one launch, run it back to back this long for the board's mean power
     (``Timer.power``); 0 skips it. Launches timed interleaved get none."""
+
+    def describe(self) -> str:
+        """The stopping rule in words, for reports."""
+        rule = (f"until the median's relative standard error is <= {self.max_rel_se_pct:g}% "
+                f"(at least {self.min_ms:g} ms and {self.min_reps} repetitions)"
+                if self.max_rel_se_pct > 0 else "for the whole budget")
+        return (f"repetitions in batches {rule}, at most {self.budget_ms:g} ms of GPU time or "
+                f"{self.max_reps} repetitions; warm-up {self.warmup_ms:g} ms")
 
 
 @dataclass(frozen=True)
@@ -72,14 +91,15 @@ class Timing:
     """The span ``power_w`` is a mean over (clocks.py)."""
     power_ms_per_launch: float = math.nan
     """GPU time per launch in the power pass: with ``power_w``, the energy of one launch."""
+    stop: str = ""
+    """Why the repetitions stopped: "converged", "budget" or "max reps"."""
+    median_rel_se_pct: float = math.nan
+    """The median's relative standard error when they stopped (percent)."""
 
     @property
     def energy_j(self) -> float:
         """Board energy of one launch in the power pass (NaN without one)."""
         return self.power_w * self.power_ms_per_launch * 1e-3
-
-    def as_dict(self) -> dict:
-        return asdict(self)
 
 
 @dataclass(frozen=True)
@@ -186,32 +206,32 @@ class Timer:
         for _ in range(max(1, math.ceil(opts.warmup_ms / estimate_ms))):
             round_()
         gpu_ms, host_per_round_ms = self._measure(round_, 5)
+        if opts.cold_l2:
+            gpu_ms += len(launches) * self.flush_ms()
         estimate_ms = max(gpu_ms, 1e-4)
-        reps = int(min(opts.max_reps, max(opts.min_reps, opts.budget_ms / estimate_ms)))
+        cap = int(min(opts.max_reps, max(opts.min_reps, opts.budget_ms / estimate_ms)))
+        floor = int(min(cap, max(opts.min_reps, math.ceil(opts.min_ms / estimate_ms))))
+        per_batch = int(min(cap, max(5, math.ceil(BATCH_MS / estimate_ms))))
+        batches = _Batches(self, launches, cap, floor, per_batch)
 
-        # Work ahead of the timed region: enough flushes to outlast the host's enqueueing
-        # (about 4 driver calls per launch), with a 2x margin.
-        host_enqueue_ms = reps * (host_per_round_ms + 0.05 * len(launches))
+        # Work ahead of the first two batches: enough flushes to outlast the host's enqueueing
+        # of them (about 4 driver calls per launch), with a 2x margin; later batches are
+        # enqueued while earlier ones run.
+        host_enqueue_ms = 2 * per_batch * (host_per_round_ms + 0.05 * len(launches))
         ahead = max(4, math.ceil(2 * host_enqueue_ms / max(self.flush_ms(), 1e-3)))
-        events = [[(Event(), Event()) for _ in launches] for _ in range(reps)]
         ahead_start, ahead_end = Event(), Event()
         ahead_start.record(self.stream)
         for _ in range(ahead):
             self.flush()
         ahead_end.record(self.stream)
         host_t0 = time.perf_counter()
-        for round_events in events:
-            for launch, (start, end) in zip(launches, round_events, strict=True):
-                if opts.cold_l2:
-                    self.flush()
-                start.record(self.stream)
-                launch()
-                end.record(self.stream)
+        batches.enqueue()
+        batches.enqueue()
         host_ms = (time.perf_counter() - host_t0) * 1e3
-        clocks = self.clocks.sample_until(events[-1][-1][1].done)
+        clocks = self.clocks.sample_until(batches.finished, tick=batches.tick)
         self.stream.synchronize("timed repetitions")
-        per_round = [[end.elapsed_ms(start) for start, end in round_events]
-                     for round_events in events]
+        batches.tick()
+        per_round = batches.times
         ahead_ms = ahead_end.elapsed_ms(ahead_start) - host_ms
         timings = []
         for i in range(len(launches)):
@@ -220,6 +240,71 @@ class Timer:
                 raise HarnessError("timing: the median repetition took no time; the launch "
                                    "enqueued nothing on the timer's stream")
             timings.append(Timing(summary.median, summary.p20, summary.p80, summary.minimum,
-                                  summary.maximum, reps, opts.cold_l2, clocks.median,
-                                  clocks.minimum, clocks.maximum, ahead_ms, clocks.limits))
+                                  summary.maximum, len(per_round), opts.cold_l2, clocks.median,
+                                  clocks.minimum, clocks.maximum, ahead_ms, clocks.limits,
+                                  stop=batches.stop,
+                                  median_rel_se_pct=median_rel_se_pct(summary)))
         return timings, per_round
+
+
+def median_rel_se_pct(summary: Summary) -> float:
+    """The median's relative standard error in percent: 1.2533 sigma / sqrt(n) / median, with
+    sigma estimated from the p20-p80 range (1.683 sigma for a normal sample)."""
+    if summary.count < 2 or summary.median <= 0:
+        return math.inf
+    sigma = (summary.p80 - summary.p20) / 1.683
+    return 100.0 * 1.2533 * sigma / math.sqrt(summary.count) / summary.median
+
+
+class _Batches:
+    """The timed repetitions, enqueued a batch at a time with two batches in flight, collected
+    as they finish, and stopped by the rule (``TimingOptions``)."""
+
+    def __init__(self, timer: Timer, launches, cap: int, floor: int, per_batch: int):
+        self.timer, self.launches = timer, launches
+        self.cap, self.floor, self.per_batch = cap, floor, per_batch
+        self.enqueued = 0
+        self.in_flight: list[list[list[tuple[Event, Event]]]] = []
+        self.times: list[list[float]] = []
+        self.stop = ""
+
+    def enqueue(self) -> None:
+        count = min(self.per_batch, self.cap - self.enqueued)
+        if count <= 0 or self.stop:
+            return
+        stream, cold = self.timer.stream, self.timer.options.cold_l2
+        batch = [[(Event(), Event()) for _ in self.launches] for _ in range(count)]
+        for round_events in batch:
+            for launch, (start, end) in zip(self.launches, round_events, strict=True):
+                if cold:
+                    self.timer.flush()
+                start.record(stream)
+                launch()
+                end.record(stream)
+        self.in_flight.append(batch)
+        self.enqueued += count
+
+    def tick(self) -> None:
+        """Collect finished batches; decide whether to stop; keep two batches queued."""
+        while self.in_flight and self.in_flight[0][-1][-1][1].done():
+            batch = self.in_flight.pop(0)
+            self.times += [[end.elapsed_ms(start) for start, end in round_events]
+                           for round_events in batch]
+            if not self.stop:
+                self.stop = self._verdict()
+        while not self.stop and len(self.in_flight) < 2 and self.enqueued < self.cap:
+            self.enqueue()
+
+    def _verdict(self) -> str:
+        n = len(self.times)
+        opts = self.timer.options
+        if n >= self.cap:
+            return "max reps" if self.cap == opts.max_reps else "budget"
+        if n < self.floor or opts.max_rel_se_pct <= 0:
+            return ""
+        worst = max(median_rel_se_pct(Summary.of([r[i] for r in self.times]))
+                    for i in range(len(self.launches)))
+        return "converged" if worst <= opts.max_rel_se_pct else ""
+
+    def finished(self) -> bool:
+        return not self.in_flight and (bool(self.stop) or self.enqueued >= self.cap)

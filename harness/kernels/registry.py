@@ -7,7 +7,10 @@ commands see only ``kind = "gemm"`` kernels (the default of :func:`discover`).
 
 from __future__ import annotations
 
+import difflib
 import fnmatch
+import hashlib
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
@@ -98,10 +101,36 @@ class Kernel:
         return [f"{m}x{n}x{k} violates the kernel's constraint {c.text!r}"
                 for c in self.spec.constraints if not c(env)]
 
+    @cached_property
+    def source_sha256(self) -> str:
+        """sha256 of the kernel file and of the files it includes with ``#include "..."``
+        (next to it), in the order they appear: what a report records of its source."""
+        return source_sha256(self.spec.path)
+
     @property
     def defines(self) -> tuple[str, ...]:
         """``-D`` options a .cu file is compiled with (its parameters)."""
         return tuple(f"-D{name}={value}" for name, value in self.params)
+
+
+_INCLUDE = re.compile(rb'^\s*#\s*include\s+"([^"]+)"', re.MULTILINE)
+
+
+def source_sha256(path: Path) -> str:
+    """sha256 over ``path`` and, recursively, the quoted includes found next to it."""
+    digest, seen, todo = hashlib.sha256(), set(), [Path(path)]
+    while todo:
+        current = todo.pop(0)
+        if current in seen:
+            continue
+        seen.add(current)
+        try:
+            data = current.read_bytes()
+        except OSError:
+            continue  # a missing include is the compiler's error to report
+        digest.update(data)
+        todo += [current.parent / m.decode(errors="replace") for m in _INCLUDE.findall(data)]
+    return digest.hexdigest()
 
 
 def kernels_in(spec: KernelSpec) -> list[Kernel]:
@@ -115,10 +144,82 @@ def kernels_in(spec: KernelSpec) -> list[Kernel]:
     ]
 
 
-def discover(kernel_dirs: Sequence[Path] = DEFAULT_KERNEL_DIRS,
-             kind: str | None = "gemm") -> list[Kernel]:
+@dataclass(frozen=True)
+class BrokenFile:
+    """A kernel file the registry could not read (bad spec, not UTF-8, a shared stem)."""
+
+    path: Path
+    error: str
+
+
+@dataclass
+class Registry:
+    """The kernels under the kernel folders, and the files among them that are broken: one bad
+    file is reported in its own row (``harness list``) and does not stop the others."""
+
+    kernels: list[Kernel]
+    broken: list[BrokenFile]
+    kind: str | None = "gemm"
+
+    def select(self, patterns: Sequence[str]) -> list[Kernel]:
+        """Kernels matching any pattern: a registry key, a file stem (all its variants), a glob,
+        or the path of a kernel file anywhere (``my.cu``, ``my.cu:variant``)."""
+        if not patterns:
+            return list(self.kernels)
+        chosen: list[Kernel] = []
+        for pattern in patterns:
+            hits = self._by_path(pattern)
+            if hits is None:
+                hits = [k for k in self.kernels if k.name == pattern or k.spec.stem == pattern
+                        or fnmatch.fnmatch(k.name, pattern)]
+            if not hits:
+                for bad in self.broken:
+                    if bad.path.stem == pattern.split(":")[0]:
+                        raise SpecError(bad.error)
+                raise HarnessError(self._no_match(pattern))
+            chosen += [k for k in hits if k not in chosen]
+        return chosen
+
+    def _by_path(self, pattern: str) -> list[Kernel] | None:
+        """The kernels of the file ``pattern`` names (None when it names no file)."""
+        text, _, variant = pattern.partition(":")
+        path = Path(text)
+        if path.suffix not in KERNEL_SUFFIXES and not ("/" in text or path.exists()):
+            return None
+        if not path.is_file():
+            raise HarnessError(f"no kernel file {text}: expected the path of a .cu or .ptx "
+                               "file, or a registry key (see `harness list`)")
+        if path.suffix not in KERNEL_SUFFIXES:
+            raise HarnessError(f"{text}: a kernel file ends in .cu or .ptx, found "
+                               f"{path.suffix or 'no suffix'!r}")
+        spec = read_spec(path)
+        if self.kind is not None and spec.kind != self.kind:
+            what = "harness ceiling" if spec.kind == "ceiling" else f"a {spec.kind} command"
+            raise HarnessError(f"{text} is a {spec.kind!r} kernel; this command takes "
+                               f"{self.kind!r} kernels ({what} runs it)")
+        kernels = kernels_in(spec)
+        known = {(k.spec.path.resolve(), k.name): k for k in self.kernels}
+        kernels = [known.get((k.spec.path.resolve(), k.name), k) for k in kernels]
+        if variant:
+            kernels = [k for k in kernels if k.variant == variant]
+            if not kernels:
+                raise HarnessError(f"{text} has no variant {variant!r}; its variants: "
+                                   f"{', '.join(spec.variants) or 'none'}")
+        return kernels
+
+    def _no_match(self, pattern: str) -> str:
+        names = sorted({k.name for k in self.kernels} | {k.spec.stem for k in self.kernels})
+        close = difflib.get_close_matches(pattern, names, n=5, cutoff=0.5)
+        hint = (f"closest: {', '.join(close)}" if close
+                else f"{len(names)} names are known")
+        return (f"no kernel matches {pattern!r}; {hint} (see `harness list`; a path to a .cu "
+                "or .ptx file is a kernel too)")
+
+
+def load_registry(kernel_dirs: Sequence[Path] = DEFAULT_KERNEL_DIRS,
+                  kind: str | None = "gemm") -> Registry:
     """Every kernel of ``kind`` (None: of every kind) under ``kernel_dirs`` (recursively),
-    sorted by file path."""
+    sorted by file path; files that cannot be read are kept aside with their error."""
     if kind is not None and kind not in KINDS:
         raise HarnessError(f"unknown kernel kind {kind!r}: expected one of {', '.join(KINDS)}")
     files: list[Path] = []
@@ -128,30 +229,52 @@ def discover(kernel_dirs: Sequence[Path] = DEFAULT_KERNEL_DIRS,
             raise HarnessError(f"kernel folder {folder} does not exist; pass an existing folder "
                                "with --kernel-dir")
         files += [p for p in folder.rglob("*") if p.suffix in KERNEL_SUFFIXES]
-    kernels: list[Kernel] = []
+    registry = Registry([], [], kind)
     seen: dict[str, Path] = {}
-    for path in sorted(files):
+    builtin = [d.resolve() for d in DEFAULT_KERNEL_DIRS]
+    # the project's own files first: a user's file that reuses one of their stems is the one
+    # reported as broken
+    for path in sorted(set(files), key=lambda p: (
+            not any(p.resolve().is_relative_to(d) for d in builtin), p)):
         if path.stem in seen:
-            raise SpecError(f"two kernel files share the stem {path.stem!r}: {seen[path.stem]} "
-                            f"and {path}; the stem is the registry key, rename one")
+            registry.broken.append(BrokenFile(path, (
+                f"{path}: its stem {path.stem!r} is already the key of {seen[path.stem]}; the "
+                "stem is the registry key: rename one of them")))
+            continue
         seen[path.stem] = path
-        spec = read_spec(path)
+        try:
+            spec = read_spec(path)
+        except SpecError as exc:
+            registry.broken.append(BrokenFile(path, str(exc)))
+            continue
         if kind is None or spec.kind == kind:
-            kernels += kernels_in(spec)
-    return kernels
+            registry.kernels += kernels_in(spec)
+    return registry
+
+
+def representatives(kernels: Iterable[Kernel]) -> list[Kernel]:
+    """One kernel per file: the variant its spec names ``representative``, else its first
+    (a file without variants is one kernel already)."""
+    by_file: dict[Path, list[Kernel]] = {}
+    for kernel in kernels:
+        by_file.setdefault(kernel.spec.path, []).append(kernel)
+    out = []
+    for group in by_file.values():
+        named = group[0].spec.representative
+        out.append(next((k for k in group if k.variant == named), group[0]))
+    return out
+
+
+def discover(kernel_dirs: Sequence[Path] = DEFAULT_KERNEL_DIRS,
+             kind: str | None = "gemm") -> list[Kernel]:
+    """Every kernel of ``kind`` under ``kernel_dirs``; the first broken file is an error."""
+    registry = load_registry(kernel_dirs, kind)
+    if registry.broken:
+        raise SpecError(registry.broken[0].error)
+    return registry.kernels
 
 
 def select(kernels: Iterable[Kernel], patterns: Sequence[str]) -> list[Kernel]:
-    """Kernels matching any pattern: a full key, a file stem (all its variants) or a glob."""
-    kernels = list(kernels)
-    if not patterns:
-        return kernels
-    chosen: list[Kernel] = []
-    for pattern in patterns:
-        hits = [k for k in kernels
-                if k.name == pattern or k.spec.stem == pattern or fnmatch.fnmatch(k.name, pattern)]
-        if not hits:
-            raise HarnessError(f"no kernel matches {pattern!r}; known kernels: "
-                               f"{', '.join(k.name for k in kernels)} (see `harness list`)")
-        chosen += [k for k in hits if k not in chosen]
-    return chosen
+    """Kernels matching any pattern: a full key, a file stem (all its variants), a glob or a
+    kernel file's path."""
+    return Registry(list(kernels), [], None).select(patterns)

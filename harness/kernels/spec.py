@@ -6,12 +6,13 @@ A kernel file starts with a block comment whose first line is ``/* harness``; it
 
 from __future__ import annotations
 
+import difflib
 import re
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from harness.archs import ARCHS, get_arch
+from harness.archs import ARCHS
 from harness.errors import SpecError
 from harness.kernels import expr
 
@@ -24,8 +25,12 @@ KINDS = ("gemm", "ceiling")
 microbenchmark of one instruction's issue rate, ABI ``(u64 sink, u32 iterations)``
 (``harness ceiling``; see harness/ceiling.py)."""
 _REQUIRED = ("entry", "summary", "precision", "min_arch", "block", "grid")
-_OPTIONAL = ("layout_b", "dynamic_smem_bytes", "constraints", "carveout_pct", "predicted",
-             "params", "variants", "tune", "tuned", "model", "kind", "ceiling", "tma")
+_OPTIONAL = ("layout_b", "c_type", "blas_strict", "representative", "dynamic_smem_bytes",
+             "constraints", "carveout_pct", "predicted", "params", "variants", "tune",
+             "tuned", "model", "kind", "ceiling", "tma")
+C_TYPES = ("fp32", "bf16", "fp16")
+"""Element types of C a kernel may declare (``c_type``); a 16-bit C goes with inputs of the
+same type (what cuBLAS offers: FP32 inputs write FP32)."""
 _CEILING_KEYS = ("kind", "entry", "summary", "predicted", "precision", "min_arch", "block",
                  "ceiling")
 CEILING_TABLE_KEYS = ("instruction", "mma_per_iteration", "blocks_per_sm")
@@ -76,6 +81,10 @@ class KernelSpec:
     grid: tuple[expr.Expr, ...]
     dynamic_smem_bytes: expr.Expr
     layout_b: str = "row"
+    c_type: str = "fp32"
+    """The element type the kernel writes C in (and reads it in, when beta != 0)."""
+    blas_strict: bool = False
+    """Reading C when beta = 0 is a failure, not a note (BLAS leaves C unset then)."""
     constraints: tuple[expr.Expr, ...] = ()
     carveout_pct: int | None = None
     predicted: str = ""
@@ -83,6 +92,9 @@ class KernelSpec:
     variants: dict[str, dict[str, int]] = field(default_factory=dict)
     tune: dict[str, tuple[int, ...]] = field(default_factory=dict)
     """The space ``harness tune`` sweeps: parameter -> candidate values."""
+    representative: str | None = None
+    """The variant that stands for the file in a default ``harness run`` (the first when not
+    named; the file's own parameters when it has no variants)."""
     tuned: dict[str, dict[str, int]] = field(default_factory=dict)
     """Tuned defaults pinned per arch (``[tuned.sm_90]``), over [params], under a variant."""
     model: dict[str, expr.Expr] = field(default_factory=dict)
@@ -112,9 +124,15 @@ def read_spec(path: Path) -> KernelSpec:
     """Parse and validate the spec block of the kernel file at ``path``."""
     path = Path(path)
     try:
-        source = path.read_text()
+        raw = path.read_bytes()
     except OSError as exc:
         raise SpecError(f"{path}: cannot read the kernel file: {exc.strerror}") from None
+    try:
+        source = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = raw[: exc.start].count(b"\n") + 1
+        raise SpecError(f"{path}:{line}: the kernel file is not UTF-8 (byte 0x{raw[exc.start]:02x} "
+                        f"at offset {exc.start}); save it as UTF-8") from None
     return parse_spec(source, path)
 
 
@@ -124,21 +142,27 @@ def parse_spec(source: str, path: Path) -> KernelSpec:
         raise SpecError(f"{path}: expected a .cu or .ptx kernel file, found {path.suffix!r}")
     match = _SPEC_BLOCK.match(source)
     if not match:
-        raise SpecError(f"{path}: no spec block: the file must start with a comment whose first "
-                        "line is '/* harness' and whose body is TOML, ended by '*/'")
+        raise SpecError(_no_spec_block(source, path))
     try:
         table = tomllib.loads(match["body"])
     except tomllib.TOMLDecodeError as exc:
-        line = source[: match.start("body")].count("\n") + getattr(exc, "lineno", 1)
-        raise SpecError(f"{path}:{line}: the spec block is not valid TOML: {exc}") from None
+        # tomllib counts lines from the start of the block's body, and its message says so
+        where = re.search(r"\(at line (\d+), column (\d+)\)", str(exc))
+        body_line = int(where[1]) if where else 1
+        line = source[: match.start("body")].count("\n") + body_line
+        what = re.sub(r"\s*\(at line \d+, column \d+\)", "", str(exc))
+        column = f", column {where[2]}" if where else ""
+        raise SpecError(f"{path}:{line}: the spec block is not valid TOML{column}: {what}: "
+                        f"{_line(source, line)!r}") from None
 
     def fail(message: str) -> SpecError:
         return SpecError(f"{path}: spec: {message}")
 
     unknown = sorted(set(table) - set(_REQUIRED) - set(_OPTIONAL))
     if unknown:
-        raise fail(f"unknown key(s) {', '.join(unknown)}; allowed keys: "
-                   f"{', '.join(_REQUIRED + _OPTIONAL)}")
+        raise fail("unknown key(s) " + ", ".join(_with_nearest(k, _REQUIRED + _OPTIONAL)
+                                                 for k in unknown)
+                   + f"; allowed keys: {', '.join(_REQUIRED + _OPTIONAL)}")
     kind = table.get("kind", "gemm")
     if kind not in KINDS:
         raise fail(f"kind must be one of {', '.join(KINDS)}, found {kind!r}")
@@ -156,7 +180,7 @@ def parse_spec(source: str, path: Path) -> KernelSpec:
     missing = [k for k in required if k not in table]
     if missing:
         raise fail(f"missing required key(s) {', '.join(missing)}")
-    for key in ("entry", "summary", "precision", "min_arch", "layout_b", "predicted"):
+    for key in ("entry", "summary", "precision", "min_arch", "layout_b", "c_type", "predicted"):
         if key in table and not isinstance(table[key], str):
             raise fail(f"{key} must be a string, found {table[key]!r}")
 
@@ -171,7 +195,18 @@ def parse_spec(source: str, path: Path) -> KernelSpec:
     if layout_b not in LAYOUTS:
         raise fail(f"layout_b must be 'row' or 'col', found {layout_b!r}")
     if table["min_arch"] not in ARCHS:
-        get_arch(table["min_arch"])  # raises with the list of known architectures
+        raise fail(f"min_arch {table['min_arch']!r} is not an architecture the harness knows; "
+                   f"expected one of {', '.join(ARCHS)}")
+    c_type = table.get("c_type", "fp32")
+    if c_type not in C_TYPES:
+        raise fail(f"c_type must be one of {', '.join(C_TYPES)}, found {c_type!r}")
+    if c_type not in ("fp32", precision):
+        allowed = "\"fp32\"" + (f" or \"{precision}\"" if precision in C_TYPES[1:] else "")
+        raise fail(f"c_type {c_type!r} with {precision} inputs: a 16-bit C must be the inputs' "
+                   f"own type, the pairs cuBLAS (the baseline) offers; use c_type = {allowed}")
+    blas_strict = table.get("blas_strict", False)
+    if not isinstance(blas_strict, bool):
+        raise fail(f"blas_strict must be true or false, found {blas_strict!r}")
     carveout = table.get("carveout_pct")
     if carveout is not None and (
         isinstance(carveout, bool) or not isinstance(carveout, int) or not 0 <= carveout <= 100
@@ -183,6 +218,10 @@ def parse_spec(source: str, path: Path) -> KernelSpec:
     for name in variants:
         if not _NAME.match(name):
             raise fail(f"variant name {name!r} must be letters, digits and '_'")
+    representative = table.get("representative")
+    if representative is not None and representative not in variants:
+        raise fail(f"representative {representative!r} is not one of the variants "
+                   f"({', '.join(variants) or 'none declared'})")
 
     tune = {}
     raw_tune = table.get("tune", {})
@@ -197,7 +236,9 @@ def parse_spec(source: str, path: Path) -> KernelSpec:
         tune[name] = tuple(values)
     tuned = _param_sets(table.get("tuned", {}), "tuned", params, fail)
     for arch_name in tuned:
-        get_arch(arch_name)  # raises with the known architectures
+        if arch_name not in ARCHS:
+            raise fail(f"[tuned.{arch_name}]: {arch_name!r} is not an architecture the harness "
+                       f"knows; expected one of {', '.join(ARCHS)}")
 
     raw_model = table.get("model", {})
     if not isinstance(raw_model, dict) or set(raw_model) - set(MODEL_KEYS):
@@ -236,13 +277,59 @@ def parse_spec(source: str, path: Path) -> KernelSpec:
     return KernelSpec(
         path=path, entry=entry, summary=table["summary"].strip(), precision=precision,
         min_arch=table["min_arch"], block=block, grid=grid, dynamic_smem_bytes=dynamic_smem,
-        layout_b=layout_b, constraints=constraints, carveout_pct=carveout,
+        layout_b=layout_b, c_type=c_type, blas_strict=blas_strict, constraints=constraints,
+        carveout_pct=carveout,
         predicted=table.get("predicted", "").strip(), params=params, variants=variants,
+        representative=representative,
         tune=tune, tuned=tuned, model=model, kind=kind,
         ceiling=(_ceiling_table(table["ceiling"], precision, source[match.end():], fail)
                  if kind == "ceiling" else None),
         tma=_tma_table(table.get("tma", {}), param_names, fail),
     )
+
+
+_BOUNDS = r"(?:__launch_bounds__\s*\([^)]*\)\s*)?"
+_CU_ENTRY = re.compile(rf"__global__\s+{_BOUNDS}void\s+{_BOUNDS}([A-Za-z_]\w*)\s*\(")
+_PTX_ENTRY = re.compile(r"\.entry\s+([A-Za-z_$][\w$]*)")
+
+
+def _no_spec_block(source: str, path: Path) -> str:
+    """The error for a file with no spec block: what one looks like, filled with the entry
+    symbols found in the file, ready to paste at its top."""
+    found = list(dict.fromkeys((_PTX_ENTRY if path.suffix == ".ptx" else _CU_ENTRY)
+                               .findall(source)))
+    entry = found[0] if found else "my_kernel"
+    seen = (f"  # found in the file: {', '.join(found)}" if found
+            else "  # no __global__ function / .entry found: name yours")
+    mangled = ""
+    if path.suffix == ".cu" and found and 'extern "C"' not in source:
+        mangled = ("\nDeclare the kernel extern \"C\" so that its symbol is its name (C++ "
+                   "mangles it otherwise).")
+    return (f"{path}: no spec block: a kernel file starts with a block comment whose first "
+            "line is '/* harness' and whose body is TOML, ended by '*/'. A minimal one to paste "
+            "at the top (README, 'Adding a kernel', has every key):\n\n"
+            "/* harness\n"
+            f'entry = "{entry}"{seen}\n'
+            'summary = "What this kernel does."\n'
+            'precision = "fp32"                     # inputs: fp32, tf32, bf16 or fp16\n'
+            'min_arch = "sm_80"\n'
+            'block = ["16", "16"]                   # threads per block (x, y, z)\n'
+            'grid = ["cdiv(N, 16)", "cdiv(M, 16)"]  # blocks, in M, N, K and [params]\n'
+            "*/\n\n"
+            "The kernel takes the common GEMM ABI, row-major, C = alpha A B + beta C:\n"
+            "(int M, int N, int K, float alpha, const T* A, const T* B, float beta, float* C)"
+            + mangled)
+
+
+def _with_nearest(key: str, allowed) -> str:
+    """``key``, with the closest allowed key when one is close (a misspelling)."""
+    close = difflib.get_close_matches(key, allowed, n=1, cutoff=0.6)
+    return f"{key!r} (did you mean {close[0]!r}?)" if close else repr(key)
+
+
+def _line(source: str, number: int) -> str:
+    lines = source.splitlines()
+    return lines[number - 1].strip() if 0 < number <= len(lines) else ""
 
 
 def _tma_table(raw, names: frozenset[str], fail) -> dict[str, tuple[expr.Expr, expr.Expr]]:

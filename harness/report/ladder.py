@@ -1,16 +1,18 @@
 """A run's ladder with its napkin model: table, plots, and the README's results section.
 
-Everything here is derived from a run's JSON (written on the GPU) and the kernels' specs.
+Everything here is derived from a run's JSON (written on the GPU) and the kernels' specs. A
+kernel whose spec has no ``[model]`` table (or whose file is gone) keeps its measured columns
+and leaves the model's blank.
 """
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 
 from tabulate import tabulate
 
+from harness.bench.result import Result, RunReport, load_report
 from harness.errors import HarnessError
 from harness.kernels.registry import PROJECT_ROOT, discover
 from harness.kernels.spec import read_spec
@@ -21,76 +23,113 @@ README_START = "<!-- results:start -->"
 README_END = "<!-- results:end -->"
 
 
-def load(path: Path) -> dict:
+def load(path: Path) -> RunReport:
+    return load_report(path)
+
+
+def _model(result: Result, defaults: dict) -> tuple[dict, str]:
+    """The napkin model of ``result``'s kernel, and its spec's prediction; ({}, "") when the
+    file is gone or has no [model] table."""
     try:
-        return json.loads(Path(path).read_text())
-    except (OSError, ValueError) as exc:
-        raise HarnessError(f"cannot read the run report {path}: {exc}") from None
+        spec = read_spec(PROJECT_ROOT / result.kernel.file)
+    except HarnessError:
+        return {}, ""
+    if not spec.model:
+        return {}, spec.predicted
+    params = result.kernel.params or defaults.get(result.kernel.name, {})
+    return napkin.model(spec, params, result.m, result.n, result.k), spec.predicted
 
 
-def napkin_rows(run: dict) -> list[dict]:
-    """Every passing row of ``run`` with its napkin model and roofline bound."""
-    device = run["meta"]["device"]
-    slug = gpu_slug(run["meta"]["gpu"])
+def napkin_rows(run: RunReport) -> list[dict]:
+    """Every passing result of ``run`` with its napkin model and roofline bound."""
+    device = run.meta["device"]
+    slug = gpu_slug(run.meta["gpu"])
     defaults = {k.name: dict(k.params) for k in discover()}
     out = []
-    for row in run["rows"]:
-        if row.get("status") != "pass":
+    for r in run.results:
+        if r.status != "pass":
             continue
-        spec = read_spec(PROJECT_ROOT / row["file"])
-        params = row.get("params") or defaults[row["kernel"]]
-        m, n, k = row["m"], row["n"], row["k"]
-        est = napkin.model(spec, params, m, n, k)
-        limit, roof = napkin.bound(est["intensity_flop_per_byte"], est["smem_loads_per_fma"],
-                                   device["arch"], device["sm_count"], row["sm_clock_mhz"],
-                                   slug, row["precision"])
-        out.append({**est, "kernel": row["kernel"], "m": m, "n": n, "k": k,
-                    "gflops": row["gflops"], "pct_cublas": row["pct_cublas"],
-                    "pct_peak": row["pct_peak"], "cublas_gflops": row["cublas_gflops"],
-                    "cublas_compute": row.get("cublas_compute", ""),
-                    "bound_gflops": limit, "bound": roof,
-                    "pct_of_bound": 100.0 * row["gflops"] / limit,
-                    "predicted": spec.predicted, "peak_gflops": row["peak_gflops_at_clock"]})
+        est, predicted = _model(r, defaults)
+        row = {"kernel": r.kernel.name, "precision": r.kernel.precision, "m": r.m, "n": r.n,
+               "k": r.k, "gflops": r.gflops, "pct_cublas": r.pct_baseline,
+               "pct_peak": r.pct_peak, "cublas_gflops": r.baseline_gflops,
+               "cublas_compute": r.baseline.compute if r.baseline else "",
+               "predicted": predicted, "peak_gflops": r.peak_gflops_at_clock, **est}
+        if est:
+            limit, roof = napkin.bound(est["intensity_flop_per_byte"],
+                                       est["smem_loads_per_fma"], device["arch"],
+                                       device["sm_count"], r.timing.sm_clock_mhz, slug,
+                                       r.kernel.precision)
+            row.update(bound_gflops=limit, bound=roof, pct_of_bound=100.0 * r.gflops / limit)
+        out.append(row)
     return out
+
+
+def _f(row: dict, key: str, fmt: str, scale: float = 1.0) -> str:
+    value = row.get(key)
+    return "" if value is None else fmt.format(value / scale)
 
 
 def table(rows: list[dict], size: tuple[int, int, int], fmt: str = "github") -> str:
     at = [r for r in rows if (r["m"], r["n"], r["k"]) == size]
     return tabulate(
         [[r["kernel"], f"{r['gflops']:.0f}", f"{r['pct_cublas']:.1f}", f"{r['pct_peak']:.1f}",
-          f"{r['global_bytes'] / 1e9:.2f}", f"{r['intensity_flop_per_byte']:.1f}",
-          f"{r['smem_loads_per_fma']:.3g}", f"{r['bound_gflops']:.0f} ({r['bound']})",
-          f"{r['pct_of_bound']:.1f}"] for r in at],
+          _f(r, "global_bytes", "{:.2f}", 1e9), _f(r, "intensity_flop_per_byte", "{:.1f}"),
+          _f(r, "smem_loads_per_fma", "{:.3g}"),
+          f"{r['bound_gflops']:.0f} ({r['bound']})" if "bound" in r else "",
+          _f(r, "pct_of_bound", "{:.1f}")] for r in at],
         headers=["kernel", "GFLOP/s", "% cuBLAS", "% peak", "implied GB", "FLOP/B",
                  "smem loads/FMA", "napkin bound GFLOP/s", "% of bound"],
         tablefmt=fmt, disable_numparse=True)
 
 
-def write(run_path: Path, size: tuple[int, int, int]) -> tuple[Path, Path, Path]:
-    """ladder-<run>.md (tables at every size), the ladder plot at ``size``, the roofline."""
+def _precisions(rows: list[dict]) -> str:
+    """The input precisions of ``rows``, as titles name them ("FP32", "BF16 and FP32")."""
+    names = sorted({r["precision"].upper() for r in rows})
+    return " and ".join(names) if names else "no"
+
+
+def write(run_path: Path, size: tuple[int, int, int]) -> tuple[Path, Path, Path | None]:
+    """<run>-ladder.md (tables at every size), the ladder plot at ``size``, and the roofline
+    of the kernels with a napkin model (None when none has one). Nothing is written until
+    everything the files need is known to be there."""
     run = load(run_path)
     rows = napkin_rows(run)
-    gpu = run["meta"]["gpu"]
+    gpu = run.meta["gpu"]
+    at = [r for r in rows if (r["m"], r["n"], r["k"]) == size]
+    if not at:
+        have = sorted({"x".join(map(str, (r["m"], r["n"], r["k"]))) for r in rows})
+        raise HarnessError(f"{run_path} has no passing results at {'x'.join(map(str, size))}; "
+                           f"it has {', '.join(have) or 'none'}: pass one with --size")
     stem = run_path.with_suffix("")
     md = stem.parent / f"{stem.name}-ladder.md"
     sizes = sorted({(r["m"], r["n"], r["k"]) for r in rows})
+    sizes_note = ("" if all(r["precision"] in ("fp32", "tf32") for r in rows)
+                  else ", each at its element size: 2 bytes for BF16/FP16 inputs")
+    blank_note = ("" if all("global_bytes" in r for r in rows) else
+                  " Kernels whose spec has no [model] table leave the model's columns blank.")
     text = [f"# Ladder and napkin model: {gpu}", "",
-            f"From `{run_path.name}` ({run['meta']['date_utc']}, `{run['meta']['command']}`, "
-            f"{run['meta']['timing']['l2']}).", "",
+            f"From `{run_path.name}` ({run.meta['date_utc']}, `{run.meta['command']}`, "
+            f"{run.meta['timing']['l2']}).", "",
             "Implied GB: global traffic the tiling guarantees (A once per block column, B once "
-            "per block row, C once); FLOP/B: 2MNK over it; smem loads/FMA: shared-load "
-            "instructions per FMA in the source; bound: min(FP32 peak at the measured clock, "
-            "FLOP/B x DRAM bandwidth, 64 / (smem loads per FMA) FLOP per clock per SM).", ""]
+            f"per block row, C once{sizes_note}); FLOP/B: 2MNK over it; smem loads/FMA: "
+            "shared-load instructions per FMA in the source; bound: min("
+            f"{_precisions(rows)} peak at the measured clock, FLOP/B x DRAM bandwidth, 64 / "
+            f"(smem loads per FMA) FLOP per clock per SM).{blank_note}", ""]
     for s in sizes:
         text += [f"## {'x'.join(map(str, s))}", "", table(rows, s), ""]
-    md.write_text("\n".join(text))
     ladder_png = stem.parent / f"{stem.name}-ladder.png"
-    plots.ladder(rows, size, f"FP32 ladder on {gpu}", ladder_png)
-    at = [r for r in rows if (r["m"], r["n"], r["k"]) == size]
     roof_png = stem.parent / f"{stem.name}-roofline.png"
-    peak = max((r["peak_gflops"] for r in at), default=0.0)
-    plots.roofline(at, peak, napkin.DRAM_BYTES_PER_S.get(gpu_slug(gpu)),
-                   f"Roofline at {'x'.join(map(str, size))} on {gpu}", roof_png)
+    plots.ladder(rows, size, f"{_precisions(at)} ladder on {gpu}", ladder_png)
+    modelled = [r for r in at if "intensity_flop_per_byte" in r]
+    if modelled:
+        peak = max(r["peak_gflops"] for r in modelled)
+        plots.roofline(modelled, peak, napkin.DRAM_BYTES_PER_S.get(gpu_slug(gpu)),
+                       f"Roofline at {'x'.join(map(str, size))} on {gpu}", roof_png,
+                       _precisions(modelled))
+    else:
+        roof_png = None
+    md.write_text("\n".join(text))
     return md, ladder_png, roof_png
 
 
@@ -101,8 +140,9 @@ def readme_section(run_path: Path, size: tuple[int, int, int]) -> str:
     stem = rel.with_suffix("")
     return "\n".join([
         README_START,
-        f"Generated by `harness report {rel} --readme` from the H100 run of "
-        f"{run['meta']['date_utc']} ({run['meta']['timing']['l2']}); plots: "
+        f"Generated by `harness report {rel} --readme` from the "
+        f"{gpu_slug(run.meta['gpu']).upper()} run of "
+        f"{run.meta['date_utc']} ({run.meta['timing']['l2']}); plots: "
         f"[ladder]({stem}-ladder.png), [roofline]({stem}-roofline.png); every size in "
         f"[{stem.name}-ladder.md]({stem}-ladder.md).",
         "",

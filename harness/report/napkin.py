@@ -27,16 +27,20 @@ from harness.kernels.spec import KernelSpec
 DRAM_BYTES_PER_S = {"h100": 3.35e12, "h200": 4.8e12, "a100": 2.04e12}
 
 
-def model(spec: KernelSpec, params: dict[str, int], m: int, n: int, k: int, *,
-          element_bytes: int = 4) -> dict:
-    """Implied global bytes, intensity and shared loads per FMA for one launch."""
+ELEMENT_BYTES = {"fp32": 4, "tf32": 4, "bf16": 2, "fp16": 2}
+
+
+def model(spec: KernelSpec, params: dict[str, int], m: int, n: int, k: int) -> dict:
+    """Implied global bytes, intensity and shared loads per FMA for one launch; A and B at the
+    size of the spec's input precision, C at its c_type's."""
     if not spec.model:
         raise HarnessError(f"{spec.path}: no [model] table, so no napkin model")
     values = {key: int(e(params)) for key, e in spec.model.items()}
     tile_m, tile_n = values["tile_m"], values["tile_n"]
+    element_bytes = ELEMENT_BYTES[spec.precision]
     a_bytes = m * k * element_bytes * math.ceil(n / tile_n)
     b_bytes = k * n * element_bytes * math.ceil(m / tile_m)
-    c_bytes = m * n * 4
+    c_bytes = m * n * ELEMENT_BYTES[spec.c_type]
     total = a_bytes + b_bytes + c_bytes
     flops = 2.0 * m * n * k
     return {"tile_m": tile_m, "tile_n": tile_n, "global_bytes": total,

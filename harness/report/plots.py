@@ -41,7 +41,7 @@ def ladder(rows: Sequence[dict], size: tuple[int, int, int], title: str, path: P
 
 
 def roofline(points: Sequence[dict], peak_gflops: float, dram_bytes_per_s: float | None,
-             title: str, path: Path) -> None:
+             title: str, path: Path, precision: str = "FP32") -> None:
     """Each kernel at its implied arithmetic intensity, under the DRAM and compute roofs."""
     if not points:
         raise HarnessError("no measured rows to place on the roofline")
@@ -53,9 +53,9 @@ def roofline(points: Sequence[dict], peak_gflops: float, dram_bytes_per_s: float
     if dram_bytes_per_s:
         ax.plot(grid, [min(peak_gflops, x * dram_bytes_per_s / 1e9) for x in grid],
                 color="black", label=f"roof: DRAM {dram_bytes_per_s / 1e12:.2f} TB/s, "
-                                     f"FP32 {peak_gflops / 1e3:.1f} TFLOP/s")
+                                     f"{precision} {peak_gflops / 1e3:.1f} TFLOP/s")
     else:
-        ax.axhline(peak_gflops, color="black", label="FP32 peak")
+        ax.axhline(peak_gflops, color="black", label=f"{precision} peak")
     for p in points:
         ax.scatter(p["intensity_flop_per_byte"], p["gflops"], s=25)
         ax.annotate(p["kernel"], (p["intensity_flop_per_byte"], p["gflops"]), fontsize=7,

@@ -1,7 +1,15 @@
-"""``harness run``: every kernel in its own worker process, results recorded as they arrive.
+"""``harness run``, ``compare`` and ``tune``: kernels measured in worker processes, results
+recorded as they arrive.
 
-A kernel that fails to compile, faults (an illegal address poisons its CUDA context), hangs
-(no event within the timeout) or errors is recorded as such in its rows, and the run goes on.
+What runs where: this process compiles every kernel first (a compile error is a row, and the
+worker then finds the cubins in the compile cache). One worker process (run/worker.py) then
+measures the kernels one after another, each with its own module, so a carve-out or dynamic
+shared-memory limit set for one kernel's function cannot reach another's. A worker ends after a
+kernel that faults (its CUDA context is lost), hangs (no event within the timeout: it is
+killed) or fails its checks (it may have written memory it does not own), and the next kernel
+starts in a fresh worker. A kernel that faulted or hung is not tried again at its other sizes.
+Each result is appended to a JSON-lines file as it comes, so an interrupted run keeps what it
+measured.
 """
 
 from __future__ import annotations
@@ -15,163 +23,204 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 
+from harness.bench.result import KernelInfo, Result
 from harness.build.compile import compile_kernel
 from harness.errors import CompileError, HarnessError
 from harness.gpu.timing import TimingOptions
-from harness.kernels.registry import PROJECT_ROOT, Kernel, project_relative
-from harness.report.files import jsonable
-from harness.run.worker import EVENT_PREFIX
+from harness.kernels.registry import PROJECT_ROOT, Kernel
+from harness.run.protocol import Job, KernelRef, parse
 
 _FAULTS = ("ILLEGAL_ADDRESS", "LAUNCH_FAILED", "MISALIGNED_ADDRESS", "ILLEGAL_INSTRUCTION",
            "HARDWARE_STACK_ERROR", "INVALID_PC", "ASSERT")
+Size = tuple[int, int, int]
 
 
 @dataclass(frozen=True)
 class RunOptions:
-    sizes: tuple[tuple[int, int, int], ...]
+    sizes: tuple[Size, ...]
     timing: TimingOptions = TimingOptions()
     carveout_pct: int | None = None
     timeout_s: float = 300.0
     """Longest wait for the next event from a worker before the kernel is called hung."""
+    strict_blas: bool = False
+    """Reading C when beta = 0 fails the check instead of being a note."""
 
 
 @dataclass
 class RunRecord:
-    """What a run produced: device facts from the first worker, and one row per result."""
+    """What a run produced: device facts from the first worker, and one result per kernel and
+    size."""
 
     device: dict = field(default_factory=dict)
-    rows: list[dict] = field(default_factory=list)
+    results: list[Result] = field(default_factory=list)
+    phases: dict[str, float] = field(default_factory=dict)
+    """Wall seconds per phase (compile, worker start, checks, references, timing, ...)."""
+    wall_s: float = 0.0
 
 
 def run(kernels: Sequence[Kernel], arch: str, options: RunOptions, jsonl_path: Path,
-        say: Callable[[str], None], baseline: str = "every", mode: str = "run") -> RunRecord:
-    """Check and time ``kernels`` at every size; append each row to ``jsonl_path`` at once.
+        say: Callable[[str], None], reuse_baseline: bool = False, mode: str = "run"
+        ) -> RunRecord:
+    """Check and time ``kernels`` at every size; append each result to ``jsonl_path`` at once.
 
-    ``baseline``: ``every`` times cuBLAS right after each kernel at each size; ``once`` times it
-    once per size and worker (for tuning sweeps of many variants). ``mode``: ``run`` times each
-    kernel on its own; ``compare`` times them (and cuBLAS) interleaved, round by round, in one
-    worker, with each kernel's speedup over the first."""
+    ``reuse_baseline``: time cuBLAS once per size in each worker (tuning sweeps of many
+    variants) instead of right after each kernel. ``mode``: ``run`` times each kernel on its
+    own; ``compare`` times them (and cuBLAS) interleaved, round by round, in one worker, with
+    each kernel's speedup over the first."""
     record = RunRecord()
+    t0 = time.perf_counter()
     jsonl_path.parent.mkdir(parents=True, exist_ok=True)
     total = len(kernels) * len(options.sizes)
     with jsonl_path.open("a") as sink:
 
-        def keep(row: dict) -> None:
-            row = jsonable(row)
-            record.rows.append(row)
-            sink.write(json.dumps(row) + "\n")
+        def keep(result: Result) -> None:
+            record.results.append(result)
+            sink.write(json.dumps(result.to_json()) + "\n")
             sink.flush()
-            say(f"[{len(record.rows):>3}/{total}] {_describe(row)}")
+            say(f"[{len(record.results):>3}/{total}] {describe(result)}")
 
         runnable = []
+        t_compile = time.perf_counter()
         for kernel in kernels:
             kernel = kernel.for_arch(arch)
             try:
                 compile_kernel(kernel, arch)
                 runnable.append(kernel)
             except CompileError as exc:
-                for m, n, k in options.sizes:
-                    keep({**_base(kernel), "m": m, "n": n, "k": k, "status": "compile error",
-                          "message": str(exc)})
+                for size in options.sizes:
+                    keep(_unrun(kernel, size, "compile error", str(exc)))
+        record.phases["compile"] = time.perf_counter() - t_compile
         while runnable:
             say(f"      starting a worker for {len(runnable)} kernel(s)")
-            finished = _run_worker(runnable, options, record, keep, say, baseline, mode)
+            finished = _Worker(runnable, options, record, keep, say, reuse_baseline, mode).run()
             runnable = [k for k in runnable if k.name not in finished]
+    record.wall_s = time.perf_counter() - t0
     return record
 
 
-def _base(kernel: Kernel) -> dict:
-    return {"kernel": kernel.name, "file": project_relative(kernel.spec.path),
-            "precision": kernel.spec.precision, "params": dict(kernel.params)}
+def _unrun(kernel: Kernel, size: Size, status: str, message: str) -> Result:
+    return Result.of(KernelInfo.of(kernel), *size).ended(status, message)
 
 
-def _run_worker(kernels: Sequence[Kernel], options: RunOptions, record: RunRecord, keep,
-                say: Callable[[str], None], baseline: str, mode: str) -> set[str]:
-    """Run one worker over ``kernels``; return the names it finished (or that failed in it).
+class _Worker:
+    """One worker process over ``kernels``, its events turned into results."""
 
-    A kernel that faults or hangs ends the worker; its unreported sizes are recorded with the
-    failure and the caller starts a new worker for the kernels after it."""
-    job = {"kernels": [{"name": k.name, "file": str(k.spec.path), "params": list(k.params)}
-                       for k in kernels],
-           "sizes": [list(s) for s in options.sizes], "timing": asdict(options.timing),
-           "carveout_pct": options.carveout_pct, "baseline": baseline, "mode": mode}
-    by_name = {k.name: k for k in kernels}
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([str(PROJECT_ROOT), env.get("PYTHONPATH", "")])
-    env["PYTHONUNBUFFERED"] = "1"
-    finished: set[str] = set()
-    reported: set[tuple] = set()
-    current: str | None = None
-    pending: list[tuple[int, int, int]] = []
-    with tempfile.TemporaryFile(mode="w+") as stderr:
-        proc = subprocess.Popen([sys.executable, "-m", "harness.run.worker"], stdin=subprocess.PIPE,
-                                stdout=subprocess.PIPE, stderr=stderr, text=True, env=env)
-        lines: queue.Queue[str | None] = queue.Queue()
-        threading.Thread(target=_pump, args=(proc.stdout, lines), daemon=True).start()
-        proc.stdin.write(json.dumps(job))
-        proc.stdin.close()
-        error: dict | None = None
-        hung = False
-        deadline = time.monotonic() + options.timeout_s
-        while True:
-            try:
-                line = lines.get(timeout=max(0.0, deadline - time.monotonic()))
-            except queue.Empty:
-                hung = True
-                proc.kill()
-                break
-            if line is None:
-                break
-            if not line.startswith(EVENT_PREFIX):
-                continue
-            deadline = time.monotonic() + options.timeout_s
-            event = json.loads(line[len(EVENT_PREFIX):])
-            kind = event.pop("event")
-            if kind == "device":
-                record.device = record.device or event
-            elif kind == "kernel_start":
-                if current is not None:
-                    finished.add(current)
-                current = event["kernel"]
-                pending = [tuple(s) for s in options.sizes]
-            elif kind == "progress":
-                where = "x".join(map(str, event["size"])) + " " if "size" in event else ""
-                say(f"      {event['kernel']} {where}{event['stage']}")
-            elif kind == "result":
-                size = (event["m"], event["n"], event["k"])
-                if size in pending:
-                    pending.remove(size)
-                reported.add((event["kernel"], size))
-                keep({**_base(by_name[event["kernel"]]), **event})
-            elif kind == "kernel_error":
-                for m, n, k in pending:
-                    keep({**_base(by_name[current]), "m": m, "n": n, "k": k,
-                          "status": "launch error", "message": event["message"]})
-                pending = []
-            elif kind == "error":
-                error = event
-        returncode = proc.wait()
-        stderr.seek(0)
-        tail = stderr.read()[-2000:].strip()
-    if current is None:  # compare mode, or died before any kernel started
-        missing = [(kernel, size) for kernel in kernels for size in options.sizes
-                   if (kernel.name, tuple(size)) not in reported]
-        if missing:
-            status, message = _failure(error, hung, returncode, tail, options.timeout_s)
-            for kernel, (m, n, k) in missing:
-                keep({**_base(kernel), "m": m, "n": n, "k": k, "status": status,
-                      "message": message})
-        return set(by_name)
-    finished.add(current)
-    if pending:
-        status, message = _failure(error, hung, returncode, tail, options.timeout_s)
-        for m, n, k in pending:
-            keep({**_base(by_name[current]), "m": m, "n": n, "k": k, "status": status,
-                  "message": message})
-    return finished
+    def __init__(self, kernels: Sequence[Kernel], options: RunOptions, record: RunRecord,
+                 keep: Callable[[Result], None], say: Callable[[str], None],
+                 reuse_baseline: bool, mode: str):
+        self.kernels, self.options, self.record = kernels, options, record
+        self.keep, self.say, self.mode = keep, say, mode
+        self.job = Job(tuple(KernelRef.of(k) for k in kernels), options.sizes, options.timing,
+                       options.carveout_pct, reuse_baseline, mode, options.strict_blas)
+        self.by_name = {k.name: k for k in kernels}
+        self.finished: set[str] = set()
+        self.reported: set[tuple[str, Size]] = set()
+        self.current: str | None = None
+        self.at: Size | None = None  # the size the current kernel was last reported at
+
+    def run(self) -> set[str]:
+        """Run the worker to its end; the names of the kernels it finished or failed."""
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join([str(PROJECT_ROOT), env.get("PYTHONPATH", "")])
+        env["PYTHONUNBUFFERED"] = "1"
+        error, hung = None, False
+        with tempfile.TemporaryFile(mode="w+") as stderr:
+            proc = subprocess.Popen([sys.executable, "-m", "harness.run.worker"],
+                                    stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                    stderr=stderr, text=True, env=env)
+            lines: queue.Queue[str | None] = queue.Queue()
+            threading.Thread(target=_pump, args=(proc.stdout, lines), daemon=True).start()
+            proc.stdin.write(self.job.to_json())
+            proc.stdin.close()
+            deadline = time.monotonic() + self.options.timeout_s
+            while True:
+                try:
+                    line = lines.get(timeout=max(0.0, deadline - time.monotonic()))
+                except queue.Empty:
+                    hung = True
+                    proc.kill()
+                    break
+                if line is None:
+                    break
+                event = parse(line)
+                if event is None:
+                    continue
+                deadline = time.monotonic() + self.options.timeout_s
+                error = self._on(*event) or error
+            returncode = proc.wait()
+            stderr.seek(0)
+            tail = stderr.read()[-2000:].strip()
+        self._record_unreported(error, hung, returncode, tail)
+        return self.finished
+
+    def _on(self, kind: str, event: dict) -> dict | None:
+        if kind == "device":
+            self.record.device = self.record.device or event
+        elif kind == "kernel_start":
+            self._finish_current()
+            self.current, self.at = event["kernel"], None
+        elif kind == "progress":
+            if "size" in event:
+                self.at = tuple(event["size"])
+            where = "x".join(map(str, event["size"])) + " " if "size" in event else ""
+            self.say(f"      {event['kernel']} {where}{event['stage']}")
+        elif kind == "result":
+            result = Result.from_json(event["result"])
+            self.reported.add((result.kernel.name, result.size))
+            self.keep(result)
+        elif kind == "kernel_error":
+            for size in self._pending(event["kernel"]):
+                self.keep(_unrun(self.by_name[event["kernel"]], size, "launch error",
+                                 event["message"]))
+                self.reported.add((event["kernel"], size))
+        elif kind == "retire":
+            self.say(f"      {event['kernel']} failed its checks: the next kernel starts in a "
+                     "fresh worker")
+        elif kind == "phases":
+            for name, seconds in event["seconds"].items():
+                self.record.phases[name] = self.record.phases.get(name, 0.0) + seconds
+        elif kind == "error":
+            return event
+        return None
+
+    def _pending(self, name: str) -> list[Size]:
+        return [s for s in self.options.sizes if (name, tuple(s)) not in self.reported]
+
+    def _finish_current(self) -> None:
+        if self.current is not None:
+            self.finished.add(self.current)
+
+    def _record_unreported(self, error: dict | None, hung: bool, returncode: int,
+                           tail: str) -> None:
+        """Rows for what the worker never reported: the kernel it was on gets the failure at
+        the size it was at, and is skipped at its other sizes; in compare mode, every kernel
+        still missing gets it."""
+        if self.current is None:  # compare mode, or died before any kernel started
+            missing = [(k, s) for k in self.kernels for s in self._pending(k.name)]
+            if missing:
+                status, message = _failure(error, hung, returncode, tail, self.options.timeout_s)
+                for kernel, size in missing:
+                    self.keep(_unrun(kernel, size, status, message))
+            self.finished |= set(self.by_name)
+            return
+        self._finish_current()
+        pending = self._pending(self.current)
+        if not pending:
+            return
+        status, message = _failure(error, hung, returncode, tail, self.options.timeout_s)
+        kernel = self.by_name[self.current]
+        failed_at = self.at if self.at in pending else pending[0]
+        self.keep(_unrun(kernel, failed_at, status, message))
+        word = {"timeout": "hung", "fault": "faulted"}.get(status, status)
+        where = ("x".join(map(str, self.at)) if self.at
+                 else "while being checked on the odd shapes")
+        for size in pending:
+            if size != failed_at:
+                self.keep(_unrun(kernel, size, "skipped",
+                                 f"{word} at {where}: not tried again in this run"))
 
 
 def _failure(error: dict | None, hung: bool, returncode: int, stderr_tail: str,
@@ -198,15 +247,17 @@ def _pump(stream, lines: queue.Queue) -> None:
     lines.put(None)
 
 
-def _describe(row: dict) -> str:
-    size = f"{row['m']}x{row['n']}x{row['k']}"
-    if row["status"] == "pass":
-        return (f"{row['kernel']} {size}: {row['gflops']:.0f} GFLOP/s, "
-                f"{row['pct_cublas']:.1f}% of cuBLAS ({row['cublas_gflops']:.0f} GFLOP/s)")
-    return f"{row['kernel']} {size}: {row['status']}: {row['message'].splitlines()[0][:160]}"
+def describe(result: Result) -> str:
+    """One line for a progress log."""
+    size = "x".join(map(str, result.size))
+    if result.status == "pass":
+        return (f"{result.kernel.name} {size}: {result.gflops:.0f} GFLOP/s, "
+                f"{result.pct_baseline:.1f}% of cuBLAS ({result.baseline_gflops:.0f} GFLOP/s)")
+    return (f"{result.kernel.name} {size}: {result.status}: "
+            f"{result.message.splitlines()[0][:160]}")
 
 
-def parse_size(text: str) -> tuple[int, int, int]:
+def parse_size(text: str) -> Size:
     """``N`` (square) or ``M,N,K``."""
     parts = text.replace("x", ",").split(",")
     try:

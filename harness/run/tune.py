@@ -15,6 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from harness.archs import get_arch
+from harness.bench.result import Result
 from harness.build import occupancy
 from harness.build.compile import compile_kernel
 from harness.errors import HarnessError, SpecError
@@ -91,10 +92,10 @@ def screen(candidates: Sequence[Kernel], arch: str, sizes, jobs: int,
     return keep, skipped
 
 
-def best(rows: Sequence[dict], size: tuple[int, int, int], top: int) -> list[dict]:
-    """The fastest passing rows at ``size``."""
-    at = [r for r in rows if r.get("status") == "pass" and (r["m"], r["n"], r["k"]) == size]
-    return sorted(at, key=lambda r: -r["gflops"])[:top]
+def best(results: Sequence[Result], size: tuple[int, int, int], top: int) -> list[Result]:
+    """The fastest passing results at ``size``."""
+    at = [r for r in results if r.status == "pass" and r.size == tuple(size)]
+    return sorted(at, key=lambda r: -r.gflops)[:top]
 
 
 _TUNED_BLOCK = re.compile(r"\n\[tuned\.(?P<arch>\w+)\]\n(?:[A-Za-z_]\w* = -?\d+\n)*")

@@ -1,6 +1,6 @@
 """How often NVML's power readings change on this GPU, and which one a timing window can use.
 
-    python3 tools/nvml_power_probe.py [KERNEL] [--size 4096] [--busy-s 3]
+    python3 experiments/nvml_power_probe.py [KERNEL] [--size 4096] [--busy-s 3]
 
 Keeps the GPU busy with one GEMM kernel (checked first) for ``--busy-s`` seconds, then idle
 for half a second, while the host polls NVML every millisecond for: the total-energy counter
@@ -20,13 +20,9 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-from harness.build.compile import compile_kernel  # noqa: E402
-from harness.errors import HarnessError  # noqa: E402
-from harness.kernels.registry import discover, select  # noqa: E402
-from harness.run.runner import parse_size  # noqa: E402
+from harness.errors import HarnessError
+from harness.kernels.registry import PROJECT_ROOT, discover, select
+from harness.run.runner import parse_size
 
 POLL_S = 0.001
 WINDOW_S = 0.3
@@ -55,27 +51,26 @@ def change_intervals_ms(rows: list[dict], key: str) -> list[float]:
 
 
 def measure(name: str, size: str, busy_s: float) -> dict:
-    from harness.bench.gemm import LoadedGemm
-    from harness.gpu.clocks import ClockSampler
-    from harness.gpu.driver import Device, Event, Stream
-    from harness.run.worker import Operands, check_one
+    from harness.bench.checks import check_one
+    from harness.bench.measure import launcher
+    from harness.bench.session import BenchSession
+    from harness.gpu.driver import Event
 
     m, n, k = parse_size(size)
     (kernel,) = select(discover(), [name])
-    with Device(0) as device:
-        clocks = ClockSampler(device.pci_bus_id)
-        if clocks.handle is None:
+    with BenchSession() as session:
+        clocks, stream = session.clocks, session.stream
+        if clocks.nvml is None:
             raise HarnessError(clocks.reason)
-        nvml, handle = clocks._nvml, clocks.handle
-        stream = Stream()
-        kernel = kernel.for_arch(device.arch.name)
-        gemm = LoadedGemm(device, kernel, compile_kernel(kernel, device.arch.name))
+        nvml, handle = clocks.nvml, clocks.handle
+        gemm = session.load(kernel)
+        kernel = gemm.kernel
         failed = [r.message for r in check_one(gemm, stream, m, n, k, seed=3) if not r.passed]
         if failed:
             raise HarnessError(f"{kernel.name} fails the check: {failed[0]}")
-        ops = Operands(stream, m, n, k, kernel.spec.precision, kernel.spec.layout_b, seed=3)
-        run = gemm.launcher(m, n, k, 1.0, ops.a.address, ops.b.address, 0.0, ops.c.address,
-                            stream)
+        ops = session.operands(kernel, m, n, k, seed=3)
+        ops.poison_c(stream)
+        run = launcher(gemm, ops, session)
         start, end = Event(), Event()
         start.record(stream)
         for _ in range(20):
@@ -107,7 +102,7 @@ def measure(name: str, size: str, busy_s: float) -> dict:
             time.sleep(POLL_S)
         gpu_s = end.elapsed_ms(start) / 1e3
         ops.close()
-        info = clocks.info()
+        facts = session.facts()
     # the busy time as the host saw it: from the first reading to the last launch's end
     busy = [r for r in rows if r["t"] <= t_done]
     t0, t1 = busy[0]["t"], busy[-1]["t"]
@@ -132,9 +127,8 @@ def measure(name: str, size: str, busy_s: float) -> dict:
             windows.append({"start_s": t - t0, "energy_w": energy_w,
                             "instant_mean_w": statistics.fmean(inst) / 1e3 if inst else None})
         t += WINDOW_S
-    return {"gpu": device.name, "kernel": kernel.name, "size": f"{m}x{n}x{k}",
+    return {"facts": facts, "kernel": kernel.name, "size": f"{m}x{n}x{k}",
             "launches": count, "launch_ms": launch_ms, "gpu_busy_s": gpu_s,
-            "clocks": info,
             "whole_busy_energy_w": whole_w, "sources": sources, "windows": windows,
             "readings": len(rows)}
 
@@ -144,20 +138,22 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("kernel", nargs="?", default="12_mma_tma_bf16:m256n128e")
     ap.add_argument("--size", default="4096")
     ap.add_argument("--busy-s", type=float, default=3.0)
-    ap.add_argument("--report-dir", type=Path, default=ROOT / "reports")
+    ap.add_argument("--report-dir", type=Path, default=PROJECT_ROOT / "reports")
     args = ap.parse_args(argv)
     from tabulate import tabulate
 
-    from harness.report import files as report
+    from harness.report import files
 
     try:
         result = measure(args.kernel, args.size, args.busy_s)
     except HarnessError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
-    stem = report.write_tool_json(result, "tools/nvml_power_probe.py", sys.argv[1:],
-                                  "nvml-power-probe",
-                                  args.report_dir)
+    facts = result.pop("facts")
+    meta = files.metadata(facts, ["python3", "experiments/nvml_power_probe.py", *sys.argv[1:]],
+                          {}, [parse_size(args.size)])
+    stem = (args.report_dir / files.gpu_slug(facts["name"])
+            / f"nvml-power-probe-{files.run_stamp()}")
     fmt = lambda v, f: "" if v is None else format(v, f)  # noqa: E731
     src = tabulate([[key, s["changes"], fmt(s["median_interval_ms"], ".1f"),
                      fmt(s["mean_w"], ".0f")] for key, s in result["sources"].items()],
@@ -167,16 +163,15 @@ def main(argv: list[str] | None = None) -> int:
                      fmt(w["instant_mean_w"], ".0f")] for w in result["windows"]],
                    headers=["window start s", "energy-counter W", "mean of instant W"],
                    tablefmt="github")
-    text = (f"# NVML power readings under load: {result['gpu']}\n\n"
-            f"- date (UTC): {result['date']}\n- command: `{result['command']}`\n"
-            f"- clocks: {result['clocks']}\n"
-            f"- load: {result['launches']} launches of {result['kernel']} at {result['size']} "
+    body = [f"- load: {result['launches']} launches of {result['kernel']} at {result['size']} "
             f"({result['launch_ms']:.3f} ms each), {result['gpu_busy_s']:.2f} s of GPU time; "
             f"{result['readings']} readings, one every ~{POLL_S * 1e3:.0f} ms\n"
             f"- the energy counter over the whole busy time: "
-            f"{result['whole_busy_energy_w']:.0f} W\n\n{src}\n\n"
-            f"{WINDOW_S * 1e3:.0f} ms windows of the busy time:\n\n{win}\n")
-    report.finish_tool_report(stem, text)
+            f"{result['whole_busy_energy_w']:.0f} W", "", src, "",
+            f"{WINDOW_S * 1e3:.0f} ms windows of the busy time:", "", win, ""]
+    files.write_table_report(meta, [result], stem, "NVML power readings under load", body)
+    print("\n".join(body))
+    print(f"written: {stem}.json, {stem}.md", file=sys.stderr)
     return 0
 
 

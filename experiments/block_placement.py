@@ -3,7 +3,7 @@ of a one-wave grid lands on, for a block shape and dynamic shared memory that al
 ``per_sm`` blocks per SM. A kernel that treats the blocks sharing an SM differently depends
 on this order (the STAGGER experiment in 12's notes found that it follows no simple rule).
 
-    python3 tools/block_placement.py --threads 128 --smem 98352 --per-sm 2
+    python3 experiments/block_placement.py --threads 128 --smem 98352 --per-sm 2
 """
 
 from __future__ import annotations
@@ -12,10 +12,6 @@ import argparse
 import ctypes
 import sys
 from collections import defaultdict
-from pathlib import Path
-
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
 
 SOURCE = rb"""
 extern "C" __global__ void where(unsigned *out) {
@@ -43,11 +39,12 @@ def main() -> None:
 
     import numpy as np
 
+    from harness.bench.session import BenchSession
     from harness.build.compile import nvrtc_cubin
-    from harness.gpu.driver import Buffer, Device, LaunchShape, Module, Stream
+    from harness.gpu.driver import Buffer, LaunchShape, Module
 
-    with Device(0) as device:
-        arch = device.arch.name
+    with BenchSession() as session:
+        device, stream, arch = session.device, session.stream, session.arch
         cubin, _ = nvrtc_cubin(SOURCE, "where.cu", [f"--gpu-architecture={arch}"])
         fn = Module(cubin, "block_placement").function("where")
         fn.set_max_dynamic_smem(args.smem)
@@ -55,7 +52,6 @@ def main() -> None:
         if resident != args.per_sm:
             sys.exit(f"the shape allows {resident} blocks per SM, not --per-sm {args.per_sm}")
         blocks = device.sm_count * args.per_sm
-        stream = Stream()
         out = Buffer(4 * blocks)
         arg = ctypes.c_uint64(out.address)
         fn.launch(LaunchShape((blocks, 1, 1), (args.threads, 1, 1), args.smem), stream, [arg])

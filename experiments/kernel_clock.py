@@ -1,6 +1,6 @@
 """The SM clock a tensor-core kernel actually ran at, beside the one NVML sampled.
 
-    python3 tools/kernel_clock.py 12_mma_tma_bf16:m256n128e [KERNEL ...] [--size 4096]
+    python3 experiments/kernel_clock.py 12_mma_tma_bf16:m256n128e [KERNEL ...] [--size 4096]
 
 Each kernel is built with CLOCKREC = 1 (ptx/hgemm/mma_sync_gemm.ptxh: every block adds its
 %clock64 and %globaltimer deltas, entry to exit, into the module's ``clockrec``), checked
@@ -16,8 +16,8 @@ against the float64 reference, then run two ways:
 For each: the median time, TFLOP/s, NVML's median SM clock, the in-kernel clock (the sum of
 block cycles over the sum of block nanoseconds) and the SM cycles per launch (median time x
 in-kernel clock); for the sustained pass also what held the clock, and from a power pass after
-it (the launch back to back for 2 s, warm L2: harness/timing.py) the board's mean power and
-energy per FLOP.
+it (the launch back to back for 2 s, warm L2: harness/gpu/timing.py) the board's mean power
+and energy per FLOP.
 Writes reports/<gpu>/kernel-clock-<date>.{json,md}.
 """
 
@@ -32,13 +32,9 @@ from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-from harness.build.compile import compile_kernel  # noqa: E402
-from harness.errors import HarnessError  # noqa: E402
-from harness.kernels.registry import Kernel, discover, select  # noqa: E402
-from harness.run.runner import parse_size  # noqa: E402
+from harness.errors import HarnessError
+from harness.kernels.registry import PROJECT_ROOT, Kernel, discover, select
+from harness.run.runner import parse_size
 
 BURST_LAUNCHES = 30
 BURST_IDLE_S = 0.05
@@ -69,25 +65,21 @@ class ClockRecord:
 
 
 def measure(names: list[str], size: str, budget_ms: float, power_s: float) -> dict:
-    from harness.bench.gemm import LoadedGemm
-    from harness.gpu.clocks import ClockSampler
-    from harness.gpu.driver import Device, Event, Stream
-    from harness.gpu.timing import Timer, TimingOptions
-    from harness.run.worker import Operands, check_one
+    from harness.bench.checks import check_one
+    from harness.bench.measure import launcher
+    from harness.bench.session import BenchSession
+    from harness.gpu.driver import Event
+    from harness.gpu.timing import TimingOptions
 
     m, n, k = parse_size(size)
     flop = 2.0 * m * n * k
     chosen = [(base, with_clockrec(base)) for name in names
               for base in select(discover(), [name])]  # bad names fail before the GPU is
     rows = []                                           # opened
-    with Device(0) as device:
-        stream = Stream()
-        clocks = ClockSampler(device.pci_bus_id)
-        timer = Timer(stream, device.l2_bytes, clocks, TimingOptions(budget_ms=budget_ms))
+    with BenchSession(TimingOptions(budget_ms=budget_ms, max_rel_se_pct=0)) as session:
+        stream, timer, clocks = session.stream, session.timer, session.clocks
         for base, kernel in chosen:
-            kernel = kernel.for_arch(device.arch.name)
-            compiled = compile_kernel(kernel, device.arch.name)
-            gemm = LoadedGemm(device, kernel, compiled)
+            gemm = session.load(kernel)
             record = ClockRecord(gemm.module, kernel.name, stream)
             checks = [r for shape in ((517, 392, 200), (m, n, k))
                       for r in check_one(gemm, stream, *shape, seed=7)]
@@ -96,10 +88,8 @@ def measure(names: list[str], size: str, budget_ms: float, power_s: float) -> di
                 raise HarnessError(f"{base.name} with CLOCKREC = 1 fails the check: "
                                    f"{failed[0]}")
             error = max(r.rel_err_norm for r in checks)
-            ops = Operands(stream, m, n, k, kernel.spec.precision, kernel.spec.layout_b,
-                           seed=7)
-            run = gemm.launcher(m, n, k, 1.0, ops.a.address, ops.b.address, 0.0,
-                                ops.c.address, stream)
+            ops = session.operands(gemm.kernel, m, n, k, seed=7)
+            run = launcher(gemm, ops, session)
             timer.time(run)  # warms the card to its sustained state
             record.zero()
             sustained = timer.time(run)
@@ -142,7 +132,7 @@ def measure(names: list[str], size: str, budget_ms: float, power_s: float) -> di
                 print(f"{base.name} {mode}: {flop / ms / 1e9:.1f} TFLOP/s, NVML {nvml:.0f} "
                       f"MHz, in kernel {mhz:.0f} MHz", file=sys.stderr)
             ops.close()
-        return {"gpu": device.name, "clocks": clocks.info(), "rows": rows}
+        return {"facts": session.facts(), "rows": rows}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -153,19 +143,22 @@ def main(argv: list[str] | None = None) -> int:
                     help="GPU time of the sustained timing (300, as harness run)")
     ap.add_argument("--power", type=float, default=2.0, metavar="SECONDS",
                     help="the power pass after the sustained timing (2; 0 skips it)")
-    ap.add_argument("--report-dir", type=Path, default=ROOT / "reports")
+    ap.add_argument("--report-dir", type=Path, default=PROJECT_ROOT / "reports")
     args = ap.parse_args(argv)
     from tabulate import tabulate
 
-    from harness.report import files as report
+    from harness.report import files
 
     try:
         result = measure(args.kernels, args.size, args.budget_ms, args.power)
     except HarnessError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
-    stem = report.write_tool_json(result, "tools/kernel_clock.py", sys.argv[1:], "kernel-clock",
-                                  args.report_dir)
+    facts = result["facts"]
+    meta = files.metadata(facts, ["python3", "experiments/kernel_clock.py", *sys.argv[1:]],
+                          {"budget_ms": args.budget_ms}, [parse_size(args.size)])
+    stem = (args.report_dir / files.gpu_slug(facts["name"])
+            / f"kernel-clock-{files.run_stamp()}")
     table = tabulate([[r["kernel"], r["size"], r["mode"], f"{r['median_ms'] * 1e3:.1f}",
                        f"{r['tflops']:.1f}", f"{r['nvml_sm_mhz']:.0f}",
                        f"{r['in_kernel_sm_mhz']:.0f}", f"{r['cycles_per_launch'] / 1e3:.0f}k",
@@ -176,9 +169,7 @@ def main(argv: list[str] | None = None) -> int:
                      headers=["kernel", "size", "mode", "median us", "TFLOP/s", "NVML MHz",
                               "in-kernel MHz", "cycles", "TFLOP/s per GHz", "board W",
                               "pJ/FLOP", "clock held by"], tablefmt="github")
-    text = (f"# The SM clock inside the kernel: {result['gpu']}\n\n"
-            f"- date (UTC): {result['date']}\n- command: `{result['command']}`\n"
-            f"- clocks: {result['clocks']}\n"
+    body = [
             "- sustained: the harness's timing (events per launch, L2 flushed before each, "
             f"queue full, {args.budget_ms:.0f} ms), after a first pass that warms the card; "
             "burst: "
@@ -187,9 +178,10 @@ def main(argv: list[str] | None = None) -> int:
             "upper bound)\n"
             "- in-kernel MHz: the sum over blocks of %clock64 cycles over the sum of "
             "%globaltimer nanoseconds, entry to exit (CLOCKREC = 1; checked against the "
-            "float64 reference first); cycles = median time x in-kernel clock\n\n"
-            f"{table}\n")
-    report.finish_tool_report(stem, text)
+            "float64 reference first); cycles = median time x in-kernel clock", "", table, ""]
+    files.write_table_report(meta, result["rows"], stem, "The SM clock inside the kernel", body)
+    print(table)
+    print(f"written: {stem}.json, {stem}.md", file=sys.stderr)
     return 0
 
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One GPU session on a registry-less host (see README): install the carried wheels, then run
 # the tests and the given harness steps, copying logs and reports under $OUT.
-# Usage: bash tools/gpu_session.sh STEP...   steps: tests, run, ceiling, sweep, sass, ncu,
+# Usage: bash experiments/gpu_session.sh STEP...   steps: tests, run, ceiling, sweep, sass, ncu,
 #   tc-compare, tc-epi, tc-run, copy-cost, epi-cost, tc-2cta, tc-best, placement,
 #   tc-cluster, tc-cluster-x2, l2-state, kernel-clock, ceiling-cycles,
 #   tc-profile, energy, energy-parts (the tensor-core rungs of issue 4)
@@ -28,13 +28,13 @@ HMMA_METRICS+=,sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_a
 knob_cost() {
   local step=$1 report=$2 repeats=$3 metrics=$4 kernels=() k p; shift 4
   while [ "$1" != -- ]; do kernels+=("$1"); shift; done; shift
-  { header "bash tools/gpu_session.sh $step (ncu --clock-control none --cache-control all;" \
+  { header "bash experiments/gpu_session.sh $step (ncu --clock-control none --cache-control all;" \
       "unchecked launches, $(echo $*) give wrong results by design)"
     for k in "${kernels[@]}"; do
       for p in "$@"; do
         echo "== $k ${p:-as built}"
-        ncu --clock-control none --cache-control all -k hgemm_mma_sync -c "$repeats" \
-          --metrics "$metrics" python3 tools/ncu_timing.py launch "$k" --size 4096 \
+        ncu --clock-control none --cache-control all --profile-from-start off -k hgemm_mma_sync -c "$repeats" \
+          --metrics "$metrics" python3 -m harness launch "$k" --size 4096 \
           --repeats "$repeats" ${p:+--param $p} 2>&1 | grep -E "duration|per_second|pct"
       done
     done; } 2>&1 | tee "reports/h100/$report"
@@ -48,11 +48,11 @@ for step in "$@"; do
     sass) python3 -m harness sass 2>&1 | tee "$OUT/sass.txt" ;;
     ncu)
       for k in 03_smem_tiled:t32; do
-        ncu --clock-control none --cache-control all --metrics gpu__time_duration.sum --csv \
-          python3 tools/ncu_timing.py launch "$k" --size 4096 > "$OUT/ncu-${k/:/-}.csv" \
+        ncu --clock-control none --cache-control all --profile-from-start off --metrics gpu__time_duration.sum --csv \
+          python3 -m harness launch "$k" --size 4096 > "$OUT/ncu-${k/:/-}.csv" \
           2> "$OUT/ncu.err" || tail -20 "$OUT/ncu.err"
         run_json=$(ls -t reports/h100/run-*.json | head -1)
-        python3 tools/ncu_timing.py compare "$OUT/ncu-${k/:/-}.csv" "$run_json" "$k" --size 4096
+        python3 experiments/ncu_timing.py "$OUT/ncu-${k/:/-}.csv" "$run_json" "$k" --size 4096
       done ;;
     tc-compare)  # rungs side by side, interleaved with cuBLAS, per input precision
       python3 -m harness compare 11_mma_sync_bf16:m128n256k32s4 11_mma_sync_bf16:m128n256k32s2 \
@@ -102,21 +102,21 @@ for step in "$@"; do
     l2-state)  # 12e under Nsight Compute with L2 flushed clean before each launch (all) or left
       # as the previous launch wrote it (none: its C dirty), 5 launches each at 4096
       k=12_mma_tma_bf16:m256n128e
-      { header "bash tools/gpu_session.sh l2-state (ncu --clock-control none --cache-control" \
+      { header "bash experiments/gpu_session.sh l2-state (ncu --clock-control none --cache-control" \
           "all, then none; $k at 4096, 5 launches each)"
         for cc in all none; do
           echo "== --cache-control $cc"
           ncu --clock-control none --cache-control $cc -k hgemm_mma_sync -c 5 --metrics \
             gpu__time_duration.sum,sm__cycles_elapsed.max,sm__cycles_elapsed.avg.per_second,dram__bytes_read.sum,dram__bytes_write.sum \
-            python3 tools/ncu_timing.py launch "$k" --size 4096 --repeats 5 2>&1 \
+            python3 -m harness launch "$k" --size 4096 --repeats 5 2>&1 \
             | grep -E "duration|cycles|bytes"
         done; } 2>&1 | tee reports/h100/ncu-l2-state-12_mma_tma_bf16.txt ;;
     kernel-clock)  # the SM clock inside the kernel against NVML's sample (CLOCKREC = 1)
-      python3 tools/kernel_clock.py 12_mma_tma_bf16:m256n128e 12_mma_tma_bf16:m128n128x2e \
+      python3 experiments/kernel_clock.py 12_mma_tma_bf16:m256n128e 12_mma_tma_bf16:m128n128x2e \
         14_mma_cluster_bf16:m256n128e --size 4096 2>&1 | tee "$OUT/kernel-clock.log" ;;
     ceiling-cycles)  # the bf16 mma.sync ceiling's SM cycles per launch under Nsight Compute
       # (its 2 check launches skipped, then 3 timed ones): FLOP per cycle, to set 12e's against
-      { header "bash tools/gpu_session.sh ceiling-cycles (ncu --clock-control none" \
+      { header "bash experiments/gpu_session.sh ceiling-cycles (ncu --clock-control none" \
           "--launch-skip 2 -c 3 on harness ceiling --precision bf16 --budget-ms 50)"
         ncu --clock-control none -k mma_sync_ceiling_bf16 --launch-skip 2 -c 3 --metrics \
           gpu__time_duration.sum,sm__cycles_elapsed.avg,sm__cycles_elapsed.avg.per_second \
@@ -125,15 +125,15 @@ for step in "$@"; do
           | grep -E "duration|cycles|iterations|GFLOP|bf16"; } 2>&1 \
         | tee reports/h100/ncu-ceiling-cycles-bf16.txt ;;
     placement)  # which SM each block of a first wave lands on (two 128 x 128 blocks per SM)
-      { header "python3 tools/block_placement.py --threads 128 --smem 98352 --per-sm 2"
-        python3 tools/block_placement.py --threads 128 --smem 98352 --per-sm 2; } 2>&1 \
+      { header "python3 experiments/block_placement.py --threads 128 --smem 98352 --per-sm 2"
+        python3 experiments/block_placement.py --threads 128 --smem 98352 --per-sm 2; } 2>&1 \
         | tee reports/h100/block-placement-128t-98352B.txt ;;
     tc-profile)  # Nsight Compute's full set on the best TMA kernel (or $KERNEL): stall reasons per SASS line
       k=${KERNEL:-12_mma_tma_bf16:m256n128e}; tag=ncu-profile-${k/:/-}
       ncu --set full --import-source no --clock-control none -k hgemm_mma_sync -c 1 -f \
-        -o "$OUT/$tag" python3 tools/ncu_timing.py launch "$k" --size 4096 --repeats 1 \
+        -o "$OUT/$tag" python3 -m harness launch "$k" --size 4096 --repeats 1 \
         > "$OUT/tc-profile.log" 2>&1 || tail -20 "$OUT/tc-profile.log"
-      { header "bash tools/gpu_session.sh tc-profile (ncu --set full --clock-control none, $k" \
+      { header "bash experiments/gpu_session.sh tc-profile (ncu --set full --clock-control none, $k" \
           "at 4096, one launch)"
         ncu -i "$OUT/$tag.ncu-rep" --page details; } > "reports/h100/$tag.txt" 2>&1
       ncu -i "$OUT/$tag.ncu-rep" --page source --print-source sass --csv 2>&1 \
@@ -151,12 +151,12 @@ for step in "$@"; do
         | tee "$OUT/run-hot.log"
       python3 -m harness run --power 12_mma_tma_bf16:m256n128e \
         13_mma_persist_bf16:m256n128l3g8e --size 4096 --size 8192 2>&1 | tee "$OUT/run-cold.log"
-      python3 tools/kernel_clock.py 12_mma_tma_bf16:m256n128e --size 4096 2>&1 \
+      python3 experiments/kernel_clock.py 12_mma_tma_bf16:m256n128e --size 4096 2>&1 \
         | tee "$OUT/kernel-clock.log" ;;
     energy-parts)  # 12e's energy per FLOP as built, without its C stores, without its copies
       # after the first stages, and without both: what each part costs under the power cap
       python3 -m pytest -q tests/test_tools.py 2>&1 | tail -2
-      python3 tools/kernel_energy.py 12_mma_tma_bf16:m256n128e --knob NOSTORE=1 \
+      python3 -m harness energy 12_mma_tma_bf16:m256n128e --knob NOSTORE=1 \
         --knob NOLOAD=1 --knob NOLOAD=1,NOSTORE=1 --rounds 2 2>&1 | tee "$OUT/kernel-energy.log" ;;
     *) echo "unknown step $step"; exit 2 ;;
   esac

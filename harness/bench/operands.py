@@ -1,0 +1,86 @@
+"""A, B and C of one GEMM on the device, made from a seed, with their float64 values kept for the
+reference; and the reference itself, cached for the sizes every kernel is checked at.
+
+C is allocated with a guard after it, filled with the sentinel before every checked launch, so a
+kernel that writes past the end of C (tiles that ignore M and N) is caught instead of silently
+corrupting whatever lies beyond.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from harness.bench import numerics
+from harness.bench.phases import PHASES
+from harness.gpu.driver import Buffer, Stream
+
+GUARD_ELEMENTS = 1 << 15
+"""Elements of C's type after C, checked unchanged after every checked launch: a kernel that
+ignores M and N on a 37 x 45 check shape writes at most a few thousand past the end."""
+
+
+class Operands:
+    """A, B, C on the device for one shape, with their float64 values kept for references."""
+
+    def __init__(self, stream: Stream, m: int, n: int, k: int, precision: str, layout_b: str,
+                 seed: int, with_c: bool = False, c_type: str = "fp32"):
+        rng = np.random.default_rng(seed)
+        self.m, self.n, self.k, self.c_type = m, n, k, c_type
+        a, self.a64 = numerics.random_operand(rng, (m, k), precision)
+        b, self.b64 = numerics.random_operand(rng, (k, n), precision)
+        self.c_start = self.c64 = None
+        if with_c:
+            self.c_start = numerics.stored(rng.uniform(-1, 1, (m, n)), c_type)
+            self.c64 = numerics.to_float64(self.c_start, c_type)
+        self.c_word_bytes = numerics.c_bytes(c_type)
+        self.a, self.b = Buffer(a.nbytes), Buffer(b.nbytes)
+        self.c = Buffer((m * n + GUARD_ELEMENTS) * self.c_word_bytes)
+        self.a.upload(a, stream)
+        self.b.upload(np.ascontiguousarray(b.T) if layout_b == "col" else b, stream)
+
+    def poison_c(self, stream: Stream, nan: bool = False) -> None:
+        """C and its guard filled with the sentinel (or NaN), then C's start values when beta
+        is tested."""
+        word = (numerics.NAN_BITS if nan else numerics.SENTINEL)[self.c_type]
+        self.c.fill(word, self.c_word_bytes, stream)
+        if self.c_start is not None:
+            self.c.upload_at(self.c_start, 0, stream)
+
+    def initial(self) -> np.ndarray:
+        """C's bits before a launch (after :meth:`poison_c` without NaN)."""
+        if self.c_start is not None:
+            return self.c_start
+        dtype = numerics.c_dtype(self.c_type)
+        return np.full((self.m, self.n), numerics.SENTINEL[self.c_type],
+                       dtype=np.uint32 if dtype.itemsize == 4 else np.uint16).view(dtype)
+
+    def result(self, stream: Stream) -> tuple[np.ndarray, int]:
+        """C after the launches queued on ``stream``, and how many guard elements past its end
+        no longer hold the sentinel."""
+        stream.synchronize("kernel run")
+        dtype = numerics.c_dtype(self.c_type)
+        whole = self.c.download(dtype, (self.m * self.n + GUARD_ELEMENTS,), stream)
+        guard = numerics.bits(whole[self.m * self.n:])
+        changed = int(np.count_nonzero(guard != numerics.SENTINEL[self.c_type]))
+        return whole[: self.m * self.n].reshape(self.m, self.n), changed
+
+    def close(self) -> None:
+        for buf in (self.a, self.b, self.c):
+            buf.close()
+
+
+_REFERENCES: dict[tuple, np.ndarray] = {}
+_CACHED_REFERENCES = 3  # the timed sizes of a run (2048, 4096, 8192: 0.7 GB of float64)
+
+
+def reference(ops: Operands, key: tuple, alpha: float, beta: float) -> np.ndarray:
+    """The float64 reference, reused by every kernel checked on the same inputs (same shape,
+    seed and precision give the same operands) at large sizes: at 8192 it costs seconds."""
+    with PHASES("references"):
+        if ops.m * ops.n < 1 << 20:
+            return numerics.reference(ops.a64, ops.b64, alpha, beta, ops.c64)
+        if key not in _REFERENCES:
+            if len(_REFERENCES) >= _CACHED_REFERENCES:
+                _REFERENCES.pop(next(iter(_REFERENCES)))
+            _REFERENCES[key] = numerics.reference(ops.a64, ops.b64, alpha, beta, ops.c64)
+        return _REFERENCES[key]

@@ -1,0 +1,375 @@
+"""The result of one kernel at one size: one typed record, built once and read everywhere.
+
+A :class:`Result` starts as :meth:`Result.of` (the kernel and the size) in the worker, gains its
+parts stage by stage (resources and launch, occupancy, checks, the kernel's and the baseline's
+:class:`~harness.gpu.timing.Timing`, ceiling, comparison), and ends with a status. The runner
+carries it across the process boundary as JSON unchanged; reports, ``tune``, ``compare``,
+``diff`` and the CLI read it back through :func:`load_report`. Figures derived from the parts
+(GFLOP/s, % of the baseline, % of peak, energy per FLOP) are properties, computed where they are
+read; the JSON also spells them out under ``metrics`` for other programs, and ignores them when
+it is read back.
+
+Reports written before the schema had a version (flat rows, ``cublas_*`` keys) are read too.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+from harness.build.ptxas import Resources
+from harness.errors import HarnessError
+from harness.gpu.timing import Timing
+from harness.kernels.registry import Kernel, project_relative
+from harness.stats import gflops
+
+SCHEMA_VERSION = 2
+"""Version of the run-report JSON: 2 is nested typed records; 1 (no ``schema`` key) flat rows."""
+PASSED = ("pass", "skipped")
+"""Statuses that are not failures."""
+
+
+@dataclass(frozen=True)
+class KernelInfo:
+    """Which kernel, with what parameters, from which source."""
+
+    name: str
+    file: str
+    """The kernel file, relative to the project root where it lies inside it."""
+    precision: str
+    params: dict[str, int] = field(default_factory=dict)
+    layout_b: str = "row"
+    c_type: str = "fp32"
+    source_sha256: str = ""
+    """Hash of the kernel file and the files it includes, as they were when it ran."""
+
+    @classmethod
+    def of(cls, kernel: Kernel) -> KernelInfo:
+        spec = kernel.spec
+        return cls(kernel.name, project_relative(spec.path), spec.precision, dict(kernel.params),
+                   spec.layout_b, spec.c_type, kernel.source_sha256)
+
+
+@dataclass(frozen=True)
+class LaunchInfo:
+    block_threads: int
+    grid: tuple[int, int, int] | None = None
+    dynamic_smem_bytes: int | None = None
+
+
+@dataclass(frozen=True)
+class OccupancyInfo:
+    """Blocks per SM from the driver and from the offline calculator, for this launch."""
+
+    driver_blocks_per_sm: int
+    offline_blocks_per_sm: int
+    occupancy_pct: float
+    """Theoretical occupancy (offline)."""
+    limiter: str
+    waves_per_sm: float | None = None
+
+    @property
+    def agree(self) -> bool:
+        return self.driver_blocks_per_sm == self.offline_blocks_per_sm
+
+
+@dataclass(frozen=True)
+class CheckSummary:
+    """Every numerical check of a kernel at one size: the odd shapes and the size itself."""
+
+    passed: int
+    total: int
+    max_rel_err: float
+    skipped: tuple[str, ...] = ()
+    """Check shapes the kernel's constraints exclude, with the reason."""
+    finding: str = "ok"
+    """What the first failed check found (numerics.FINDINGS), "ok" when all passed."""
+    failure: str = ""
+    """The first failed check: where, with which seed, alpha and beta, and what was wrong."""
+    notes: tuple[str, ...] = ()
+    """Findings that are not failures, e.g. "reads C when beta = 0"."""
+
+
+@dataclass(frozen=True)
+class Baseline:
+    """The library the kernel is measured against, timed by the same code in the same run."""
+
+    compute: str
+    """e.g. ``CUBLAS_COMPUTE_32F``: the compute type named exactly."""
+    timing: Timing
+    c_type: str = "fp32"
+    library: str = "cuBLAS"
+
+
+@dataclass(frozen=True)
+class CeilingRef:
+    """The instruction-issue ceiling a tensor-core row is stated against."""
+
+    gflops: float
+    instruction: str
+    sm_clock_mhz: float
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """A kernel's speed against the first of an interleaved ``harness compare``."""
+
+    compared_to: str
+    speedup: float
+    """Median over rounds of (first kernel's time / this one's)."""
+    speedup_p20: float
+    speedup_p80: float
+    within_noise: bool
+
+
+@dataclass(frozen=True)
+class Result:
+    """One kernel at one size."""
+
+    kernel: KernelInfo
+    m: int
+    n: int
+    k: int
+    status: str = "pending"
+    """pass, FAIL, skipped, compile error, launch error, fault, timeout, error."""
+    message: str = ""
+    resources: Resources | None = None
+    launch: LaunchInfo | None = None
+    occupancy: OccupancyInfo | None = None
+    checks: CheckSummary | None = None
+    timing: Timing | None = None
+    baseline: Baseline | None = None
+    peak_gflops_at_clock: float = math.nan
+    """The precision's dense peak at the SM clock measured during the timing."""
+    ceiling: CeilingRef | None = None
+    comparison: Comparison | None = None
+    sass: dict[str, int] | None = None
+
+    @classmethod
+    def of(cls, kernel: KernelInfo, m: int, n: int, k: int) -> Result:
+        """The record every result starts as: the only place one is made."""
+        return cls(kernel, m, n, k)
+
+    def with_parts(self, **parts) -> Result:
+        return dataclasses.replace(self, **parts)
+
+    def ended(self, status: str, message: str) -> Result:
+        return dataclasses.replace(self, status=status, message=message)
+
+    # --- derived figures (never stored) ---
+    @property
+    def size(self) -> tuple[int, int, int]:
+        return self.m, self.n, self.k
+
+    @property
+    def flops(self) -> float:
+        return 2.0 * self.m * self.n * self.k
+
+    @property
+    def passed(self) -> bool:
+        return self.status in PASSED
+
+    @property
+    def gflops(self) -> float | None:
+        return gflops(self.m, self.n, self.k, self.timing.median_ms) if self.timing else None
+
+    @property
+    def baseline_gflops(self) -> float | None:
+        return (gflops(self.m, self.n, self.k, self.baseline.timing.median_ms)
+                if self.baseline else None)
+
+    @property
+    def pct_baseline(self) -> float | None:
+        if self.timing is None or self.baseline is None:
+            return None
+        return 100.0 * self.gflops / self.baseline_gflops
+
+    @property
+    def pct_peak(self) -> float | None:
+        if self.timing is None:
+            return None
+        peak = self.peak_gflops_at_clock
+        return 100.0 * self.gflops / peak if peak == peak else math.nan
+
+    @property
+    def pct_ceiling(self) -> float | None:
+        if self.timing is None or self.ceiling is None:
+            return None
+        return 100.0 * self.gflops / self.ceiling.gflops
+
+    def pj_per_flop(self, timing: Timing | None) -> float | None:
+        """Board energy per FLOP in ``timing``'s power pass (NaN without one)."""
+        return None if timing is None else 1e12 * timing.energy_j / self.flops
+
+    def power_gflops(self, timing: Timing | None) -> float | None:
+        return None if timing is None else gflops(self.m, self.n, self.k,
+                                                  timing.power_ms_per_launch)
+
+    def metrics(self) -> dict[str, Any]:
+        """The derived figures, for readers of the JSON (ignored when it is read back)."""
+        base = self.baseline.timing if self.baseline else None
+        return {"gflops": self.gflops, "baseline_gflops": self.baseline_gflops,
+                "pct_baseline": self.pct_baseline, "pct_peak": self.pct_peak,
+                "pct_ceiling": self.pct_ceiling, "pj_per_flop": self.pj_per_flop(self.timing),
+                "baseline_pj_per_flop": self.pj_per_flop(base),
+                "power_gflops": self.power_gflops(self.timing)}
+
+    def to_json(self) -> dict[str, Any]:
+        out = jsonable(dataclasses.asdict(self))
+        out["metrics"] = jsonable(self.metrics())
+        return out
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Result:
+        """A result from its JSON: this schema's nested form, or a flat row of schema 1."""
+        if isinstance(data.get("kernel"), str):
+            return _from_flat(data)
+        return _build(cls, {k: v for k, v in data.items() if k != "metrics"})
+
+
+# --- JSON ---------------------------------------------------------------------------------
+
+def jsonable(value):
+    """``value`` with non-finite floats as None and tuples as lists: strict JSON."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [jsonable(v) for v in value]
+    return value
+
+
+def _nested() -> dict[tuple[type, str], type]:
+    return {(Result, "kernel"): KernelInfo, (Result, "resources"): Resources,
+            (Result, "launch"): LaunchInfo, (Result, "occupancy"): OccupancyInfo,
+            (Result, "checks"): CheckSummary, (Result, "timing"): Timing,
+            (Result, "baseline"): Baseline, (Result, "ceiling"): CeilingRef,
+            (Result, "comparison"): Comparison, (Baseline, "timing"): Timing}
+
+
+def _build(cls, data: dict[str, Any]):
+    """A dataclass from a JSON object: known fields only, None back to NaN for float fields,
+    lists back to tuples, nested records by their field."""
+    values = {}
+    for f in fields(cls):
+        if f.name not in data:
+            continue
+        value = data[f.name]
+        nested = _nested().get((cls, f.name))
+        if nested is not None and isinstance(value, dict):
+            value = _build(nested, value)
+        elif value is None and f.type == "float":
+            value = math.nan
+        elif isinstance(value, list):
+            value = tuple(value)
+        values[f.name] = value
+    try:
+        return cls(**values)
+    except TypeError as exc:
+        raise HarnessError(f"a {cls.__name__} in the report is incomplete: {exc}") from None
+
+
+def _nan(value) -> float:
+    return math.nan if value is None else float(value)
+
+
+def _timing_from_flat(row: dict, prefix: str, m: int, n: int, k: int) -> Timing:
+    power_gflops = row.get(f"{prefix}power_gflops")
+    ms = 2.0 * m * n * k / (power_gflops * 1e9) * 1e3 if power_gflops else math.nan
+    return Timing(
+        median_ms=row[f"{prefix}median_ms"], p20_ms=row[f"{prefix}p20_ms"],
+        p80_ms=row[f"{prefix}p80_ms"], min_ms=math.nan, max_ms=math.nan,
+        reps=row[f"{prefix}reps"], cold_l2=row.get("cold_l2", True),
+        sm_clock_mhz=_nan(row.get(f"{prefix}sm_clock_mhz")),
+        sm_clock_min_mhz=_nan(row.get(f"{prefix}sm_clock_min_mhz")),
+        sm_clock_max_mhz=_nan(row.get(f"{prefix}sm_clock_max_mhz")),
+        queue_ahead_ms=_nan(row.get(f"{prefix}queue_ahead_ms")),
+        clock_limits=row.get(f"{prefix}clock_limits") or "",
+        power_w=_nan(row.get(f"{prefix}power_w")),
+        power_span_s=row.get(f"{prefix}power_span_s") or 0.0, power_ms_per_launch=ms)
+
+
+def _from_flat(row: dict) -> Result:
+    """A flat row of schema 1 (reports written before the schema had a version)."""
+    m, n, k = row["m"], row["n"], row["k"]
+    kernel = KernelInfo(row["kernel"], row.get("file", ""), row.get("precision", ""),
+                        row.get("params") or {})
+    parts: dict[str, Any] = {"status": row.get("status", ""), "message": row.get("message", "")}
+    if "registers" in row:
+        parts["resources"] = Resources(row["registers"], row.get("static_smem_bytes", 0),
+                                       spill_store_bytes=row.get("spill_store_bytes", 0),
+                                       spill_load_bytes=row.get("spill_load_bytes", 0))
+    if "block_threads" in row:
+        parts["launch"] = LaunchInfo(row["block_threads"],
+                                     tuple(row["grid"]) if row.get("grid") else None,
+                                     row.get("dynamic_smem_bytes"))
+    if "blocks_per_sm_offline" in row:
+        parts["occupancy"] = OccupancyInfo(row["blocks_per_sm"], row["blocks_per_sm_offline"],
+                                           row["occupancy_pct"], row["limiter"],
+                                           row.get("waves_per_sm"))
+    if "checks_total" in row:
+        parts["checks"] = CheckSummary(row["checks_passed"], row["checks_total"],
+                                       _nan(row.get("max_rel_err")),
+                                       tuple(row.get("check_skips") or ()))
+    if "median_ms" in row:
+        parts["timing"] = _timing_from_flat(row, "", m, n, k)
+        parts["peak_gflops_at_clock"] = _nan(row.get("peak_gflops_at_clock"))
+    if "cublas_median_ms" in row:
+        parts["baseline"] = Baseline(row.get("cublas_compute", ""),
+                                     _timing_from_flat(row, "cublas_", m, n, k))
+    if row.get("ceiling_gflops") is not None:
+        parts["ceiling"] = CeilingRef(row["ceiling_gflops"], row["ceiling_instruction"],
+                                      _nan(row.get("ceiling_sm_clock_mhz")))
+    if "speedup" in row:
+        parts["comparison"] = Comparison(row["compared_to"], row["speedup"],
+                                         row["speedup_p20"], row["speedup_p80"],
+                                         bool(row.get("within_noise")))
+    if "sass" in row:
+        parts["sass"] = row["sass"]
+    return Result.of(kernel, m, n, k).with_parts(**parts)
+
+
+@dataclass(frozen=True)
+class RunReport:
+    """A saved run: its metadata and its results."""
+
+    meta: dict[str, Any]
+    results: list[Result]
+    schema: int = SCHEMA_VERSION
+    path: Path | None = None
+
+
+def load_report(path: Path) -> RunReport:
+    """The run, compare or tune report at ``path`` (its ``.json`` or ``.jsonl``)."""
+    path = Path(path)
+    try:
+        text = path.read_text()
+        if path.suffix == ".jsonl":
+            rows = [json.loads(line) for line in text.splitlines() if line.strip()]
+            data = {"meta": {}, "rows": rows}
+        else:
+            data = json.loads(text)
+    except (OSError, ValueError) as exc:
+        raise HarnessError(f"cannot read the run report {path}: {exc}") from None
+    if not isinstance(data, dict) or "rows" not in data:
+        raise HarnessError(f"{path} is not a run report: expected a JSON object with 'meta' "
+                           "and 'rows' (written by harness run, compare or tune)")
+    schema = data.get("schema", 1)
+    if schema > SCHEMA_VERSION:
+        raise HarnessError(f"{path} has report schema {schema}; this harness reads up to "
+                           f"{SCHEMA_VERSION}: update the harness")
+    return RunReport(data.get("meta", {}), [Result.from_json(r) for r in data["rows"]],
+                     schema, path)
+
+
+def report_json(meta: dict[str, Any], results: Sequence[Result]) -> str:
+    """The JSON text of a run report."""
+    return json.dumps(jsonable({"schema": SCHEMA_VERSION, "meta": meta,
+                                "rows": [r.to_json() for r in results]}),
+                      indent=1, allow_nan=False) + "\n"

@@ -1,0 +1,108 @@
+"""The one place a GPU session is set up: device and context, stream, clock sampler, timer,
+cuBLAS, the mma.sync ceilings, and kernels compiled and loaded once each.
+
+The worker, the CLI's GPU commands (occupancy, ceiling, energy, launch) and the experiments all
+open a :class:`BenchSession` instead of wiring the driver themselves.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from functools import cached_property, partial
+
+from harness.bench.ceiling import Ceilings
+from harness.bench.gemm import LoadedGemm
+from harness.bench.operands import Operands
+from harness.build.compile import compile_kernel
+from harness.gpu.clocks import ClockSampler
+from harness.gpu.compilers import compiler_versions
+from harness.gpu.cublas import Cublas
+from harness.gpu.driver import Device, Stream
+from harness.gpu.timing import Timer, Timing, TimingOptions
+from harness.kernels.registry import Kernel
+
+
+class BenchSession:
+    """A GPU opened for measuring; use as a context manager (closing releases the context)."""
+
+    def __init__(self, timing: TimingOptions | None = None, *, carveout_pct: int | None = None,
+                 ordinal: int = 0, say: Callable[[str], None] = lambda _: None):
+        timing = timing or TimingOptions()
+        self.device = Device(ordinal)
+        self.stream = Stream()
+        self.clocks = ClockSampler(self.device.pci_bus_id)
+        self.timer = Timer(self.stream, self.device.l2_bytes, self.clocks, timing)
+        self.carveout_pct = carveout_pct
+        self.say = say
+        self._loaded: dict[tuple, LoadedGemm] = {}
+        self._baselines: dict[tuple, Timing] = {}
+
+    def __enter__(self) -> BenchSession:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._loaded.clear()
+        self.device.close()
+
+    @property
+    def arch(self) -> str:
+        """The device's compile target (``sm_90``)."""
+        return self.device.arch.name
+
+    @cached_property
+    def blas(self) -> Cublas:
+        """cuBLAS on this session's stream, created the first time it is needed."""
+        return Cublas(self.stream)
+
+    @cached_property
+    def ceilings(self) -> Ceilings:
+        """Each precision's mma.sync ceiling, measured the first time it is asked for."""
+        return Ceilings(self.device, self.timer, say=self.say)
+
+    def kernel(self, kernel: Kernel) -> Kernel:
+        """``kernel`` with this device's tuned parameters (``[tuned.<arch>]``)."""
+        return kernel.for_arch(self.arch)
+
+    def load(self, kernel: Kernel, carveout_pct: int | None = None) -> LoadedGemm:
+        """``kernel`` (tuned for this device) compiled and loaded, once per kernel and
+        carve-out in a session."""
+        kernel = self.kernel(kernel)
+        carveout = self.carveout_pct if carveout_pct is None else carveout_pct
+        key = (kernel.name, kernel.spec.path, kernel.params, carveout)
+        if key not in self._loaded:
+            compiled = compile_kernel(kernel, self.arch)
+            self._loaded[key] = LoadedGemm(self.device, kernel, compiled, carveout)
+        return self._loaded[key]
+
+    def operands(self, kernel: Kernel, m: int, n: int, k: int, seed: int,
+                 with_c: bool = False) -> Operands:
+        """Fresh random A, B (and C when beta is tested) for ``kernel``'s types and layout."""
+        spec = kernel.spec
+        return Operands(self.stream, m, n, k, spec.precision, spec.layout_b, seed,
+                        with_c=with_c, c_type=spec.c_type)
+
+    def time_baseline(self, kernel: Kernel, ops: Operands, reuse: bool = False) -> Timing:
+        """cuBLAS with ``kernel``'s types and layout on ``ops`` (beta = 0), timed now; with
+        ``reuse``, once per shape and types in the session (tuning sweeps of many points)."""
+        spec = kernel.spec
+        key = (spec.precision, spec.layout_b, spec.c_type, ops.m, ops.n, ops.k)
+        if not (reuse and key in self._baselines):
+            self._baselines[key] = self.timer.time(partial(
+                self.blas.gemm, spec.precision, ops.m, ops.n, ops.k, 1.0, ops.a.address,
+                ops.b.address, 0.0, ops.c.address, spec.layout_b, spec.c_type))
+        return self._baselines[key]
+
+    def facts(self) -> dict:
+        """The GPU facts a report's header names."""
+        device = self.device
+        facts = {"name": device.name, "compute_capability": list(device.compute_capability),
+                 "arch": device.arch.name, "sm_count": device.sm_count,
+                 "l2_bytes": device.l2_bytes, "driver": device.driver_version,
+                 "pci_bus_id": device.pci_bus_id, "compilers": compiler_versions(),
+                 "clocks": self.clocks.info(), "memory_bytes": device.total_memory_bytes}
+        if "blas" in self.__dict__:
+            facts["cublas_version"] = self.blas.version
+        return facts

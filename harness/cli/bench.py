@@ -1,0 +1,521 @@
+"""Commands that measure on the GPU: run, compare, tune, ceiling, energy, launch."""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+from dataclasses import asdict
+from pathlib import Path
+
+from tabulate import tabulate
+
+from harness.build.offline import build_all
+from harness.cli import common
+from harness.errors import HarnessError
+from harness.gpu.timing import TimingOptions
+from harness.kernels.registry import Kernel, representatives
+from harness.report import files, tables
+from harness.run.runner import RunOptions, RunRecord, parse_size, run
+
+DEFAULT_RUN_SIZES = ("1024", "2048", "4096")
+WRONG_BY_DESIGN = {"NOLOAD", "NOSTORE"}
+"""Measurement knobs that skip work: a kernel with one set must fail its check."""
+
+
+def _timing_flags(p: argparse.ArgumentParser, budget_ms: float = 300.0) -> None:
+    p.add_argument("--budget-ms", type=float, default=budget_ms,
+                   help=f"most GPU time per timing ({budget_ms:g})")
+    p.add_argument("--min-ms", type=float, default=TimingOptions.min_ms,
+                   help=f"least GPU time per timing ({TimingOptions.min_ms:g})")
+    p.add_argument("--max-rel-se", type=float, default=TimingOptions.max_rel_se_pct,
+                   metavar="PCT", help="stop a timing once its median's relative standard "
+                   f"error is at most PCT ({TimingOptions.max_rel_se_pct:g}); 0 spends the "
+                   "whole budget")
+    p.add_argument("--warmup-ms", type=float, default=TimingOptions.warmup_ms)
+
+
+def _timing(args, cold_l2: bool = True, power_s: float = 0.0, **overrides) -> TimingOptions:
+    values = {"cold_l2": cold_l2, "budget_ms": args.budget_ms, "min_ms": args.min_ms,
+              "max_rel_se_pct": args.max_rel_se, "warmup_ms": args.warmup_ms,
+              "power_s": power_s, **overrides}
+    if values["min_ms"] > values["budget_ms"]:
+        raise HarnessError(f"--min-ms {values['min_ms']:g} is above --budget-ms "
+                           f"{values['budget_ms']:g}: the floor must not exceed the cap")
+    return TimingOptions(**values)
+
+
+def _power_flags(p: argparse.ArgumentParser, what: str) -> None:
+    p.add_argument("--power", action="store_true",
+                   help=f"after each timing, run {what} back to back with warm L2 for --power-s "
+                        "seconds: the board's mean power and energy per FLOP")
+    p.add_argument("--power-s", type=float, default=2.0, metavar="SECONDS",
+                   help="length of each power pass (2; NVML's power moves every ~100 ms)")
+
+
+def add_parsers(sub) -> None:
+    p = sub.add_parser("run", help="check, time and report against cuBLAS (needs a GPU)")
+    p.add_argument("kernels", nargs="*", metavar="KERNEL",
+                   help="registry keys, file stems, globs or kernel file paths (default: one "
+                        "representative of each kernel file)")
+    p.add_argument("--all", action="store_true", help="every variant of every kernel file")
+    p.add_argument("--size", action="append", metavar="N|M,N,K",
+                   help=f"problem size (repeatable; default {', '.join(DEFAULT_RUN_SIZES)})")
+    mode = p.add_mutually_exclusive_group()
+    mode.add_argument("--cold", dest="cold_l2", action="store_true", default=True,
+                      help="flush L2 before every repetition (default)")
+    mode.add_argument("--hot", dest="cold_l2", action="store_false", help="warm L2, no flush")
+    p.add_argument("--json", type=Path, metavar="PATH",
+                   help="JSON-lines file the results are appended to as they come "
+                        "(default: reports/<gpu>/run-<time>.jsonl)")
+    p.add_argument("--report-dir", type=Path, default=common.REPORTS,
+                   help="where reports/<gpu>/ goes (default: the project's reports/)")
+    p.add_argument("--timeout-s", type=float, default=300.0,
+                   help="seconds without progress before a kernel is called hung (300)")
+    _timing_flags(p)
+    _power_flags(p, "the kernel (and cuBLAS)")
+    p.add_argument("--carveout", type=int, metavar="PCT")
+    p.add_argument("--blas-strict", action="store_true",
+                   help="a kernel that reads C when beta = 0 fails (default: a note)")
+    p.set_defaults(run=_run)
+
+    p = sub.add_parser("compare", help="variants side by side, timed interleaved with cuBLAS")
+    p.add_argument("kernels", nargs="+", metavar="KERNEL",
+                   help="two or more (keys, stems, globs or paths); the first is the reference")
+    p.add_argument("--size", action="append", metavar="N|M,N,K", help="default 4096")
+    p.add_argument("--hot", dest="cold_l2", action="store_false", default=True,
+                   help="warm L2 (default: flushed before every launch)")
+    p.add_argument("--timeout-s", type=float, default=300.0)
+    p.add_argument("--report-dir", type=Path, default=common.REPORTS)
+    p.add_argument("--blas-strict", action="store_true")
+    _timing_flags(p)
+    p.set_defaults(run=_compare)
+
+    p = sub.add_parser("tune", help="sweep a kernel's tile parameters: check, time, rank")
+    p.add_argument("kernel", metavar="KERNEL", help="a kernel file stem or path (its [tune] space)")
+    p.add_argument("--size", action="append", metavar="N|M,N,K",
+                   help="problem size(s) (default 4096); ranked at the last one")
+    p.add_argument("--param", action="append", default=[], metavar="NAME=v1,v2",
+                   help="override or add a swept parameter (repeatable)")
+    p.add_argument("--arch", help="target for --dry-run (default sm_90); with a GPU, the GPU's")
+    p.add_argument("--jobs", type=int, default=4, help="parallel compiles (4)")
+    p.add_argument("--top", type=int, default=10)
+    p.add_argument("--dry-run", action="store_true",
+                   help="screen the points (constraints, compile, fit, spills) and stop: "
+                        "no GPU needed")
+    p.add_argument("--pin", action="store_true",
+                   help="write the best point into the kernel's spec as [tuned.<arch>]")
+    p.add_argument("--timeout-s", type=float, default=120.0)
+    p.add_argument("--report-dir", type=Path, default=common.REPORTS)
+    _timing_flags(p, budget_ms=100.0)
+    p.set_defaults(run=_tune)
+
+    p = sub.add_parser("ceiling", help="the mma.sync issue ceiling of this GPU, per precision "
+                                       "(needs a GPU)")
+    p.add_argument("--precision", action="append", metavar="PREC",
+                   help="bf16 or fp16 (repeatable; default: every precision a ceiling kernel "
+                        "covers)")
+    p.add_argument("--json", action="store_true", help="print the results as JSON")
+    p.add_argument("--budget-ms", type=float, default=500.0,
+                   help="GPU time per precision, turned into repetitions (500)")
+    _power_flags(p, "the kernel")
+    p.add_argument("--warmup-ms", type=float, default=100.0)
+    p.add_argument("--launch-ms", type=float, default=2.0,
+                   help="shortest GPU time of one launch; sets the iterations (2)")
+    p.add_argument("--blocks-per-sm", type=int, action="append", metavar="N",
+                   help="blocks per SM (repeatable: one row each, to see where the pipe "
+                        "saturates; default: the kernel's [ceiling] blocks_per_sm)")
+    p.add_argument("--report-dir", type=Path, default=common.REPORTS)
+    p.set_defaults(run=_ceiling)
+
+    p = sub.add_parser("energy", help="board energy per FLOP of a kernel and of its measurement "
+                                      "knobs, round by round (needs a GPU)")
+    p.add_argument("kernel", metavar="KERNEL")
+    p.add_argument("--knob", action="append", default=[], metavar="NAME=V[,NAME=V]",
+                   help="a point with these parameters set (repeatable); NOLOAD and NOSTORE "
+                        "points must fail their check, every other point must pass")
+    p.add_argument("--size", default="4096")
+    p.add_argument("--seconds", type=float, default=2.0, help="power pass per point (2)")
+    p.add_argument("--rounds", type=int, default=2, help="rounds over the points (2)")
+    p.add_argument("--report-dir", type=Path, default=common.REPORTS)
+    p.set_defaults(run=_energy)
+
+    p = sub.add_parser("launch", help="check a kernel, then launch it (and cuBLAS) N times "
+                                      "between cuProfilerStart/Stop: a profiler's target")
+    p.add_argument("kernel", metavar="KERNEL")
+    p.add_argument("--size", default="4096")
+    p.add_argument("--repeats", type=int, default=5)
+    p.add_argument("--param", action="append", default=[], metavar="NAME=VALUE",
+                   help="override a parameter (the launches are then unchecked)")
+    p.add_argument("--no-baseline", action="store_true", help="leave cuBLAS out")
+    p.add_argument("--gap-ms", type=float, default=0.0,
+                   help="sleep between launches (isolated launches; 0: back to back)")
+    p.set_defaults(run=_launch)
+
+
+def _power_seconds(args) -> float:
+    """The power pass's length from --power and --power-s: 0 without --power."""
+    if not args.power:
+        return 0.0
+    if not 0.5 <= args.power_s <= 60:
+        raise HarnessError(f"--power-s {args.power_s:g}: expected seconds from 0.5 to 60 "
+                           "(NVML's power reading moves every ~100 ms, so less says nothing; "
+                           "2 is enough)")
+    return args.power_s
+
+
+def _sizes(args, default=("4096",)) -> tuple[tuple[int, int, int], ...]:
+    return tuple(parse_size(s) for s in (args.size or default))
+
+
+def _phases_lines(record: RunRecord) -> list[str]:
+    """Where the run's wall time went, largest first."""
+    total = record.wall_s or 1.0
+    parts = sorted(record.phases.items(), key=lambda kv: -kv[1])
+    accounted = sum(v for _, v in parts)
+    lines = [f"{name}: {seconds:.1f} s ({100 * seconds / total:.0f}%)" for name, seconds in parts]
+    lines.append(f"other (reports, process overhead): {max(0.0, total - accounted):.1f} s")
+    return lines
+
+
+def _run(args) -> int:
+    chosen = common.kernels(args)
+    if not args.kernels and not args.all:
+        chosen = representatives(chosen)
+    sizes = _sizes(args, DEFAULT_RUN_SIZES)
+    power_s = _power_seconds(args)
+    timing = _timing(args, cold_l2=args.cold_l2, power_s=power_s)
+    ok, why = common.has_gpu()
+    if not ok:
+        print(f"no GPU here ({why}): nothing can be checked or timed; the offline build report "
+              "for sm_90 follows")
+        rows = build_all(chosen, "sm_90")
+        print(tables.build_table(rows))
+        raise common.NoGpu("`harness run` needs a GPU; the report above is what it can say "
+                           "without one")
+    from harness.gpu.driver import device_arch_name
+
+    arch = device_arch_name()
+    stamp = files.run_stamp()
+    folder = args.report_dir / files.gpu_slug(why)
+    jsonl = args.json or folder / f"run-{stamp}.jsonl"
+    options = RunOptions(sizes=sizes, timing=timing, carveout_pct=args.carveout,
+                         timeout_s=args.timeout_s, strict_blas=args.blas_strict)
+    what = ("one representative of each kernel file" if not args.kernels and not args.all
+            else f"{len(chosen)} kernels")
+    common.say(f"harness run: {what} ({len(chosen)}) x {len(sizes)} sizes on {why} ({arch}), "
+               f"{'cold' if args.cold_l2 else 'hot'} L2; results stream to {jsonl}")
+    record = run(chosen, arch, options, jsonl, common.say)
+    meta = files.metadata(record.device, ["harness", *sys.argv[1:]], asdict(timing), sizes,
+                          _infos(record))
+    meta["wall_s"], meta["phases_s"] = record.wall_s, record.phases
+    json_path, md_path = files.write_run(meta, record.results, jsonl.with_suffix(""))
+    print(tables.table(record.results))
+    fails = tables.failures(record.results)
+    if fails:
+        print("\nNot passed:\n" + fails)
+    print(f"\nwall time {record.wall_s:.1f} s: " + "; ".join(_phases_lines(record)))
+    print(f"written: {jsonl}, {json_path}, {md_path}")
+    passed = all(r.status in ("pass", "skipped") for r in record.results)
+    return common.EXIT_OK if passed else common.EXIT_FAILED
+
+
+def _infos(record: RunRecord) -> list:
+    return list({r.kernel.name: r.kernel for r in record.results}.values())
+
+
+def _compare(args) -> int:
+    from harness.build.compile import compile_kernel
+    from harness.build.sass import disassemble, instruction_mix
+    from harness.gpu.driver import device_arch_name
+
+    chosen = common.kernels(args)
+    if len(chosen) < 2:
+        raise HarnessError(f"compare needs at least two kernels; {args.kernels} matched "
+                           f"{[k.name for k in chosen]}")
+    why = common.gpu()
+    arch = device_arch_name()
+    sizes = _sizes(args)
+    timing = _timing(args, cold_l2=args.cold_l2)
+    stem = args.report_dir / files.gpu_slug(why) / f"compare-{files.run_stamp()}"
+    options = RunOptions(sizes=sizes, timeout_s=args.timeout_s, timing=timing,
+                         strict_blas=args.blas_strict)
+    record = run(chosen, arch, options, stem.with_suffix(".jsonl"), common.say, mode="compare")
+    mixes = {}
+    for kernel in chosen:
+        kernel = kernel.for_arch(arch)
+        mixes[kernel.name] = instruction_mix(disassemble(compile_kernel(kernel, arch).cubin))
+    results = [r.with_parts(sass=mixes.get(r.kernel.name, {})) for r in record.results]
+    meta = {**files.metadata(record.device, ["harness", *sys.argv[1:]], asdict(timing), sizes,
+                             _infos(record)),
+            "mode": "interleaved: each round launches every kernel and cuBLAS once, in order; "
+                    "speedup = median over rounds of (first kernel's time / this one's), "
+                    "p20-p80 of those ratios; 'within noise' when that range holds 1"}
+    files.write_run(meta, results, stem, title="harness compare",
+                    sections=["## Side by side", "", tables.compare_table(results), "",
+                              "## Every result", ""])
+    print(tables.compare_table(results))
+    print(f"\nwritten: {stem}.json, {stem}.md")
+    passed = all(r.status in ("pass", "skipped") for r in results)
+    return common.EXIT_OK if passed else common.EXIT_FAILED
+
+
+def _tune(args) -> int:
+    from harness.run import tune
+
+    chosen = common.kernels(args, patterns=[args.kernel])
+    spec = chosen[0].spec
+    if any(k.spec is not spec for k in chosen):
+        raise HarnessError(f"{args.kernel!r} matches kernels of several files; name one file stem")
+    base = Kernel(spec.stem, spec, tuple(sorted(spec.params.items())))
+    space = {name: list(values) for name, values in spec.tune.items()}
+    for item in args.param:
+        name, _, values = item.partition("=")
+        try:
+            space[name.strip()] = [int(v) for v in values.split(",")]
+        except ValueError:
+            raise HarnessError(f"--param {item!r}: expected NAME=v1,v2,... with integers") from None
+    sizes = _sizes(args)
+    ok, why = common.has_gpu()
+    if not ok and not args.dry_run:
+        raise common.NoGpu(f"no GPU here ({why}): tuning times kernels; --dry-run screens "
+                           "the points without one")
+    if ok:
+        from harness.gpu.driver import device_arch_name
+
+        arch = device_arch_name()
+    else:
+        arch = args.arch or "sm_90"
+        from harness.archs import get_arch
+
+        get_arch(arch)
+    keep, skipped = tune.screen(tune.points(base, space), arch, sizes, args.jobs, common.say)
+    if args.dry_run:
+        print(tabulate([[k.name, reason[:110]] for k, reason in skipped],
+                       headers=["skipped point", "reason"]))
+        print(f"\n{len(keep)} points would be timed" + "".join(f"\n  {k.name}" for k in keep))
+        return common.EXIT_OK
+    folder = args.report_dir / files.gpu_slug(why)
+    stem = folder / f"tune-{spec.stem}-{files.run_stamp()}"
+    timing = _timing(args, warmup_ms=min(args.warmup_ms, 10.0))
+    options = RunOptions(sizes=sizes, timing=timing, timeout_s=args.timeout_s)
+    record = run(keep, arch, options, stem.with_suffix(".jsonl"), common.say,
+                 reuse_baseline=True)
+    top = tune.best(record.results, sizes[-1], args.top)
+    skipped_rows = [{"kernel": k.name, "params": dict(k.params), "message": reason}
+                    for k, reason in skipped]
+    meta = {**files.metadata(record.device, ["harness", *sys.argv[1:]], asdict(timing), sizes,
+                             _infos(record)),
+            "space": space, "points": len(keep) + len(skipped), "timed": len(keep),
+            "skipped": skipped_rows, "baseline": "cuBLAS timed once per size in each worker"}
+    columns = tables.columns_without("precision")
+    skips = "\n".join(f"- {r['kernel']}: {r['message']}" for r in skipped_rows) or "- none"
+    files.write_run(meta, record.results, stem, title="harness tune", sections=[
+        f"## Best {len(top)} at {'x'.join(map(str, sizes[-1]))}", "",
+        tables.table(top, columns, fmt="github"), "", "## Skipped points", "", skips, "",
+        "## Every timed point", ""])
+    print(tables.table(top, columns))
+    print(f"\n{len(keep)} points timed, {len(skipped)} skipped (reasons in {stem}.json); "
+          f"ranked at {'x'.join(map(str, sizes[-1]))}")
+    if args.pin and top:
+        best_params = {n: top[0].kernel.params[n] for n in space}
+        tune.pin(spec.path, arch, best_params)
+        print(f"pinned [tuned.{arch}] {best_params} into {spec.path}")
+    return common.EXIT_OK if top else common.EXIT_FAILED
+
+
+def _ceiling(args) -> int:
+    from harness.bench.ceiling import (
+        CeilingOptions,
+        ceiling_kernel,
+        ceiling_precisions,
+        measure_ceiling,
+    )
+
+    kernels = common.kernels(args, kind="ceiling", patterns=[])
+    precisions = args.precision or ceiling_precisions(kernels)
+    chosen = [ceiling_kernel(p, kernels) for p in precisions]  # a bad --precision fails here
+    power_s = _power_seconds(args)
+    ok, why = common.has_gpu()
+    if not ok:
+        raise common.NoGpu(f"no GPU here ({why}): the mma.sync ceiling is measured on a GPU; "
+                           f"`harness sass {' '.join(k.name for k in chosen)}` shows its HMMA "
+                           "without one")
+    from harness.bench.session import BenchSession
+
+    # hot L2: the kernels load nothing, so flushing would change nothing but the run time
+    timing = TimingOptions(cold_l2=False, warmup_ms=args.warmup_ms, budget_ms=args.budget_ms,
+                           max_rel_se_pct=0.0, power_s=power_s)
+    launches = [CeilingOptions(launch_ms=args.launch_ms, blocks_per_sm=b)
+                for b in args.blocks_per_sm or [None]]
+    with BenchSession(timing) as session:
+        rows = []
+        for precision, kernel in zip(precisions, chosen, strict=True):
+            for options in launches:
+                common.say(f"measuring the {precision} ceiling ({kernel.name}) on "
+                           f"{session.device.name}")
+                rows.append(asdict(measure_ceiling(session.device, session.timer, precision,
+                                                   options, kernels)))
+        facts = session.facts()
+    meta = {**files.metadata(facts, ["harness", *sys.argv[1:]], asdict(timing), ()),
+            "launch": [asdict(options) for options in launches]}
+    stem = args.report_dir / files.gpu_slug(facts["name"]) / f"ceiling-{files.run_stamp()}"
+    json_path, md_path = files.write_ceiling(meta, rows, stem)
+    if args.json:
+        import json
+
+        print(json.dumps(files.jsonable(rows), indent=1))
+    else:
+        print(tables.ceiling_table(rows))
+    print(f"\nwritten: {json_path}, {md_path}", file=sys.stderr if args.json else sys.stdout)
+    return common.EXIT_OK
+
+
+def _knob(text: str) -> dict[str, int]:
+    """``"NOLOAD=1,NOSTORE=1"`` -> {"NOLOAD": 1, "NOSTORE": 1}."""
+    knobs = {}
+    for item in text.split(","):
+        name, sep, value = item.partition("=")
+        try:
+            if not sep or not name.strip():
+                raise ValueError
+            knobs[name.strip()] = int(value)
+        except ValueError:
+            raise HarnessError(f"{text!r}: expected NAME=INT[,NAME=INT...], e.g. NOSTORE=1 or "
+                               "NOLOAD=1,NOSTORE=1") from None
+    return knobs
+
+
+def with_knobs(base: Kernel, setting: dict[str, int]) -> Kernel:
+    """``base`` with ``setting`` over its parameters; unknown names fail."""
+    unknown = sorted(set(setting) - set(dict(base.params)))
+    if unknown:
+        raise HarnessError(f"{base.name} has no parameter {', '.join(unknown)}; its "
+                           f"parameters: {', '.join(sorted(dict(base.params)))}")
+    label = ",".join(f"{k}={v}" for k, v in setting.items())
+    return base.with_params(setting, f"{base.name}+{label}")
+
+
+def _energy(args) -> int:
+    if not 0.5 <= args.seconds <= 60 or args.rounds < 1:
+        raise HarnessError(f"--seconds {args.seconds:g} --rounds {args.rounds}: expected "
+                           "0.5 to 60 seconds (NVML's power moves every ~100 ms) and at "
+                           "least one round")
+    (base,) = common.kernels(args, patterns=[args.kernel])[:1]
+    points = [(base, {})] + [(with_knobs(base, s), s) for s in map(_knob, args.knob)]
+    m, n, k = parse_size(args.size)
+    common.gpu()
+    from harness.bench.checks import check_one
+    from harness.bench.measure import launcher
+    from harness.bench.session import BenchSession
+
+    flop = 2.0 * m * n * k
+    rows = []
+    with BenchSession() as session:
+        runs, ops = [], None
+        for kernel, setting in points:
+            gemm = session.load(kernel)
+            checks = check_one(gemm, session.stream, m, n, k, seed=11)
+            failed = [r.message for r in checks if not r.passed]
+            checked = f"passed ({len(checks)} checks)"
+            if failed and set(setting) & WRONG_BY_DESIGN:
+                checked = "fails, as its measurement knob must"
+            elif failed:
+                raise HarnessError(f"{kernel.name} fails the check: {failed[0]}")
+            elif set(setting) & WRONG_BY_DESIGN:
+                raise HarnessError(f"{kernel.name} passes the check, but its knob should make "
+                                   "it wrong: the knob is not reaching the kernel")
+            ops = ops or session.operands(kernel, m, n, k, seed=11)
+            runs.append((gemm.kernel, checked, launcher(gemm, ops, session)))
+        for r in range(args.rounds):
+            for kernel, checked, launch in runs:
+                p = session.timer.power(launch, args.seconds)
+                rows.append({"kernel": kernel.name, "round": r, "checked": checked,
+                             "size": f"{m}x{n}x{k}", "power_w": p.power_w,
+                             "power_span_s": p.span_s, "ms_per_launch": p.ms_per_launch,
+                             "launches": p.launches, "tflops": flop / p.ms_per_launch / 1e9,
+                             "pj_per_flop": 1e12 * p.energy_j / flop,
+                             "nvml_sm_mhz": p.sm_clock_mhz, "clock_limits": p.clock_limits})
+                common.say(f"round {r} {kernel.name}: {p.power_w:.0f} W, "
+                           f"{rows[-1]['tflops']:.1f} TFLOP/s, "
+                           f"{rows[-1]['pj_per_flop']:.3f} pJ/FLOP")
+        ops.close()
+        facts = session.facts()
+    meta = files.metadata(facts, ["harness", *sys.argv[1:]], {}, [(m, n, k)])
+    summary = tabulate(_energy_summary(rows), headers=[
+        "point", "checked", "rounds", "board W", "TFLOP/s", "NVML MHz", "pJ/FLOP median (range)",
+        "clock held by"], tablefmt="github")
+    method = (f"each point run back to back for {args.seconds:g} s with warm L2, {args.rounds} "
+              "rounds in turn; board power from NVML's energy counter between its first and "
+              "last move in the pass; pJ/FLOP = W x GPU time per launch / FLOP")
+    stem = args.report_dir / files.gpu_slug(facts["name"]) / f"kernel-energy-{files.run_stamp()}"
+    files.write_table_report(meta, rows, stem, "Board energy per FLOP",
+                             [f"- method: {method}", "", summary, ""])
+    print(summary)
+    print(f"\nwritten: {stem}.json, {stem}.md")
+    return common.EXIT_OK
+
+
+def _energy_summary(rows: list[dict]) -> list[list]:
+    """Per point: medians over the rounds, and the range of pJ/FLOP."""
+    out = []
+    for name in dict.fromkeys(r["kernel"] for r in rows):
+        mine = [r for r in rows if r["kernel"] == name]
+        pj = [r["pj_per_flop"] for r in mine]
+        out.append([name, mine[0]["checked"], len(mine),
+                    f"{statistics.median(r['power_w'] for r in mine):.0f}",
+                    f"{statistics.median(r['tflops'] for r in mine):.1f}",
+                    f"{statistics.median(r['nvml_sm_mhz'] for r in mine):.0f}",
+                    f"{statistics.median(pj):.3f} ({min(pj):.3f}-{max(pj):.3f})",
+                    ", ".join(sorted({r["clock_limits"] for r in mine}))])
+    return out
+
+
+def _launch(args) -> int:
+    import time
+
+    (kernel,) = common.kernels(args, patterns=[args.kernel])[:1]
+    if args.param:
+        kernel = with_knobs(kernel, _knob(",".join(args.param)))
+    if args.repeats < 1:
+        raise HarnessError(f"--repeats {args.repeats}: expected at least 1")
+    m, n, k = parse_size(args.size)
+    common.gpu()
+    from harness.bench.checks import check_one
+    from harness.bench.measure import launcher
+    from harness.bench.session import BenchSession
+    from harness.gpu.driver import profiler_range
+
+    with BenchSession() as session:
+        gemm = session.load(kernel)
+        if not args.param:
+            failed = [r for r in check_one(gemm, session.stream, m, n, k, seed=1)
+                      if not r.passed]
+            if failed:
+                raise HarnessError(f"{kernel.name} fails its check at {m}x{n}x{k}: "
+                                   f"{failed[0].message}")
+        spec = gemm.kernel.spec
+        ops = session.operands(gemm.kernel, m, n, k, seed=1)
+        ops.poison_c(session.stream)
+        run_kernel = launcher(gemm, ops, session)
+        works = [run_kernel]
+        if not args.no_baseline:
+            works.append(lambda: session.blas.gemm(
+                spec.precision, m, n, k, 1.0, ops.a.address, ops.b.address, 0.0, ops.c.address,
+                spec.layout_b, spec.c_type))
+        for work in works:  # first launches (module load, cuBLAS's choice) outside the range
+            work()
+        session.stream.synchronize("warm-up")
+        with profiler_range():
+            for work in works:
+                for _ in range(args.repeats):
+                    work()
+                    if args.gap_ms:
+                        session.stream.synchronize("isolated launch")
+                        time.sleep(args.gap_ms / 1e3)
+            session.stream.synchronize("launches")
+        ops.close()
+    common.say(f"launched {gemm.kernel.name}" + ("" if args.no_baseline else " and cuBLAS")
+               + f" {args.repeats} times each at {m}x{n}x{k}"
+               + (" (checked first)" if not args.param else " (unchecked: parameters set)"))
+    return common.EXIT_OK

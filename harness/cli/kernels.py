@@ -1,0 +1,278 @@
+"""Commands about kernels themselves, none of which needs a GPU: list, build, sass, ptx, and
+occupancy (which adds the driver's answer where a GPU is found)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from concurrent.futures import ThreadPoolExecutor
+
+from tabulate import tabulate
+
+from harness.archs import ARCHS, get_arch
+from harness.build import occupancy as occ_mod
+from harness.build.compile import compile_kernel
+from harness.build.offline import DEFAULT_SIZE, build_all
+from harness.cli import common
+from harness.errors import HarnessError
+from harness.kernels.registry import DEFAULT_KERNEL_DIRS, load_registry, project_relative
+from harness.report import files, tables
+from harness.run.runner import parse_size
+
+_SIZE_HELP = "problem size for the launch shape: N or M,N,K (default 4096)"
+
+
+def add_parsers(sub) -> None:
+    p = sub.add_parser("list", help="the kernel files: kind, precision, minimum arch, variants, "
+                                    "what the rung changes; files with errors say which")
+    p.add_argument("--variants", action="store_true",
+                   help="one line per registry key (stem:variant) instead of per file")
+    p.set_defaults(run=_list)
+
+    p = sub.add_parser("build", help="compile to cubin and report resources (no GPU needed)")
+    p.add_argument("kernels", nargs="*", metavar="KERNEL")
+    p.add_argument("--arch", default="sm_90", choices=sorted(ARCHS))
+    p.add_argument("--size", default=",".join(map(str, DEFAULT_SIZE)), help=_SIZE_HELP)
+    p.add_argument("--json", action="store_true", help="print a JSON list")
+    p.set_defaults(run=_build)
+
+    p = sub.add_parser("occupancy", help="occupancy breakdown, offline and from the driver")
+    p.add_argument("kernels", nargs="*", metavar="KERNEL")
+    p.add_argument("--arch", choices=sorted(ARCHS),
+                   help="predict for this arch (default: the GPU's, else sm_90)")
+    p.add_argument("--size", default=",".join(map(str, DEFAULT_SIZE)), help=_SIZE_HELP)
+    p.add_argument("--carveout", type=int, metavar="PCT",
+                   help="preferred shared-memory carve-out in percent (default: the spec's, "
+                        "else the driver's)")
+    p.add_argument("--json", action="store_true")
+    p.add_argument("--sweep", action="store_true",
+                   help="GPU: compare offline and driver occupancy for every kernel (and "
+                        "carve-out) and a probe sweep of registers, block sizes, dynamic smem "
+                        "and carve-outs; writes reports/<gpu>/occupancy-sweep.{json,md}")
+    p.add_argument("--report-dir", type=files.Path, default=common.REPORTS)
+    p.set_defaults(run=_occupancy)
+
+    p = sub.add_parser("sass", help="SASS instruction mix of the cubin (no GPU needed)")
+    p.add_argument("kernels", nargs="*", metavar="KERNEL")
+    p.add_argument("--arch", default="sm_90", choices=sorted(ARCHS))
+    p.add_argument("--json", action="store_true")
+    p.add_argument("--listing", action="store_true", help="print the whole disassembly too")
+    p.set_defaults(run=_sass)
+
+    p = sub.add_parser("ptx", help="a PTX kernel after its macros (#for, #if, ${...}) are "
+                                   "expanded with the variant's parameters (no GPU needed)")
+    p.add_argument("kernel", metavar="KERNEL", help="one registry key (stem:variant) or path")
+    p.add_argument("--arch", default="sm_90", choices=sorted(ARCHS),
+                   help="the target: its [tuned.<arch>] parameters and SM (default sm_90)")
+    p.set_defaults(run=_ptx)
+
+
+def _first_sentence(text: str, width: int = 64) -> str:
+    sentence = text.split(". ")[0].rstrip(".") + "."
+    return sentence if len(sentence) <= width else sentence[: width - 3].rstrip() + "..."
+
+
+def _list(args) -> int:
+    folders = [] if args.no_builtin else list(DEFAULT_KERNEL_DIRS)
+    registry = load_registry(folders + (args.kernel_dir or []), kind=None)
+    if args.variants:
+        rows = [[k.name, k.spec.kind, k.spec.precision, k.spec.min_arch,
+                 project_relative(k.spec.path)] for k in registry.kernels]
+        print(tabulate(rows, headers=["kernel", "kind", "prec", "min arch", "file"]))
+    else:
+        by_file: dict = {}
+        for k in registry.kernels:
+            by_file.setdefault(k.spec.path, []).append(k)
+        rows = []
+        for ks in by_file.values():
+            spec = ks[0].spec
+            variants = ", ".join(k.variant for k in ks if k.variant) or "-"
+            rows.append([spec.stem, spec.kind, spec.precision, spec.min_arch, variants,
+                         _first_sentence(spec.summary)])
+        print(tabulate(rows, headers=["kernel file", "kind", "prec", "min arch", "variants",
+                                      "what it changes"], maxcolwidths=[None] * 4 + [28, 64]))
+        print(f"\n{len(registry.kernels)} kernels in {len(by_file)} files; `harness list "
+              "--variants` lists every registry key")
+    for bad in registry.broken:
+        print(f"\nERROR {project_relative(bad.path)}: {bad.error}")
+    return common.EXIT_FAILED if registry.broken else common.EXIT_OK
+
+
+def _build(args) -> int:
+    rows = build_all(common.kernels(args), args.arch, parse_size(args.size))
+    if args.json:
+        print(json.dumps(rows, indent=1))
+    else:
+        print(tables.build_table(rows))
+        for r in rows:
+            if r["status"] != "ok":
+                print(f"- {r['kernel']} ({r['arch']}): {r['status']}: {r['message']}")
+    ok = all(r["status"] in ("ok", "skipped") for r in rows)
+    return common.EXIT_OK if ok else common.EXIT_FAILED
+
+
+def _occupancy(args) -> int:
+    m, n, k = parse_size(args.size)
+    gpu, why = common.has_gpu()
+    if args.sweep:
+        if not gpu:
+            raise common.NoGpu(f"--sweep compares with the driver and needs a GPU ({why})")
+        return _occupancy_sweep(args, common.kernels(args))
+    if not args.kernels:
+        raise HarnessError("name at least one KERNEL (see `harness list`), or pass --sweep")
+    chosen = common.kernels(args)
+    if gpu:
+        from harness.bench.session import BenchSession
+
+        with BenchSession(carveout_pct=args.carveout) as session:
+            out = [_occupancy_entry(args, kernel, (m, n, k), session) for kernel in chosen]
+    else:
+        out = [_occupancy_entry(args, kernel, (m, n, k), None, why) for kernel in chosen]
+    if args.json:
+        print(json.dumps(out, indent=1))
+    else:
+        for entry in out:
+            _print_occupancy(entry)
+    blocked = any(entry["launch_problems"] for entry in out)
+    return common.EXIT_FAILED if blocked else common.EXIT_OK
+
+
+def _occupancy_entry(args, kernel, size, session, why: str = "") -> dict:
+    """The offline breakdown of ``kernel`` at ``size``, with the driver's answer beside it when
+    a session is open; the kernel is compiled once."""
+    m, n, k = size
+    entry: dict = {"kernel": kernel.name, "size": [m, n, k]}
+    if session is not None and args.arch not in (None, session.arch):
+        session, why = None, f"--arch {args.arch} is not this GPU's ({session.arch})"
+    if session is not None:
+        gemm = session.load(kernel)
+        kernel, compiled, arch = gemm.kernel, gemm.compiled, session.arch
+        driver = gemm.occupancy(m, n, k)
+        entry["driver"] = {"gpu": session.device.name,
+                           "blocks_per_sm": driver["driver_blocks_per_sm"],
+                           "waves_per_sm": driver["waves_per_sm"],
+                           "agrees_with_offline": driver["agree"]}
+        sm_count = session.device.sm_count
+    else:
+        arch, sm_count = args.arch or "sm_90", None
+        kernel = kernel.for_arch(arch)
+        compiled = compile_kernel(kernel, arch)
+        entry["driver"] = f"not queried: {why}"
+    res = compiled.resources
+    dynamic = kernel.dynamic_smem_bytes(m, n, k)
+    carveout = args.carveout if args.carveout is not None else kernel.spec.carveout_pct
+    pred = occ_mod.predict(get_arch(arch), kernel.block_threads, res.registers,
+                           res.static_smem_bytes, dynamic, carveout)
+    grid = kernel.grid_dims(m, n, k)
+    entry["offline"] = pred.as_dict()
+    entry["grid_blocks"] = grid[0] * grid[1] * grid[2]
+    if sm_count and pred.blocks_per_sm:
+        entry["offline"]["waves_per_sm"] = occ_mod.waves_per_sm(
+            entry["grid_blocks"], pred.blocks_per_sm, sm_count)
+    entry["launch_problems"] = occ_mod.launch_problems(
+        get_arch(arch), kernel.block_threads, res.registers, res.static_smem_bytes, dynamic)
+    return entry
+
+
+def _print_occupancy(entry: dict) -> None:
+    p = entry["offline"]
+    rows = [
+        ("Registers Per Thread", p["registers_per_thread"]),
+        ("Static Shared Memory Per Block", f"{p['static_smem_bytes']} B"),
+        ("Dynamic Shared Memory Per Block", f"{p['dynamic_smem_bytes']} B"),
+        ("Driver Shared Memory Per Block", f"{p['reserved_smem_bytes']} B"),
+        ("Shared Memory Configuration Size", f"{p['smem_per_sm_bytes']} B"),
+        ("Threads Per Block", p["block_threads"]),
+        ("Block Limit Registers", p["block_limit_registers"]),
+        ("Block Limit Shared Mem", p["block_limit_smem"]),
+        ("Block Limit Warps", p["block_limit_warps"]),
+        ("Block Limit SM", p["block_limit_sm"]),
+        ("Theoretical Active Warps per SM", p["active_warps_per_sm"]),
+        ("Theoretical Occupancy", f"{p['occupancy_pct']:.1f} %"),
+        ("Limiter", p["limiter"]),
+        ("Grid Blocks", entry["grid_blocks"]),
+    ]
+    if "waves_per_sm" in p:
+        rows.append(("Waves Per SM", f"{p['waves_per_sm']:.2f}"))
+    driver = entry["driver"]
+    if isinstance(driver, dict):
+        rows.append((f"Driver Blocks Per SM ({driver['gpu']})", driver["blocks_per_sm"]))
+        rows.append(("Driver agrees with offline",
+                     "yes" if driver["agrees_with_offline"] else "NO: DISAGREEMENT"))
+    else:
+        rows.append(("Driver", driver))
+    carveout = "" if p["carveout_pct"] is None else f", carve-out {p['carveout_pct']}%"
+    print(f"{entry['kernel']} at {'x'.join(map(str, entry['size']))} on {p['arch']}{carveout}")
+    print(tabulate(rows, tablefmt="plain"))
+    for problem in entry["launch_problems"]:
+        print(f"cannot launch: {problem}")
+    print()
+
+
+def _occupancy_sweep(args, chosen) -> int:
+    from harness.bench.occupancy_sweep import CARVEOUTS, compare_function, sweep
+    from harness.bench.session import BenchSession
+
+    with BenchSession() as session:
+        rows = []
+        for kernel in chosen:
+            gemm = session.load(kernel)
+            configs = [(gemm.kernel.block_threads, gemm.kernel.dynamic_smem_bytes(*size), c)
+                       for size in ((1024,) * 3, (4096,) * 3) for c in CARVEOUTS]
+            rows += compare_function(session.device, gemm.function, gemm.kernel.name,
+                                     gemm.registers, gemm.static_smem_bytes, configs)
+        kernel_rows = len(rows)
+        common.say(f"registry kernels: {kernel_rows} configurations")
+        rows += sweep(session.device, common.say)
+        name = session.device.name
+    folder = args.report_dir / files.gpu_slug(name)
+    summary = files.write_sweep(rows, kernel_rows, name, ["harness", *sys.argv[1:]], folder)
+    disagree = [r for r in rows if not r["agree"]]
+    print(f"{summary['configurations']} configurations compared ({kernel_rows} from registry "
+          f"kernels), {len(disagree)} disagreements; written to "
+          f"{folder}/occupancy-sweep.{{json,md,csv.gz}}")
+    for r in disagree[:20]:
+        print(f"  DISAGREE {r}")
+    return common.EXIT_FAILED if disagree else common.EXIT_OK
+
+
+def _sass(args) -> int:
+    from harness.build.sass import CATEGORIES, disassemble, instruction_mix
+
+    chosen = [k.for_arch(args.arch) for k in common.kernels(args, kind=None)]
+    common.say(f"compiling and disassembling {len(chosen)} kernel(s) for {args.arch}")
+
+    def one(kernel):
+        listing = disassemble(compile_kernel(kernel, args.arch).cubin)
+        common.say(f"  {kernel.name}")
+        return kernel, listing
+
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        done = list(pool.map(one, chosen))
+    rows = []
+    for kernel, listing in done:
+        rows.append({"kernel": kernel.name, "arch": args.arch, **instruction_mix(listing)})
+        if args.listing:
+            print(listing)
+    if args.json:
+        print(json.dumps(rows, indent=1))
+    else:
+        columns = ["kernel", *[name for name, _, _ in CATEGORIES], "total"]
+        print(tabulate([[r[c] for c in columns] for r in rows], headers=columns))
+        print("static counts: instructions in the code (an unrolled loop counts each copy), "
+              "not instructions executed")
+    return common.EXIT_OK
+
+
+def _ptx(args) -> int:
+    from harness.kernels.ptxpp import expand
+
+    chosen = common.kernels(args, kind=None, patterns=[args.kernel])
+    if len(chosen) != 1 or chosen[0].spec.language != "ptx":
+        names = ", ".join(k.name for k in chosen)
+        raise HarnessError(f"`harness ptx` takes one PTX kernel; {args.kernel!r} matches {names}"
+                           " (name one variant, stem:variant, of a .ptx file)")
+    kernel = chosen[0].for_arch(args.arch)
+    text = kernel.spec.path.read_text()
+    print(expand(text, kernel.param_env, kernel.spec.path, args.arch).text, end="")
+    return common.EXIT_OK

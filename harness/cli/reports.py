@@ -1,0 +1,33 @@
+"""Commands that read saved runs (no GPU needed): report."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from harness.cli import common
+from harness.kernels.registry import PROJECT_ROOT
+from harness.report import ladder
+from harness.run.runner import parse_size
+
+
+def add_parsers(sub) -> None:
+    p = sub.add_parser("report", help="napkin model, ladder and roofline plots from a run's "
+                                      "JSON; optionally the README's results table")
+    p.add_argument("run_json", type=Path, help="a run report (reports/<gpu>/run-*.json)")
+    p.add_argument("--size", default="4096", help="size for the plots and the README table")
+    p.add_argument("--readme", action="store_true",
+                   help="rewrite the README's results section from this run")
+    p.set_defaults(run=_report)
+
+
+def _report(args) -> int:
+    size = parse_size(args.size)
+    md, ladder_png, roof_png = ladder.write(args.run_json, size)
+    print(md.read_text())
+    written = [str(p) for p in (md, ladder_png, roof_png) if p is not None]
+    print(f"written: {', '.join(written)}")
+    if args.readme:
+        ladder.update_readme(PROJECT_ROOT / "README.md", ladder.readme_section(args.run_json,
+                                                                              size))
+        print(f"README.md results section regenerated from {args.run_json}")
+    return common.EXIT_OK

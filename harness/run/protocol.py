@@ -1,0 +1,83 @@
+"""What the runner and a worker process say to each other.
+
+The runner writes one :class:`Job` (JSON) to the worker's stdin. The worker answers with lines
+``HARNESS-EVENT {json}`` on stdout, each flushed as soon as it is known: ``device`` (the GPU's
+facts, once), ``kernel_start``, ``progress`` (a stage, optionally at a size), ``result`` (one
+:class:`~harness.bench.result.Result` as JSON), ``kernel_error`` (a kernel refused before any
+launch), ``retire`` (the worker stops after a kernel that failed its checks, so the next kernel
+starts in a fresh process), and ``error`` (the worker could not go on).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from harness.gpu.timing import TimingOptions
+from harness.kernels.registry import Kernel
+
+EVENT_PREFIX = "HARNESS-EVENT "
+
+
+@dataclass(frozen=True)
+class KernelRef:
+    """A kernel as a job names it: enough to rebuild it on the other side."""
+
+    name: str
+    file: str
+    params: tuple[tuple[str, int], ...]
+
+    @classmethod
+    def of(cls, kernel: Kernel) -> KernelRef:
+        return cls(kernel.name, str(kernel.spec.path), kernel.params)
+
+
+@dataclass(frozen=True)
+class Job:
+    kernels: tuple[KernelRef, ...]
+    sizes: tuple[tuple[int, int, int], ...]
+    timing: TimingOptions = field(default_factory=TimingOptions)
+    carveout_pct: int | None = None
+    reuse_baseline: bool = False
+    """Time cuBLAS once per size and types in a worker (tuning sweeps), not after each kernel."""
+    mode: str = "run"
+    """``run``: each kernel timed on its own; ``compare``: all timed interleaved."""
+    strict_blas: bool = False
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self))
+
+    @classmethod
+    def from_json(cls, text: str) -> Job:
+        data = json.loads(text)
+        return cls(
+            kernels=tuple(KernelRef(k["name"], k["file"], tuple(tuple(p) for p in k["params"]))
+                          for k in data["kernels"]),
+            sizes=tuple(tuple(s) for s in data["sizes"]),
+            timing=TimingOptions(**data["timing"]), carveout_pct=data["carveout_pct"],
+            reuse_baseline=data["reuse_baseline"], mode=data["mode"],
+            strict_blas=data["strict_blas"])
+
+
+def emit(event: str, **fields: Any) -> None:
+    """Write one event line to stdout and flush it."""
+    sys.stdout.write(EVENT_PREFIX + json.dumps({"event": event, **fields}, default=_json)
+                     + "\n")
+    sys.stdout.flush()
+
+
+def _json(value):
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return str(value)
+
+
+def parse(line: str) -> tuple[str, dict[str, Any]] | None:
+    """``(event, fields)`` of an event line; None for any other output of the worker."""
+    if not line.startswith(EVENT_PREFIX):
+        return None
+    fields = json.loads(line[len(EVENT_PREFIX):])
+    return fields.pop("event"), fields
