@@ -14,6 +14,7 @@ tile_n = "1"
 smem_loads = "0"
 fmas = "1"
 */
+// Measurements, experiments and lessons: notes/01_naive.md
 // The first rung: the textbook kernel (siboehm's kernel 1). threadIdx.x walks rows on purpose,
 // the layout a first attempt usually gets, so the next rung can show what coalescing alone is
 // worth. Blocks tile C as in every other rung (blockIdx.x over columns, blockIdx.y over rows);
@@ -21,8 +22,6 @@ fmas = "1"
 // output each lane of a warp owns. Lane x of a warp holds row 32 by + x and the warp shares one
 // column: A[row][k] is 32 addresses K floats apart, B[k][col] is the same address for the whole
 // warp, and the C stores are N floats apart.
-// measured (reports/h100/run-20261122-125439.json, cold L2): 499 GFLOP/s at 4096, 1.0% of
-// cuBLAS FP32; as predicted, far below everything that coalesces.
 
 extern "C" __global__ void sgemm_naive(int M, int N, int K, float alpha, const float* A,
                                        const float* B, float beta, float* C) {

@@ -19,15 +19,13 @@ TILE = 32
 t16 = { TILE = 16 }
 t32 = { TILE = 32 }
 */
+// Measurements, experiments and lessons: notes/03_smem_tiled.md
 // Bank view (32 banks of 4 bytes): a warp is one row ty of the block at TILE = 32 (two rows
 // at TILE = 16). The inner loop's As[ty][k] is one address per row (a broadcast), Bs[k][tx]
 // is consecutive words (one per bank), and the tile stores are consecutive too: no conflicts,
 // which is why padding these arrays would buy nothing (04 needs a transposed store to show it).
 // The fully unrolled loop lets the compiler read As[ty][k..k+3] with one LDS.128 (checked in
 // the sm_90 SASS: 8 LDS.128 + 32 LDS + 32 FFMA per tile at TILE = 32).
-// measured (reports/h100/run-20261122-125439.json, cold L2): t32 8484 GFLOP/s at 4096 (16.4% of
-// cuBLAS), t16 7709: the ~8 TFLOP/s shared-load bound predicted, slightly beaten because the
-// LDS.128 above makes it 40 shared loads per 32 FMA rather than 64.
 
 #ifndef TILE
 #define TILE 32

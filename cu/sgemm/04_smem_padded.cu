@@ -20,6 +20,7 @@ PAD = 1
 nopad = { PAD = 0 }
 pad = { PAD = 1 }
 */
+// Measurements, experiments and lessons: notes/04_smem_padded.md
 // Why the padding matters here and not in 03: 03 reads As[ty][k] (broadcast) and Bs[k][tx]
 // (consecutive) and stores both tiles row-wise, all conflict-free, so [TILE][TILE+1] there
 // would change nothing. Here thread (tx, ty) stores A[row][k0 + tx] to AsT[tx][ty]: across a
@@ -31,9 +32,6 @@ pad = { PAD = 1 }
 // Compare nopad with pad, not 04 with 03: AsT[k][ty] steps a whole row per k, so the compiler
 // cannot merge four k into one LDS.128 as it does in 03 (sm_90 SASS: 64 scalar LDS per tile
 // here against 8 LDS.128 + 32 LDS there).
-// measured (reports/h100/run-20261122-125439.json, cold L2): nopad 5058, pad 6941 GFLOP/s at
-// 4096: padding is worth 1.37x, inside the predicted 'up to ~1.45x'. Both stay below
-// 03:t32 (8484), as the LDS.128 argument above says.
 
 #ifndef TILE
 #define TILE 32

@@ -20,15 +20,12 @@ BN = 64
 BK = 8
 TM = 8
 */
+// Measurements, experiments and lessons: notes/05_blocktile_1d.md
 // After siboehm's kernel 4. Thread t owns column t % BN and rows (t / BN) * TM .. + TM - 1 of
 // the block tile. Per k it loads one Bs value and TM As values; the As values of a thread are
 // consecutive rows at one k, As[(r0 + i) * BK + k], which ptxas cannot merge (stride BK), but
 // the whole warp reads the same As words (one row group per warp): broadcasts.
 // The tile loads are one element per thread for A and for B, hence the constraints.
-// measured (reports/h100/run-20261122-132342.json, cold L2): 16232 GFLOP/s at 4096, 31.5% of cuBLAS, 1.9x
-// 03:t32 against the 1.6x predicted. The miss is the napkin's own: fully unrolled over k,
-// ptxas reads As[(r0 + i) * BK + k .. + 3] as LDS.128 (16 LDS.128 + 8 LDS per tile, `harness
-// sass`), so there are fewer shared loads per FMA than the (TM + 1) / TM modelled.
 
 #ifndef BM
 #define BM 64

@@ -22,15 +22,11 @@ TM = 8
 TN = 8
 MINB = 1
 */
+// Measurements, experiments and lessons: notes/06_blocktile_2d.md
 // After siboehm's kernel 5. Thread (tr, tc) owns rows tr * TM .. + TM - 1 and columns
 // tc * TN .. + TN - 1 of the block tile; per k it loads TM values of A and TN of B into
 // registers and does their outer product. Each thread loads BM * BK / threads elements of each
 // tile per step (4 at the defaults), in a strided loop.
-// measured (reports/h100/run-20261122-132342.json, cold L2): 17117 GFLOP/s at 4096, 33.2% of cuBLAS: 1.05x
-// 05 against ~2x predicted. The outer product did its job on shared loads (0.25 per FMA), but
-// at MINB = 1 the kernel takes 148 registers, so one 256-thread block (8 warps, 12.5%
-// occupancy) is all an SM holds, and 78 scalar, bounds-checked global loads per tile sit in
-// front of the FMAs: latency, not shared memory, is the limit. 07 fixes both.
 
 #ifndef BM
 #define BM 128

@@ -23,14 +23,12 @@ TN = 8
 PADA = 4
 MINB = 2
 */
+// Measurements, experiments and lessons: notes/07_vectorized.md
 // After siboehm's kernel 6. The float4 loads need 16-byte aligned rows, hence K % 4 == 0
 // (A rows) and N % 4 == 0 (B and C rows): then a float4 is either wholly inside the matrix or
 // wholly outside, and zero-filling whole float4s handles every edge. As is padded by PADA
 // words per row: the transposed store of a warp's float4s (rows r = 0..15, k = 0/4 at
 // BK = 8) would otherwise put rows with equal r in one bank.
-// measured (reports/h100/run-20261122-132342.json, cold L2): 31159 GFLOP/s at 4096, 60.4% of cuBLAS: 1.82x 06
-// against 1.3x predicted; more than the load-count argument alone, because the float4 loads
-// also brought the kernel under 128 registers (127), so two blocks (16 warps) share an SM.
 
 #ifndef BM
 #define BM 128

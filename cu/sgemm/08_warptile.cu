@@ -23,15 +23,12 @@ WN = 32
 PADA = 4
 MINB = 2
 */
+// Measurements, experiments and lessons: notes/08_warptile.md
 // After siboehm's kernel 10, with the classic SGEMM lane layout. Lane l of a warp is (lm, ln) =
 // (l / 4, l % 4); it owns rows wm * WM + i * 32 + lm * 4 + r (i < WM / 32, r < 4) and columns
 // wn * WN + j * 16 + ln * 4 + c (j < WN / 16, c < 4): per k it loads WM / 32 float4s of A and
 // WN / 16 of B, all of them 16-byte aligned, and does a (WM / 8) x (WN / 4) outer product.
 // Global loads and the transposed, padded As store are as in 07.
-// measured (reports/h100/run-20261122-132342.json, cold L2): 33559 GFLOP/s at 4096, 65.0% of cuBLAS: +7.7% over
-// 07, short of the 10-20% predicted: the shared reads were already nearly conflict-free in 07,
-// so the compact warp footprint bought less than expected; the tile loads still stall behind
-// the barrier, which 09 attacks.
 
 #ifndef BM
 #define BM 128

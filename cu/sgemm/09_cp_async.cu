@@ -45,6 +45,7 @@ WN = 32
 STAGES = 4
 MINB = 1
 */
+// Measurements, experiments and lessons: notes/09_cp_async.md
 // cp.async is written as inline PTX (no libcu++ headers needed): B rows go in 16-byte
 // cp.async.cg copies; A goes in 4-byte cp.async.ca copies because it is transposed on the way
 // (As[k][m]), which a 16-byte copy cannot do. Out-of-range elements use the src-size operand
@@ -52,12 +53,6 @@ MINB = 1
 // groups included, so "wait until at most STAGES - 2 groups are pending" always means "tile t
 // has landed" for this thread; the barrier after it makes every thread's copies visible and
 // also guarantees that the stage about to be refilled was finished by everyone.
-// measured (reports/h100/run-20261122-132342.json, cold L2): at its tuned sm_90 point (BM 128, BN 256, BK 16,
-// WM 64, WN 32; reports/h100/tune-09_cp_async-20261122-130849.json) s4 40167 GFLOP/s at 4096,
-// 77.8% of cuBLAS (s2 38980, s3 38488); at the untuned defaults it had given ~35 TFLOP/s, +4%
-// over 08 against the 10-25% predicted. The SASS explained the miss: the main loop held 1563
-// instructions per 16-step tile for 1024 FFMA (65% FFMA), the copy bookkeeping (index
-// division, checks, 64-bit addresses, branches) re-done for every cp.async. 10 hoists it.
 
 #ifndef BM
 #define BM 128

@@ -39,20 +39,13 @@ WM = 64
 WN = 64
 STAGES = 4
 */
+// Measurements, experiments and lessons: notes/10_hoisted.md
 // Read from the SASS of 09 (`harness sass 09_cp_async:s4 --listing`): per tile the copy code
 // recomputed i / BK, i % BK, row and column checks and 64-bit addresses for every cp.async,
 // with branches around each. With THREADS a multiple of BK and of BN / 4, a thread's copies
 // keep one k column (A) and one n column (B) and step through rows by a constant, so one
 // base pointer per operand and compile-time offsets do it. Rows past M are redirected to a
 // zero-size copy once, up front; K is checked only when the last tile is ragged.
-// measured (reports/h100/run-20261122-132342.json, cold L2): at its tuned sm_90 point (BM 128, BN 256, BK 32,
-// WM 64, WN 64, STAGES 4; reports/h100/tune-10_hoisted-20261122-131652.json) 48565 GFLOP/s at
-// 4096, 94.0% of cuBLAS COMPUTE_32F (45363 at 2048, 90.6%; 49199 at 8192, 95.2%). The
-// prediction (~46, ~90%) was about right: the main loop is now 86% FFMA (1197 instructions per
-// 16-step tile at the first tuned shape). A refinement sweep at BM 128, BN 256, WM 64, WN 64
-// (BK 16/32/64, STAGES 2-4, PADA 4/8: tune-10_hoisted-20261122-134100.json) kept the pinned
-// point on top (48627); STAGES 3 gives 47154, PADA 8 46792, BK 16 at most 44889, BK 64 (two
-// stages only, 194 KB) 21596.
 
 #ifndef BM
 #define BM 128
