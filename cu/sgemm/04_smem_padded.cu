@@ -5,6 +5,7 @@ predicted = "nopad: each warp's transposed store hits one bank, 32 wavefronts in
 precision = "fp32"
 layout_b = "row"
 min_arch = "sm_80"
+representative = "pad"            # the variant a default `harness run` times
 block = ["TILE", "TILE"]
 grid = ["cdiv(N, TILE)", "cdiv(M, TILE)"]
 dynamic_smem_bytes = "0"

@@ -5,6 +5,7 @@ predicted = "08 waits for each tile's global loads behind a barrier with 2 block
 precision = "fp32"
 layout_b = "row"
 min_arch = "sm_80"
+representative = "s4"            # the variant a default `harness run` times
 block = ["(BM // WM) * (BN // WN) * 32"]
 grid = ["cdiv(N, BN)", "cdiv(M, BM)"]
 dynamic_smem_bytes = "STAGES * BK * (BM + PADA + BN) * 4"
