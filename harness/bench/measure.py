@@ -80,9 +80,14 @@ def checked(session: BenchSession, prep: Prepared, m: int, n: int, k: int,
                                 offline["occupancy_pct"], offline["limiter"],
                                 occ["waves_per_sm"]))
     say("checking the timed size")
+    spec = kernel.spec
+    seed = m * 7 + n * 3 + k
+    key = (m, n, k, seed, spec.precision, spec.layout_b, spec.c_type)
+    baseline = None if key in session.baseline_checked else session.blas
     with PHASES("checks"):
-        results = prep.checks.results + check_one(gemm, session.stream, m, n, k,
-                                                  seed=m * 7 + n * 3 + k, baseline=session.blas)
+        results = prep.checks.results + check_one(gemm, session.stream, m, n, k, seed=seed,
+                                                  baseline=baseline)
+    session.baseline_checked.add(key)
     passed, max_rel, finding, failure = summary_of(results)
     res = res.with_parts(checks=CheckSummary(passed, len(results), max_rel,
                                              tuple(prep.checks.skipped), finding, failure,
@@ -114,15 +119,13 @@ def measure(session: BenchSession, prep: Prepared, m: int, n: int, k: int,
         return res
     say("timing kernel and cuBLAS")
     kernel = prep.kernel
-    ops = session.operands(kernel, m, n, k, seed=m + n + k)
-    try:
+    with PHASES("operands"):
+        ops = session.timing_operands(kernel, m, n, k)
         ops.poison_c(session.stream)
-        with PHASES("timing"):
-            kernel_timing = session.timer.time(launcher(prep.gemm, ops, session))
-        with PHASES("cuBLAS timing"):
-            baseline_timing = session.time_baseline(kernel, ops, reuse=reuse_baseline)
-    finally:
-        ops.close()
+    with PHASES("timing"):
+        kernel_timing = session.timer.time(launcher(prep.gemm, ops, session))
+    with PHASES("cuBLAS timing"):
+        baseline_timing = session.time_baseline(kernel, ops, reuse=reuse_baseline)
     return timed(session, res, kernel_timing, baseline_timing)
 
 
@@ -151,17 +154,15 @@ def compare(session: BenchSession, preps: Sequence[Prepared], m: int, n: int, k:
     if not live:
         return results
     say(f"timing {len(live)} kernels and cuBLAS interleaved")
-    ops = session.operands(preps[0].kernel, m, n, k, seed=m + n + k)
-    try:
+    with PHASES("operands"):
+        ops = session.timing_operands(preps[0].kernel, m, n, k)
         ops.poison_c(session.stream)
-        launches = [launcher(prep.gemm, ops, session) for prep, _ in live]
-        launches.append(partial(session.blas.gemm, first.precision, m, n, k, 1.0,
-                                ops.a.address, ops.b.address, 0.0, ops.c.address,
-                                first.layout_b, first.c_type))
-        with PHASES("timing"):
-            timings, per_round = session.timer.time_interleaved(launches)
-    finally:
-        ops.close()
+    launches = [launcher(prep.gemm, ops, session) for prep, _ in live]
+    launches.append(partial(session.blas.gemm, first.precision, m, n, k, 1.0,
+                            ops.a.address, ops.b.address, 0.0, ops.c.address,
+                            first.layout_b, first.c_type))
+    with PHASES("timing"):
+        timings, per_round = session.timer.time_interleaved(launches)
     done = {}
     for i, (_, res) in enumerate(live):
         # per-round ratios: drift between rounds cancels, so their spread is the noise

@@ -184,13 +184,14 @@ def compare(out: np.ndarray, ref: np.ndarray, precision: str, *, k: int, seed: i
     finding, message = "ok", "ok"
     if n_unwritten:
         finding = "unwritten"
-        message = (f"{n_unwritten} of {out.size} outputs were never written (their bits are "
-                   f"what C held before the launch), first at {_first(unwritten)}; "
+        message = (f"unwritten: {n_unwritten} of {out.size} outputs were never written (their "
+                   f"bits are what C held before the launch), first at {_first(unwritten)}; "
                    f"{_region(unwritten)}: make the grid and the bounds checks cover every "
                    f"row < M = {m} and column < N = {n}")
     elif nan_elements:
         finding = "non-finite"
-        message = (f"{nan_elements} of {out.size} outputs are NaN/Inf where the reference is "
+        message = (f"non-finite: {nan_elements} of {out.size} outputs are NaN/Inf where the "
+                   "reference is "
                    f"finite, first at {_first(~finite)}; {_region(~finite)}: an overflow, or "
                    "arithmetic on memory nothing wrote (out-of-bounds reads of A or B, "
                    "uninitialised shared memory)")
@@ -201,11 +202,11 @@ def compare(out: np.ndarray, ref: np.ndarray, precision: str, *, k: int, seed: i
             if _matches(out64, alpha * product, precision, k, c_type):
                 finding = "ignores beta"
                 message = (f"ignores beta: the output matches alpha * A @ B without "
-                           f"beta * C (beta = {beta}); {message}")
+                           f"beta * C (beta = {beta}); {message.removeprefix('wrong values: ')}")
             elif alpha != 1.0 and _matches(out64, product + beta * c64, precision, k, c_type):
                 finding = "ignores alpha"
                 message = (f"ignores alpha: the output matches A @ B + beta * C without "
-                           f"alpha = {alpha}; {message}")
+                           f"alpha = {alpha}; {message.removeprefix('wrong values: ')}")
     return CheckResult(passed, m, n, k, seed, alpha, beta, rel, max_abs, bad, nan_elements,
                        tol.norm_rel, message, finding, n_unwritten)
 
@@ -247,7 +248,8 @@ def _region(mask: np.ndarray) -> str:
 
 def _wrong(out64, ref, diff, bad_mask, bad, rel, tol) -> str:
     where = np.unravel_index(int(np.argmax(diff - tol.rtol * np.abs(ref))), diff.shape)
-    text = (f"{bad} elements outside atol {tol.atol:.2e} + rtol {tol.rtol:.2e}*|ref|, "
+    text = (f"wrong values: {bad} elements outside atol {tol.atol:.2e} + rtol "
+            f"{tol.rtol:.2e}*|ref|, "
             f"rel error norm {rel:.2e} (bound {tol.norm_rel:.2e}); worst at row "
             f"{where[0]}, col {where[1]}: got {out64[where]:.6g}, want {ref[where]:.6g}")
     if bad:

@@ -24,14 +24,9 @@ class Operands:
 
     def __init__(self, stream: Stream, m: int, n: int, k: int, precision: str, layout_b: str,
                  seed: int, with_c: bool = False, c_type: str = "fp32"):
-        rng = np.random.default_rng(seed)
         self.m, self.n, self.k, self.c_type = m, n, k, c_type
-        a, self.a64 = numerics.random_operand(rng, (m, k), precision)
-        b, self.b64 = numerics.random_operand(rng, (k, n), precision)
-        self.c_start = self.c64 = None
-        if with_c:
-            self.c_start = numerics.stored(rng.uniform(-1, 1, (m, n)), c_type)
-            self.c64 = numerics.to_float64(self.c_start, c_type)
+        a, self.a64, b, self.b64, self.c_start, self.c64 = _host_operands(
+            m, n, k, precision, seed, with_c, c_type)
         self.c_word_bytes = numerics.c_bytes(c_type)
         self.a, self.b = Buffer(a.nbytes), Buffer(b.nbytes)
         self.c = Buffer((m * n + GUARD_ELEMENTS) * self.c_word_bytes)
@@ -67,6 +62,33 @@ class Operands:
     def close(self) -> None:
         for buf in (self.a, self.b, self.c):
             buf.close()
+
+
+_HOST: dict[tuple, tuple] = {}
+_CACHED_HOST = 2
+
+
+def _host_operands(m: int, n: int, k: int, precision: str, seed: int, with_c: bool,
+                   c_type: str) -> tuple:
+    """A, B (and C's start values) drawn from ``seed``: their storage form and float64 values.
+    The large ones (a timed size, checked and timed for every kernel of a run on the same
+    seed) are kept, since drawing them costs a second of CPU at 8192."""
+    key = (m, n, k, precision, seed, with_c, c_type)
+    if key in _HOST:
+        return _HOST[key]
+    rng = np.random.default_rng(seed)
+    a, a64 = numerics.random_operand(rng, (m, k), precision)
+    b, b64 = numerics.random_operand(rng, (k, n), precision)
+    c_start = c64 = None
+    if with_c:
+        c_start = numerics.stored(rng.uniform(-1, 1, (m, n)), c_type)
+        c64 = numerics.to_float64(c_start, c_type)
+    made = (a, a64, b, b64, c_start, c64)
+    if m * n >= 1 << 20:
+        if len(_HOST) >= _CACHED_HOST:
+            _HOST.pop(next(iter(_HOST)))
+        _HOST[key] = made
+    return made
 
 
 _REFERENCES: dict[tuple, np.ndarray] = {}

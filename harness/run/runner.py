@@ -80,7 +80,8 @@ def run(kernels: Sequence[Kernel], arch: str, options: RunOptions, jsonl_path: P
             record.results.append(result)
             sink.write(json.dumps(result.to_json()) + "\n")
             sink.flush()
-            say(f"[{len(record.results):>3}/{total}] {describe(result)}")
+            elapsed = time.perf_counter() - t0
+            say(f"[{len(record.results):>3}/{total} {elapsed:5.1f} s] {describe(result)}")
 
         runnable = []
         t_compile = time.perf_counter()
