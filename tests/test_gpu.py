@@ -279,7 +279,7 @@ def test_the_last_device_close_frees_what_lives_in_the_context(device):
     from harness.gpu.driver import Device
 
     inner = Device(0)  # a second retain: closing it must leave the session's resources alone
-    gemm = load(device, KERNELS[0])
+    gemm = load(device, select(KERNELS, ["01_naive"])[0])
     buf = Buffer(1024)
     inner.close()
     assert gemm.module._unload.alive and buf._free.alive
@@ -294,9 +294,9 @@ def test_the_last_device_close_frees_before_releasing():
     code = ("from harness.gpu.driver import Buffer, Device\n"
             "from harness.bench.gemm import LoadedGemm\n"
             "from harness.build.compile import compile_kernel\n"
-            "from harness.kernels.registry import discover\n"
+            "from harness.kernels.registry import discover, select\n"
             "d = Device(0)\n"
-            "k = discover()[0]\n"
+            "(k,) = select(discover(), ['01_naive'])\n"
             "g = LoadedGemm(d, k, compile_kernel(k, d.arch.name))\n"
             "b = Buffer(64)\n"
             "d.close()\n"

@@ -44,7 +44,7 @@ class LoadedGemm:
             self.function.set_carveout(self.carveout_pct)
         self.registers = self.function.registers
         self.static_smem_bytes = self.function.static_smem_bytes
-        self._dynamic_limit = 48 * 1024
+        self._dynamic_limit = device.arch.smem_default_per_block_bytes
 
     def shape(self, m: int, n: int, k: int) -> LaunchShape:
         return LaunchShape(self.kernel.grid_dims(m, n, k, self.device.sm_count),

@@ -11,7 +11,6 @@ import os
 import platform
 import re
 import subprocess
-import sys
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
@@ -32,28 +31,6 @@ def gpu_slug(name: str) -> str:
 
 def run_stamp() -> str:
     return datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
-
-
-def write_tool_json(result: dict, tool: str, argv: Sequence[str], kind: str,
-                    report_dir: Path) -> Path:
-    """A measurement tool's ``result`` (with its ``gpu``), stamped with the date (UTC) and the
-    command that made it, written to ``report_dir/<gpu>/<kind>-<date>.json``; returns that path
-    without its suffix, for the markdown beside it."""
-    now = datetime.now(UTC)
-    result |= {"date": now.isoformat(timespec="seconds"),
-               "command": " ".join(["python3", tool, *argv])}
-    folder = report_dir / gpu_slug(result["gpu"])
-    folder.mkdir(parents=True, exist_ok=True)
-    stem = folder / f"{kind}-{now:%Y%m%d-%H%M%S}"
-    stem.with_suffix(".json").write_text(json.dumps(jsonable(result), indent=1) + "\n")
-    return stem
-
-
-def finish_tool_report(stem: Path, markdown: str) -> None:
-    """The markdown beside ``write_tool_json``'s JSON, printed, and where both went."""
-    stem.with_suffix(".md").write_text(markdown)
-    print(markdown)
-    print(f"written: {stem}.json, {stem}.md", file=sys.stderr)
 
 
 def git_state(root: Path = PROJECT_ROOT) -> dict:
