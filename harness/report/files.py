@@ -66,12 +66,22 @@ def metadata(device: dict, command: Sequence[str], timing: dict, sizes,
         "timing": {**timing, "l2": "cold (flushed before every repetition)"
                    if timing.get("cold_l2") else "hot (warm L2, no flush)",
                    "method": "CUDA events around each launch with the queue kept full behind "
-                             "L2-flush work; median and p20/p80 of the repetitions"},
+                             "L2-flush work; median and p20/p80 of the repetitions"
+                             + _stopping(timing)},
         "sizes": [list(s) for s in sizes],
         "kernel_sources": {k.name: {"file": k.file, "sha256": k.source_sha256}
                            for k in kernels},
         "host": {"python": platform.python_version(), "platform": platform.platform()},
     }
+
+
+def _stopping(timing: dict) -> str:
+    """The stopping rule of a timing's options, in words ("" for options without one)."""
+    if "max_rel_se_pct" not in timing:
+        return ""
+    from harness.gpu.timing import TimingOptions
+
+    return "; " + TimingOptions(**timing).describe()
 
 
 def header(meta: dict, title: str) -> list[str]:
