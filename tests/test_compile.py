@@ -135,3 +135,13 @@ def test_ptx_header_that_fits_assembles(tmp_path):
     (tmp_path / "k.ptx").write_text(PTX_HEAD.format(version="8.0", target="sm_80"))
     (kernel,) = discover([tmp_path])
     assert compile_kernel(kernel, "sm_90", use_cache=False).cubin[:4] == b"\x7fELF"
+
+
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
+def test_the_examples_compile_without_spills(arch):
+    from harness.kernels.registry import PROJECT_ROOT, load_registry
+
+    for path in sorted((PROJECT_ROOT / "examples").glob("*.cu")):
+        for kernel in load_registry([]).select([str(path)]):
+            res = compile_kernel(kernel, arch).resources
+            assert res.spill_store_bytes == 0 and res.registers <= 255, (path, res)

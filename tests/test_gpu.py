@@ -306,3 +306,20 @@ def test_the_last_device_close_frees_before_releasing():
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           timeout=300)
     assert proc.returncode == 0 and "freed first" in proc.stdout, proc.stderr
+
+
+def test_a_textbook_kernel_by_path_beside_ours(tmp_path):
+    """A kernel written the way lessons write it (C = alpha * acc + beta * C, no beta == 0
+    branch), named by its path, compared with a built-in rung: it passes, with the note."""
+    from harness.kernels.registry import DEFAULT_KERNEL_DIRS, PROJECT_ROOT, load_registry
+
+    registry = load_registry(DEFAULT_KERNEL_DIRS)
+    kernels = registry.select([str(PROJECT_ROOT / "examples" / "textbook_sgemm.cu"),
+                               "10_hoisted"])
+    record = run(kernels, "sm_90", RunOptions(sizes=((1000, 1000, 1000),), timing=QUICK),
+                 tmp_path / "c.jsonl", lambda _: None, mode="compare")
+    got = {r.kernel.name: r for r in record.results}
+    assert got["textbook_sgemm"].status == "pass", got["textbook_sgemm"]
+    assert got["textbook_sgemm"].checks.notes == (READS_C_NOTE,)
+    assert got["10_hoisted"].status == "pass" and not got["10_hoisted"].checks.notes
+    assert got["10_hoisted"].comparison.compared_to == "textbook_sgemm"
