@@ -25,6 +25,8 @@ from harness.kernels.spec import parse_spec
 from harness.report import files as report
 
 CEILING = discover(kind="ceiling")
+MMA_SYNC = [k for k in CEILING if k.spec.ceiling.family == "mma.sync"]
+WGMMA = [k for k in CEILING if k.spec.ceiling.family == "wgmma"]
 INSTRUCTION = "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32"
 SPEC = f"""/* harness
 kind = "ceiling"
@@ -69,8 +71,35 @@ def test_gemm_commands_never_see_ceiling_kernels():
         discover(kind="gmem")
 
 
+def test_project_has_a_bf16_and_an_fp16_wgmma_ceiling():
+    assert ceiling_precisions(CEILING, "wgmma") == ["bf16", "fp16"]
+    for precision, types in (("bf16", ".bf16.bf16"), ("fp16", ".f16.f16")):
+        ceiling = ceiling_kernel(precision, family="wgmma").spec.ceiling
+        assert ceiling.instruction.endswith(types) and ceiling.warps_per_instruction == 4
+        # one warp's share of a warpgroup's m64n256k16
+        assert ceiling.flops_per_instruction == 2 * 64 * 256 * 16 // 4
+    plan = plan_launch(ceiling_kernel("bf16", family="wgmma"), get_arch("sm_90a"), 132,
+                       CeilingOptions(iterations=10))
+    assert plan.flops == 2 * 64 * 256 * 16 * 8 * 10 * 264  # 264 warpgroups x 8 per trip
+    assert plan.flop_formula.startswith("2*64*256*16/4 FLOP per mma x 8 mma per warp")
+
+
+@pytest.mark.parametrize("kernel", WGMMA, ids=[k.name for k in WGMMA])
+def test_wgmma_ceiling_assembles_without_spills_and_issues_hgmma(kernel):
+    compiled = compile_kernel(kernel, "sm_90")  # its min_arch makes it sm_90a
+    res = compiled.resources
+    assert compiled.arch == "sm_90a" and 0 < res.registers <= 255, res
+    assert res.spill_store_bytes == res.spill_load_bytes == res.stack_frame_bytes == 0
+    mix = instruction_mix(disassemble(compiled.cubin))
+    assert mix["HGMMA"] >= kernel.spec.ceiling.mma_per_iteration
+    assert mix["HGMMA"] % kernel.spec.ceiling.mma_per_iteration == 0 and mix["HMMA"] == 0
+    # B is written to shared memory once; nothing is loaded from global memory
+    loads = sum(mix[c] for c in ("LDG", "LDG.64", "LDG.128", "LDL"))
+    assert loads == 0 and mix["STG"] == 1 and mix["LDGSTS"] == 0
+
+
 @pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
-@pytest.mark.parametrize("kernel", CEILING, ids=[k.name for k in CEILING])
+@pytest.mark.parametrize("kernel", MMA_SYNC, ids=[k.name for k in MMA_SYNC])
 def test_ceiling_assembles_without_spills_and_issues_hmma(kernel, arch):
     compiled = compile_kernel(kernel, arch)
     res = compiled.resources
@@ -106,10 +135,13 @@ def test_launch_plan_fills_every_sm_and_lasts_long_enough():
 
 
 def test_one_ceiling_kernel_per_precision():
-    with pytest.raises(HarnessError, match="no ceiling kernel for fp32: .* found them for "
-                                           "bf16, fp16"):
+    with pytest.raises(HarnessError, match="no mma.sync ceiling kernel for fp32: .* found them "
+                                           "for bf16, fp16"):
         ceiling_kernel("fp32")
-    with pytest.raises(HarnessError, match=r"2 ceiling kernels for bf16 \(.*\); expected one"):
+    with pytest.raises(HarnessError, match="no wgmma ceiling kernel for fp32"):
+        ceiling_kernel("fp32", family="wgmma")
+    with pytest.raises(HarnessError,
+                       match=r"2 mma.sync ceiling kernels for bf16 \(.*\); expected one"):
         ceiling_kernel("bf16", [*CEILING, *[k for k in CEILING if k.spec.precision == "bf16"]])
 
 
@@ -144,7 +176,8 @@ def test_ceiling_spec_parses():
         (lambda t: t.replace("blocks_per_sm = 4", "blocks_per_sm = true"),
          "ceiling.blocks_per_sm must be a positive integer, found True"),
         (lambda t: t.replace(INSTRUCTION, "wgmma.mma_async.sp"),
-         "ceiling.instruction must be an mma.sync instruction with its shape"),
+         "ceiling.instruction must be an mma.sync or wgmma.mma_async instruction with its "
+         "shape"),
         (lambda t: t.replace('precision = "bf16"', 'precision = "fp16"'),
          "does not take fp16 inputs: expected its operand types to read '.f16.f16.'"),
         (lambda t: t.replace('precision = "bf16"', 'precision = "fp32"'),
@@ -200,7 +233,7 @@ def test_ceiling_without_gpu_says_so_in_one_line():
     assert line.startswith("harness: no GPU here (") and "ceiling is measured on a GPU" in line
     assert "harness sass mma_sync_bf16 mma_sync_fp16" in line
     bad = harness("ceiling", "--precision", "fp32")
-    assert bad.returncode == 2 and "no ceiling kernel for fp32" in bad.stderr
+    assert bad.returncode == 2 and "no mma.sync ceiling kernel for fp32" in bad.stderr
 
 
 RESULT = {"kernel": "mma_sync_bf16", "file": "ptx/ceiling/mma_sync_bf16.ptx",
@@ -293,6 +326,26 @@ def test_ceiling_is_measured(precision, device):
     assert 30 < result.pct_peak <= 100, result
     if clocks.handle is not None:
         assert result.clock_limits, result
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("precision", ["bf16", "fp16"])
+def test_wgmma_ceiling_is_measured(precision, device):
+    from harness.bench.ceiling import measure_ceiling
+    from harness.gpu.clocks import ClockSampler
+    from harness.gpu.driver import Stream
+    from harness.gpu.timing import Timer, TimingOptions
+
+    if device.arch.name != "sm_90":
+        pytest.skip(f"wgmma needs sm_90a (compute capability 9.0); this GPU is {device.arch.name}")
+    timer = Timer(Stream(), device.l2_bytes, ClockSampler(device.pci_bus_id),
+                  TimingOptions(cold_l2=False, warmup_ms=50, budget_ms=200, max_rel_se_pct=0))
+    result = measure_ceiling(device, timer, precision, family="wgmma")
+    assert result.arch == "sm_90a" and result.instruction.startswith("wgmma.mma_async")
+    assert result.blocks == result.blocks_per_sm * device.sm_count
+    # wgmma reaches ~99% of the dense peak at the clock the card holds (H100,
+    # ceiling-20261124-112859); mma.sync ~65%
+    assert 60 < result.pct_peak <= 105, result
 
 
 @pytest.mark.gpu

@@ -107,25 +107,36 @@ class CeilingResult:
         return asdict(self)
 
 
-def ceiling_precisions(kernels: Sequence[Kernel]) -> list[str]:
-    """The precisions the ceiling kernels among ``kernels`` cover, in PRECISIONS order."""
-    have = {k.spec.precision for k in kernels if k.spec.kind == "ceiling"}
+CEILING_FAMILIES = ("mma.sync", "wgmma")
+"""Instruction families a ceiling kernel measures (CeilingSpec.family); the % ceiling of run
+rows is of mma.sync's."""
+
+
+def ceiling_precisions(kernels: Sequence[Kernel], family: str = "mma.sync") -> list[str]:
+    """The precisions the ``family`` ceiling kernels among ``kernels`` cover, in PRECISIONS
+    order."""
+    have = {k.spec.precision for k in kernels
+            if k.spec.kind == "ceiling" and k.spec.ceiling.family == family}
     return [p for p in PRECISIONS if p in have]
 
 
-def ceiling_kernel(precision: str, kernels: Sequence[Kernel] | None = None) -> Kernel:
-    """The one ceiling kernel of ``precision`` (among ``kernels``, default the project's)."""
+def ceiling_kernel(precision: str, kernels: Sequence[Kernel] | None = None,
+                   family: str = "mma.sync") -> Kernel:
+    """The one ceiling kernel of ``precision`` and instruction ``family`` (among ``kernels``,
+    default the project's)."""
     if kernels is None:
         kernels = discover(DEFAULT_KERNEL_DIRS, kind="ceiling")
-    found = [k for k in kernels if k.spec.kind == "ceiling" and k.spec.precision == precision]
+    found = [k for k in kernels if k.spec.kind == "ceiling" and k.spec.precision == precision
+             and k.spec.ceiling.family == family]
     if len(found) == 1:
         return found[0]
     if not found:
         raise HarnessError(
-            f"no ceiling kernel for {precision}: expected one kind = \"ceiling\" kernel per "
-            f"precision, found them for {', '.join(ceiling_precisions(kernels)) or 'none'}; "
+            f"no {family} ceiling kernel for {precision}: expected one kind = \"ceiling\" "
+            f"kernel per precision and family, found them for "
+            f"{', '.join(ceiling_precisions(kernels, family)) or 'none'}; "
             "add one to ptx/ceiling/ or pick one of those")
-    raise HarnessError(f"{len(found)} ceiling kernels for {precision} "
+    raise HarnessError(f"{len(found)} {family} ceiling kernels for {precision} "
                        f"({', '.join(k.name for k in found)}); expected one per precision: "
                        "keep one in the kernel folders")
 
@@ -156,7 +167,8 @@ def plan_launch(kernel: Kernel, arch: Arch, sm_count: int,
         raise HarnessError(f"{kernel.name}: iterations must be 1 .. 2^32 - 1 (a u32 argument), "
                            f"found {iterations}")
     m, n, k = ceiling.shape
-    formula = (f"2*{m}*{n}*{k} FLOP per mma x {ceiling.mma_per_iteration} mma per warp per "
+    share = f"/{ceiling.warps_per_instruction}" if ceiling.warps_per_instruction > 1 else ""
+    formula = (f"2*{m}*{n}*{k}{share} FLOP per mma x {ceiling.mma_per_iteration} mma per warp per "
                f"iteration x {iterations} iterations x {warps} warps ({blocks} blocks of "
                f"{threads // arch.warp_size})")
     return LaunchPlan(per_sm, blocks, threads, iterations, per_iteration * iterations, formula)
@@ -190,10 +202,12 @@ def check_sink(name: str, function: Function, shape: LaunchShape, sink: Buffer,
 
 def measure_ceiling(device: Device, timer: Timer, precision: str,
                     options: CeilingOptions = CeilingOptions(),
-                    kernels: Sequence[Kernel] | None = None) -> CeilingResult:
-    """Compile, load, check and time the ceiling kernel of ``precision`` on ``timer``'s stream
-    (whose SM clock sampler the timing records); the result's clock is the measured one."""
-    kernel = ceiling_kernel(precision, kernels)
+                    kernels: Sequence[Kernel] | None = None,
+                    family: str = "mma.sync") -> CeilingResult:
+    """Compile, load, check and time the ``family`` ceiling kernel of ``precision`` on
+    ``timer``'s stream (whose SM clock sampler the timing records); the result's clock is the
+    measured one."""
+    kernel = ceiling_kernel(precision, kernels, family)
     need = get_arch(kernel.spec.min_arch)
     if not can_run(need, device.arch):
         raise LaunchError(f"{kernel.name} needs {need.name} (min_arch); this GPU "

@@ -110,11 +110,13 @@ def add_parsers(sub) -> None:
     _timing_flags(p, budget_ms=100.0)
     p.set_defaults(run=_tune)
 
-    p = sub.add_parser("ceiling", help="the mma.sync issue ceiling of this GPU, per precision "
-                                       "(needs a GPU)")
+    p = sub.add_parser("ceiling", help="the mma.sync (or wgmma) issue ceiling of this GPU, per "
+                                       "precision (needs a GPU)")
     p.add_argument("--precision", action="append", metavar="PREC",
                    help="bf16 or fp16 (repeatable; default: every precision a ceiling kernel "
                         "covers)")
+    p.add_argument("--family", choices=("mma.sync", "wgmma"), default="mma.sync",
+                   help="the instruction family measured (mma.sync; wgmma: sm_90a)")
     p.add_argument("--json", action="store_true", help="print the results as JSON")
     p.add_argument("--budget-ms", type=float, default=500.0,
                    help="GPU time per precision, turned into repetitions (500)")
@@ -333,14 +335,16 @@ def _ceiling(args) -> int:
     )
 
     kernels = common.kernels(args, kind="ceiling", patterns=[])
-    precisions = args.precision or ceiling_precisions(kernels)
-    chosen = [ceiling_kernel(p, kernels) for p in precisions]  # a bad --precision fails here
+    precisions = args.precision or ceiling_precisions(kernels, args.family)
+    # a bad --precision fails here
+    chosen = [ceiling_kernel(p, kernels, args.family) for p in precisions]
     power_s = _power_seconds(args)
     ok, why = common.has_gpu()
     if not ok:
-        raise common.NoGpu(f"no GPU here ({why}): the mma.sync ceiling is measured on a GPU; "
-                           f"`harness sass {' '.join(k.name for k in chosen)}` shows its HMMA "
-                           "without one")
+        sass = "HGMMA" if args.family == "wgmma" else "HMMA"
+        raise common.NoGpu(f"no GPU here ({why}): the {args.family} ceiling is measured on a "
+                           f"GPU; `harness sass {' '.join(k.name for k in chosen)}` shows its "
+                           f"{sass} without one")
     from harness.bench.session import BenchSession
 
     # hot L2: the kernels load nothing, so flushing would change nothing but the run time
@@ -355,7 +359,7 @@ def _ceiling(args) -> int:
                 common.say(f"measuring the {precision} ceiling ({kernel.name}) on "
                            f"{session.device.name}")
                 rows.append(asdict(measure_ceiling(session.device, session.timer, precision,
-                                                   options, kernels)))
+                                                   options, kernels, args.family)))
         facts = session.facts()
     meta = {**files.metadata(facts, ["harness", *sys.argv[1:]], asdict(timing), ()),
             "launch": [asdict(options) for options in launches]}

@@ -36,7 +36,10 @@ _CEILING_KEYS = ("kind", "entry", "summary", "predicted", "precision", "min_arch
 CEILING_TABLE_KEYS = ("instruction", "mma_per_iteration", "blocks_per_sm")
 # the operand types an mma instruction names for each input precision (FP32 accumulate)
 _MMA_TYPES = {"bf16": ".bf16.bf16.", "fp16": ".f16.f16.", "tf32": ".tf32.tf32."}
-_MMA = re.compile(r"^mma\.sync\.aligned\.m(\d+)n(\d+)k(\d+)\.[a-z0-9.]+$")
+_MMA = re.compile(r"^(?P<family>mma\.sync|wgmma\.mma_async\.sync)\.aligned"
+                  r"\.m(?P<m>\d+)n(?P<n>\d+)k(?P<k>\d+)\.[a-z0-9.]+$")
+# warps that issue one instruction together: a wgmma is one warpgroup's (4 warps)
+_WARPS_PER_MMA = {"mma.sync": 1, "wgmma": 4}
 _SPEC_BLOCK = re.compile(r"\A\s*/\*\s*harness[ \t]*\n(?P<body>.*?)\*/", re.DOTALL)
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 TMA_OPERANDS = ("A", "B")
@@ -51,21 +54,32 @@ class CeilingSpec:
     """The measured instruction exactly as the kernel file spells it, e.g.
     ``mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32``."""
     mma_per_iteration: int
-    """Instructions each warp issues per loop iteration (independent chains x repeats)."""
+    """Instructions each warp issues (or, for wgmma, takes part in) per loop iteration."""
     blocks_per_sm: int
     """Blocks launched per SM: the grid is blocks_per_sm x the SM count."""
 
     @property
     def shape(self) -> tuple[int, int, int]:
         """m, n, k of the instruction (``m16n8k16``)."""
-        m, n, k = (int(g) for g in _MMA.match(self.instruction).groups())
-        return m, n, k
+        match = _MMA.match(self.instruction)
+        return int(match["m"]), int(match["n"]), int(match["k"])
+
+    @property
+    def family(self) -> str:
+        """``mma.sync`` (one warp's instruction) or ``wgmma`` (a warpgroup's, sm_90a)."""
+        return "wgmma" if self.instruction.startswith("wgmma") else "mma.sync"
+
+    @property
+    def warps_per_instruction(self) -> int:
+        """Warps that issue one instruction together: 1 for mma.sync, 4 for wgmma."""
+        return _WARPS_PER_MMA[self.family]
 
     @property
     def flops_per_instruction(self) -> int:
-        """2 m n k: the FLOP of one warp's mma."""
+        """One warp's share of the instruction's 2 m n k FLOP (all of it for mma.sync, a
+        quarter for a warpgroup's wgmma)."""
         m, n, k = self.shape
-        return 2 * m * n * k
+        return 2 * m * n * k // self.warps_per_instruction
 
 
 @dataclass(frozen=True)
@@ -362,15 +376,17 @@ def _ceiling_table(raw, precision: str, body: str, fail) -> CeilingSpec:
                    f"{', '.join(missing) or 'none'}")
     instruction = raw["instruction"]
     if not isinstance(instruction, str) or not _MMA.match(instruction):
-        raise fail("ceiling.instruction must be an mma.sync instruction with its shape, e.g. "
-                   "'mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32', found "
+        raise fail("ceiling.instruction must be an mma.sync or wgmma.mma_async instruction "
+                   "with its shape, e.g. 'mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32' "
+                   "or 'wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16', found "
                    f"{instruction!r}")
     want = _MMA_TYPES.get(precision)
-    if want is None or want not in instruction:
+    if want is None or want not in instruction + ".":
         raise fail(f"ceiling.instruction {instruction!r} does not take {precision} inputs: "
                    f"expected its operand types to read {want or 'an mma input type'!r} "
                    "(precision and instruction must agree)")
-    if instruction not in body:
+    included = re.search(r"^\s*#\s*include\b", body, re.MULTILINE)
+    if instruction not in body and not included:  # an included body: compiling shows it
         raise fail(f"ceiling.instruction {instruction!r} does not appear in the kernel's code; "
                    "name the instruction the kernel issues, spelled as in the file")
     for key in ("mma_per_iteration", "blocks_per_sm"):

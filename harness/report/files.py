@@ -194,11 +194,14 @@ def write_sweep(rows: Sequence[dict], kernel_rows: int, gpu: str, command: Seque
 
 def write_ceiling(meta: dict, rows: Sequence[dict], stem: Path) -> tuple[Path, Path]:
     """``harness ceiling``: ``stem.json`` (metadata + one row per precision) and ``stem.md``."""
+    wgmma = any(r["instruction"].startswith("wgmma") for r in rows)
+    family = "wgmma" if wgmma else "mma.sync"
+    operands = ("A in registers, B in shared memory (filled once), accumulators in registers"
+                if wgmma else "independent accumulator chains per warp, operands in registers")
     lines = [
-        "- kernels: register-only `mma.sync` loops (`ptx/ceiling/`): independent accumulator "
-        "chains per warp, operands in registers, nothing loaded, one store per thread; one "
-        "wave of blocks_per_sm x SM count blocks; checked before timing (every thread writes, "
-        "its sum doubles when the iterations double)",
+        f"- kernels: `{family}` loops (`ptx/ceiling/`): {operands}, nothing loaded from global "
+        "memory, one store per thread; one wave of blocks_per_sm x SM count blocks; checked "
+        "before timing (every thread writes, its sum doubles when the iterations double)",
         f"- timing: {meta['timing']['method']}; warm-up {meta['timing'].get('warmup_ms')} ms, "
         f"budget {meta['timing'].get('budget_ms')} ms; L2 {meta['timing']['l2']}, which "
         "changes nothing here: the kernels load nothing",
@@ -213,4 +216,4 @@ def write_ceiling(meta: dict, rows: Sequence[dict], stem: Path) -> tuple[Path, P
           for r in rows],
         "",
     ]
-    return write_table_report(meta, rows, stem, "mma.sync issue ceiling", lines)
+    return write_table_report(meta, rows, stem, f"{family} issue ceiling", lines)
