@@ -363,3 +363,11 @@ def test_ceilings_are_measured_once_per_precision(device):
     assert first is not None and ceilings.get("bf16") is first
     assert ceilings.get("fp32") is None and not ceilings.errors
     assert said == ["measuring the bf16 mma.sync ceiling"]
+    wgmma = ceilings.get("bf16", "wgmma")
+    assert wgmma.instruction.startswith("wgmma") and wgmma.gflops > first.gflops
+
+
+def test_each_tensor_core_kernel_is_stated_against_its_own_instruction():
+    kernels = {k.name: k for k in discover()}
+    assert kernels["12_mma_tma_bf16:m256n128e"].mma_family == "mma.sync"
+    assert kernels["17_wgmma_persist_bf16:g16"].mma_family == "wgmma"

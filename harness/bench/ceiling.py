@@ -249,30 +249,32 @@ def measure_ceiling(device: Device, timer: Timer, precision: str,
 
 
 class Ceilings:
-    """Each precision's ceiling, measured the first time it is asked for and then kept (the GPU
-    worker holds one per session). None for a precision no ceiling kernel covers (fp32), or
-    whose measurement failed: the reason is in ``errors`` and was said."""
+    """Each precision's ceiling per instruction family, measured the first time it is asked
+    for and then kept (the GPU worker holds one per session). None for a precision no ceiling
+    kernel covers (fp32), or whose measurement failed: the reason is in ``errors`` and was
+    said."""
 
     def __init__(self, device: Device, timer: Timer, options: CeilingOptions = CeilingOptions(),
                  say: Callable[[str], None] = lambda _: None):
         self.device, self.timer, self.options, self.say = device, timer, options, say
-        self.results: dict[str, CeilingResult | None] = {}
-        self.errors: dict[str, str] = {}
+        self.results: dict[tuple[str, str], CeilingResult | None] = {}
+        self.errors: dict[tuple[str, str], str] = {}
         self._kernels: list[Kernel] | None = None
 
-    def get(self, precision: str) -> CeilingResult | None:
-        if precision in self.results:
-            return self.results[precision]
+    def get(self, precision: str, family: str = "mma.sync") -> CeilingResult | None:
+        key = (precision, family)
+        if key in self.results:
+            return self.results[key]
         result = None
         try:
             if self._kernels is None:
                 self._kernels = discover(DEFAULT_KERNEL_DIRS, kind="ceiling")
-            if precision in ceiling_precisions(self._kernels):
-                self.say(f"measuring the {precision} mma.sync ceiling")
+            if precision in ceiling_precisions(self._kernels, family):
+                self.say(f"measuring the {precision} {family} ceiling")
                 result = measure_ceiling(self.device, self.timer, precision, self.options,
-                                         self._kernels)
+                                         self._kernels, family)
         except HarnessError as exc:  # a row without % ceiling beats a run that stops
-            self.errors[precision] = str(exc)
-            self.say(f"no {precision} ceiling: {exc}")
-        self.results[precision] = result
+            self.errors[key] = str(exc)
+            self.say(f"no {precision} {family} ceiling: {exc}")
+        self.results[key] = result
         return result

@@ -96,8 +96,9 @@ def checked(session: BenchSession, prep: Prepared, m: int, n: int, k: int,
 
 
 def timed(session: BenchSession, res: Result, kernel_timing: Timing,
-          baseline_timing: Timing) -> Result:
-    """``res`` completed with the kernel's and cuBLAS's timings: passed."""
+          baseline_timing: Timing, mma_family: str = "mma.sync") -> Result:
+    """``res`` completed with the kernel's and cuBLAS's timings: passed. Tensor-core rows
+    carry the issue ceiling of the instruction family the kernel uses."""
     device, precision = session.device, res.kernel.precision
     per_clock = device.arch.fma_flops_per_clock_per_sm.get(precision, float("nan"))
     parts = {"timing": kernel_timing,
@@ -105,8 +106,8 @@ def timed(session: BenchSession, res: Result, kernel_timing: Timing,
              "peak_gflops_at_clock": peak_gflops(per_clock, device.sm_count,
                                                  kernel_timing.sm_clock_mhz)}
     with PHASES("ceiling"):
-        ceiling = session.ceilings.get(precision)
-    if ceiling is not None:  # bf16/fp16: the share of what mma.sync can issue on this GPU
+        ceiling = session.ceilings.get(precision, mma_family)
+    if ceiling is not None:  # bf16/fp16: the share of what its instruction can issue here
         parts["ceiling"] = CeilingRef(ceiling.gflops, ceiling.instruction, ceiling.sm_clock_mhz)
     return res.with_parts(**parts).ended("pass", "ok")
 
@@ -126,7 +127,7 @@ def measure(session: BenchSession, prep: Prepared, m: int, n: int, k: int,
         kernel_timing = session.timer.time(launcher(prep.gemm, ops, session))
     with PHASES("cuBLAS timing"):
         baseline_timing = session.time_baseline(kernel, ops, reuse=reuse_baseline)
-    return timed(session, res, kernel_timing, baseline_timing)
+    return timed(session, res, kernel_timing, baseline_timing, kernel.mma_family)
 
 
 def launcher(gemm: LoadedGemm, ops, session: BenchSession):
@@ -167,7 +168,8 @@ def compare(session: BenchSession, preps: Sequence[Prepared], m: int, n: int, k:
     for i, (_, res) in enumerate(live):
         # per-round ratios: drift between rounds cancels, so their spread is the noise
         ratios = Summary.of([r[0] / r[i] for r in per_round])
-        done[id(res)] = timed(session, res, timings[i], timings[-1]).with_parts(
+        done[id(res)] = timed(session, res, timings[i], timings[-1],
+                              live[i][0].kernel.mma_family).with_parts(
             comparison=Comparison(live[0][1].kernel.name, ratios.median, ratios.p20,
                                   ratios.p80, i > 0 and ratios.p20 <= 1.0 <= ratios.p80))
     return [done.get(id(r), r) for r in results]

@@ -11,7 +11,7 @@ import difflib
 import fnmatch
 import hashlib
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -107,6 +107,13 @@ class Kernel:
         (next to it), in the order they appear: what a report records of its source."""
         return source_sha256(self.spec.path)
 
+    @cached_property
+    def mma_family(self) -> str:
+        """The tensor-core instruction the kernel's source issues: ``wgmma`` when it (or a
+        file it includes) has ``wgmma.mma_async``, else ``mma.sync`` (its ceiling)."""
+        texts = (data for _, data in sources(self.spec.path))
+        return "wgmma" if any(b"wgmma.mma_async" in data for data in texts) else "mma.sync"
+
     @property
     def defines(self) -> tuple[str, ...]:
         """``-D`` options a .cu file is compiled with (its parameters)."""
@@ -116,9 +123,10 @@ class Kernel:
 _INCLUDE = re.compile(rb'^\s*#\s*include\s+"([^"]+)"', re.MULTILINE)
 
 
-def source_sha256(path: Path) -> str:
-    """sha256 over ``path`` and, recursively, the quoted includes found next to it."""
-    digest, seen, todo = hashlib.sha256(), set(), [Path(path)]
+def sources(path: Path) -> Iterator[tuple[Path, bytes]]:
+    """``path`` and, recursively, the quoted includes found next to it, with their bytes, in
+    the order they appear (a missing include is the compiler's error to report)."""
+    seen, todo = set(), [Path(path)]
     while todo:
         current = todo.pop(0)
         if current in seen:
@@ -127,9 +135,16 @@ def source_sha256(path: Path) -> str:
         try:
             data = current.read_bytes()
         except OSError:
-            continue  # a missing include is the compiler's error to report
-        digest.update(data)
+            continue
+        yield current, data
         todo += [current.parent / m.decode(errors="replace") for m in _INCLUDE.findall(data)]
+
+
+def source_sha256(path: Path) -> str:
+    """sha256 over ``path`` and the files it includes."""
+    digest = hashlib.sha256()
+    for _, data in sources(path):
+        digest.update(data)
     return digest.hexdigest()
 
 

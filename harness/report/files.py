@@ -145,13 +145,13 @@ def _ceiling_note(results: Sequence[Result]) -> list[str]:
     seen = {}
     for r in results:
         if r.ceiling is not None:
-            seen.setdefault(r.kernel.precision, r.ceiling)
+            seen.setdefault((r.kernel.precision, r.ceiling.instruction), r.ceiling)
     if not seen:
         return []
     each = "; ".join(f"{p} {c.gflops:.0f} GFLOP/s (`{c.instruction}`, SM "
-                     f"{tables.cell('', c.sm_clock_mhz)} MHz)" for p, c in seen.items())
-    return [f"- % ceiling: of the `mma.sync` issue ceiling measured in the same worker "
-            f"(`harness ceiling`): {each}"]
+                     f"{tables.cell('', c.sm_clock_mhz)} MHz)" for (p, _), c in seen.items())
+    return [f"- % ceiling: of the issue ceiling of the instruction the kernel uses (mma.sync "
+            f"or wgmma), measured in the same worker (`harness ceiling`): {each}"]
 
 
 def write_table_report(meta: dict, rows: Sequence[dict], stem: Path, title: str,
