@@ -125,8 +125,10 @@ def test_committed_runs_render_as_they_were_written(name):
 
 def test_committed_compare_renders_as_it_was_written():
     run = load_report(H100 / "compare-20261122-213437.json")
-    md = (H100 / "compare-20261122-213437-table.md").read_text()
-    assert tables.compare_table(run.results) == md.strip()
+    md = (H100 / "compare-20261122-213437.md").read_text()
+    assert tables.compare_table(run.results) == _markdown_table(md, "| kernel")
+    assert tables.table(run.results, fmt="github") == _markdown_table(
+        md[md.index("## Every result"):], "| kernel")
 
 
 def test_a_report_from_a_newer_harness_is_refused(tmp_path):
