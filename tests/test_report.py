@@ -1,3 +1,4 @@
+import gzip
 import json
 import math
 
@@ -88,6 +89,32 @@ def test_write_run_round_trips_through_json(tmp_path):
     assert "cold (flushed before every repetition)" in md and "| 03_smem_tiled:t32" in md
     assert "## Not passed" in md and "CUDA_ERROR_ILLEGAL_ADDRESS" in md
     assert "- git commit: " in md
+
+
+def test_the_sweep_records_git_and_kernel_sources(tmp_path):
+    from harness.kernels.registry import discover
+
+    kernel = discover()[0]
+    summary = files.write_sweep([{"agree": True}], 1, "H100", ["harness", "occupancy"],
+                                tmp_path, kernels=[kernel])
+    assert summary["git"]["commit"]
+    assert summary["kernel_sources"][kernel.name]["sha256"] == kernel.source_sha256
+    saved = json.loads((tmp_path / "occupancy-sweep.json").read_text())["summary"]
+    assert saved["kernel_sources"] == summary["kernel_sources"]
+    assert "- git commit: " in (tmp_path / "occupancy-sweep.md").read_text()
+    with gzip.open(tmp_path / "occupancy-sweep.csv.gz", "rt") as f:
+        assert f.read().startswith("agree")
+
+
+def test_metadata_takes_kernels_or_their_infos():
+    from harness.kernels.registry import discover
+
+    kernel = discover()[0]
+    meta = files.metadata({"name": "x"}, ["harness"], {}, (), [kernel])
+    assert meta["kernel_sources"] == {kernel.name: {
+        "file": KernelInfo.of(kernel).file, "sha256": kernel.source_sha256}}
+    assert files.metadata({"name": "x"}, ["harness"], {}, (), [KernelInfo.of(kernel)]) \
+        ["kernel_sources"] == meta["kernel_sources"]
 
 
 def test_compare_table_verdicts():

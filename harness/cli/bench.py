@@ -357,7 +357,7 @@ def _ceiling(args) -> int:
                 rows.append(asdict(measure_ceiling(session.device, session.timer, precision,
                                                    options, kernels)))
         facts = session.facts()
-    meta = {**files.metadata(facts, ["harness", *sys.argv[1:]], asdict(timing), ()),
+    meta = {**files.metadata(facts, ["harness", *sys.argv[1:]], asdict(timing), (), chosen),
             "launch": [asdict(options) for options in launches]}
     stem = args.report_dir / files.gpu_slug(facts["name"]) / f"ceiling-{files.run_stamp()}"
     json_path, md_path = files.write_ceiling(meta, rows, stem)
@@ -441,7 +441,8 @@ def _energy(args) -> int:
                            f"{rows[-1]['pj_per_flop']:.3f} pJ/FLOP")
         ops.close()
         facts = session.facts()
-    meta = files.metadata(facts, ["harness", *sys.argv[1:]], {}, [(m, n, k)])
+    meta = files.metadata(facts, ["harness", *sys.argv[1:]], {}, [(m, n, k)],
+                          [kernel for kernel, _ in points])
     summary = tabulate(_energy_summary(rows), headers=[
         "point", "checked", "rounds", "board W", "TFLOP/s", "NVML MHz", "pJ/FLOP median (range)",
         "clock held by"], tablefmt="github")

@@ -12,14 +12,14 @@ import platform
 import re
 import subprocess
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
 from tabulate import tabulate
 
-from harness.bench.result import Result, jsonable, report_json
-from harness.kernels.registry import PROJECT_ROOT
+from harness.bench.result import KernelInfo, Result, jsonable, report_json
+from harness.kernels.registry import PROJECT_ROOT, Kernel
 from harness.report import tables
 
 
@@ -76,14 +76,29 @@ def git_state(root: Path = PROJECT_ROOT) -> dict:
     return {"commit": "unknown", "dirty": None}
 
 
+def kernel_sources(kernels: Iterable[Kernel | KernelInfo]) -> dict:
+    """{name: {file, sha256}} of each kernel: which source a report's figures came from."""
+    infos = (k if isinstance(k, KernelInfo) else KernelInfo.of(k) for k in kernels)
+    return {k.name: {"file": k.file, "sha256": k.source_sha256} for k in infos}
+
+
+def provenance(command: Sequence[str], kernels: Iterable[Kernel | KernelInfo] = ()) -> dict:
+    """What every report records of where it came from: date, command, git state and the
+    source hash of each kernel it ran."""
+    return {"date_utc": datetime.now(UTC).isoformat(timespec="seconds"),
+            "command": " ".join(command), "git": git_state(),
+            "kernel_sources": kernel_sources(kernels)}
+
+
 def metadata(device: dict, command: Sequence[str], timing: dict, sizes,
-             kernels: Sequence = ()) -> dict:
+             kernels: Iterable[Kernel | KernelInfo] = ()) -> dict:
     """A report's provenance: date, command, git state, GPU and host, how it timed, and the
-    source hash of every kernel it ran (``kernels``: KernelInfo)."""
+    source hash of every kernel it ran (``kernels``: Kernel or KernelInfo)."""
+    made = provenance(command, kernels)
     return {
-        "date_utc": datetime.now(UTC).isoformat(timespec="seconds"),
-        "command": " ".join(command),
-        "git": git_state(),
+        "date_utc": made["date_utc"],
+        "command": made["command"],
+        "git": made["git"],
         "gpu": device.get("name"),
         "device": device,
         "timing": {**timing, "l2": "cold (flushed before every repetition)"
@@ -91,8 +106,7 @@ def metadata(device: dict, command: Sequence[str], timing: dict, sizes,
                    "method": "CUDA events around each launch with the queue kept full behind "
                              "L2-flush work; median and p20/p80 of the repetitions"},
         "sizes": [list(s) for s in sizes],
-        "kernel_sources": {k.name: {"file": k.file, "sha256": k.source_sha256}
-                           for k in kernels},
+        "kernel_sources": made["kernel_sources"],
         "host": {"python": platform.python_version(), "platform": platform.platform()},
     }
 
@@ -180,27 +194,35 @@ def write_table_report(meta: dict, rows: Sequence[dict], stem: Path, title: str,
 
 
 def write_sweep(rows: Sequence[dict], kernel_rows: int, gpu: str, command: Sequence[str],
-                folder: Path, date_utc: str | None = None) -> dict:
-    """Occupancy sweep: summary and disagreements as JSON and markdown, every row as csv.gz."""
-    folder.mkdir(parents=True, exist_ok=True)
+                folder: Path, date_utc: str | None = None,
+                kernels: Iterable[Kernel | KernelInfo] = ()) -> dict:
+    """Occupancy sweep: summary and disagreements as JSON and markdown, every row as csv.gz;
+    the summary records the git state and the source hash of each kernel swept."""
     disagree = [r for r in rows if not r["agree"]]
-    date_utc = date_utc or datetime.now(UTC).isoformat(timespec="seconds")
-    summary = {"gpu": gpu, "date_utc": date_utc,
-               "command": " ".join(command), "configurations": len(rows),
+    made = provenance(command, kernels)
+    summary = {"gpu": gpu, "date_utc": date_utc or made["date_utc"],
+               "command": made["command"], "git": made["git"], "configurations": len(rows),
                "kernel_configurations": kernel_rows,
                "probe_configurations": len(rows) - kernel_rows, "disagreements": len(disagree),
-               "rows": "occupancy-sweep.csv.gz"}
+               "rows": "occupancy-sweep.csv.gz", "kernel_sources": made["kernel_sources"]}
+    git = made["git"]
+    dirty = " (with uncommitted changes)" if git.get("dirty") else ""
+    md = [f"# Offline occupancy vs the driver on {gpu}", "",
+          *[f"- {key}: {value}" for key, value in summary.items()
+            if key not in ("git", "kernel_sources")],
+          f"- git commit: {git.get('commit')}{dirty}",
+          f"- kernel sources: {len(made['kernel_sources'])} kernels, each file's sha256 in the "
+          "JSON", ""]
+    if disagree:
+        md += ["## Disagreements", "", tabulate(disagree[:200], headers="keys",
+                                                 tablefmt="github"), ""]
+    folder.mkdir(parents=True, exist_ok=True)
     (folder / "occupancy-sweep.json").write_text(
         json.dumps({"summary": summary, "disagreements": disagree}, indent=1) + "\n")
     with gzip.open(folder / "occupancy-sweep.csv.gz", "wt", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=list(rows[0]) if rows else ["agree"])
         writer.writeheader()
         writer.writerows(rows)
-    md = [f"# Offline occupancy vs the driver on {gpu}", "",
-          *[f"- {key}: {value}" for key, value in summary.items()], ""]
-    if disagree:
-        md += ["## Disagreements", "", tabulate(disagree[:200], headers="keys",
-                                                 tablefmt="github"), ""]
     (folder / "occupancy-sweep.md").write_text("\n".join(md))
     return summary
 
