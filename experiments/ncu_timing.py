@@ -84,8 +84,9 @@ def compare(ncu_csv: Path, run_json: Path, kernel_name: str, size: str) -> None:
     for who, label in (("kernel", kernel.name), ("cublas", "cuBLAS")):
         lines.append(f"| {label} | {result[f'{who}_harness_median_ms']:.4f} | "
                      f"{result[f'{who}_ncu_median_ms']:.4f} | {result[f'{who}_diff_pct']:+.2f}% |")
-    stem.with_suffix(".json").write_text(json.dumps(result, indent=1) + "\n")
-    stem.with_suffix(".md").write_text("\n".join(lines) + "\n")
+    with files.writing(stem.parent):
+        stem.with_suffix(".json").write_text(json.dumps(result, indent=1) + "\n")
+        stem.with_suffix(".md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
 
 

@@ -1,12 +1,13 @@
-"""Commands that read saved runs (no GPU needed): report."""
+"""Commands that read saved runs (no GPU needed): report, index."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 from harness.cli import common
+from harness.errors import HarnessError
 from harness.kernels.registry import PROJECT_ROOT
-from harness.report import ladder
+from harness.report import index, ladder
 from harness.run.runner import parse_size
 
 
@@ -19,6 +20,13 @@ def add_parsers(sub) -> None:
                    help="rewrite the README's results section from this run")
     p.set_defaults(run=_report)
 
+    p = sub.add_parser("index", help="regenerate INDEX.md (one line per report, newest first) "
+                                     "in each reports/<gpu>/ folder")
+    p.add_argument("--report-dir", type=Path, default=common.REPORTS,
+                   help="reports/ (each GPU folder in it), or one GPU folder (default: the "
+                        "project's reports/)")
+    p.set_defaults(run=_index)
+
 
 def _report(args) -> int:
     size = parse_size(args.size)
@@ -30,4 +38,17 @@ def _report(args) -> int:
         ladder.update_readme(PROJECT_ROOT / "README.md", ladder.readme_section(args.run_json,
                                                                               size))
         print(f"README.md results section regenerated from {args.run_json}")
+    return common.EXIT_OK
+
+
+def _index(args) -> int:
+    if not args.report_dir.is_dir():
+        raise HarnessError(f"--report-dir {args.report_dir}: not a folder; expected reports/ "
+                           "or a reports/<gpu>/ folder")
+    folders = index.index_folders(args.report_dir)
+    if not folders:
+        raise HarnessError(f"no reports in {args.report_dir} or the folders in it")
+    for folder in folders:
+        path = index.write_index(folder)
+        print(f"written: {path} ({len(index.entries(folder))} reports)")
     return common.EXIT_OK

@@ -1,6 +1,7 @@
 """Report files under ``reports/<gpu>/``: JSON (the results, for programs) and markdown (the
 same with its provenance, for people), each headed by the date, the command, the git commit,
-the GPU, driver and clocks."""
+the GPU, driver and clocks. Every writer writes through :func:`writing`, which regenerates the
+folder's INDEX.md once the report is complete."""
 
 from __future__ import annotations
 
@@ -12,7 +13,8 @@ import platform
 import re
 import subprocess
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -20,7 +22,7 @@ from tabulate import tabulate
 
 from harness.bench.result import KernelInfo, Result, jsonable, report_json
 from harness.kernels.registry import PROJECT_ROOT, Kernel
-from harness.report import tables
+from harness.report import index, tables
 
 
 def gpu_slug(name: str) -> str:
@@ -74,6 +76,21 @@ def git_state(root: Path = PROJECT_ROOT) -> dict:
         return {"commit": os.environ["HARNESS_GIT_COMMIT"],
                 "dirty": os.environ.get("HARNESS_GIT_DIRTY", "") not in ("", "0")}
     return {"commit": "unknown", "dirty": None}
+
+
+@contextmanager
+def writing(folder: Path) -> Iterator[Path]:
+    """Around the writing of one report into ``folder``, the hook every report writer goes
+    through: makes the folder, and once the report's files are all there regenerates the
+    folder's INDEX.md (a failure there is said, and costs the report nothing)."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    yield folder
+    try:
+        index.write_index(folder)
+    except OSError as exc:
+        print(f"harness: {folder / index.INDEX_NAME} not regenerated ({exc}); "
+              "`harness index` redoes it", file=sys.stderr)
 
 
 def kernel_sources(kernels: Iterable[Kernel | KernelInfo]) -> dict:
@@ -145,9 +162,7 @@ def write_run(meta: dict, results: Sequence[Result], stem: Path,
               sections: Sequence[str] = (), title: str = "harness run") -> tuple[Path, Path]:
     """Write ``stem.json`` (metadata + results) and ``stem.md`` (metadata, any extra markdown
     ``sections``, then the table of every result)."""
-    stem.parent.mkdir(parents=True, exist_ok=True)
     json_path, md_path = stem.with_suffix(".json"), stem.with_suffix(".md")
-    json_path.write_text(report_json(meta, results))
     lines = [
         *header(meta, title),
         f"- timing: {meta['timing']['l2']}; {meta['timing']['method']}; warm-up "
@@ -163,7 +178,9 @@ def write_run(meta: dict, results: Sequence[Result], stem: Path,
     fails = tables.failures(results)
     if fails:
         lines += ["## Not passed", "", fails, ""]
-    md_path.write_text("\n".join(lines))
+    with writing(stem.parent):
+        json_path.write_text(report_json(meta, results))
+        md_path.write_text("\n".join(lines))
     return json_path, md_path
 
 
@@ -185,11 +202,11 @@ def write_table_report(meta: dict, rows: Sequence[dict], stem: Path, title: str,
                        body: Sequence[str]) -> tuple[Path, Path]:
     """A measurement's ``stem.json`` (metadata + rows) and ``stem.md`` (the header, then
     ``body``)."""
-    stem.parent.mkdir(parents=True, exist_ok=True)
     json_path, md_path = stem.with_suffix(".json"), stem.with_suffix(".md")
-    json_path.write_text(json.dumps(jsonable({"meta": meta, "rows": list(rows)}), indent=1,
-                                    allow_nan=False) + "\n")
-    md_path.write_text("\n".join([*header(meta, title), *body]))
+    with writing(stem.parent):
+        json_path.write_text(json.dumps(jsonable({"meta": meta, "rows": list(rows)}), indent=1,
+                                        allow_nan=False) + "\n")
+        md_path.write_text("\n".join([*header(meta, title), *body]))
     return json_path, md_path
 
 
@@ -216,14 +233,14 @@ def write_sweep(rows: Sequence[dict], kernel_rows: int, gpu: str, command: Seque
     if disagree:
         md += ["## Disagreements", "", tabulate(disagree[:200], headers="keys",
                                                  tablefmt="github"), ""]
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / "occupancy-sweep.json").write_text(
-        json.dumps({"summary": summary, "disagreements": disagree}, indent=1) + "\n")
-    with gzip.open(folder / "occupancy-sweep.csv.gz", "wt", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=list(rows[0]) if rows else ["agree"])
-        writer.writeheader()
-        writer.writerows(rows)
-    (folder / "occupancy-sweep.md").write_text("\n".join(md))
+    with writing(folder):
+        (folder / "occupancy-sweep.json").write_text(
+            json.dumps({"summary": summary, "disagreements": disagree}, indent=1) + "\n")
+        with gzip.open(folder / "occupancy-sweep.csv.gz", "wt", newline="") as f:
+            writer = csv.DictWriter(f, fieldnames=list(rows[0]) if rows else ["agree"])
+            writer.writeheader()
+            writer.writerows(rows)
+        (folder / "occupancy-sweep.md").write_text("\n".join(md))
     return summary
 
 
