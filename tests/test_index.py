@@ -158,14 +158,20 @@ def test_an_unreadable_report_gets_a_line_not_an_exception(folder):
 
 def test_every_writer_regenerates_the_index(tmp_path):
     """The hook in files.writing: write_run, the table reports and the sweep all leave an
-    INDEX.md that lists what they wrote."""
+    INDEX.md that lists what they wrote; the run's stream file is gone once its JSON holds
+    the results."""
     device = {"name": "NVIDIA H100 80GB HBM3", "clocks": {}}
     folder = tmp_path / "h100"
     folder.mkdir()
+    stream = folder / "run-20260101-000000.jsonl"
+    stream.write_text("{}\n")
     run_meta = files.metadata(device, ["harness", "run"], {"cold_l2": True}, [(4096,) * 3])
-    files.write_run(run_meta, [result("k", 0.25)], folder / "run-20260101-000000")
+    files.write_run(run_meta, [result("k", 0.25)], folder / "run-20260101-000000",
+                    stream=stream)
+    assert not stream.exists()
     text = (folder / "INDEX.md").read_text()
     assert "run-20260101-000000.md" in text and "k 549.8 TFLOP/s" in text
+    assert "jsonl" not in text
     table_meta = files.metadata(device, ["harness", "energy", "k"], {}, [(4096,) * 3])
     files.write_table_report(table_meta, [{"kernel": "k", "pj_per_flop": 1.5}],
                              folder / "kernel-energy-20260102-000000", "energy", ["body"])

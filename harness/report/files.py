@@ -159,9 +159,12 @@ def header(meta: dict, title: str) -> list[str]:
 
 
 def write_run(meta: dict, results: Sequence[Result], stem: Path,
-              sections: Sequence[str] = (), title: str = "harness run") -> tuple[Path, Path]:
+              sections: Sequence[str] = (), title: str = "harness run",
+              stream: Path | None = None) -> tuple[Path, Path]:
     """Write ``stem.json`` (metadata + results) and ``stem.md`` (metadata, any extra markdown
-    ``sections``, then the table of every result)."""
+    ``sections``, then the table of every result). ``stream``, the JSON-lines file the results
+    came in through as they were measured, is removed once the JSON holds them: a report is
+    not kept twice in two formats that say the same thing."""
     json_path, md_path = stem.with_suffix(".json"), stem.with_suffix(".md")
     lines = [
         *header(meta, title),
@@ -181,6 +184,8 @@ def write_run(meta: dict, results: Sequence[Result], stem: Path,
     with writing(stem.parent):
         json_path.write_text(report_json(meta, results))
         md_path.write_text("\n".join(lines))
+        if stream is not None and stream.resolve() != json_path.resolve():
+            stream.unlink(missing_ok=True)
     return json_path, md_path
 
 
