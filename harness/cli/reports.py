@@ -1,13 +1,15 @@
-"""Commands that read saved runs (no GPU needed): report, index."""
+"""Commands that read saved runs (no GPU needed): report, diff, index."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
+from harness.bench.result import jsonable, load_report
 from harness.cli import common
 from harness.errors import HarnessError
 from harness.kernels.registry import PROJECT_ROOT
-from harness.report import index, ladder
+from harness.report import diff, index, ladder
 from harness.run.runner import parse_size
 
 
@@ -19,6 +21,18 @@ def add_parsers(sub) -> None:
     p.add_argument("--readme", action="store_true",
                    help="rewrite the README's results section from this run")
     p.set_defaults(run=_report)
+
+    p = sub.add_parser("diff", help="two saved runs side by side per kernel and size, with a "
+                                    "verdict from their spreads and clocks (same, faster, "
+                                    "slower, ambiguous)")
+    p.add_argument("old", type=Path, metavar="OLD.json", help="a run, compare or tune report")
+    p.add_argument("new", type=Path, metavar="NEW.json", help="a run, compare or tune report")
+    p.add_argument("--size", metavar="N|M,N,K", help="only this size")
+    p.add_argument("--json", action="store_true", help="print the comparison as JSON")
+    p.add_argument("--fail-on-slower", action="store_true",
+                   help="exit 1 when any kernel is slower (default: exit 0 whatever the "
+                        "verdicts)")
+    p.set_defaults(run=_diff)
 
     p = sub.add_parser("index", help="regenerate INDEX.md (one line per report, newest first) "
                                      "in each reports/<gpu>/ folder")
@@ -39,6 +53,17 @@ def _report(args) -> int:
                                                                               size))
         print(f"README.md results section regenerated from {args.run_json}")
     return common.EXIT_OK
+
+
+def _diff(args) -> int:
+    size = parse_size(args.size) if args.size else None
+    result = diff.diff(load_report(args.old), load_report(args.new), size)
+    if args.json:
+        print(json.dumps(jsonable(diff.to_json(result)), indent=1))
+    else:
+        print(diff.text(result))
+    slower = result.counts()["slower"]
+    return common.EXIT_FAILED if args.fail_on_slower and slower else common.EXIT_OK
 
 
 def _index(args) -> int:
