@@ -88,7 +88,7 @@ def folder(tmp_path):
     (d / "ncu-epi-cost-k.txt").write_text(
         "2026-01-06T00:00:00Z\nNVIDIA H100\ncommand: bash gpu_session.sh epi-cost\n== k\n")
     (d / "pytest-gpu.log").write_text("....\n12 passed, 3 skipped in 4.50s\n")
-    (d / "notes.txt").write_text("not a report\n")
+    (d / "core.1234").write_text("not a report\n")
     return d
 
 
@@ -103,11 +103,12 @@ def test_report_keys_group_a_reports_files():
     assert index.report_key("compare-20260101-100000-table.md") == "compare-20260101-100000"
     assert index.report_key("occupancy-sweep.csv.gz") == "occupancy-sweep"
     assert index.report_key("ncu-profile-k-sass.csv.gz") == "ncu-profile-k"
-    assert index.report_key("INDEX.md") is None and index.report_key("notes.txt") is None
+    assert index.report_key("INDEX.md") is None and index.report_key("core.1234") is None
     assert index.kind_of("tune-12_mma_tma_bf16-20261122-182653") == "tune"
     assert index.kind_of("nvml-power-probe-20261122-225637") == "nvml-power-probe"
     assert index.kind_of("ncu-profile-k") == "ncu-profile"
     assert index.kind_of("my-probe-20260101-000000") == "my-probe"
+    assert index.kind_of("diag-18-cluster-after-mask") == "diag"
 
 
 def test_index_one_line_per_report_newest_first(folder):
@@ -118,7 +119,7 @@ def test_index_one_line_per_report_newest_first(folder):
     run = next(line for line in lines if "| run |" in line)
     assert "[run-20260101-100000](run-20260101-100000.md)" in run
     assert "(run-20260101-100000-ladder.png)" in run and "(run-20260101-100000.json)" in run
-    assert "notes" not in "".join(lines)
+    assert "core" not in "".join(lines)
     text = (folder / "INDEX.md").read_text()
     assert text.startswith("# Reports in h100/") and "newest first" in text
 

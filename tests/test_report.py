@@ -115,6 +115,10 @@ def test_metadata_takes_kernels_or_their_infos():
         "file": KernelInfo.of(kernel).file, "sha256": kernel.source_sha256}}
     assert files.metadata({"name": "x"}, ["harness"], {}, (), [KernelInfo.of(kernel)]) \
         ["kernel_sources"] == meta["kernel_sources"]
+    ceiling = discover(kind="ceiling")  # harness ceiling records its register-only kernels
+    assert ceiling and files.kernel_sources(ceiling) == {
+        k.name: {"file": f"ptx/ceiling/{k.name}.ptx", "sha256": k.source_sha256}
+        for k in ceiling}
 
 
 def test_compare_table_verdicts():

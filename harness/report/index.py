@@ -53,7 +53,7 @@ class Entry:
 
 def report_key(name: str) -> str | None:
     """The report a file belongs to: its name without its extension and any companion ending
-    (``run-X-ladder.png`` -> ``run-X``); None for a file that is no report."""
+    (``run-X-ladder.png`` -> ``run-X``); None for INDEX.md and files of no report format."""
     if name == INDEX_NAME or name.startswith("."):
         return None
     stem = next((name[:-len(e)] for e in EXTENSIONS if name.endswith(e)), None)
@@ -63,19 +63,18 @@ def report_key(name: str) -> str | None:
         if stem.endswith(ending) and len(stem) > len(ending):
             stem = stem[:-len(ending)]
             break
-    if kind_of(stem) is None and not _STAMP.search(stem):
-        return None
     return stem
 
 
-def kind_of(key: str) -> str | None:
-    """The kind a report's name starts with; for a stamped name of no known kind, the name
-    before its stamp; else None."""
+def kind_of(key: str) -> str:
+    """The kind a report's name starts with; for a name of no known kind, the name before its
+    stamp, or else its first word (``diag-18-cluster`` -> ``diag``)."""
     known = [k for k in KINDS if key == k or key.startswith(k + "-")]
     if known:
         return max(known, key=len)
     match = _STAMP.search(key)
-    return key[:match.start()].rstrip("-_") or "report" if match else None
+    head = key[:match.start()].rstrip("-_") if match else re.split(r"[-_.]", key)[0]
+    return head or "report"
 
 
 def entries(folder: Path) -> list[Entry]:
@@ -130,7 +129,7 @@ def index_folders(report_dir: Path) -> list[Path]:
 # --- one report ----------------------------------------------------------------------------
 
 def _entry(folder: Path, key: str, names: list[str]) -> Entry:
-    kind = kind_of(key) or "report"
+    kind = kind_of(key)
     data, text = _read(folder, key, names)
     try:
         headline = HEADLINES.get(kind, _no_headline)(folder, key, names, data, text)
