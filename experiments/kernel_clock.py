@@ -132,7 +132,8 @@ def measure(names: list[str], size: str, budget_ms: float, power_s: float) -> di
                 print(f"{base.name} {mode}: {flop / ms / 1e9:.1f} TFLOP/s, NVML {nvml:.0f} "
                       f"MHz, in kernel {mhz:.0f} MHz", file=sys.stderr)
             ops.close()
-        return {"facts": session.facts(), "rows": rows}
+        return {"facts": session.facts(), "rows": rows,
+                "kernels": [base for base, _ in chosen]}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -156,7 +157,8 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     facts = result["facts"]
     meta = files.metadata(facts, ["python3", "experiments/kernel_clock.py", *sys.argv[1:]],
-                          {"budget_ms": args.budget_ms}, [parse_size(args.size)])
+                          {"budget_ms": args.budget_ms}, [parse_size(args.size)],
+                          result["kernels"])
     stem = (args.report_dir / files.gpu_slug(facts["name"])
             / f"kernel-clock-{files.run_stamp()}")
     table = tabulate([[r["kernel"], r["size"], r["mode"], f"{r['median_ms'] * 1e3:.1f}",

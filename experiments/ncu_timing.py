@@ -18,10 +18,12 @@ import csv
 import io
 import json
 import statistics
+import sys
 from pathlib import Path
 
 from harness.bench.result import load_report
 from harness.kernels.registry import PROJECT_ROOT, discover, select
+from harness.report import files
 from harness.run.runner import parse_size
 
 
@@ -56,6 +58,7 @@ def compare(ncu_csv: Path, run_json: Path, kernel_name: str, size: str) -> None:
     run = load_report(run_json)
     (row,) = [r for r in run.results if r.kernel.name == kernel.name and r.size == (m, n, k)]
     result = {
+        **files.provenance(["python3", "experiments/ncu_timing.py", *sys.argv[1:]], [kernel]),
         "gpu": run.meta["gpu"], "kernel": kernel.name, "size": [m, n, k],
         "harness_run": str(run_json.resolve().relative_to(PROJECT_ROOT)),
         "harness_timing": run.meta["timing"],
@@ -70,16 +73,20 @@ def compare(ncu_csv: Path, run_json: Path, kernel_name: str, size: str) -> None:
         h, c = result[f"{who}_harness_median_ms"], result[f"{who}_ncu_median_ms"]
         result[f"{who}_diff_pct"] = 100.0 * (h - c) / c
     stem = run_json.parent / f"ncu-vs-harness-{kernel.name.replace(':', '-')}-{m}"
-    stem.with_suffix(".json").write_text(json.dumps(result, indent=1) + "\n")
+    dirty = " (with uncommitted changes)" if result["git"].get("dirty") else ""
     lines = [f"# Harness timing vs Nsight Compute: {kernel.name} and cuBLAS at {m}x{n}x{k}",
-             "", f"- GPU: {result['gpu']}", f"- harness run: `{result['harness_run']}` "
+             "", f"- date (UTC): {result['date_utc']}", f"- command: `{result['command']}`",
+             f"- git commit: {result['git'].get('commit')}{dirty}",
+             f"- GPU: {result['gpu']}", f"- harness run: `{result['harness_run']}` "
              f"({run.meta['timing']['l2']})", f"- ncu: {result['ncu']}",
              f"- cuBLAS kernel: `{blas_name}`", "",
              "| | harness median ms | ncu median ms | difference |", "|---|---|---|---|"]
     for who, label in (("kernel", kernel.name), ("cublas", "cuBLAS")):
         lines.append(f"| {label} | {result[f'{who}_harness_median_ms']:.4f} | "
                      f"{result[f'{who}_ncu_median_ms']:.4f} | {result[f'{who}_diff_pct']:+.2f}% |")
-    stem.with_suffix(".md").write_text("\n".join(lines) + "\n")
+    with files.writing(stem.parent):
+        stem.with_suffix(".json").write_text(json.dumps(result, indent=1) + "\n")
+        stem.with_suffix(".md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
 
 

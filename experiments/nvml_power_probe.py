@@ -127,7 +127,7 @@ def measure(name: str, size: str, busy_s: float) -> dict:
             windows.append({"start_s": t - t0, "energy_w": energy_w,
                             "instant_mean_w": statistics.fmean(inst) / 1e3 if inst else None})
         t += WINDOW_S
-    return {"facts": facts, "kernel": kernel.name, "size": f"{m}x{n}x{k}",
+    return {"facts": facts, "source": kernel, "kernel": kernel.name, "size": f"{m}x{n}x{k}",
             "launches": count, "launch_ms": launch_ms, "gpu_busy_s": gpu_s,
             "whole_busy_energy_w": whole_w, "sources": sources, "windows": windows,
             "readings": len(rows)}
@@ -149,9 +149,9 @@ def main(argv: list[str] | None = None) -> int:
     except HarnessError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
-    facts = result.pop("facts")
+    facts, kernel = result.pop("facts"), result.pop("source")
     meta = files.metadata(facts, ["python3", "experiments/nvml_power_probe.py", *sys.argv[1:]],
-                          {}, [parse_size(args.size)])
+                          {}, [parse_size(args.size)], [kernel])
     stem = (args.report_dir / files.gpu_slug(facts["name"])
             / f"nvml-power-probe-{files.run_stamp()}")
     fmt = lambda v, f: "" if v is None else format(v, f)  # noqa: E731

@@ -1,3 +1,4 @@
+import gzip
 import json
 import math
 
@@ -90,6 +91,36 @@ def test_write_run_round_trips_through_json(tmp_path):
     assert "- git commit: " in md
 
 
+def test_the_sweep_records_git_and_kernel_sources(tmp_path):
+    from harness.kernels.registry import discover
+
+    kernel = discover()[0]
+    summary = files.write_sweep([{"agree": True}], 1, "H100", ["harness", "occupancy"],
+                                tmp_path, kernels=[kernel])
+    assert summary["git"]["commit"]
+    assert summary["kernel_sources"][kernel.name]["sha256"] == kernel.source_sha256
+    saved = json.loads((tmp_path / "occupancy-sweep.json").read_text())["summary"]
+    assert saved["kernel_sources"] == summary["kernel_sources"]
+    assert "- git commit: " in (tmp_path / "occupancy-sweep.md").read_text()
+    with gzip.open(tmp_path / "occupancy-sweep.csv.gz", "rt") as f:
+        assert f.read().startswith("agree")
+
+
+def test_metadata_takes_kernels_or_their_infos():
+    from harness.kernels.registry import discover
+
+    kernel = discover()[0]
+    meta = files.metadata({"name": "x"}, ["harness"], {}, (), [kernel])
+    assert meta["kernel_sources"] == {kernel.name: {
+        "file": KernelInfo.of(kernel).file, "sha256": kernel.source_sha256}}
+    assert files.metadata({"name": "x"}, ["harness"], {}, (), [KernelInfo.of(kernel)]) \
+        ["kernel_sources"] == meta["kernel_sources"]
+    ceiling = discover(kind="ceiling")  # harness ceiling records its register-only kernels
+    assert ceiling and files.kernel_sources(ceiling) == {
+        k.name: {"file": f"ptx/ceiling/{k.name}.ptx", "sha256": k.source_sha256}
+        for k in ceiling}
+
+
 def test_compare_table_verdicts():
     def compared(name, speedup, p20, p80, noise):
         return passed(name).with_parts(
@@ -125,8 +156,10 @@ def test_committed_runs_render_as_they_were_written(name):
 
 def test_committed_compare_renders_as_it_was_written():
     run = load_report(H100 / "compare-20261122-213437.json")
-    md = (H100 / "compare-20261122-213437-table.md").read_text()
-    assert tables.compare_table(run.results) == md.strip()
+    md = (H100 / "compare-20261122-213437.md").read_text()
+    assert tables.compare_table(run.results) == _markdown_table(md, "| kernel")
+    assert tables.table(run.results, fmt="github") == _markdown_table(
+        md[md.index("## Every result"):], "| kernel")
 
 
 def test_a_report_from_a_newer_harness_is_refused(tmp_path):

@@ -66,8 +66,9 @@ def add_parsers(sub) -> None:
                       help="flush L2 before every repetition (default)")
     mode.add_argument("--hot", dest="cold_l2", action="store_false", help="warm L2, no flush")
     p.add_argument("--json", type=Path, metavar="PATH",
-                   help="JSON-lines file the results are appended to as they come "
-                        "(default: reports/<gpu>/run-<time>.jsonl)")
+                   help="JSON-lines file the results are appended to as they come, kept "
+                        "(default: reports/<gpu>/run-<time>.jsonl, removed once the run's "
+                        ".json holds every result)")
     p.add_argument("--report-dir", type=Path, default=common.REPORTS,
                    help="where reports/<gpu>/ goes (default: the project's reports/)")
     p.add_argument("--timeout-s", type=float, default=300.0,
@@ -211,13 +212,15 @@ def _run(args) -> int:
     meta = files.metadata(record.device, ["harness", *sys.argv[1:]], asdict(timing), sizes,
                           _infos(record))
     meta["wall_s"], meta["phases_s"] = record.wall_s, record.phases
-    json_path, md_path = files.write_run(meta, record.results, jsonl.with_suffix(""))
+    json_path, md_path = files.write_run(meta, record.results, jsonl.with_suffix(""),
+                                         stream=None if args.json else jsonl)
     print(tables.table(record.results))
     fails = tables.failures(record.results)
     if fails:
         print("\nNot passed:\n" + fails)
     print(f"\nwall time {record.wall_s:.1f} s: " + "; ".join(_phases_lines(record)))
-    print(f"written: {jsonl}, {json_path}, {md_path}")
+    kept = f"{jsonl}, " if args.json else ""  # the default stream is gone: the JSON has it
+    print(f"written: {kept}{json_path}, {md_path}")
     passed = all(r.status in ("pass", "skipped") for r in record.results)
     return common.EXIT_OK if passed else common.EXIT_FAILED
 
@@ -255,7 +258,7 @@ def _compare(args) -> int:
                     "p20-p80 of those ratios; 'within noise' when that range holds 1"}
     files.write_run(meta, results, stem, title="harness compare",
                     sections=["## Side by side", "", tables.compare_table(results), "",
-                              "## Every result", ""])
+                              "## Every result", ""], stream=stem.with_suffix(".jsonl"))
     print(tables.compare_table(results))
     print(f"\nwritten: {stem}.json, {stem}.md")
     passed = all(r.status in ("pass", "skipped") for r in results)
@@ -315,7 +318,7 @@ def _tune(args) -> int:
     files.write_run(meta, record.results, stem, title="harness tune", sections=[
         f"## Best {len(top)} at {'x'.join(map(str, sizes[-1]))}", "",
         tables.table(top, columns, fmt="github"), "", "## Skipped points", "", skips, "",
-        "## Every timed point", ""])
+        "## Every timed point", ""], stream=stem.with_suffix(".jsonl"))
     print(tables.table(top, columns))
     print(f"\n{len(keep)} points timed, {len(skipped)} skipped (reasons in {stem}.json); "
           f"ranked at {'x'.join(map(str, sizes[-1]))}")
@@ -361,7 +364,7 @@ def _ceiling(args) -> int:
                 rows.append(asdict(measure_ceiling(session.device, session.timer, precision,
                                                    options, kernels, args.family)))
         facts = session.facts()
-    meta = {**files.metadata(facts, ["harness", *sys.argv[1:]], asdict(timing), ()),
+    meta = {**files.metadata(facts, ["harness", *sys.argv[1:]], asdict(timing), (), chosen),
             "launch": [asdict(options) for options in launches]}
     stem = args.report_dir / files.gpu_slug(facts["name"]) / f"ceiling-{files.run_stamp()}"
     json_path, md_path = files.write_ceiling(meta, rows, stem)
@@ -445,7 +448,8 @@ def _energy(args) -> int:
                            f"{rows[-1]['pj_per_flop']:.3f} pJ/FLOP")
         ops.close()
         facts = session.facts()
-    meta = files.metadata(facts, ["harness", *sys.argv[1:]], {}, [(m, n, k)])
+    meta = files.metadata(facts, ["harness", *sys.argv[1:]], {}, [(m, n, k)],
+                          [kernel for kernel, _ in points])
     summary = tabulate(_energy_summary(rows), headers=[
         "point", "checked", "rounds", "board W", "TFLOP/s", "NVML MHz", "pJ/FLOP median (range)",
         "clock held by"], tablefmt="github")

@@ -226,7 +226,8 @@ def _occupancy_sweep(args, chosen) -> int:
         rows += sweep(session.device, common.say)
         name = session.device.name
     folder = args.report_dir / files.gpu_slug(name)
-    summary = files.write_sweep(rows, kernel_rows, name, ["harness", *sys.argv[1:]], folder)
+    summary = files.write_sweep(rows, kernel_rows, name, ["harness", *sys.argv[1:]], folder,
+                               kernels=chosen)
     disagree = [r for r in rows if not r["agree"]]
     print(f"{summary['configurations']} configurations compared ({kernel_rows} from registry "
           f"kernels), {len(disagree)} disagreements; written to "

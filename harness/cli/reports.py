@@ -1,12 +1,15 @@
-"""Commands that read saved runs (no GPU needed): report."""
+"""Commands that read saved runs (no GPU needed): report, diff, index."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
+from harness.bench.result import jsonable, load_report
 from harness.cli import common
+from harness.errors import HarnessError
 from harness.kernels.registry import PROJECT_ROOT
-from harness.report import ladder
+from harness.report import diff, index, ladder
 from harness.run.runner import parse_size
 
 
@@ -19,6 +22,25 @@ def add_parsers(sub) -> None:
                    help="rewrite the README's results section from this run")
     p.set_defaults(run=_report)
 
+    p = sub.add_parser("diff", help="two saved runs side by side per kernel and size, with a "
+                                    "verdict from their spreads and clocks (same, faster, "
+                                    "slower, ambiguous)")
+    p.add_argument("old", type=Path, metavar="OLD.json", help="a run, compare or tune report")
+    p.add_argument("new", type=Path, metavar="NEW.json", help="a run, compare or tune report")
+    p.add_argument("--size", metavar="N|M,N,K", help="only this size")
+    p.add_argument("--json", action="store_true", help="print the comparison as JSON")
+    p.add_argument("--fail-on-slower", action="store_true",
+                   help="exit 1 when any kernel is slower (default: exit 0 whatever the "
+                        "verdicts)")
+    p.set_defaults(run=_diff)
+
+    p = sub.add_parser("index", help="regenerate INDEX.md (one line per report, newest first) "
+                                     "in each reports/<gpu>/ folder")
+    p.add_argument("--report-dir", type=Path, default=common.REPORTS,
+                   help="reports/ (each GPU folder in it), or one GPU folder (default: the "
+                        "project's reports/)")
+    p.set_defaults(run=_index)
+
 
 def _report(args) -> int:
     size = parse_size(args.size)
@@ -30,4 +52,28 @@ def _report(args) -> int:
         ladder.update_readme(PROJECT_ROOT / "README.md", ladder.readme_section(args.run_json,
                                                                               size))
         print(f"README.md results section regenerated from {args.run_json}")
+    return common.EXIT_OK
+
+
+def _diff(args) -> int:
+    size = parse_size(args.size) if args.size else None
+    result = diff.diff(load_report(args.old), load_report(args.new), size)
+    if args.json:
+        print(json.dumps(jsonable(diff.to_json(result)), indent=1))
+    else:
+        print(diff.text(result))
+    slower = result.counts()["slower"]
+    return common.EXIT_FAILED if args.fail_on_slower and slower else common.EXIT_OK
+
+
+def _index(args) -> int:
+    if not args.report_dir.is_dir():
+        raise HarnessError(f"--report-dir {args.report_dir}: not a folder; expected reports/ "
+                           "or a reports/<gpu>/ folder")
+    folders = index.index_folders(args.report_dir)
+    if not folders:
+        raise HarnessError(f"no reports in {args.report_dir} or the folders in it")
+    for folder in folders:
+        path = index.write_index(folder)
+        print(f"written: {path} ({len(index.entries(folder))} reports)")
     return common.EXIT_OK

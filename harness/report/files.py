@@ -1,6 +1,7 @@
 """Report files under ``reports/<gpu>/``: JSON (the results, for programs) and markdown (the
 same with its provenance, for people), each headed by the date, the command, the git commit,
-the GPU, driver and clocks."""
+the GPU, driver and clocks. Every writer writes through :func:`writing`, which regenerates the
+folder's INDEX.md once the report is complete."""
 
 from __future__ import annotations
 
@@ -11,15 +12,17 @@ import os
 import platform
 import re
 import subprocess
-from collections.abc import Sequence
+import sys
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 
 from tabulate import tabulate
 
-from harness.bench.result import Result, jsonable, report_json
-from harness.kernels.registry import PROJECT_ROOT
-from harness.report import tables
+from harness.bench.result import KernelInfo, Result, jsonable, report_json
+from harness.kernels.registry import PROJECT_ROOT, Kernel
+from harness.report import index, tables
 
 
 def gpu_slug(name: str) -> str:
@@ -53,14 +56,44 @@ def git_state(root: Path = PROJECT_ROOT) -> dict:
     return {"commit": "unknown", "dirty": None}
 
 
+@contextmanager
+def writing(folder: Path) -> Iterator[Path]:
+    """Around the writing of one report into ``folder``, the hook every report writer goes
+    through: makes the folder, and once the report's files are all there regenerates the
+    folder's INDEX.md (a failure there is said, and costs the report nothing)."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    yield folder
+    try:
+        index.write_index(folder)
+    except OSError as exc:
+        print(f"harness: {folder / index.INDEX_NAME} not regenerated ({exc}); "
+              "`harness index` redoes it", file=sys.stderr)
+
+
+def kernel_sources(kernels: Iterable[Kernel | KernelInfo]) -> dict:
+    """{name: {file, sha256}} of each kernel: which source a report's figures came from."""
+    infos = (k if isinstance(k, KernelInfo) else KernelInfo.of(k) for k in kernels)
+    return {k.name: {"file": k.file, "sha256": k.source_sha256} for k in infos}
+
+
+def provenance(command: Sequence[str], kernels: Iterable[Kernel | KernelInfo] = ()) -> dict:
+    """What every report records of where it came from: date, command, git state and the
+    source hash of each kernel it ran."""
+    return {"date_utc": datetime.now(UTC).isoformat(timespec="seconds"),
+            "command": " ".join(command), "git": git_state(),
+            "kernel_sources": kernel_sources(kernels)}
+
+
 def metadata(device: dict, command: Sequence[str], timing: dict, sizes,
-             kernels: Sequence = ()) -> dict:
+             kernels: Iterable[Kernel | KernelInfo] = ()) -> dict:
     """A report's provenance: date, command, git state, GPU and host, how it timed, and the
-    source hash of every kernel it ran (``kernels``: KernelInfo)."""
+    source hash of every kernel it ran (``kernels``: Kernel or KernelInfo)."""
+    made = provenance(command, kernels)
     return {
-        "date_utc": datetime.now(UTC).isoformat(timespec="seconds"),
-        "command": " ".join(command),
-        "git": git_state(),
+        "date_utc": made["date_utc"],
+        "command": made["command"],
+        "git": made["git"],
         "gpu": device.get("name"),
         "device": device,
         "timing": {**timing, "l2": "cold (flushed before every repetition)"
@@ -69,8 +102,7 @@ def metadata(device: dict, command: Sequence[str], timing: dict, sizes,
                              "L2-flush work; median and p20/p80 of the repetitions"
                              + _stopping(timing)},
         "sizes": [list(s) for s in sizes],
-        "kernel_sources": {k.name: {"file": k.file, "sha256": k.source_sha256}
-                           for k in kernels},
+        "kernel_sources": made["kernel_sources"],
         "host": {"python": platform.python_version(), "platform": platform.platform()},
     }
 
@@ -115,12 +147,13 @@ def header(meta: dict, title: str) -> list[str]:
 
 
 def write_run(meta: dict, results: Sequence[Result], stem: Path,
-              sections: Sequence[str] = (), title: str = "harness run") -> tuple[Path, Path]:
+              sections: Sequence[str] = (), title: str = "harness run",
+              stream: Path | None = None) -> tuple[Path, Path]:
     """Write ``stem.json`` (metadata + results) and ``stem.md`` (metadata, any extra markdown
-    ``sections``, then the table of every result)."""
-    stem.parent.mkdir(parents=True, exist_ok=True)
+    ``sections``, then the table of every result). ``stream``, the JSON-lines file the results
+    came in through as they were measured, is removed once the JSON holds them: a report is
+    not kept twice in two formats that say the same thing."""
     json_path, md_path = stem.with_suffix(".json"), stem.with_suffix(".md")
-    json_path.write_text(report_json(meta, results))
     lines = [
         *header(meta, title),
         f"- timing: {meta['timing']['l2']}; {meta['timing']['method']}; warm-up "
@@ -136,7 +169,11 @@ def write_run(meta: dict, results: Sequence[Result], stem: Path,
     fails = tables.failures(results)
     if fails:
         lines += ["## Not passed", "", fails, ""]
-    md_path.write_text("\n".join(lines))
+    with writing(stem.parent):
+        json_path.write_text(report_json(meta, results))
+        md_path.write_text("\n".join(lines))
+        if stream is not None and stream.resolve() != json_path.resolve():
+            stream.unlink(missing_ok=True)
     return json_path, md_path
 
 
@@ -158,37 +195,45 @@ def write_table_report(meta: dict, rows: Sequence[dict], stem: Path, title: str,
                        body: Sequence[str]) -> tuple[Path, Path]:
     """A measurement's ``stem.json`` (metadata + rows) and ``stem.md`` (the header, then
     ``body``)."""
-    stem.parent.mkdir(parents=True, exist_ok=True)
     json_path, md_path = stem.with_suffix(".json"), stem.with_suffix(".md")
-    json_path.write_text(json.dumps(jsonable({"meta": meta, "rows": list(rows)}), indent=1,
-                                    allow_nan=False) + "\n")
-    md_path.write_text("\n".join([*header(meta, title), *body]))
+    with writing(stem.parent):
+        json_path.write_text(json.dumps(jsonable({"meta": meta, "rows": list(rows)}), indent=1,
+                                        allow_nan=False) + "\n")
+        md_path.write_text("\n".join([*header(meta, title), *body]))
     return json_path, md_path
 
 
 def write_sweep(rows: Sequence[dict], kernel_rows: int, gpu: str, command: Sequence[str],
-                folder: Path, date_utc: str | None = None) -> dict:
-    """Occupancy sweep: summary and disagreements as JSON and markdown, every row as csv.gz."""
-    folder.mkdir(parents=True, exist_ok=True)
+                folder: Path, date_utc: str | None = None,
+                kernels: Iterable[Kernel | KernelInfo] = ()) -> dict:
+    """Occupancy sweep: summary and disagreements as JSON and markdown, every row as csv.gz;
+    the summary records the git state and the source hash of each kernel swept."""
     disagree = [r for r in rows if not r["agree"]]
-    date_utc = date_utc or datetime.now(UTC).isoformat(timespec="seconds")
-    summary = {"gpu": gpu, "date_utc": date_utc,
-               "command": " ".join(command), "configurations": len(rows),
+    made = provenance(command, kernels)
+    summary = {"gpu": gpu, "date_utc": date_utc or made["date_utc"],
+               "command": made["command"], "git": made["git"], "configurations": len(rows),
                "kernel_configurations": kernel_rows,
                "probe_configurations": len(rows) - kernel_rows, "disagreements": len(disagree),
-               "rows": "occupancy-sweep.csv.gz"}
-    (folder / "occupancy-sweep.json").write_text(
-        json.dumps({"summary": summary, "disagreements": disagree}, indent=1) + "\n")
-    with gzip.open(folder / "occupancy-sweep.csv.gz", "wt", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=list(rows[0]) if rows else ["agree"])
-        writer.writeheader()
-        writer.writerows(rows)
+               "rows": "occupancy-sweep.csv.gz", "kernel_sources": made["kernel_sources"]}
+    git = made["git"]
+    dirty = " (with uncommitted changes)" if git.get("dirty") else ""
     md = [f"# Offline occupancy vs the driver on {gpu}", "",
-          *[f"- {key}: {value}" for key, value in summary.items()], ""]
+          *[f"- {key}: {value}" for key, value in summary.items()
+            if key not in ("git", "kernel_sources")],
+          f"- git commit: {git.get('commit')}{dirty}",
+          f"- kernel sources: {len(made['kernel_sources'])} kernels, each file's sha256 in the "
+          "JSON", ""]
     if disagree:
         md += ["## Disagreements", "", tabulate(disagree[:200], headers="keys",
                                                  tablefmt="github"), ""]
-    (folder / "occupancy-sweep.md").write_text("\n".join(md))
+    with writing(folder):
+        (folder / "occupancy-sweep.json").write_text(
+            json.dumps({"summary": summary, "disagreements": disagree}, indent=1) + "\n")
+        with gzip.open(folder / "occupancy-sweep.csv.gz", "wt", newline="") as f:
+            writer = csv.DictWriter(f, fieldnames=list(rows[0]) if rows else ["agree"])
+            writer.writeheader()
+            writer.writerows(rows)
+        (folder / "occupancy-sweep.md").write_text("\n".join(md))
     return summary
 
 

@@ -17,7 +17,7 @@ from harness.errors import HarnessError
 from harness.kernels.registry import PROJECT_ROOT, discover
 from harness.kernels.spec import read_spec
 from harness.report import napkin, plots
-from harness.report.files import gpu_slug
+from harness.report.files import gpu_slug, writing
 
 README_START = "<!-- results:start -->"
 README_END = "<!-- results:end -->"
@@ -120,16 +120,17 @@ def write(run_path: Path, size: tuple[int, int, int]) -> tuple[Path, Path, Path 
         text += [f"## {'x'.join(map(str, s))}", "", table(rows, s), ""]
     ladder_png = stem.parent / f"{stem.name}-ladder.png"
     roof_png = stem.parent / f"{stem.name}-roofline.png"
-    plots.ladder(rows, size, f"{_precisions(at)} ladder on {gpu}", ladder_png)
     modelled = [r for r in at if "intensity_flop_per_byte" in r]
-    if modelled:
-        peak = max(r["peak_gflops"] for r in modelled)
-        plots.roofline(modelled, peak, napkin.DRAM_BYTES_PER_S.get(gpu_slug(gpu)),
-                       f"Roofline at {'x'.join(map(str, size))} on {gpu}", roof_png,
-                       _precisions(modelled))
-    else:
-        roof_png = None
-    md.write_text("\n".join(text))
+    with writing(stem.parent):
+        plots.ladder(rows, size, f"{_precisions(at)} ladder on {gpu}", ladder_png)
+        if modelled:
+            peak = max(r["peak_gflops"] for r in modelled)
+            plots.roofline(modelled, peak, napkin.DRAM_BYTES_PER_S.get(gpu_slug(gpu)),
+                           f"Roofline at {'x'.join(map(str, size))} on {gpu}", roof_png,
+                           _precisions(modelled))
+        else:
+            roof_png = None
+        md.write_text("\n".join(text))
     return md, ladder_png, roof_png
 
 
