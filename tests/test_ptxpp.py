@@ -30,6 +30,13 @@ def test_substitution_uses_params_and_set():
     assert lines(src, BM=128, BK=32) == ["mov.u32 %r1, 8192;", "mov.u32 %r2, 131;"]
 
 
+def test_default_sets_only_what_is_not_yet_defined():
+    src = "#default EPI = 0\n#default BK = 32\n#set S = 1\n#default S = 2\nx ${EPI} ${BK} ${S}\n"
+    assert lines(src, BK=64) == ["x 0 64 1"]
+    with pytest.raises(CompileError, match=r"k.ptx:1: expected '#default NAME = EXPR'"):
+        expand("#default EPI\n", {}, P)
+
+
 def test_nested_loops_unroll_with_origins():
     src = "#for i in range(2)\n#for j in range(1, 4, 2)\nadd %r${i * 10 + j};\n#endfor\n#endfor\n"
     out = expand(src, {}, P)

@@ -112,17 +112,25 @@ def test_wrong_suffix_is_refused():
 
 
 def test_tma_boxes_are_formulas_over_the_parameters():
-    spec = spec_of(GOOD.replace("*/", '[tma]\nA = ["TILE", "2 * TILE"]\nB = ["64", "TILE"]\n*/'))
+    spec = spec_of(GOOD.replace("*/", '[tma]\nA = ["TILE", "2 * TILE"]\nB = ["64", "TILE"]\n'
+                                      'C = { box = ["64", "TILE // 2"], swizzle = "none" }\n*/'))
     env = {"TILE": 32}
-    assert [int(e(env)) for e in spec.tma["A"]] == [32, 64]
-    assert [int(e(env)) for e in spec.tma["B"]] == [64, 32]
+    assert [int(e(env)) for e in spec.tma["A"].box] == [32, 64]
+    assert [int(e(env)) for e in spec.tma["B"].box] == [64, 32]
+    assert [int(e(env)) for e in spec.tma["C"].box] == [64, 16]
+    assert [spec.tma[o].swizzle for o in "ABC"] == ["128B", "128B", "none"]
     assert spec_of(GOOD).tma == {}
 
 
 @pytest.mark.parametrize("table, match", [
-    ('[tma]\nC = ["1", "1"]\n', r"tma must be a table with keys among A, B"),
+    ('[tma]\nD = ["1", "1"]\n', r"tma must be a table with keys among A, B, C"),
     ('[tma]\nA = ["TILE"]\n', r"tma.A must be \[inner, outer\]"),
     ('[tma]\nA = ["TILE", "M"]\n', r"tma.A: formula 'M' uses M; it may use only TILE"),
+    ('[tma]\nC = { box = ["64", "TILE"], swizzle = "256B" }\n',
+     r"tma.C.swizzle must be one of '128B', '64B', '32B', 'none', found '256B'"),
+    ('[tma]\nC = { swizzle = "none" }\n',
+     r"tma.C as a table takes box = \[inner, outer\] and optionally swizzle; found keys swizzle"),
+    ('[tma]\nC = { box = ["64", "TILE"], mode = 1 }\n', r"found keys box, mode"),
 ])
 def test_bad_tma_tables_are_refused(table, match):
     with pytest.raises(SpecError, match=match):
@@ -137,3 +145,15 @@ def test_a_tensor_map_box_wider_than_the_swizzle_is_refused_before_the_driver():
         tensor_map_2d("bf16", 0, 4096, 4096, 128, 64, "k tensor map A")
     with pytest.raises(HarnessError, match=r"no tensor-map element type for 'int8'"):
         tensor_map_2d("int8", 0, 4096, 4096, 64, 64, "k tensor map A")
+    with pytest.raises(HarnessError, match=r"box 64 x 64 does not fit a 64-byte swizzle "
+                                           r"\(inner box at most 32 fp16 elements"):
+        tensor_map_2d("fp16", 0, 4096, 4096, 64, 64, "k tensor map C", "64B")
+    with pytest.raises(HarnessError, match=r"the inner box must be 1..256 elements and a "
+                                           r"multiple of 16 bytes \(8 bf16 elements\), found "
+                                           r"12 bytes"):
+        tensor_map_2d("bf16", 0, 4096, 4096, 6, 64, "k tensor map C", "none")
+    with pytest.raises(HarnessError, match=r"box 256 x 300: the outer box must be 1..256 rows"):
+        tensor_map_2d("bf16", 0, 4096, 4096, 256, 300, "k tensor map C", "none")
+    with pytest.raises(HarnessError, match=r"swizzle must be one of 128B, 64B, 32B, none, "
+                                           r"found '16B'"):
+        tensor_map_2d("bf16", 0, 4096, 4096, 64, 64, "k tensor map C", "16B")

@@ -1,7 +1,7 @@
 """A registry kernel loaded on a device and launched through the common GEMM ABI.
 
 ``(int M, int N, int K, float alpha, const T* A, const T* B, float beta, float* C)``, followed
-by 128-byte TMA tensor maps of A and/or B when the spec's [tma] asks for them: before a
+by 128-byte TMA tensor maps of A, B and/or C when the spec's [tma] asks for them: before a
 launch the block is checked against the device's limits (refused with the reason), the
 dynamic shared-memory limit is raised when the kernel needs more than 48 KB, and the carve-out
 the spec or the user asks for is set.
@@ -71,25 +71,32 @@ class LoadedGemm:
         shape = self.prepare(m, n, k)
         args = (ctypes.c_int(m), ctypes.c_int(n), ctypes.c_int(k), ctypes.c_float(alpha),
                 ctypes.c_uint64(a), ctypes.c_uint64(b), ctypes.c_float(beta), ctypes.c_uint64(c),
-                *self.tensor_maps(m, n, k, a, b))
+                *self.tensor_maps(m, n, k, a, b, c))
 
         def launch() -> None:
             self.function.launch(shape, stream, args)
 
         return launch
 
-    def tensor_maps(self, m: int, n: int, k: int, a: int, b: int) -> list:
-        """The TMA tensor maps the spec's [tma] asks for, in A, B order, for these buffers."""
+    def tensor_maps(self, m: int, n: int, k: int, a: int, b: int, c: int) -> list:
+        """The TMA tensor maps the spec's [tma] asks for, in A, B, C order, for these buffers:
+        A and B of the input precision, C (M x N) of the spec's ``c_type``."""
         spec, env = self.kernel.spec, self.kernel.param_env
-        # (inner, outer) of each operand as stored: A is M x K; B is K x N, or N x K in "col"
-        dims = {"A": (a, k, m), "B": (b, n, k) if spec.layout_b == "row" else (b, k, n)}
+        # (address, inner, outer, element) of each operand as stored: A is M x K; B is K x N,
+        # or N x K in "col"; C is M x N
+        dims = {"A": (a, k, m, spec.precision),
+                "B": (b, n, k, spec.precision) if spec.layout_b == "row"
+                else (b, k, n, spec.precision),
+                "C": (c, n, m, spec.c_type)}
         maps = []
         for operand in TMA_OPERANDS:
             if operand in spec.tma:
-                address, inner, outer = dims[operand]
-                box_inner, box_outer = (int(e(env)) for e in spec.tma[operand])
-                maps.append(tensor_map_2d(spec.precision, address, inner, outer, box_inner,
-                                          box_outer, f"{self.kernel.name} tensor map {operand}"))
+                address, inner, outer, element = dims[operand]
+                tma = spec.tma[operand]
+                box_inner, box_outer = (int(e(env)) for e in tma.box)
+                maps.append(tensor_map_2d(element, address, inner, outer, box_inner, box_outer,
+                                          f"{self.kernel.name} tensor map {operand}",
+                                          tma.swizzle))
         return maps
 
     def occupancy(self, m: int, n: int, k: int) -> dict:

@@ -359,33 +359,48 @@ class Function:
 
 
 _TMA_TYPES = {"bf16": "BFLOAT16", "fp16": "FLOAT16", "fp32": "FLOAT32", "tf32": "FLOAT32"}
+_SWIZZLE_BYTES = {"128B": 128, "64B": 64, "32B": 32, "none": 0}
 
 
-def tensor_map_2d(precision: str, address: int, inner: int, outer: int, box_inner: int,
-                  box_outer: int, label: str) -> ctypes.Array:
+def tensor_map_2d(element: str, address: int, inner: int, outer: int, box_inner: int,
+                  box_outer: int, label: str, swizzle: str = "128B") -> ctypes.Array:
     """A 2-D TMA tensor map (``cuTensorMapEncodeTiled``) of a row-major ``outer x inner``
-    matrix at ``address``: ``box_inner x box_outer`` boxes, 128-byte swizzle, zeros outside
-    the matrix. Returned as the 128 bytes a kernel takes by value."""
+    matrix of ``element`` (a precision or C type) at ``address``: ``box_inner x box_outer``
+    boxes laid out in shared memory with ``swizzle`` (128B, 64B, 32B or none), zeros outside
+    the matrix for loads, stores clipped to it. Returned as the 128 bytes a kernel takes by
+    value."""
     try:
         data_type = getattr(cu.CUtensorMapDataType,
-                            f"CU_TENSOR_MAP_DATA_TYPE_{_TMA_TYPES[precision]}")
+                            f"CU_TENSOR_MAP_DATA_TYPE_{_TMA_TYPES[element]}")
     except KeyError:
-        raise HarnessError(f"{label}: no tensor-map element type for {precision!r}; expected "
+        raise HarnessError(f"{label}: no tensor-map element type for {element!r}; expected "
                            f"one of {', '.join(_TMA_TYPES)}") from None
-    element_bytes = 2 if precision in ("bf16", "fp16") else 4
-    if box_inner * element_bytes > 128 or not 1 <= box_outer <= 256:
+    if swizzle not in _SWIZZLE_BYTES:
+        raise HarnessError(f"{label}: swizzle must be one of {', '.join(_SWIZZLE_BYTES)}, found "
+                           f"{swizzle!r}")
+    element_bytes = 2 if element in ("bf16", "fp16") else 4
+    span, row_bytes = _SWIZZLE_BYTES[swizzle], box_inner * element_bytes
+    if span and row_bytes > span or not 1 <= box_outer <= 256:
         raise HarnessError(
-            f"{label}: tensor-map box {box_inner} x {box_outer} does not fit a 128-byte swizzle "
-            f"(inner box at most {128 // element_bytes} {precision} elements, outer 1..256); "
-            "change the spec's [tma] box")
+            f"{label}: tensor-map box {box_inner} x {box_outer} does not fit a {span}-byte swizzle "
+            f"(inner box at most {span // element_bytes} {element} elements, outer 1..256); "
+            "change the spec's [tma] box" if span else
+            f"{label}: tensor-map box {box_inner} x {box_outer}: the outer box must be 1..256 "
+            "rows; change the spec's [tma] box")
+    if row_bytes % 16 or not 1 <= box_inner <= 256:
+        raise HarnessError(
+            f"{label}: tensor-map box {box_inner} x {box_outer}: the inner box must be 1..256 "
+            f"elements and a multiple of 16 bytes ({16 // element_bytes} {element} elements), "
+            f"found {row_bytes} bytes; change the spec's [tma] box")
     u64, u32 = cu.cuuint64_t, cu.cuuint32_t
+    swizzle_enum = ("NONE" if swizzle == "none" else swizzle)
     tmap = check(cu.cuTensorMapEncodeTiled(
         data_type, 2, address, [u64(inner), u64(outer)], [u64(inner * element_bytes)],
         [u32(box_inner), u32(box_outer)], [u32(1), u32(1)],
         cu.CUtensorMapInterleave.CU_TENSOR_MAP_INTERLEAVE_NONE,
-        cu.CUtensorMapSwizzle.CU_TENSOR_MAP_SWIZZLE_128B,
+        getattr(cu.CUtensorMapSwizzle, f"CU_TENSOR_MAP_SWIZZLE_{swizzle_enum}"),
         cu.CUtensorMapL2promotion.CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
         cu.CUtensorMapFloatOOBfill.CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE),
         "cuTensorMapEncodeTiled",
-        f"{label}: {outer} x {inner} {precision}, box {box_inner} x {box_outer}")
+        f"{label}: {outer} x {inner} {element}, box {box_inner} x {box_outer}, swizzle {swizzle}")
     return (ctypes.c_ubyte * 128).from_buffer_copy(ctypes.string_at(tmap.getPtr(), 128))

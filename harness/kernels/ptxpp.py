@@ -5,6 +5,8 @@ copy per variant, and a warp tile of 32 ``mma`` instructions 32 typed-out lines.
 first non-blank character is ``#`` (outside a ``/* */`` comment) is a directive of the harness:
 
     #set NAME = EXPR                         a constant for the lines below
+    #default NAME = EXPR                     the same, unless NAME is already a parameter or
+                                             set (a shared body's optional knob)
     #for NAME in range([START,] STOP[, STEP])  ...  #endfor
     #if EXPR  ...  #elif EXPR  ...  #else  ...  #endif
     #error TEXT                              stop with TEXT (say which parameters are wrong)
@@ -44,10 +46,10 @@ _SUBST = re.compile(r"\$\{(?P<expr>[^}]*)\}")
 _INCLUDE = re.compile(r'^"(?P<file>[^"]+)"$')
 _MACRO = re.compile(r"^(?P<name>[A-Za-z_]\w*)\((?P<args>.*)\)$")
 _MAX_INCLUDE_DEPTH = 8
-SYNTAX = ("#set NAME = EXPR; #for NAME in range([START,] STOP[, STEP]) ... #endfor; "
-          "#if EXPR ... [#elif EXPR ...] [#else ...] #endif; #error TEXT; #include \"FILE\"; "
-          "#macro NAME(P, ...) ... #endmacro; #call NAME(EXPR, ...); ${EXPR} in a line; a "
-          "directive may end with a # comment")
+SYNTAX = ("#set NAME = EXPR; #default NAME = EXPR; #for NAME in range([START,] STOP[, STEP]) "
+          "... #endfor; #if EXPR ... [#elif EXPR ...] [#else ...] #endif; #error TEXT; "
+          "#include \"FILE\"; #macro NAME(P, ...) ... #endmacro; #call NAME(EXPR, ...); "
+          "${EXPR} in a line; a directive may end with a # comment")
 
 
 @dataclass(frozen=True)
@@ -164,11 +166,11 @@ def _parse(lines: list[str], kernel_path: Path, included: Path | None,
             continue
         # a directive's comment starts with '#': '//' is floor division in EXPR
         word, rest = match["word"], match["rest"].split("#", 1)[0].strip()
-        if word == "set":
+        if word in ("set", "default"):
             m = _SET.match(rest)
             if not m:
-                raise fail(number, "expected '#set NAME = EXPR'")
-            target.append(_Node(number, "set", included, name=m["name"],
+                raise fail(number, f"expected '#{word} NAME = EXPR'")
+            target.append(_Node(number, word, included, name=m["name"],
                                 exprs=(formula(number, m["expr"]),)))
         elif word == "for":
             m = _FOR.match(rest)
@@ -300,6 +302,9 @@ def _emit(nodes: list[_Node], env: dict[str, int], loops: tuple[tuple[str, int],
             out_origin.append(Origin(node.line, loops, node.path))
         elif node.kind == "set":
             env[node.name] = value(node, node.exprs[0])
+        elif node.kind == "default":
+            if node.name not in env:
+                env[node.name] = value(node, node.exprs[0])
         elif node.kind == "for":
             bounds = [value(node, e) for e in node.exprs]
             if len(bounds) == 3 and bounds[2] == 0:

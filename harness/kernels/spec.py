@@ -42,8 +42,22 @@ _MMA = re.compile(r"^(?P<family>mma\.sync|wgmma\.mma_async\.sync)\.aligned"
 _WARPS_PER_MMA = {"mma.sync": 1, "wgmma": 4}
 _SPEC_BLOCK = re.compile(r"\A\s*/\*\s*harness[ \t]*\n(?P<body>.*?)\*/", re.DOTALL)
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-TMA_OPERANDS = ("A", "B")
+TMA_OPERANDS = ("A", "B", "C")
 """Operands a kernel may take as TMA tensor maps ([tma]), passed after C in this order."""
+TMA_SWIZZLES = ("128B", "64B", "32B", "none")
+"""Shared-memory layouts of a tensor map's box (``CU_TENSOR_MAP_SWIZZLE_*``): 16-byte chunk c of
+row r at c ^ (r % (S / 16)) within each S-byte row span; ``none``: rows back to back."""
+
+
+@dataclass(frozen=True)
+class TmaMap:
+    """One operand's 2-D TMA tensor map as ``[tma]`` declares it."""
+
+    box: tuple[expr.Expr, expr.Expr]
+    """The box (inner, outer) in elements: along the contiguous dimension and across rows."""
+    swizzle: str = "128B"
+    """The box's layout in shared memory, one of :data:`TMA_SWIZZLES`; the inner box must fit
+    in the swizzle's span (128 bytes for ``128B``), or be a multiple of 16 bytes (``none``)."""
 
 
 @dataclass(frozen=True)
@@ -119,10 +133,13 @@ class KernelSpec:
     """One of :data:`KINDS`; only ``gemm`` kernels take the GEMM ABI."""
     ceiling: CeilingSpec | None = None
     """The ``[ceiling]`` table (kind = "ceiling" only)."""
-    tma: dict[str, tuple[expr.Expr, expr.Expr]] = field(default_factory=dict)
-    """``[tma]``: operand (A, B) -> its box (inner, outer elements) of a 2-D tensor map with
-    128-byte swizzle and zero fill outside the matrix, which the harness builds for every
-    launch and passes after C (``.param .align 64 .b8 name[128]``, in TMA_OPERANDS order)."""
+    tma: dict[str, TmaMap] = field(default_factory=dict)
+    """``[tma]``: operand (A, B, C) -> its 2-D tensor map (box and swizzle; zero fill outside
+    the matrix for loads, stores clipped to it), which the harness builds for every launch and
+    passes after C (``.param .align 64 .b8 name[128]``, in TMA_OPERANDS order). A and B hold
+    the input precision's elements (B as ``layout_b`` stores it), C the ``c_type``'s: a kernel
+    writes C with TMA tensor stores (``cp.async.bulk.tensor...global.shared::cta``), and may
+    load it through the same map when beta != 0."""
 
     @property
     def stem(self) -> str:
@@ -346,21 +363,33 @@ def _line(source: str, number: int) -> str:
     return lines[number - 1].strip() if 0 < number <= len(lines) else ""
 
 
-def _tma_table(raw, names: frozenset[str], fail) -> dict[str, tuple[expr.Expr, expr.Expr]]:
-    """[tma]: A / B = [inner box formula, outer box formula] over the parameters."""
+def _tma_table(raw, names: frozenset[str], fail) -> dict[str, TmaMap]:
+    """[tma]: OPERAND = [inner box, outer box] (formulas over the parameters; 128-byte swizzle),
+    or OPERAND = { box = [inner, outer], swizzle = "128B" | "64B" | "32B" | "none" }."""
     if not isinstance(raw, dict) or set(raw) - set(TMA_OPERANDS):
         raise fail(f"tma must be a table with keys among {', '.join(TMA_OPERANDS)} (the "
                    f"operands to pass as tensor maps), found {raw!r}")
-    boxes = {}
+    maps = {}
     for operand in TMA_OPERANDS:
         if operand not in raw:
             continue
-        box = raw[operand]
-        if not isinstance(box, list) or len(box) != 2:
+        value, swizzle = raw[operand], "128B"
+        if isinstance(value, dict):
+            extra = sorted(set(value) - {"box", "swizzle"})
+            if extra or "box" not in value:
+                raise fail(f"tma.{operand} as a table takes box = [inner, outer] and optionally "
+                           f"swizzle; found keys {', '.join(sorted(value)) or 'none'}")
+            swizzle = value.get("swizzle", "128B")
+            if swizzle not in TMA_SWIZZLES:
+                raise fail(f"tma.{operand}.swizzle must be one of "
+                           f"{', '.join(map(repr, TMA_SWIZZLES))}, found {swizzle!r}")
+            value = value["box"]
+        if not isinstance(value, list) or len(value) != 2:
             raise fail(f"tma.{operand} must be [inner, outer]: the box in elements along the "
-                       f"contiguous dimension and across rows, found {box!r}")
-        boxes[operand] = tuple(_one_formula(b, names, fail, f"tma.{operand}") for b in box)
-    return boxes
+                       f"contiguous dimension and across rows, found {value!r}")
+        box = tuple(_one_formula(b, names, fail, f"tma.{operand}") for b in value)
+        maps[operand] = TmaMap(box, swizzle)
+    return maps
 
 
 def _ceiling_table(raw, precision: str, body: str, fail) -> CeilingSpec:
