@@ -14,6 +14,14 @@ tile_m = "BM"
 tile_n = "BN"
 smem_loads = "TM + TN"
 fmas = "TM * TN"
+# bank arithmetic, per warp per tile (a warp is two thread rows of 16): TM * BK // 4 LDS.128
+# of As read two rows TM * BK = 64 words apart, one bank: 2 wavefronts; TN * BK // 4 LDS.128
+# of Bs, 16 threads TN = 8 words apart: four threads per bank group, 4 wavefronts (2 would
+# do); the tile stores write consecutive words: one wavefront each
+smem_ld_requests = "(TM + TN) * BK // 4"
+smem_ld_wavefronts = "(2 * TM + 4 * TN) * BK // 4"
+smem_st_requests = "(BM + BN) * BK // ((BM // TM) * (BN // TN))"
+smem_st_wavefronts = "(BM + BN) * BK // ((BM // TM) * (BN // TN))"
 [params]
 BM = 128
 BN = 128

@@ -14,6 +14,13 @@ tile_m = "BM"
 tile_n = "BN"
 smem_loads = "WM // 32 + WN // 16"
 fmas = "(WM // 8) * (WN // 4)"
+# bank arithmetic, per warp per tile: WM // 32 + WN // 16 LDS.128 per k, each lane block
+# reading 8 (A) or 4 (B) consecutive float4s: one wavefront each; stores as 07 (4 STS of one
+# wavefront per float4 of A, one STS.128 of 4 wavefronts per float4 of B)
+smem_ld_requests = "(WM // 32 + WN // 16) * BK"
+smem_ld_wavefronts = "(WM // 32 + WN // 16) * BK"
+smem_st_requests = "(BM + BN // 4) * BK // ((BM // WM) * (BN // WN) * 32)"
+smem_st_wavefronts = "(BM + BN) * BK // ((BM // WM) * (BN // WN) * 32)"
 [params]
 BM = 128
 BN = 128

@@ -5,6 +5,10 @@ For a kernel at M x N x K, from the [model] table of its spec:
   times A), each B tile once per block row (ceil(M / tile_m) times B), C written once;
 - arithmetic intensity: 2MNK FLOP over those bytes;
 - shared-memory load instructions per FMA (per thread per k step);
+- optionally, shared-memory wavefronts per load and per store request, from the layout's bank
+  arithmetic declared in the spec (1 = conflict-free; 4 for a conflict-free 128-bit access by
+  32 distinct threads, which moves 512 bytes at 128 per wavefront);
+- the compulsory bytes (A, B and C once each): what DRAM must move at the least;
 - the bound: min(FP32 peak at the measured clock, intensity x DRAM bandwidth, the shared-memory
   issue bound). The last assumes one warp-wide shared-load instruction per clock per SM (128 B
   per clock, the sm_80/sm_90 shared-memory bandwidth): a warp's FMA instruction does 64 FLOP,
@@ -43,9 +47,16 @@ def model(spec: KernelSpec, params: dict[str, int], m: int, n: int, k: int) -> d
     c_bytes = m * n * ELEMENT_BYTES[spec.c_type]
     total = a_bytes + b_bytes + c_bytes
     flops = 2.0 * m * n * k
-    return {"tile_m": tile_m, "tile_n": tile_n, "global_bytes": total,
-            "intensity_flop_per_byte": flops / total,
-            "smem_loads_per_fma": values["smem_loads"] / values["fmas"]}
+    out = {"tile_m": tile_m, "tile_n": tile_n, "global_bytes": total,
+           "intensity_flop_per_byte": flops / total,
+           "compulsory_bytes": (m * k + k * n) * element_bytes + c_bytes,
+           "smem_loads_per_fma": values["smem_loads"] / values["fmas"]}
+    for op in ("ld", "st"):  # optional: the layout's bank-conflict prediction
+        requests = values.get(f"smem_{op}_requests")
+        if requests:
+            out[f"smem_{op}_wavefronts_per_request"] = (values[f"smem_{op}_wavefronts"]
+                                                        / requests)
+    return out
 
 
 SHARED_LOADS_PER_CLOCK_PER_SM = 1.0
