@@ -88,13 +88,23 @@ def metadata(device: dict, command: Sequence[str], timing: dict, sizes,
         "device": device,
         "timing": {**timing, "l2": "cold (flushed before every repetition)"
                    if timing.get("cold_l2") else "hot (warm L2, no flush)",
-                   "method": "CUDA events around each launch with the queue kept full behind "
-                             "L2-flush work; median and p20/p80 of the repetitions"},
+                   "method": timing_method(timing)},
         "sizes": [list(s) for s in sizes],
         "kernel_sources": {k.name: {"file": k.file, "sha256": k.source_sha256}
                            for k in kernels},
         "host": {"python": platform.python_version(), "platform": platform.platform()},
     }
+
+
+def timing_method(timing: dict) -> str:
+    """How a report's timings were taken, in words (``timing``: TimingOptions as a dict)."""
+    gap = timing.get("isolated_gap_ms") or 0
+    if gap > 0:
+        return (f"isolated launches: before each repetition the stream is synchronised and the "
+                f"GPU left idle {gap:g} ms, then CUDA events around the launch with a little "
+                "work queued ahead of it; median and p20/p80 of the repetitions")
+    return ("sustained: CUDA events around each launch with the queue kept full behind "
+            "L2-flush work; median and p20/p80 of the repetitions")
 
 
 def header(meta: dict, title: str) -> list[str]:

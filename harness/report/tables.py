@@ -69,6 +69,7 @@ RUN_COLUMNS: tuple[Column, ...] = (
            only_when_present=True),
     Column("clock_limits", "clock held by", lambda r: _t(r).clock_limits if _t(r) else None,
            only_when_present=True),
+    Column("regime", "launches", lambda r: _t(r).regime if _t(r) else None),
     Column("registers", "regs", lambda r: r.resources.registers if r.resources else None),
     Column("smem", "smem s/d B", _smem),
     Column("spills", "spill st/ld B", _spills),
