@@ -7,6 +7,7 @@ then launched; cuBLAS once per precision and size), then the report (report/prof
 
 from __future__ import annotations
 
+import gzip
 import statistics
 import sys
 import time
@@ -171,6 +172,7 @@ def _profile(args) -> int:
                        f"at {'x'.join(map(str, size))}" + (" with cuBLAS" if baseline else ""))
             try:
                 text, _ = ncu.profile(cmd, opts.timeout_s)
+                saved = _save_csv(text, stem, kernel.name, size)
                 ours, others = ncu_csv.split(ncu_csv.parse(text, metrics), spec.entry,
                                              opts.repeats)
             except HarnessError as exc:
@@ -183,7 +185,7 @@ def _profile(args) -> int:
                 ncu_csv.per_call(ours, metrics, opts.repeats),
                 {g: (r.timing if r else None) for g, r in timed.items()}, opts.flag_factor,
                 ncu_kernels=sorted({launch.kernel_name for launch in ours}),
-                launches=len(ours)))
+                launches=len(ours), ncu_csv=saved))
             if baseline and others:
                 done_baselines.add(key)
                 rows.append(report.row(
@@ -213,6 +215,16 @@ def _profile(args) -> int:
     print(f"wall time {meta['wall_s']:.0f} s; written: {', '.join(map(str, written))}")
     ok = all(r["status"] == "profiled" for r in rows if r["role"] == "kernel")
     return common.EXIT_OK if ok else common.EXIT_FAILED
+
+
+def _save_csv(text: str, stem: Path, name: str, size) -> str:
+    """ncu's CSV of one kernel, gzipped beside the report: where every number came from."""
+    folder = stem.parent / f"{stem.name}-ncu"
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{name.replace(':', '-')}-{'x'.join(map(str, size))}.csv.gz"
+    with gzip.open(path, "wt") as f:
+        f.write(text)
+    return str(path.relative_to(stem.parent))
 
 
 def _roofs(rows: list[dict], facts: dict) -> dict[str, float]:
