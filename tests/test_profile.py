@@ -367,3 +367,86 @@ def test_profile_command_refuses_bad_input_before_looking_for_a_gpu():
     if not gpu_status()[0]:
         none = harness("profile", "04_smem_padded:nopad", "--size", "256")
         assert none.returncode == 3 and "no GPU here" in none.stderr
+
+
+FAKE_NCU = """#!{python}
+import gzip, sys
+args = sys.argv[1:]
+if args == ["--version"]:
+    print("NVIDIA (R) Nsight Compute Command Line Profiler\\nVersion 2025.3.1.0 (build 1)")
+elif args[:1] == ["--query-metrics"]:
+    print(gzip.open({query!r}, "rt").read())
+else:
+    kernel = args[args.index("launch") + 1]
+    print(open({nopad!r} if kernel.startswith("04") else {tma!r}).read())
+"""
+
+
+def test_the_command_end_to_end_with_stand_ins_for_the_gpu_and_ncu(tmp_path, monkeypatch):
+    """The whole of ``harness profile`` on a CPU: a stand-in ncu prints the committed output,
+    the GPU's facts and the harness's timings are stand-ins too."""
+    from harness.bench.result import Baseline, KernelInfo, Result
+    from harness.cli import main
+    from harness.cli import profile as cli_profile
+    from harness.run.runner import RunRecord
+
+    fake = tmp_path / "ncu"
+    fake.write_text(FAKE_NCU.format(python=sys.executable, query=str(DATA / "ncu-query-metrics"
+                                                                      "-gh100.txt.gz"),
+                                    nopad=str(NOPAD), tma=str(TMA)))
+    fake.chmod(0o755)
+
+    class Session:
+        arch = "sm_90"
+        blas = type("Blas", (), {"version": 130000})()
+
+        def __init__(self, *a, **k):
+            pass
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            pass
+
+        def facts(self):
+            return {"name": "NVIDIA H100 80GB HBM3", "arch": "sm_90", "sm_count": 132,
+                    "l2_bytes": 50 << 20, "compute_capability": [9, 0], "clocks": {}}
+
+    timed = []
+
+    def fake_run(kernels, arch, options, jsonl, say, **kw):
+        timed.append(options.timing.regime)
+        record = RunRecord(device=Session().facts())
+        for k in kernels:
+            t = Timing(0.5, 0.5, 0.5, 0.5, 0.5, 10, True, 1980.0, 1980.0, 1980.0, 1.0,
+                       regime=options.timing.regime, gap_ms=options.timing.isolated_gap_ms)
+            record.results.append(Result.of(KernelInfo.of(k.for_arch(arch)), *SIZE).with_parts(
+                timing=t, baseline=Baseline("CUBLAS_COMPUTE_32F", t)).ended("pass", "ok"))
+        return record
+
+    monkeypatch.setattr("harness.bench.session.BenchSession", Session)
+    monkeypatch.setattr("harness.cli.common.gpu", lambda: "NVIDIA H100 80GB HBM3")
+    monkeypatch.setattr(cli_profile, "run", fake_run)
+    code = main(["profile", "04_smem_padded:nopad", "12_mma_tma_bf16:m256n128e", "--size",
+                 "1024", "--metrics", ",".join(SAMPLE_SETS), "--ncu", str(fake),
+                 "--report-dir", str(tmp_path / "reports")])
+    assert code == 0 and timed == ["sustained", "isolated"]
+    (json_path,) = (tmp_path / "reports" / "h100").glob("profile-*.json")
+    data = json.loads(json_path.read_text())
+    kernels = [r["kernel"] for r in data["rows"]]
+    assert kernels == ["04_smem_padded:nopad", "cuBLAS fp32", "12_mma_tma_bf16:m256n128e",
+                       "cuBLAS bf16"]
+    nopad = data["rows"][0]
+    assert nopad["timing"]["isolated"]["gap_ms"] == 5.0 and nopad["launches"] == 1
+    assert data["meta"]["ncu"]["version"] == "Version 2025.3.1.0 (build 1)"
+    assert "--no-baseline" not in data["meta"]["ncu"]["commands"][0]
+    with gzip.open(json_path.parent / nopad["ncu_csv"], "rt") as f:
+        assert f.read() == NOPAD.read_text() + "\n"
+    assert (json_path.parent / f"{json_path.stem}-roofline-1024x1024x1024.png").exists()
+    # a set this ncu cannot give is refused before anything runs
+    monkeypatch.setattr(ncu, "METRICS", ncu.METRICS + (ncu.Metric(
+        "x", "sm__no_such_metric.sum", "count", "dram", "nothing"),))
+    code = main(["profile", "04_smem_padded:nopad", "--size", "1024", "--ncu", str(fake),
+                 "--report-dir", str(tmp_path / "reports")])
+    assert code == 2

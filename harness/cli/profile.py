@@ -194,7 +194,7 @@ def _profile(args) -> int:
                     {g: (r.baseline.timing if r and r.baseline else None)
                      for g, r in timed.items()}, opts.flag_factor,
                     ncu_kernels=sorted({launch.kernel_name for launch in others}),
-                    launches=len(others)))
+                    launches=len(others), ncu_csv=saved))
 
     meta = files.metadata(facts, ["harness", *sys.argv[1:]], asdict(TimingOptions()),
                           opts.sizes, [KernelInfo.of(k.for_arch(arch)) for k in chosen])

@@ -206,6 +206,9 @@ def shared_table(rows: Sequence[dict], size, fmt: str = "github") -> str:
         if r["role"] != "kernel":
             continue
         p, d = r["predicted"], r["derived"]
+        if not any(key.startswith("smem_") and value is not None
+                   for key, value in {**p, **d}.items()):
+            continue  # no shared-memory instruction the counters see (ldmatrix, TMA)
         out.append([r["kernel"], _g(p.get("smem_ld_wavefronts_per_request")),
                     _g(d.get("smem_ld_wavefronts_per_request")), _ratio(r, "smem_ld_wavefronts"),
                     _g(p.get("smem_st_wavefronts_per_request")),
