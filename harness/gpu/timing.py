@@ -20,9 +20,9 @@ Two regimes. *Sustained* (the default) is the above: launches back to back, the 
 idle, so a power-capped card runs them at the clock its cap allows. *Isolated*
 (``isolated_gap_ms`` > 0) is how Nsight Compute sees a kernel: before every repetition the
 stream is synchronised and the host sleeps ``isolated_gap_ms``, so the GPU idles and its power
-and clocks recover; then a little work is queued ahead of the timed launch (the L2 flush in
-cold mode; in hot mode launches of the same kernel worth ``ISOLATED_AHEAD_MS``) so that the
-launch still never waits on the host. Every Timing says which regime it was taken in.
+and clocks recover; then work is queued ahead of the timed launch (L2 flushes in cold mode;
+in hot mode launches of the same kernel) long enough that the launch still never waits on the
+host (``_Isolated``). Every Timing says which regime it was taken in.
 """
 
 from __future__ import annotations
@@ -42,8 +42,8 @@ POWER_CHUNK_MS, POWER_AHEAD = 20.0, 3  # power pass: GPU ms per chunk of launche
 BATCH_MS = 10.0
 """GPU time of one batch of timed repetitions: the stopping rule is tested after each."""
 ISOLATED_AHEAD_MS = 0.05
-"""Isolated, hot L2: GPU work queued ahead of each timed launch, to outlast the host's
-enqueueing of it (a few microseconds)."""
+"""Isolated: GPU work queued ahead of each timed launch beyond three times the host's time to
+enqueue one (``_Isolated``)."""
 ISOLATED_MAX_REPS = 200
 """Isolated repetitions each cost a sleep: their count is capped lower than back to back."""
 SUSTAINED, ISOLATED = "sustained", "isolated"
@@ -291,12 +291,13 @@ class Timer:
         for launch in launches:
             launch()
         self.stream.synchronize("first launch")
-        estimates = [max(self._measure(launch, 3)[0], 1e-4) for launch in launches]
-        warm = max(1, math.ceil(opts.warmup_ms / sum(estimates)))
+        measured = [self._measure(launch, 3) for launch in launches]  # (GPU ms, host ms)
+        total_ms = sum(max(gpu_ms, 1e-4) for gpu_ms, _ in measured)
+        warm = max(1, math.ceil(opts.warmup_ms / total_ms))
         self._measure(lambda: [launch() for launch in launches], warm)
         cap = int(min(opts.max_reps, ISOLATED_MAX_REPS,
-                      max(opts.min_reps, opts.budget_ms / sum(estimates))))
-        reps = _Isolated(self, launches, estimates, cap, min(cap, opts.min_reps))
+                      max(opts.min_reps, opts.budget_ms / total_ms)))
+        reps = _Isolated(self, launches, measured, cap, min(cap, opts.min_reps))
         clocks = self.clocks.sample_until(reps.finished, interval_s=0.0, tick=reps.step)
         self.stream.synchronize("isolated repetitions")
         timings = []
@@ -376,43 +377,58 @@ class _Batches:
 
 class _Isolated:
     """Isolated repetitions, a round per :meth:`step`: each launch after a synchronise and the
-    gap, behind a little queued work, between its own events. The clock sampler calls
-    :meth:`step` between samples, so each sample is taken while a launch runs."""
+    gap, behind queued work, between its own events. The clock sampler calls :meth:`step`
+    between samples, so each sample is taken while a launch runs.
 
-    def __init__(self, timer: Timer, launches, estimates: list[float], cap: int, floor: int):
+    The queued work must outlast the host's enqueueing of the launch (a cuBLAS call costs the
+    host ~0.2 ms): it is sized at ``ISOLATED_AHEAD_MS`` plus three times the host's time per
+    launch, and a repetition in which the GPU still waited on the host is done again with
+    twice as much (at most three attempts per repetition over the timing; past that,
+    repetitions are kept as they come, and ``queue_ahead_ms`` < 0 says so)."""
+
+    def __init__(self, timer: Timer, launches, measured: list[tuple[float, float]], cap: int,
+                 floor: int):
         self.timer, self.launches, self.cap, self.floor = timer, launches, cap, floor
-        opts = timer.options
-        self.ahead = [max(1, math.ceil(ISOLATED_AHEAD_MS / ms)) for ms in estimates]
-        self.gap_s = opts.isolated_gap_ms / 1e3
+        self.gpu_ms = [max(gpu_ms, 1e-4) for gpu_ms, _ in measured]
+        self.ahead_ms = [ISOLATED_AHEAD_MS + 3 * host_ms for _, host_ms in measured]
+        self.gap_s = timer.options.isolated_gap_ms / 1e3
         self.times: list[list[float]] = []
         self.pending: list[tuple[Event, Event, Event, float]] = []
         self.least_ahead_ms = math.inf
+        self.attempts, self.max_attempts = 0, 3 * cap
         self.stop = ""
 
     def _ahead(self, i: int) -> None:
-        if self.timer.options.cold_l2:
-            self.timer.flush()
-        else:
-            for _ in range(self.ahead[i]):
+        cold = self.timer.options.cold_l2
+        unit_ms = self.timer.flush_ms() if cold else self.gpu_ms[i]
+        for _ in range(max(1, math.ceil(self.ahead_ms[i] / max(unit_ms, 1e-4)))):
+            if cold:
+                self.timer.flush()
+            else:
                 self.launches[i]()
 
     def _collect(self) -> None:
         if not self.pending:
             return
         self.timer.stream.synchronize("isolated repetition")
-        row = []
-        for mark, start, end, host_ms in self.pending:
+        row, aheads = [], []
+        for i, (mark, start, end, host_ms) in enumerate(self.pending):
             row.append(end.elapsed_ms(start))
             # how long the GPU was still busy with the queued work when the host had enqueued
             # the launch: positive means the launch never waited on the host
-            self.least_ahead_ms = min(self.least_ahead_ms, start.elapsed_ms(mark) - host_ms)
+            aheads.append(start.elapsed_ms(mark) - host_ms)
+            if aheads[-1] <= 0:
+                self.ahead_ms[i] *= 2
         self.pending = []
-        self.times.append(row)
+        self.attempts += 1
+        if min(aheads) > 0 or self.attempts >= self.max_attempts:
+            self.times.append(row)
+            self.least_ahead_ms = min(self.least_ahead_ms, min(aheads))
         self.stop = self._verdict()
 
     def _verdict(self) -> str:
         n, opts = len(self.times), self.timer.options
-        if n >= self.cap:
+        if n >= self.cap or (n and self.attempts >= self.max_attempts):
             return "max reps" if self.cap in (opts.max_reps, ISOLATED_MAX_REPS) else "budget"
         if n < self.floor or opts.max_rel_se_pct <= 0:
             return ""
