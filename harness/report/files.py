@@ -61,12 +61,17 @@ def git_state(root: Path = PROJECT_ROOT) -> dict:
     files; from git where the tree is a checkout, else from ``HARNESS_GIT_COMMIT`` and
     ``HARNESS_GIT_DIRTY`` (a copy of the tree sent to a GPU host without its .git)."""
     try:
+        top = subprocess.run(["git", "-C", str(root), "rev-parse", "--show-toplevel"],
+                             capture_output=True, text=True, timeout=10)
         commit = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"],
                                 capture_output=True, text=True, timeout=10)
         status = subprocess.run(["git", "-C", str(root), "status", "--porcelain",
                                  "--untracked-files=no"], capture_output=True, text=True,
                                 timeout=10)
-        if commit.returncode == 0 and status.returncode == 0:
+        # a copy of the tree inside another checkout (sent to a GPU host in an ignored
+        # folder) must not report that checkout's commit
+        own = top.returncode == 0 and Path(top.stdout.strip()).resolve() == Path(root).resolve()
+        if own and commit.returncode == 0 and status.returncode == 0:
             return {"commit": commit.stdout.strip(), "dirty": bool(status.stdout.strip())}
     except (OSError, subprocess.SubprocessError):
         pass
