@@ -198,7 +198,9 @@ def test_napkin_predicts_bank_conflicts_from_the_layout():
     assert nopad["smem_ld_wavefronts_per_request"] == pad["smem_ld_wavefronts_per_request"] == 1
     assert nopad["compulsory_bytes"] == 3 * 1024 * 1024 * 4
     k06 = kernel("06_blocktile_2d")
-    assert napkin.model(k06.spec, dict(k06.params), *SIZE)["smem_ld_wavefronts_per_request"] == 3
+    # LDS.128: 2 wavefronts where threads pair up on an address, 4 otherwise, 8 with the
+    # 2-way conflict of 06's B reads: (16 x 2 + 16 x 8) / 32
+    assert napkin.model(k06.spec, dict(k06.params), *SIZE)["smem_ld_wavefronts_per_request"] == 5
     k09 = kernel("09_cp_async:s4")  # cp.async: no shared stores to predict
     assert "smem_st_wavefronts_per_request" not in napkin.model(k09.spec, dict(k09.params), *SIZE)
 
@@ -234,17 +236,20 @@ def test_predicted_beside_measured_on_committed_ncu_output():
     assert store["measured"] == pytest.approx(35028948 / 2097152) and store["predicted"] == 16.5
     assert store["ratio"] == pytest.approx(16.70 / 16.5, rel=1e-3) and not store["off"]
     assert by["smem_ld_wavefronts"]["ratio"] == pytest.approx(1.0, abs=1e-3)
-    # DRAM read A and B once (8.4 MB) where the tiling implies 260 MiB: L2 caught the rest
+    # DRAM read A and B once (8.4 MB) where the tiling implies 260 MiB: L2 caught the rest,
+    # which is not the napkin's claim (shown, not flagged); by waves, B (4 MiB) stays in L2
+    # and A, B, C move once: C, still in L2 when the kernel ends, is not written yet
     dram = by["dram_vs_napkin"]
     napkin_bytes = (32 + 32) * 1024 * 1024 * 4 + 1024 * 1024 * 4
     assert dram["predicted"] == napkin_bytes and dram["measured"] == 8393984
-    assert dram["ratio"] == pytest.approx(8393984 / napkin_bytes) and dram["off"]
-    assert "L2" in dram["why"]
+    assert dram["ratio"] == pytest.approx(8393984 / napkin_bytes) and not dram["off"]
+    assert by["dram_vs_waves"]["ratio"] == pytest.approx(8393984 / (3 * 4 * 1024 * 1024))
     assert not by["theoretical_occupancy"]["off"]  # the harness's calculator agrees with ncu
     assert by["achieved_vs_theoretical"]["ratio"] == pytest.approx(0.9368)
     d = nopad["derived"]
     assert d["intensity_dram"] == pytest.approx(2 * 1024**3 / 8393984)
     assert d["smem_loads_per_fma"] == pytest.approx(2.0)  # 64 LDS per 32 k, per warp FFMA
+    assert d["smem_ld_wavefronts_per_fma"] == pytest.approx(67137271 / (1024**3 / 32))
     assert d["top_stalls"][0] == ("mio_throttle", 27.59)
     assert d["ncu_ms"] == pytest.approx(0.441024)
     assert d["sm_cycles"] == pytest.approx(441024e-9 * 1978202210.12)
@@ -260,10 +265,14 @@ def test_predicted_beside_measured_on_committed_ncu_output():
 
 
 def test_the_flag_factor_is_the_stated_one():
-    (nopad, *_), (loose, *_) = _rows(2.0), _rows(100.0)
-    assert any(c["off"] for c in nopad["comparisons"])
+    (tight, *_), (loose, *_) = _rows(1.01), _rows(2.0)
+    # DRAM 0.67x the waves (C not yet written back); stores 16.70 wavefronts per request
+    # against 16.5 predicted, 1.2% off
+    assert [c["key"] for c in tight["comparisons"] if c["off"]] == ["dram_vs_waves",
+                                                                      "smem_st_wavefronts"]
+    assert "shared-store wavefronts per request = 1.01x" in report.off_lines([tight], 1.01)[1]
     assert not any(c["off"] for c in loose["comparisons"])
-    assert "every flagged comparison is within 100x" in report.off_lines([loose], 100.0)[0]
+    assert "every flagged comparison is within 2x" in report.off_lines([loose], 2.0)[0]
 
 
 def test_report_files(tmp_path):
@@ -283,7 +292,7 @@ def test_report_files(tmp_path):
                     "## Not profiled"):
         assert heading in md
     assert "| 04_smem_padded:nopad" in md and "16.50" in md and "16.70" in md
-    assert "0.031x !" in md and "07_vectorized 1024x1024x1024: ncu error: ncu exited 1" in md
+    assert "0.031x" in md and "07_vectorized 1024x1024x1024: ncu error: ncu exited 1" in md
     assert png.name == "profile-x-roofline-1024x1024x1024.png"
     assert png.read_bytes()[:4] == b"\x89PNG" and f"]({png.name})" in md
 
@@ -450,3 +459,176 @@ def test_the_command_end_to_end_with_stand_ins_for_the_gpu_and_ncu(tmp_path, mon
     code = main(["profile", "04_smem_padded:nopad", "--size", "1024", "--ncu", str(fake),
                  "--report-dir", str(tmp_path / "reports")])
     assert code == 2
+
+
+class _Timeline:
+    """A GPU and a host in simulated time (ms): each call costs the host its time, GPU work
+    starts when both the GPU is free and the host has enqueued it."""
+
+    def __init__(self, launch_host_ms, launch_gpu_ms):
+        self.host = self.gpu = 0.0
+        self.launch_host_ms, self.launch_gpu_ms = launch_host_ms, launch_gpu_ms
+        self.flushes = 0
+
+    def work(self, host_ms, gpu_ms):
+        self.host += host_ms
+        self.gpu = max(self.gpu, self.host) + gpu_ms
+
+    def launch(self):
+        self.work(self.launch_host_ms, self.launch_gpu_ms)
+
+    def flush(self):
+        self.flushes += 1
+        self.work(0.005, 0.03)
+
+
+def test_isolated_launches_queue_enough_work_to_never_wait_on_the_host(monkeypatch):
+    """A launch whose enqueueing costs the host more than the first guess of queued work
+    (a cuBLAS call, ~0.2 ms): the repetitions where the GPU waited are done again with twice
+    the work ahead, and the times kept are the kernel's alone."""
+    from harness.gpu import timing
+
+    line = _Timeline(launch_host_ms=0.25, launch_gpu_ms=0.1)
+
+    class Event:
+        def record(self, stream):
+            line.work(0.002, 0.0)
+            self.at = line.gpu
+
+        def elapsed_ms(self, since):
+            return self.at - since.at
+
+    class Stream:
+        def synchronize(self, what):
+            line.host = max(line.host, line.gpu)
+
+    class Timer:
+        options = TimingOptions(isolated_gap_ms=5.0, max_rel_se_pct=0.0)
+        stream = Stream()
+
+        def flush_ms(self):
+            return 0.03
+
+        def flush(self):
+            line.flush()
+
+    monkeypatch.setattr(timing, "Event", Event)
+    monkeypatch.setattr(timing.time, "perf_counter", lambda: line.host / 1e3)
+    monkeypatch.setattr(timing.time, "sleep", lambda s: line.work(s * 1e3, 0.0))
+    # the first guess from a host time measured low (0.05 ms): 0.2 ms of flushes, too little
+    reps = timing._Isolated(Timer(), [line.launch], [(0.1, 0.05)], cap=20, floor=10)
+    while not reps.finished():
+        reps.step()
+    assert len(reps.times) == 20 and reps.attempts > 20  # some were done again
+    assert reps.least_ahead_ms > 0
+    assert all(abs(t - 0.1) < 1e-9 for (t,) in reps.times)  # the kernel's time alone
+    assert reps.ahead_ms[0] >= 0.25  # grown past the host's cost
+
+
+
+# --- the H100 at 4096: the napkin model against what ncu measured -------------------------
+
+H100_4096 = ("01_naive", "04_smem_padded:nopad", "04_smem_padded:pad", "06_blocktile_2d",
+             "07_vectorized", "10_hoisted", "12_mma_tma_bf16:m256n128e")
+
+
+@pytest.fixture(scope="module")
+def h100():
+    """Rows of ``harness profile ... --size 4096`` on the H100 (ncu 2025.3.1, every metric
+    set), rebuilt from the committed ncu output with the specs as they are now."""
+    from harness.cli.profile import predicted
+
+    metrics = ncu.select(["all"], "sm_90")
+    size = (4096, 4096, 4096)
+    rows = {}
+    for name in H100_4096:
+        k = kernel(name)
+        path = DATA / f"ncu-h100-4096-{name.replace(':', '-')}.csv.gz"
+        with gzip.open(path, "rt") as f:
+            ours, _ = ncu_csv.split(ncu_csv.parse(f.read(), metrics), k.spec.entry, 1)
+        rows[name] = report.row(name, "kernel", {"precision": k.spec.precision}, size,
+                                predicted(k, "sm_90", size),
+                                ncu_csv.per_call(ours, metrics, 1), {}, 2.0)
+    return rows
+
+
+def _cmp(row, key):
+    return next(c for c in row["comparisons"] if c["key"] == key)
+
+
+def test_padding_takes_the_transposed_store_to_one_wavefront(h100):
+    nopad, pad = h100["04_smem_padded:nopad"], h100["04_smem_padded:pad"]
+    assert nopad["derived"]["smem_st_wavefronts_per_request"] == pytest.approx(16.8, abs=0.05)
+    assert pad["derived"]["smem_st_wavefronts_per_request"] == pytest.approx(1.12, abs=0.01)
+    for row in (nopad, pad):
+        assert not _cmp(row, "smem_st_wavefronts")["off"]
+        assert _cmp(row, "smem_st_wavefronts")["ratio"] == pytest.approx(1.0, abs=0.12)
+        assert row["derived"]["smem_ld_wavefronts_per_request"] == pytest.approx(1.0, abs=1e-3)
+
+
+@pytest.mark.parametrize("name, measured", [("06_blocktile_2d", 5.00), ("07_vectorized", 5.01),
+                                            ("10_hoisted", 3.28)])
+def test_wide_shared_loads_take_the_wavefronts_the_layout_predicts(h100, name, measured):
+    row = h100[name]
+    assert row["derived"]["smem_ld_wavefronts_per_request"] == pytest.approx(measured, abs=0.01)
+    assert _cmp(row, "smem_ld_wavefronts")["ratio"] == pytest.approx(1.0, abs=0.02)
+
+
+def test_the_napkins_bytes_are_what_the_sms_ask_of_l2(h100):
+    """Tiled kernels: L2<->SM traffic within 0.69-0.96x of the napkin's implied bytes. The
+    naive kernel: L1 catches 31 of every 32 bytes its threads load, and DRAM sees 65x less
+    than the napkin (L2 catches half again, but A and B still come from DRAM 42 times)."""
+    for name in ("04_smem_padded:nopad", "04_smem_padded:pad", "06_blocktile_2d",
+                 "07_vectorized", "10_hoisted"):
+        ratio = _cmp(h100[name], "l2_vs_napkin")["ratio"]
+        assert 0.69 <= ratio <= 0.96 and not _cmp(h100[name], "l2_vs_napkin")["off"], name
+    naive = h100["01_naive"]
+    assert _cmp(naive, "l2_vs_napkin")["ratio"] == pytest.approx(0.032, abs=0.001)
+    assert _cmp(naive, "l2_vs_napkin")["off"]
+    assert 1 / _cmp(naive, "dram_vs_napkin")["ratio"] == pytest.approx(64.5, abs=1)
+    assert _cmp(naive, "dram_vs_compulsory")["ratio"] == pytest.approx(42.4, abs=0.1)
+    assert "dram_bytes_waves" not in naive["predicted"]  # a tile per thread: no waves of tiles
+
+
+def test_dram_by_waves_of_blocks(h100):
+    """06-10: within 2% of DRAM; the 32 x 32 tiles of 04, two block rows per wave, read B
+    twice as often as the waves say."""
+    for name in ("06_blocktile_2d", "07_vectorized", "10_hoisted"):
+        assert _cmp(h100[name], "dram_vs_waves")["ratio"] == pytest.approx(1.0, abs=0.02)
+        assert _cmp(h100[name], "dram_vs_napkin")["ratio"] < 0.16  # L2 caught 6-11x
+    assert _cmp(h100["04_smem_padded:pad"], "dram_vs_waves")["ratio"] == pytest.approx(
+        1.97, abs=0.01)
+
+
+def test_the_shared_roof_charges_one_wavefront_per_load(h100):
+    # 07 issues the loads the napkin counts (LDS.128) but each takes 5 wavefronts
+    row = h100["07_vectorized"]
+    assert _cmp(row, "smem_loads_per_fma")["ratio"] == pytest.approx(1.0)
+    assert _cmp(row, "smem_wavefronts_per_fma")["ratio"] == pytest.approx(5.0, abs=0.02)
+    assert _cmp(row, "smem_wavefronts_per_fma")["off"]
+
+
+def test_a_tensor_core_kernel_under_ncu(h100):
+    row = h100["12_mma_tma_bf16:m256n128e"]
+    d, me = row["derived"], row["measured"]
+    assert d["ncu_ms"] == pytest.approx(0.277664)
+    # the tensor pipe pulls the clock below 1980 MHz even in one isolated launch
+    assert d["ncu_sm_clock_mhz"] == pytest.approx(1714.1, abs=0.1)
+    assert me["tensor_pipe_pct"] == pytest.approx(83.65)
+    assert d["smem_ld_wavefronts_per_request"] is None  # ldmatrix: no LDS requests
+    assert [name for name, _ in d["top_stalls"]] == ["wait", "math_pipe_throttle",
+                                                     "long_scoreboard"]
+
+
+def test_a_copy_inside_another_checkout_reports_its_own_commit(tmp_path, monkeypatch):
+    """The GPU-host workflow copies the tree into an ignored folder of another checkout: the
+    report must name HARNESS_GIT_COMMIT, not the surrounding checkout's HEAD."""
+    from harness.report.files import git_state
+
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    copy = tmp_path / ".wt-copy"
+    copy.mkdir()
+    monkeypatch.setenv("HARNESS_GIT_COMMIT", "abc123")
+    monkeypatch.setenv("HARNESS_GIT_DIRTY", "0")
+    assert git_state(copy) == {"commit": "abc123", "dirty": False}
+    assert git_state(PROJECT_ROOT)["commit"] != "abc123"  # a checkout of its own: git says

@@ -8,6 +8,7 @@ then launched; cuBLAS once per precision and size), then the report (report/prof
 from __future__ import annotations
 
 import gzip
+import math
 import statistics
 import sys
 import time
@@ -97,16 +98,24 @@ def _timing_options(regime: str, opts: ProfileOptions) -> TimingOptions:
     return TimingOptions(isolated_gap_ms=opts.gap_ms if regime == "isolated" else 0.0)
 
 
-def predicted(kernel: Kernel, arch: str, size: tuple[int, int, int]) -> dict:
-    """The napkin model of ``kernel`` at ``size`` (none without a [model] table) and the
-    harness's theoretical occupancy for ``arch``."""
+def predicted(kernel: Kernel, arch: str, size: tuple[int, int, int], sm_count: int = 132,
+              l2_bytes: int = 50 << 20) -> dict:
+    """The napkin model of ``kernel`` at ``size`` (none without a [model] table), its DRAM
+    estimate by waves, and the harness's theoretical occupancy for ``arch``."""
     from harness.build.offline import build_row
 
     out = dict(napkin.model(kernel.spec, dict(kernel.params), *size)) if kernel.spec.model \
         else {}
     built = build_row(kernel, arch, size)
     if built.get("occupancy_pct") is not None:
-        out |= {"occupancy_pct": built["occupancy_pct"], "limiter": built["limiter"]}
+        out |= {"occupancy_pct": built["occupancy_pct"], "limiter": built["limiter"],
+                "blocks_per_sm": built["blocks_per_sm"]}
+        if "tile_m" in out:
+            grid = math.prod(kernel.grid_dims(*size))
+            waves = napkin.dram_bytes_waves(out, kernel.spec, *size, grid,
+                                            built["blocks_per_sm"] * sm_count, l2_bytes)
+            if waves is not None:
+                out["dram_bytes_waves"] = waves
     return out
 
 
@@ -181,7 +190,8 @@ def _profile(args) -> int:
                 continue
             ncu_cmds.append(" ".join(cmd))
             rows.append(report.row(
-                kernel.name, "kernel", _info(kernel), size, predicted(kernel, arch, size),
+                kernel.name, "kernel", _info(kernel), size,
+                predicted(kernel, arch, size, facts["sm_count"], facts["l2_bytes"]),
                 ncu_csv.per_call(ours, metrics, opts.repeats),
                 {g: (r.timing if r else None) for g, r in timed.items()}, opts.flag_factor,
                 ncu_kernels=sorted({launch.kernel_name for launch in ours}),

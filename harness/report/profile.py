@@ -68,9 +68,11 @@ def derive(measured: dict, m: int, n: int, k: int, precision: str = "fp32") -> d
             out[f"smem_{op}_conflicts_per_request"] = _div(get(f"smem_{op}_conflicts"),
                                                            requests)
     if get("smem_ld_requests") is not None and precision == "fp32":
-        # warp-wide shared loads per warp-wide FMA instruction (32 FMAs): the napkin's
-        # per-thread loads per FMA, as the SASS runs it
+        # per warp-wide FMA instruction (32 FMAs): shared-load instructions (the napkin's
+        # per-thread loads per FMA, as the SASS issues them) and their wavefronts (what the
+        # napkin's shared roof spends: one 128-byte wavefront per clock per SM)
         out["smem_loads_per_fma"] = get("smem_ld_requests") / (m * n * k / 32)
+        out["smem_ld_wavefronts_per_fma"] = get("smem_ld_wavefronts") / (m * n * k / 32)
     stalls = [(r, get(f"stall_{r}")) for r in STALL_REASONS
               if r != "selected" and get(f"stall_{r}")]
     if stalls:
@@ -84,9 +86,12 @@ COMPARISONS = (
      "l2_from_sm_bytes", True,
      "the napkin counts each block's tiles; L1 catches reuse inside a block that the tiling "
      "does not (the untiled kernels), and sector granularity adds to ragged accesses"),
-    ("dram_vs_napkin", "DRAM bytes / napkin's global bytes", "global_bytes", "dram_bytes", True,
-     "L2 (50 MB on an H100) serves the tiles that blocks running at the same time share: DRAM "
-     "sees the napkin's traffic only once per tile that leaves L2"),
+    ("dram_vs_napkin", "DRAM bytes / napkin's global bytes", "global_bytes", "dram_bytes",
+     False, ""),
+    ("dram_vs_waves", "DRAM bytes / napkin's DRAM estimate by waves of blocks",
+     "dram_bytes_waves", "dram_bytes", True,
+     "blocks in flight at one time do not share their tiles through L2 as the wave estimate "
+     "assumes (blocks of different rows out of step), or L2 keeps more than one wave's"),
     ("dram_vs_compulsory", "DRAM bytes / compulsory bytes (A, B, C once)", "compulsory_bytes",
      "dram_bytes", False, ""),
     ("smem_ld_wavefronts", "shared-load wavefronts per request",
@@ -98,8 +103,12 @@ COMPARISONS = (
      "the layout's bank arithmetic in the spec is wrong, or the compiler merged or split the "
      "stores differently"),
     ("smem_loads_per_fma", "shared loads per FMA (LDS per FFMA / source loads per FMA)",
-     "smem_loads_per_fma", "smem_loads_per_fma", True,
-     "the compiler merged source loads into wider LDS (LDS.128 reads 4 words at once)"),
+     "smem_loads_per_fma", "smem_loads_per_fma", False, ""),
+    ("smem_wavefronts_per_fma", "shared-load wavefronts per FFMA / napkin's loads per FMA "
+     "(its shared roof: one 128-byte wavefront per load)", "smem_loads_per_fma",
+     "smem_ld_wavefronts_per_fma", True,
+     "an LDS.128 takes 2 to 4 wavefronts (more with conflicts), not the one the napkin's "
+     "shared roof charges per load; or the compiler merged scalar loads"),
     ("achieved_vs_theoretical", "achieved / theoretical occupancy (ncu)",
      "theoretical_occupancy_pct", "achieved_occupancy_pct", False, ""),
 )
@@ -187,17 +196,20 @@ def traffic_table(rows: Sequence[dict], size, fmt: str = "github") -> str:
     out = []
     for r in _profiled(rows, size):
         p, d, me = r["predicted"], r["derived"], r["measured"]
-        out.append([r["kernel"], _g(p.get("global_bytes"), 1e9), _g(d.get("l2_from_sm_bytes"), 1e9),
-                    _ratio(r, "l2_vs_napkin"), _g(me.get("dram_read_bytes"), 1e9, "{:.3f}"),
+        out.append([r["kernel"], _g(p.get("global_bytes"), 1e9),
+                    _g(d.get("l2_from_sm_bytes"), 1e9), _ratio(r, "l2_vs_napkin"),
+                    _g(me.get("dram_read_bytes"), 1e9, "{:.3f}"),
                     _g(me.get("dram_write_bytes"), 1e9, "{:.3f}"), _ratio(r, "dram_vs_napkin"),
+                    _g(p.get("dram_bytes_waves"), 1e9, "{:.3f}"), _ratio(r, "dram_vs_waves"),
                     _g(p.get("compulsory_bytes"), 1e9, "{:.3f}"),
                     _ratio(r, "dram_vs_compulsory"), _g(me.get("l2_hit_pct"), fmt="{:.1f}"),
                     _g(p.get("intensity_flop_per_byte"), fmt="{:.1f}"),
                     _g(d.get("intensity_dram"), fmt="{:.0f}")])
     return tabulate(out, headers=["kernel", "napkin GB", "L2<->SM GB", "x napkin",
-                                  "DRAM read GB", "DRAM write GB", "x napkin", "compulsory GB",
-                                  "DRAM x compulsory", "L2 hit %", "FLOP/B napkin",
-                                  "FLOP/B DRAM"], tablefmt=fmt, disable_numparse=True)
+                                  "DRAM read GB", "DRAM write GB", "x napkin", "waves GB",
+                                  "x waves", "compulsory GB", "x compulsory", "L2 hit %",
+                                  "FLOP/B napkin", "FLOP/B DRAM"], tablefmt=fmt,
+                    disable_numparse=True)
 
 
 def shared_table(rows: Sequence[dict], size, fmt: str = "github") -> str:
@@ -216,10 +228,13 @@ def shared_table(rows: Sequence[dict], size, fmt: str = "github") -> str:
                     _g(d.get("smem_ld_conflicts_per_request")),
                     _g(d.get("smem_st_conflicts_per_request")),
                     _g(p.get("smem_loads_per_fma"), fmt="{:.3g}"),
-                    _g(d.get("smem_loads_per_fma"), fmt="{:.3g}")])
+                    _g(d.get("smem_loads_per_fma"), fmt="{:.3g}"),
+                    _g(d.get("smem_ld_wavefronts_per_fma"), fmt="{:.3g}"),
+                    _ratio(r, "smem_wavefronts_per_fma")])
     return tabulate(out, headers=["kernel", "ld wf/req predicted", "measured", "x",
                                   "st wf/req predicted", "measured", "x", "ld conflicts/req",
-                                  "st conflicts/req", "smem ld/FMA napkin", "measured"],
+                                  "st conflicts/req", "smem ld/FMA napkin", "LDS/FFMA",
+                                  "ld wf/FFMA", "x napkin"],
                     tablefmt=fmt, disable_numparse=True)
 
 
@@ -262,7 +277,8 @@ def time_table(rows: Sequence[dict], size, fmt: str = "github") -> str:
             t = (r.get("timing") or {}).get(regime)
             held = f" ({t['clock_limits']})" if t and t.get("clock_limits") not in ("", "none") \
                 else ""
-            cells += [_t(r, regime, "median_ms", "{:.4f}"), _t(r, regime, "vs_ncu"),
+            waited = " *" if t and (t.get("queue_ahead_ms") or 0) < 0 else ""
+            cells += [_t(r, regime, "median_ms", "{:.4f}") + waited, _t(r, regime, "vs_ncu"),
                       _t(r, regime, "sm_clock_mhz", "{:.0f}") + held,
                       _t(r, regime, "cycles_implied_clock_mhz", "{:.0f}")]
         out.append(cells)
@@ -309,14 +325,19 @@ def sections(rows: Sequence[dict], factor: float, fmt: str = "github") -> list[s
 
 LEGEND = [
     "- napkin GB: the global traffic the tiling implies (A once per block column, B once per "
-    "block row, C once); L2<->SM GB: 32-byte sectors the SMs read from and wrote to L2 "
-    "(`lts__t_sectors_srcunit_tex_op_read/write`); DRAM: `dram__bytes_read/write`; compulsory: "
-    "A, B and C once (where C fits in L2 it is written back after the kernel has ended, so "
-    "its DRAM writes read near 0); FLOP/B: 2MNK over the napkin's bytes and over DRAM's",
+    "block row, C once): what the SMs ask of L2; L2<->SM GB: 32-byte sectors the SMs read from "
+    "and wrote to L2 (`lts__t_sectors_srcunit_tex_op_read/write`); DRAM: "
+    "`dram__bytes_read/write`; waves GB: the napkin's DRAM estimate, L2 keeping the tiles "
+    "the blocks in flight share and no more (A once, B once per wave of blocks per SM x SMs, "
+    "C once; report/napkin.py `dram_bytes_waves`); compulsory: A, B and C once (where C fits "
+    "in L2 it is written back after the kernel has ended, so its DRAM writes read near 0); "
+    "FLOP/B: 2MNK over the napkin's bytes and over DRAM's",
     "- wf/req: shared-memory wavefronts per request (`l1tex__data_pipe_lsu_wavefronts_mem_"
     "shared_op_ld/st` over `smsp__inst_executed_op_shared_ld/st`), predicted from the layout's "
     "bank arithmetic in the spec's [model]; conflicts/req: ncu's bank conflicts per request; "
-    "smem ld/FMA: LDS instructions per warp FFMA (measured) and source loads per FMA (napkin)",
+    "smem ld/FMA napkin: the spec's shared loads per FMA, which the napkin's shared roof "
+    "charges one 128-byte wavefront each; LDS/FFMA and ld wf/FFMA: shared-load instructions "
+    "and their wavefronts per warp-wide FFMA, measured",
     "- occupancy: theoretical from the harness's calculator and from ncu's Occupancy section, "
     "achieved = `sm__warps_active` over the maximum; stalls: warps stalled per issued "
     "instruction by reason (`smsp__average_warps_issue_stalled_*_per_issue_active`)",
@@ -324,7 +345,8 @@ LEGEND = [
     "flushed, clocks not locked); sustained and isolated: the harness's CUDA-event medians "
     "(gpu/timing.py), x ncu = that time over ncu's, NVML MHz = NVML's SM clock during the "
     "timing (what held it), implied MHz = ncu's SM cycles over that time: the clock the "
-    "timing ran at if the kernel needs the same cycles at any clock",
+    "timing ran at if the kernel needs the same cycles at any clock; * = the GPU waited on "
+    "the host before some launch (queue_ahead_ms < 0): that time includes launch latency",
     "- x: measured / predicted; ! = off by more than the stated factor",
 ]
 
