@@ -449,7 +449,8 @@ def test_the_command_end_to_end_with_stand_ins_for_the_gpu_and_ncu(tmp_path, mon
     nopad = data["rows"][0]
     assert nopad["timing"]["isolated"]["gap_ms"] == 5.0 and nopad["launches"] == 1
     assert data["meta"]["ncu"]["version"] == "Version 2025.3.1.0 (build 1)"
-    assert "--no-baseline" not in data["meta"]["ncu"]["commands"][0]
+    assert "--no-baseline" not in nopad["ncu_command"] and "launch 04_smem_padded:nopad" in \
+        nopad["ncu_command"]
     with gzip.open(json_path.parent / nopad["ncu_csv"], "rt") as f:
         assert f.read() == NOPAD.read_text() + "\n"
     assert (json_path.parent / f"{json_path.stem}-roofline-1024x1024x1024.png").exists()

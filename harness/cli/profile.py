@@ -124,10 +124,6 @@ def _info(kernel: Kernel) -> dict:
     return {"precision": info.precision, "file": info.file, "params": info.params}
 
 
-def _timed(results: dict, kernel: Kernel, size, regimes) -> dict[str, Result | None]:
-    return {regime: results.get((kernel.name, tuple(size), regime)) for regime in regimes}
-
-
 def _profile(args) -> int:
     opts = options(args)
     chosen = common.kernels(args)
@@ -146,77 +142,23 @@ def _profile(args) -> int:
     common.say(f"harness profile: {len(chosen)} kernel(s) x {len(opts.sizes)} size(s) on {why} "
                f"({arch}) with {ncu_path} ({ncu_version}); harness timings: "
                f"{', '.join(opts.regimes) or 'none'}")
+    results = _harness_timings(chosen, arch, opts, stem)
+    profiler = _Profiler(args, opts, ncu_path, metrics, arch, facts, stem)
+    rows = []
+    steps = [(kernel.for_arch(arch), size) for kernel in chosen for size in opts.sizes]
+    for step, (kernel, size) in enumerate(steps, 1):
+        timed = {regime: results.get((kernel.name, tuple(size), regime))
+                 for regime in opts.regimes}
+        bad = next((r for r in timed.values() if r is not None and r.status != "pass"), None)
+        if bad is not None:  # failed, or skipped for its constraints: nothing to profile
+            rows.append(report.failed_row(kernel.name, _info(kernel), size, bad.status,
+                                          f"not profiled: {bad.message}"))
+            continue
+        common.say(f"[{step}/{len(steps)} {time.perf_counter() - t0:6.1f} s] ncu: "
+                   f"{kernel.name} at {'x'.join(map(str, size))}")
+        rows += profiler.rows(kernel, size, timed)
 
-    results: dict = {}
-    for regime in opts.regimes:
-        common.say(f"timing in the {regime} regime")
-        record = run(chosen, arch, RunOptions(sizes=opts.sizes,
-                                              timing=_timing_options(regime, opts)),
-                     stem.with_name(f"{stem.name}-{regime}.jsonl"), common.say)
-        for r in record.results:
-            results[(r.kernel.name, r.size, regime)] = r
-
-    rows, done_baselines, ncu_cmds = [], set(), []
-    total, step = len(chosen) * len(opts.sizes), 0
-    for kernel in chosen:
-        kernel = kernel.for_arch(arch)
-        spec = kernel.spec
-        for size in opts.sizes:
-            step += 1
-            timed = _timed(results, kernel, size, opts.regimes)
-            unfit = next((r for r in timed.values() if r is not None and not r.passed), None)
-            skipped = next((r for r in timed.values() if r is not None
-                            and r.status == "skipped"), None)
-            if unfit or skipped:
-                bad = unfit or skipped
-                rows.append(report.failed_row(kernel.name, _info(kernel), size, bad.status,
-                                              f"not profiled: {bad.message}"))
-                continue
-            key = (spec.precision, spec.layout_b, spec.c_type, size)
-            baseline = key not in done_baselines
-            cmd = ncu.command(ncu_path, metrics, ncu.launch_args(
-                kernel.name, size, opts.repeats, baseline, args.kernel_dir or [],
-                args.no_builtin))
-            common.say(f"[{step}/{total} {time.perf_counter() - t0:6.1f} s] ncu: {kernel.name} "
-                       f"at {'x'.join(map(str, size))}" + (" with cuBLAS" if baseline else ""))
-            try:
-                text, _ = ncu.profile(cmd, opts.timeout_s)
-                saved = _save_csv(text, stem, kernel.name, size)
-                ours, others = ncu_csv.split(ncu_csv.parse(text, metrics), spec.entry,
-                                             opts.repeats)
-            except HarnessError as exc:
-                rows.append(report.failed_row(kernel.name, _info(kernel), size, "ncu error",
-                                              str(exc)))
-                continue
-            ncu_cmds.append(" ".join(cmd))
-            rows.append(report.row(
-                kernel.name, "kernel", _info(kernel), size,
-                predicted(kernel, arch, size, facts["sm_count"], facts["l2_bytes"]),
-                ncu_csv.per_call(ours, metrics, opts.repeats),
-                {g: (r.timing if r else None) for g, r in timed.items()}, opts.flag_factor,
-                ncu_kernels=sorted({launch.kernel_name for launch in ours}),
-                launches=len(ours), ncu_csv=saved))
-            if baseline and others:
-                done_baselines.add(key)
-                rows.append(report.row(
-                    f"cuBLAS {spec.precision}", "baseline", {"precision": spec.precision},
-                    size, {}, ncu_csv.per_call(others, metrics, opts.repeats),
-                    {g: (r.baseline.timing if r and r.baseline else None)
-                     for g, r in timed.items()}, opts.flag_factor,
-                    ncu_kernels=sorted({launch.kernel_name for launch in others}),
-                    launches=len(others), ncu_csv=saved))
-
-    meta = files.metadata(facts, ["harness", *sys.argv[1:]], asdict(TimingOptions()),
-                          opts.sizes, [KernelInfo.of(k.for_arch(arch)) for k in chosen])
-    meta["timing"] = {regime: {**asdict(_timing_options(regime, opts)),
-                               "method": files.timing_method(asdict(_timing_options(regime,
-                                                                                   opts)))}
-                      for regime in opts.regimes}
-    meta["timing"]["l2"] = "cold (flushed before every repetition; ncu: --cache-control all)"
-    meta["ncu"] = {"path": ncu_path, "version": ncu_version, "commands": ncu_cmds,
-                   "clock_control": ncu.CLOCK_CONTROL, "cache_control": ncu.CACHE_CONTROL,
-                   "metrics": {m.key: m.name for m in metrics}}
-    meta["options"] = asdict(opts)
+    meta = _meta(facts, opts, chosen, arch, ncu_path, ncu_version, metrics)
     meta["wall_s"] = time.perf_counter() - t0
     written = report.write(meta, rows, stem, opts.flag_factor, _roofs(rows, facts),
                            napkin.DRAM_BYTES_PER_S.get(files.gpu_slug(why)))
@@ -225,6 +167,86 @@ def _profile(args) -> int:
     print(f"wall time {meta['wall_s']:.0f} s; written: {', '.join(map(str, written))}")
     ok = all(r["status"] == "profiled" for r in rows if r["role"] == "kernel")
     return common.EXIT_OK if ok else common.EXIT_FAILED
+
+
+def _harness_timings(chosen: list[Kernel], arch: str, opts: ProfileOptions, stem: Path
+                     ) -> dict[tuple, Result]:
+    """Every kernel checked and timed by the runner in each regime, by (name, size, regime);
+    each regime's results also stream to ``<stem>-<regime>.jsonl``."""
+    results = {}
+    for regime in opts.regimes:
+        common.say(f"timing in the {regime} regime")
+        record = run(chosen, arch, RunOptions(sizes=opts.sizes,
+                                              timing=_timing_options(regime, opts)),
+                     stem.with_name(f"{stem.name}-{regime}.jsonl"), common.say)
+        for r in record.results:
+            results[(r.kernel.name, r.size, regime)] = r
+    return results
+
+
+class _Profiler:
+    """One ncu run per kernel and size, turned into report rows; cuBLAS is profiled with the
+    first kernel of each precision, B layout, C type and size."""
+
+    def __init__(self, args, opts: ProfileOptions, ncu_path: str, metrics, arch: str,
+                 facts: dict, stem: Path):
+        self.args, self.opts, self.ncu_path, self.metrics = args, opts, ncu_path, metrics
+        self.arch, self.facts, self.stem = arch, facts, stem
+        self.done_baselines: set[tuple] = set()
+
+    def rows(self, kernel: Kernel, size, timed: dict[str, Result | None]) -> list[dict]:
+        spec, opts = kernel.spec, self.opts
+        key = (spec.precision, spec.layout_b, spec.c_type, tuple(size))
+        baseline = key not in self.done_baselines
+        cmd = ncu.command(self.ncu_path, self.metrics, ncu.launch_args(
+            kernel.name, size, opts.repeats, baseline, self.args.kernel_dir or [],
+            self.args.no_builtin))
+        try:
+            text, _ = ncu.profile(cmd, opts.timeout_s)
+            saved = _save_csv(text, self.stem, kernel.name, size)
+            ours, others = ncu_csv.split(ncu_csv.parse(text, self.metrics), spec.entry,
+                                         opts.repeats)
+            measured = ncu_csv.per_call(ours, self.metrics, opts.repeats)
+        except HarnessError as exc:
+            return [report.failed_row(kernel.name, _info(kernel), size, "ncu error", str(exc))]
+        source = {"ncu_command": " ".join(cmd), "ncu_csv": saved}
+        out = [report.row(
+            kernel.name, "kernel", _info(kernel), size,
+            predicted(kernel, self.arch, size, self.facts["sm_count"], self.facts["l2_bytes"]),
+            measured, {g: (r.timing if r else None) for g, r in timed.items()},
+            opts.flag_factor, ncu_kernels=sorted({launch.kernel_name for launch in ours}),
+            launches=len(ours), **source)]
+        if baseline and others:
+            try:
+                blas = ncu_csv.per_call(others, self.metrics, opts.repeats)
+            except HarnessError as exc:
+                common.say(f"cuBLAS beside {kernel.name} left out: {exc}")
+                return out
+            self.done_baselines.add(key)
+            out.append(report.row(
+                f"cuBLAS {spec.precision}", "baseline", {"precision": spec.precision}, size,
+                {}, blas, {g: (r.baseline.timing if r and r.baseline else None)
+                           for g, r in timed.items()}, opts.flag_factor,
+                ncu_kernels=sorted({launch.kernel_name for launch in others}),
+                launches=len(others), **source))
+        return out
+
+
+def _meta(facts: dict, opts: ProfileOptions, chosen: list[Kernel], arch: str, ncu_path: str,
+          ncu_version: str, metrics) -> dict:
+    """The report's provenance: files.metadata, how each regime was timed, and ncu's part."""
+    meta = files.metadata(facts, ["harness", *sys.argv[1:]], asdict(TimingOptions()),
+                          opts.sizes, [KernelInfo.of(k.for_arch(arch)) for k in chosen])
+    meta["timing"] = {regime: {**asdict(_timing_options(regime, opts)),
+                               "method": files.timing_method(asdict(_timing_options(regime,
+                                                                                   opts)))}
+                      for regime in opts.regimes}
+    meta["timing"]["l2"] = "cold (flushed before every repetition; ncu: --cache-control all)"
+    meta["ncu"] = {"path": ncu_path, "version": ncu_version,
+                   "clock_control": ncu.CLOCK_CONTROL, "cache_control": ncu.CACHE_CONTROL,
+                   "metrics": {m.key: m.name for m in metrics}}
+    meta["options"] = asdict(opts)
+    return meta
 
 
 def _save_csv(text: str, stem: Path, name: str, size) -> str:

@@ -308,12 +308,14 @@ def sections(rows: Sequence[dict], factor: float, fmt: str = "github") -> list[s
         if not _profiled(rows, size):
             continue
         out += [f"## {'x'.join(map(str, size))}", "",
-                "### Global traffic and arithmetic intensity", "", traffic_table(rows, size, fmt),
-                "", "### Shared memory (wavefronts per request; 1 = conflict-free 32-bit, 4 = "
-                "conflict-free 128-bit)", "", shared_table(rows, size, fmt), "",
+                "### Global traffic and arithmetic intensity", "",
+                traffic_table(rows, size, fmt), "",
+                "### Shared memory (wavefronts per request: 1 for a conflict-free 32-bit "
+                "access; an LDS.128 takes 4, or 2 where threads pair up on addresses)", "",
+                shared_table(rows, size, fmt), "",
                 "### Occupancy, throughput, stalls", "", sm_table(rows, size, fmt), "",
-                "### Time: ncu beside the harness's two regimes", "", time_table(rows, size, fmt),
-                ""]
+                "### Time: ncu beside the harness's two regimes", "",
+                time_table(rows, size, fmt), ""]
     out += [f"## Where the model is off by more than {factor:g}x", "", *off_lines(rows, factor),
             ""]
     failed = [r for r in rows if r["status"] != "profiled"]
