@@ -336,6 +336,15 @@ def test_timing_regimes_are_labelled_and_old_reports_read_as_sustained():
     assert TimingOptions(isolated_gap_ms=5).regime == "isolated"
     assert "isolated launches, each after a synchronise and 5 ms idle" in \
         TimingOptions(isolated_gap_ms=5).describe()
+    from dataclasses import asdict
+
+    from harness.report.files import timing_method
+    from harness.report.tables import table
+
+    assert timing_method(asdict(TimingOptions())).startswith("sustained: CUDA events")
+    assert timing_method(asdict(TimingOptions(isolated_gap_ms=5))).startswith(
+        "isolated launches: before each repetition the stream is synchronised and the GPU "
+        "left idle 5 ms")
     old = load_report(PROJECT_ROOT / "reports" / "h100" / "run-20261122-132342.json")  # schema 1
     assert old.schema == 1 and all(r.timing.regime == "sustained" for r in old.results
                                    if r.timing)
@@ -347,6 +356,8 @@ def test_timing_regimes_are_labelled_and_old_reports_read_as_sustained():
     back = Result.from_json(json.loads(json.dumps(res.to_json())))
     assert back.timing.regime == "isolated" and back.timing.gap_ms == 5.0
     assert math.isclose(back.timing.median_ms, 1.0)
+    header, _, line = table([back.ended("pass", "ok")]).splitlines()
+    assert "launches" in header and "isolated" in line
 
 
 def test_isolated_flag_maps_to_the_timing_option():
@@ -355,11 +366,12 @@ def test_isolated_flag_maps_to_the_timing_option():
 
     parser = _parser()
     assert _timing(parser.parse_args(["run"])).regime == "sustained"
-    assert _timing(parser.parse_args(["run", "--isolated"])).isolated_gap_ms == 5.0
-    assert _timing(parser.parse_args(["compare", "a", "b", "--isolated", "2"])
+    assert _timing(parser.parse_args(["run", "--gap-ms", "2"])).regime == "sustained"
+    assert _timing(parser.parse_args(["run", "--isolated", "k1"])).isolated_gap_ms == 5.0
+    assert _timing(parser.parse_args(["compare", "a", "b", "--isolated", "--gap-ms", "2"])
                    ).isolated_gap_ms == 2.0
-    with pytest.raises(HarnessError, match="--isolated 5000: expected an idle gap"):
-        _timing(parser.parse_args(["run", "--isolated", "5000"]))
+    with pytest.raises(HarnessError, match="--gap-ms 5000: expected an idle gap"):
+        _timing(parser.parse_args(["run", "--isolated", "--gap-ms", "5000"]))
 
 
 def test_profile_command_refuses_bad_input_before_looking_for_a_gpu():

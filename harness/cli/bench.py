@@ -22,8 +22,8 @@ DEFAULT_RUN_SIZES = ("1024", "2048", "4096")
 WRONG_BY_DESIGN = {"NOLOAD", "NOSTORE"}
 """Measurement knobs that skip work: a kernel with one set must fail its check."""
 ISOLATED_GAP_MS = 5.0
-"""``--isolated`` without a value: the idle time before each isolated launch, long enough for
-the board's power to fall away, short enough to keep a timing brief."""
+"""``--gap-ms``'s default: the idle time before each isolated launch, long enough for the
+board's power to fall away, short enough to keep a timing brief."""
 
 
 def _timing_flags(p: argparse.ArgumentParser, budget_ms: float = 300.0) -> None:
@@ -36,25 +36,28 @@ def _timing_flags(p: argparse.ArgumentParser, budget_ms: float = 300.0) -> None:
                    f"error is at most PCT ({TimingOptions.max_rel_se_pct:g}); 0 spends the "
                    "whole budget")
     p.add_argument("--warmup-ms", type=float, default=TimingOptions.warmup_ms)
-    p.add_argument("--isolated", type=float, nargs="?", const=ISOLATED_GAP_MS, default=0.0,
-                   metavar="GAP_MS",
-                   help="time isolated launches, each after a synchronise and GAP_MS idle "
-                        f"({ISOLATED_GAP_MS:g}), as Nsight Compute does; default: sustained, "
-                        "back to back with the queue kept full")
+    p.add_argument("--isolated", action="store_true",
+                   help="time isolated launches, each after a synchronise and --gap-ms idle, "
+                        "as Nsight Compute does (default: sustained, back to back with the "
+                        "queue kept full)")
+    p.add_argument("--gap-ms", type=float, default=ISOLATED_GAP_MS,
+                   help=f"with --isolated: the idle time before each launch ({ISOLATED_GAP_MS:g})")
 
 
 
 def _timing(args, cold_l2: bool = True, power_s: float = 0.0, **overrides) -> TimingOptions:
     values = {"cold_l2": cold_l2, "budget_ms": args.budget_ms, "min_ms": args.min_ms,
               "max_rel_se_pct": args.max_rel_se, "warmup_ms": args.warmup_ms,
-              "power_s": power_s, "isolated_gap_ms": getattr(args, "isolated", 0.0),
+              "power_s": power_s,
+              "isolated_gap_ms": args.gap_ms if getattr(args, "isolated", False) else 0.0,
               **overrides}
     if values["min_ms"] > values["budget_ms"]:
         raise HarnessError(f"--min-ms {values['min_ms']:g} is above --budget-ms "
                            f"{values['budget_ms']:g}: the floor must not exceed the cap")
-    if not 0 <= values["isolated_gap_ms"] <= 1000:
-        raise HarnessError(f"--isolated {values['isolated_gap_ms']:g}: expected an idle gap "
-                           "from 0 to 1000 ms before each launch (5 lets the power fall away)")
+    if getattr(args, "isolated", False) and not 0 < values["isolated_gap_ms"] <= 1000:
+        raise HarnessError(f"--gap-ms {values['isolated_gap_ms']:g}: expected an idle gap "
+                           "above 0 and up to 1000 ms before each isolated launch (5 lets the "
+                           "power fall away)")
     return TimingOptions(**values)
 
 

@@ -70,9 +70,9 @@ class TimingOptions:
     """After timing one launch, run it back to back this long for the board's mean power
     (``Timer.power``); 0 skips it. Launches timed interleaved get none."""
     isolated_gap_ms: float = 0.0
-    """``--isolated [MS]``: 0 times the sustained regime (the queue kept full); above 0, each
-    repetition is an isolated launch after the stream is synchronised and the host has slept
-    this long (the GPU idle), as under Nsight Compute."""
+    """``--isolated`` with ``--gap-ms``: 0 times the sustained regime (the queue kept full);
+    above 0, each repetition is an isolated launch after the stream is synchronised and the
+    host has slept this long (the GPU idle), as under Nsight Compute."""
 
     @property
     def regime(self) -> str:
