@@ -399,7 +399,11 @@ elif args[:1] == ["--query-metrics"]:
     print(gzip.open({query!r}, "rt").read())
 else:
     kernel = args[args.index("launch") + 1]
-    print(open({nopad!r} if kernel.startswith("04") else {tma!r}).read())
+    if kernel.startswith("07"):
+        print("==PROF== Disconnected")
+        sys.stderr.write("harness: error: 07_vectorized fails its check at 1024x1024x1024\\n")
+    else:
+        print(open({nopad!r} if kernel.startswith("04") else {tma!r}).read())
 """
 
 
@@ -449,15 +453,19 @@ def test_the_command_end_to_end_with_stand_ins_for_the_gpu_and_ncu(tmp_path, mon
     monkeypatch.setattr("harness.bench.session.BenchSession", Session)
     monkeypatch.setattr("harness.cli.common.gpu", lambda: "NVIDIA H100 80GB HBM3")
     monkeypatch.setattr(cli_profile, "run", fake_run)
-    code = main(["profile", "04_smem_padded:nopad", "12_mma_tma_bf16:m256n128e", "--size",
-                 "1024", "--metrics", ",".join(SAMPLE_SETS), "--ncu", str(fake),
-                 "--report-dir", str(tmp_path / "reports")])
-    assert code == 0 and timed == ["sustained", "isolated"]
+    code = main(["profile", "04_smem_padded:nopad", "12_mma_tma_bf16:m256n128e",
+                 "07_vectorized", "--size", "1024", "--metrics", ",".join(SAMPLE_SETS), "--ncu",
+                 str(fake), "--report-dir", str(tmp_path / "reports")])
+    assert code == 1 and timed == ["sustained", "isolated"]  # 07 failed under ncu
     (json_path,) = (tmp_path / "reports" / "h100").glob("profile-*.json")
     data = json.loads(json_path.read_text())
     kernels = [r["kernel"] for r in data["rows"]]
     assert kernels == ["04_smem_padded:nopad", "cuBLAS fp32", "12_mma_tma_bf16:m256n128e",
-                       "cuBLAS bf16"]
+                       "cuBLAS bf16", "07_vectorized"]
+    failed = data["rows"][-1]
+    assert failed["status"] == "ncu error" and "no CSV table" in failed["message"]
+    assert "harness launch said: harness: error: 07_vectorized fails its check" in \
+        failed["message"]
     nopad = data["rows"][0]
     assert nopad["timing"]["isolated"]["gap_ms"] == 5.0 and nopad["launches"] == 1
     assert data["meta"]["ncu"]["version"] == "Version 2025.3.1.0 (build 1)"

@@ -202,13 +202,17 @@ class _Profiler:
             kernel.name, size, opts.repeats, baseline, self.args.kernel_dir or [],
             self.args.no_builtin))
         try:
-            text, _ = ncu.profile(cmd, opts.timeout_s)
-            saved = _save_csv(text, self.stem, kernel.name, size)
+            text, launch_said = ncu.profile(cmd, opts.timeout_s)
+        except HarnessError as exc:
+            return [report.failed_row(kernel.name, _info(kernel), size, "ncu error", str(exc))]
+        saved = _save_csv(text, self.stem, kernel.name, size)
+        try:
             ours, others = ncu_csv.split(ncu_csv.parse(text, self.metrics), spec.entry,
                                          opts.repeats)
             measured = ncu_csv.per_call(ours, self.metrics, opts.repeats)
-        except HarnessError as exc:
-            return [report.failed_row(kernel.name, _info(kernel), size, "ncu error", str(exc))]
+        except HarnessError as exc:  # what the launch said explains a missing launch
+            return [report.failed_row(kernel.name, _info(kernel), size, "ncu error",
+                                      f"{exc}; harness launch said: {ncu.tail(launch_said)}")]
         source = {"ncu_command": " ".join(cmd), "ncu_csv": saved}
         out = [report.row(
             kernel.name, "kernel", _info(kernel), size,
