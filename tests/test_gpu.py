@@ -3,6 +3,8 @@ driver, launch refusals, timing, and isolation of kernels that fault, hang or fa
 
 from __future__ import annotations
 
+import time
+
 import pytest
 from conftest import FIXTURE_KERNELS
 
@@ -194,6 +196,28 @@ def test_timing_keeps_the_queue_full_and_stops_on_its_rule(device, stream):
                    TimingOptions(budget_ms=30, min_ms=5, warmup_ms=5, max_rel_se_pct=0))
     t = capped.time(gemm.launcher(m, n, k, 1.0, a.address, b.address, 0.0, c.address, stream))
     assert t.stop == "budget" and t.reps * t.median_ms < 60, t
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("cold", [True, False])
+def test_isolated_launches_idle_between_and_wait_on_no_host(device, stream, cold):
+    from harness.gpu.clocks import ClockSampler
+    from harness.gpu.timing import Timer
+
+    (kernel,) = select(KERNELS, ["10_hoisted"])
+    gemm = load(device, kernel)
+    m = n = k = 1024
+    a, b, c = Buffer(m * k * 4), Buffer(k * n * 4), Buffer(m * n * 4)
+    for buf in (a, b, c):
+        buf.fill_u32(0x3F000000, stream)
+    timer = Timer(stream, device.l2_bytes, ClockSampler(device.pci_bus_id),
+                  TimingOptions(budget_ms=50, warmup_ms=5, isolated_gap_ms=2.0, cold_l2=cold))
+    t0 = time.perf_counter()
+    t = timer.time(gemm.launcher(m, n, k, 1.0, a.address, b.address, 0.0, c.address, stream))
+    assert t.regime == "isolated" and t.gap_ms == 2.0 and t.cold_l2 == cold
+    assert 10 <= t.reps <= 200 and 0 < t.p20_ms <= t.median_ms <= t.p80_ms
+    assert t.queue_ahead_ms > 0, t  # the queued work outlasted the host's enqueueing
+    assert time.perf_counter() - t0 > t.reps * 2e-3  # every repetition waited out its gap
 
 
 def test_isolation_of_fault_hang_and_compile_error(tmp_path):

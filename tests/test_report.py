@@ -151,6 +151,8 @@ def test_committed_runs_render_as_they_were_written(name):
     run = load_report(H100 / f"{name}.json")
     assert run.schema == 1 and all(isinstance(r, Result) for r in run.results)
     md = (H100 / f"{name}.md").read_text()
+    # every row of then was sustained: the launches column shows only beside isolated ones
+    assert all(r.timing.regime == "sustained" for r in run.results if r.timing)
     assert tables.table(run.results, fmt="github") == _markdown_table(md, "| kernel")
 
 

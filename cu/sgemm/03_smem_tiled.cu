@@ -14,6 +14,14 @@ tile_m = "TILE"
 tile_n = "TILE"
 smem_loads = "2"
 fmas = "1"
+# bank arithmetic, per warp per tile as sm_90 SASS issues it: TILE // 4 LDS.128 of As (one row
+# per warp, or two at t16: threads pair up on one address, so 2 wavefronts, not the 4 an
+# LDS.128 needs to return 512 bytes), TILE LDS of Bs (consecutive words: 1) and one store
+# each, row-wise (1)
+smem_ld_requests = "TILE // 4 + TILE"
+smem_ld_wavefronts = "2 * (TILE // 4) + TILE"
+smem_st_requests = "2"
+smem_st_wavefronts = "2"
 [params]
 TILE = 32
 [variants]

@@ -14,6 +14,13 @@ tile_m = "TILE"
 tile_n = "TILE"
 smem_loads = "2"
 fmas = "1"
+# bank arithmetic, per warp per tile: 2 TILE scalar LDS (AsT[k][ty] a broadcast, Bs[k][tx]
+# consecutive: one wavefront each); the AsT store steps TILE + PAD words across the warp, so
+# it hits gcd(TILE + PAD, 32) times one bank (32 without padding, 1 with PAD = 1); Bs's is 1
+smem_ld_requests = "2 * TILE"
+smem_ld_wavefronts = "2 * TILE"
+smem_st_requests = "2"
+smem_st_wavefronts = "gcd(TILE + PAD, 32) + 1"
 [params]
 TILE = 32
 PAD = 1

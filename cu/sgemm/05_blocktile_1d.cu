@@ -14,6 +14,13 @@ tile_m = "BM"
 tile_n = "BN"
 smem_loads = "TM + 1"
 fmas = "TM"
+# bank arithmetic, per warp per tile (one thread row per warp): BK LDS of Bs (consecutive: 1
+# wavefront), TM * BK // 4 LDS.128 of As (a broadcast: threads pair up on one address, 2
+# wavefronts), two stores of consecutive words (1)
+smem_ld_requests = "BK + TM * BK // 4"
+smem_ld_wavefronts = "BK + 2 * (TM * BK // 4)"
+smem_st_requests = "2"
+smem_st_wavefronts = "2"
 [params]
 BM = 64
 BN = 64

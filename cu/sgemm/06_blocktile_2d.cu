@@ -14,6 +14,16 @@ tile_m = "BM"
 tile_n = "BN"
 smem_loads = "TM + TN"
 fmas = "TM * TN"
+# bank arithmetic, per warp per tile (a warp is two thread rows of 16). An LDS.128 returns 16
+# bytes to each of 32 threads, 512 bytes at 128 per wavefront: 4 wavefronts at the least, 2
+# where threads pair up on one address (T and T^1 or T^2), more where the 8 threads a
+# wavefront serves hit a bank twice. TM * BK // 4 LDS.128 of As: each half-warp reads one
+# address, 2 wavefronts; TN * BK // 4 of Bs: 16 threads TN = 8 words apart, so each quarter-
+# warp's 8 addresses fall two to a bank: 2 x 4 = 8; the tile stores write consecutive words: 1
+smem_ld_requests = "(TM + TN) * BK // 4"
+smem_ld_wavefronts = "(2 * TM + 8 * TN) * BK // 4"
+smem_st_requests = "(BM + BN) * BK // ((BM // TM) * (BN // TN))"
+smem_st_wavefronts = "(BM + BN) * BK // ((BM // TM) * (BN // TN))"
 [params]
 BM = 128
 BN = 128

@@ -14,6 +14,15 @@ tile_m = "BM"
 tile_n = "BN"
 smem_loads = "TM // 4 + TN // 4"
 fmas = "TM * TN"
+# bank arithmetic, per warp per tile (LDS.128 as in 06): TM // 4 LDS.128 of As per k (each
+# half-warp one address: 2 wavefronts) and TN // 4 of Bs (as 06: 8); per thread per tile
+# BM * BK // 4 // THREADS float4s of A stored transposed as 4 STS, rows LDA_S = 132 words
+# apart, which puts the warp's two halves 16 banks apart (1 wavefront), and
+# BK * BN // 4 // THREADS STS.128 of B, 512 consecutive bytes: 4 wavefronts, conflict-free
+smem_ld_requests = "(TM + TN) * BK // 4"
+smem_ld_wavefronts = "(2 * (TM // 4) + 8 * (TN // 4)) * BK"
+smem_st_requests = "(BM + BN // 4) * BK // ((BM // TM) * (BN // TN))"
+smem_st_wavefronts = "(BM + BN) * BK // ((BM // TM) * (BN // TN))"
 [params]
 BM = 128
 BN = 128

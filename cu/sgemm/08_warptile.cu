@@ -14,6 +14,14 @@ tile_m = "BM"
 tile_n = "BN"
 smem_loads = "WM // 32 + WN // 16"
 fmas = "(WM // 8) * (WN // 4)"
+# bank arithmetic, per warp per tile (LDS.128 as in 06): WM // 32 LDS.128 of As per k, four
+# lanes on each address (pairs: 2 wavefronts), and WN // 16 of Bs, neighbouring lanes on
+# different addresses (4), all conflict-free; stores as 07 (4 STS of 1 wavefront per float4
+# of A, one STS.128 of 4 per float4 of B)
+smem_ld_requests = "(WM // 32 + WN // 16) * BK"
+smem_ld_wavefronts = "(2 * (WM // 32) + 4 * (WN // 16)) * BK"
+smem_st_requests = "(BM + BN // 4) * BK // ((BM // WM) * (BN // WN) * 32)"
+smem_st_wavefronts = "(BM + BN) * BK // ((BM // WM) * (BN // WN) * 32)"
 [params]
 BM = 128
 BN = 128

@@ -14,6 +14,10 @@ tile_m = "BM"
 tile_n = "BN"
 smem_loads = "WM // 32 + WN // 16"
 fmas = "(WM // 8) * (WN // 4)"
+# bank arithmetic, per warp per tile: loads as 08 (As 2 wavefronts, Bs 4, conflict-free);
+# cp.async, no shared stores
+smem_ld_requests = "(WM // 32 + WN // 16) * BK"
+smem_ld_wavefronts = "(2 * (WM // 32) + 4 * (WN // 16)) * BK"
 [params]
 BM = 128
 BN = 256

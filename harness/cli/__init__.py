@@ -13,11 +13,11 @@ import argparse
 import sys
 from pathlib import Path
 
-from harness.cli import bench, kernels, reports
+from harness.cli import bench, kernels, profile, reports
 from harness.cli.common import EXIT_BAD_INPUT, EXIT_INTERRUPTED, EXIT_NO_GPU, NoGpu
 from harness.errors import HarnessError
 
-_GROUPS = (kernels, bench, reports)
+_GROUPS = (kernels, bench, profile, reports)
 
 
 def _parser() -> argparse.ArgumentParser:

@@ -21,6 +21,9 @@ from harness.run.runner import RunOptions, RunRecord, parse_size, run
 DEFAULT_RUN_SIZES = ("1024", "2048", "4096")
 WRONG_BY_DESIGN = {"NOLOAD", "NOSTORE"}
 """Measurement knobs that skip work: a kernel with one set must fail its check."""
+ISOLATED_GAP_MS = 5.0
+"""``--gap-ms``'s default: the idle time before each isolated launch, long enough for the
+board's power to fall away, short enough to keep a timing brief."""
 
 
 def _timing_flags(p: argparse.ArgumentParser, budget_ms: float = 300.0) -> None:
@@ -33,15 +36,28 @@ def _timing_flags(p: argparse.ArgumentParser, budget_ms: float = 300.0) -> None:
                    f"error is at most PCT ({TimingOptions.max_rel_se_pct:g}); 0 spends the "
                    "whole budget")
     p.add_argument("--warmup-ms", type=float, default=TimingOptions.warmup_ms)
+    p.add_argument("--isolated", action="store_true",
+                   help="time isolated launches, each after a synchronise and --gap-ms idle, "
+                        "as Nsight Compute does (default: sustained, back to back with the "
+                        "queue kept full)")
+    p.add_argument("--gap-ms", type=float, default=ISOLATED_GAP_MS,
+                   help=f"with --isolated: the idle time before each launch ({ISOLATED_GAP_MS:g})")
+
 
 
 def _timing(args, cold_l2: bool = True, power_s: float = 0.0, **overrides) -> TimingOptions:
     values = {"cold_l2": cold_l2, "budget_ms": args.budget_ms, "min_ms": args.min_ms,
               "max_rel_se_pct": args.max_rel_se, "warmup_ms": args.warmup_ms,
-              "power_s": power_s, **overrides}
+              "power_s": power_s,
+              "isolated_gap_ms": args.gap_ms if getattr(args, "isolated", False) else 0.0,
+              **overrides}
     if values["min_ms"] > values["budget_ms"]:
         raise HarnessError(f"--min-ms {values['min_ms']:g} is above --budget-ms "
                            f"{values['budget_ms']:g}: the floor must not exceed the cap")
+    if getattr(args, "isolated", False) and not 0 < values["isolated_gap_ms"] <= 1000:
+        raise HarnessError(f"--gap-ms {values['isolated_gap_ms']:g}: expected an idle gap "
+                           "above 0 and up to 1000 ms before each isolated launch (5 lets the "
+                           "power fall away)")
     return TimingOptions(**values)
 
 
@@ -207,7 +223,8 @@ def _run(args) -> int:
     what = ("one representative of each kernel file" if not args.kernels and not args.all
             else f"{len(chosen)} kernels")
     common.say(f"harness run: {what} ({len(chosen)}) x {len(sizes)} sizes on {why} ({arch}), "
-               f"{'cold' if args.cold_l2 else 'hot'} L2; results stream to {jsonl}")
+               f"{'cold' if args.cold_l2 else 'hot'} L2, {timing.regime} launches; results "
+               f"stream to {jsonl}")
     record = run(chosen, arch, options, jsonl, common.say)
     meta = files.metadata(record.device, ["harness", *sys.argv[1:]], asdict(timing), sizes,
                           _infos(record))

@@ -15,6 +15,14 @@ Board power needs a longer window than a timing gives (NVML's readings move ever
 ``power_s`` set, a single launch's timing is followed by a power pass, the launch back to back
 for that long with warm L2 and no events, the queue kept a few tens of ms ahead, whose mean
 board power and GPU time per launch give the energy per launch.
+
+Two regimes. *Sustained* (the default) is the above: launches back to back, the GPU never
+idle, so a power-capped card runs them at the clock its cap allows. *Isolated*
+(``isolated_gap_ms`` > 0) is how Nsight Compute sees a kernel: before every repetition the
+stream is synchronised and the host sleeps ``isolated_gap_ms``, so the GPU idles and its power
+and clocks recover; then work is queued ahead of the timed launch (L2 flushes in cold mode;
+in hot mode launches of the same kernel) long enough that the launch still never waits on the
+host (``_Isolated``). Every Timing says which regime it was taken in.
 """
 
 from __future__ import annotations
@@ -33,6 +41,12 @@ FLUSH_WORD = 0x3F800000
 POWER_CHUNK_MS, POWER_AHEAD = 20.0, 3  # power pass: GPU ms per chunk of launches, chunks queued
 BATCH_MS = 10.0
 """GPU time of one batch of timed repetitions: the stopping rule is tested after each."""
+ISOLATED_AHEAD_MS = 0.05
+"""Isolated: GPU work queued ahead of each timed launch beyond three times the host's time to
+enqueue one (``_Isolated``)."""
+ISOLATED_MAX_REPS = 200
+"""Isolated repetitions each cost a sleep: their count is capped lower than back to back."""
+SUSTAINED, ISOLATED = "sustained", "isolated"
 
 
 @dataclass(frozen=True)
@@ -55,12 +69,27 @@ class TimingOptions:
     power_s: float = 0.0
     """After timing one launch, run it back to back this long for the board's mean power
     (``Timer.power``); 0 skips it. Launches timed interleaved get none."""
+    isolated_gap_ms: float = 0.0
+    """``--isolated`` with ``--gap-ms``: 0 times the sustained regime (the queue kept full);
+    above 0, each repetition is an isolated launch after the stream is synchronised and the
+    host has slept this long (the GPU idle), as under Nsight Compute."""
+
+    @property
+    def regime(self) -> str:
+        """``sustained`` or ``isolated``."""
+        return ISOLATED if self.isolated_gap_ms > 0 else SUSTAINED
 
     def describe(self) -> str:
         """The stopping rule in words, for reports."""
         rule = (f"until the median's relative standard error is <= {self.max_rel_se_pct:g}% "
                 f"(at least {self.min_ms:g} ms and {self.min_reps} repetitions)"
                 if self.max_rel_se_pct > 0 else "for the whole budget")
+        if self.regime == ISOLATED:
+            return (f"isolated launches, each after a synchronise and {self.isolated_gap_ms:g} "
+                    f"ms idle, {rule.replace(f'{self.min_ms:g} ms and ', '')}, at most "
+                    f"{self.budget_ms:g} ms of GPU time or "
+                    f"{min(self.max_reps, ISOLATED_MAX_REPS)} repetitions; warm-up "
+                    f"{self.warmup_ms:g} ms")
         return (f"repetitions in batches {rule}, at most {self.budget_ms:g} ms of GPU time or "
                 f"{self.max_reps} repetitions; warm-up {self.warmup_ms:g} ms")
 
@@ -95,6 +124,11 @@ class Timing:
     """Why the repetitions stopped: "converged", "budget" or "max reps"."""
     median_rel_se_pct: float = math.nan
     """The median's relative standard error when they stopped (percent)."""
+    regime: str = SUSTAINED
+    """``sustained`` (back to back, the queue kept full) or ``isolated`` (each launch after the
+    GPU idled ``gap_ms``); reports written before there was a choice were sustained."""
+    gap_ms: float = 0.0
+    """Isolated: the idle time before each repetition."""
 
     @property
     def energy_j(self) -> float:
@@ -194,6 +228,8 @@ class Timer:
         flush, so that clock or thermal drift touches all of them alike. Returns a Timing per
         launch and the per-round times (ms) that go with them."""
         opts = self.options
+        if opts.regime == ISOLATED:
+            return self._time_isolated(launches)
         for launch in launches:
             launch()
         self.stream.synchronize("first launch")
@@ -245,6 +281,34 @@ class Timer:
                                   stop=batches.stop,
                                   median_rel_se_pct=median_rel_se_pct(summary)))
         return timings, per_round
+
+    def _time_isolated(self, launches: Sequence[Callable[[], None]]
+                       ) -> tuple[list[Timing], list[list[float]]]:
+        """The isolated regime of :meth:`time_interleaved`: every repetition of every launch
+        after a synchronise and ``isolated_gap_ms`` of idle GPU."""
+        opts = self.options
+        for launch in launches:
+            launch()
+        self.stream.synchronize("first launch")
+        measured = [self._measure(launch, 3) for launch in launches]  # (GPU ms, host ms)
+        total_ms = sum(max(gpu_ms, 1e-4) for gpu_ms, _ in measured)
+        warm = max(1, math.ceil(opts.warmup_ms / total_ms))
+        self._measure(lambda: [launch() for launch in launches], warm)
+        cap = int(min(opts.max_reps, ISOLATED_MAX_REPS,
+                      max(opts.min_reps, opts.budget_ms / total_ms)))
+        reps = _Isolated(self, launches, measured, cap, min(cap, opts.min_reps))
+        clocks = self.clocks.sample_until(reps.finished, interval_s=0.0, tick=reps.step)
+        self.stream.synchronize("isolated repetitions")
+        timings = []
+        for i in range(len(launches)):
+            summary = Summary.of([r[i] for r in reps.times])
+            timings.append(Timing(summary.median, summary.p20, summary.p80, summary.minimum,
+                                  summary.maximum, len(reps.times), opts.cold_l2, clocks.median,
+                                  clocks.minimum, clocks.maximum, reps.least_ahead_ms,
+                                  clocks.limits, stop=reps.stop,
+                                  median_rel_se_pct=median_rel_se_pct(summary),
+                                  regime=ISOLATED, gap_ms=opts.isolated_gap_ms))
+        return timings, reps.times
 
 
 def median_rel_se_pct(summary: Summary) -> float:
@@ -308,3 +372,86 @@ class _Batches:
 
     def finished(self) -> bool:
         return not self.in_flight and (bool(self.stop) or self.enqueued >= self.cap)
+
+
+class _Isolated:
+    """Isolated repetitions, a round per :meth:`step`: each launch after a synchronise and the
+    gap, behind queued work, between its own events. The clock sampler calls :meth:`step`
+    between samples, so each sample is taken while a launch runs.
+
+    The queued work must outlast the host's enqueueing of the launch (a cuBLAS call costs the
+    host ~0.2 ms): it is sized at ``ISOLATED_AHEAD_MS`` plus three times the host's time per
+    launch, and a repetition in which the GPU still waited on the host is done again with
+    twice as much (at most three attempts per repetition over the timing; past that,
+    repetitions are kept as they come, and ``queue_ahead_ms`` < 0 says so)."""
+
+    def __init__(self, timer: Timer, launches, measured: list[tuple[float, float]], cap: int,
+                 floor: int):
+        self.timer, self.launches, self.cap, self.floor = timer, launches, cap, floor
+        self.gpu_ms = [max(gpu_ms, 1e-4) for gpu_ms, _ in measured]
+        self.ahead_ms = [ISOLATED_AHEAD_MS + 3 * host_ms for _, host_ms in measured]
+        self.gap_s = timer.options.isolated_gap_ms / 1e3
+        self.times: list[list[float]] = []
+        self.pending: list[tuple[Event, Event, Event, float]] = []
+        self.least_ahead_ms = math.inf
+        self.attempts, self.max_attempts = 0, 3 * cap
+        self.stop = ""
+
+    def _ahead(self, i: int) -> None:
+        cold = self.timer.options.cold_l2
+        unit_ms = self.timer.flush_ms() if cold else self.gpu_ms[i]
+        for _ in range(max(1, math.ceil(self.ahead_ms[i] / max(unit_ms, 1e-4)))):
+            if cold:
+                self.timer.flush()
+            else:
+                self.launches[i]()
+
+    def _collect(self) -> None:
+        if not self.pending:
+            return
+        self.timer.stream.synchronize("isolated repetition")
+        row, aheads = [], []
+        for i, (mark, start, end, host_ms) in enumerate(self.pending):
+            row.append(end.elapsed_ms(start))
+            # how long the GPU was still busy with the queued work when the host had enqueued
+            # the launch: positive means the launch never waited on the host
+            aheads.append(start.elapsed_ms(mark) - host_ms)
+            if aheads[-1] <= 0:
+                self.ahead_ms[i] *= 2
+        self.pending = []
+        self.attempts += 1
+        if min(aheads) > 0 or self.attempts >= self.max_attempts:
+            self.times.append(row)
+            self.least_ahead_ms = min(self.least_ahead_ms, min(aheads))
+        self.stop = self._verdict()
+
+    def _verdict(self) -> str:
+        n, opts = len(self.times), self.timer.options
+        if n >= self.cap or (n and self.attempts >= self.max_attempts):
+            return "max reps" if self.cap in (opts.max_reps, ISOLATED_MAX_REPS) else "budget"
+        if n < self.floor or opts.max_rel_se_pct <= 0:
+            return ""
+        worst = max(median_rel_se_pct(Summary.of([r[i] for r in self.times]))
+                    for i in range(len(self.launches)))
+        return "converged" if worst <= opts.max_rel_se_pct else ""
+
+    def step(self) -> None:
+        self._collect()
+        if self.stop:
+            return
+        stream = self.timer.stream
+        for i, launch in enumerate(self.launches):
+            stream.synchronize("isolated gap")
+            time.sleep(self.gap_s)
+            mark, start, end = Event(), Event(), Event()
+            mark.record(stream)
+            host_t0 = time.perf_counter()
+            self._ahead(i)
+            start.record(stream)
+            launch()
+            host_ms = (time.perf_counter() - host_t0) * 1e3
+            end.record(stream)
+            self.pending.append((mark, start, end, host_ms))
+
+    def finished(self) -> bool:
+        return bool(self.stop)

@@ -7,6 +7,7 @@ A kernel file is input: its formulas (grid, block, shared memory, constraints) a
 from __future__ import annotations
 
 import ast
+import math
 import operator
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -38,9 +39,11 @@ _COMPARE = {
     ast.Gt: operator.gt,
     ast.GtE: operator.ge,
 }
-_FUNCTIONS = {"cdiv": _cdiv, "min": min, "max": max}
+_FUNCTIONS = {"cdiv": _cdiv, "min": min, "max": max, "gcd": math.gcd}
+"""``gcd`` is bank arithmetic: a warp whose 32 threads store words ``s`` apart hits
+``gcd(s, 32)`` times the same bank (the [model] wavefront keys use it)."""
 GRAMMAR = ("integers, names, + - * // % & | ^ << >>, parentheses, cdiv(a, b), min(a, b), "
-           "max(a, b)")
+           "max(a, b), gcd(a, b)")
 
 
 @dataclass(frozen=True)

@@ -20,6 +20,13 @@ PRECISIONS = ("fp32", "tf32", "bf16", "fp16")
 LAYOUTS = ("row", "col")
 SHAPE_NAMES = frozenset({"M", "N", "K"})
 MODEL_KEYS = ("tile_m", "tile_n", "smem_loads", "fmas")
+"""The napkin model's required keys ([model])."""
+MODEL_WAVEFRONT_KEYS = ("smem_ld_requests", "smem_ld_wavefronts", "smem_st_requests",
+                        "smem_st_wavefronts")
+"""Optional [model] keys, in pairs: shared-memory load (store) instructions a warp issues and
+the wavefronts its layout predicts they take, over any one stretch of the kernel (a k step,
+a tile); their ratio is the predicted wavefronts per request (1 = no bank conflicts), which
+``harness profile`` sets beside Nsight Compute's."""
 KINDS = ("gemm", "ceiling")
 """``gemm``: the common GEMM ABI (every GEMM command). ``ceiling``: a register-only
 microbenchmark of one instruction's issue rate, ABI ``(u64 sink, u32 iterations)``
@@ -128,7 +135,8 @@ class KernelSpec:
     model: dict[str, expr.Expr] = field(default_factory=dict)
     """The napkin model's inputs ([model]): tile_m, tile_n (C per block: each A tile is read
     once per block column, each B tile once per block row), smem_loads and fmas (shared-load
-    instructions and FMAs per thread per k step)."""
+    instructions and FMAs per thread per k step), and optionally the shared-memory wavefront
+    pairs of :data:`MODEL_WAVEFRONT_KEYS`."""
     kind: str = "gemm"
     """One of :data:`KINDS`; only ``gemm`` kernels take the GEMM ABI."""
     ceiling: CeilingSpec | None = None
@@ -272,9 +280,16 @@ def parse_spec(source: str, path: Path) -> KernelSpec:
                        f"knows; expected one of {', '.join(ARCHS)}")
 
     raw_model = table.get("model", {})
-    if not isinstance(raw_model, dict) or set(raw_model) - set(MODEL_KEYS):
-        raise fail(f"model must be a table with keys {', '.join(MODEL_KEYS)}, found "
-                   f"{raw_model!r}")
+    if (not isinstance(raw_model, dict)
+            or set(raw_model) - set(MODEL_KEYS) - set(MODEL_WAVEFRONT_KEYS)
+            or (raw_model and set(MODEL_KEYS) - set(raw_model))):
+        raise fail(f"model must be a table with keys {', '.join(MODEL_KEYS)} (and optionally "
+                   f"{', '.join(MODEL_WAVEFRONT_KEYS)}), found {raw_model!r}")
+    for op in ("ld", "st"):
+        pair = {f"smem_{op}_requests", f"smem_{op}_wavefronts"}
+        if len(pair & set(raw_model)) == 1:
+            raise fail(f"model: {' and '.join(sorted(pair))} go together (wavefronts per "
+                       f"request is their ratio); found only {(pair & set(raw_model)).pop()}")
     model = {key: _one_formula(value, frozenset(params), fail, f"model.{key}")
              for key, value in raw_model.items()}
 

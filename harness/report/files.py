@@ -41,12 +41,17 @@ def git_state(root: Path = PROJECT_ROOT) -> dict:
     files; from git where the tree is a checkout, else from ``HARNESS_GIT_COMMIT`` and
     ``HARNESS_GIT_DIRTY`` (a copy of the tree sent to a GPU host without its .git)."""
     try:
+        top = subprocess.run(["git", "-C", str(root), "rev-parse", "--show-toplevel"],
+                             capture_output=True, text=True, timeout=10)
         commit = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"],
                                 capture_output=True, text=True, timeout=10)
         status = subprocess.run(["git", "-C", str(root), "status", "--porcelain",
                                  "--untracked-files=no"], capture_output=True, text=True,
                                 timeout=10)
-        if commit.returncode == 0 and status.returncode == 0:
+        # a copy of the tree inside another checkout (sent to a GPU host in an ignored
+        # folder) must not report that checkout's commit
+        own = top.returncode == 0 and Path(top.stdout.strip()).resolve() == Path(root).resolve()
+        if own and commit.returncode == 0 and status.returncode == 0:
             return {"commit": commit.stdout.strip(), "dirty": bool(status.stdout.strip())}
     except (OSError, subprocess.SubprocessError):
         pass
@@ -98,9 +103,7 @@ def metadata(device: dict, command: Sequence[str], timing: dict, sizes,
         "device": device,
         "timing": {**timing, "l2": "cold (flushed before every repetition)"
                    if timing.get("cold_l2") else "hot (warm L2, no flush)",
-                   "method": "CUDA events around each launch with the queue kept full behind "
-                             "L2-flush work; median and p20/p80 of the repetitions"
-                             + _stopping(timing)},
+                   "method": timing_method(timing) + _stopping(timing)},
         "sizes": [list(s) for s in sizes],
         "kernel_sources": made["kernel_sources"],
         "host": {"python": platform.python_version(), "platform": platform.platform()},
@@ -114,6 +117,17 @@ def _stopping(timing: dict) -> str:
     from harness.gpu.timing import TimingOptions
 
     return "; " + TimingOptions(**timing).describe()
+
+
+def timing_method(timing: dict) -> str:
+    """How a report's timings were taken, in words (``timing``: TimingOptions as a dict)."""
+    gap = timing.get("isolated_gap_ms") or 0
+    if gap > 0:
+        return (f"isolated launches: before each repetition the stream is synchronised and the "
+                f"GPU left idle {gap:g} ms, then CUDA events around the launch with a little "
+                "work queued ahead of it; median and p20/p80 of the repetitions")
+    return ("sustained: CUDA events around each launch with the queue kept full behind "
+            "L2-flush work; median and p20/p80 of the repetitions")
 
 
 def header(meta: dict, title: str) -> list[str]:

@@ -5,6 +5,15 @@ For a kernel at M x N x K, from the [model] table of its spec:
   times A), each B tile once per block row (ceil(M / tile_m) times B), C written once;
 - arithmetic intensity: 2MNK FLOP over those bytes;
 - shared-memory load instructions per FMA (per thread per k step);
+- optionally, shared-memory wavefronts per load and per store request, from the layout's bank
+  arithmetic declared in the spec: 1 for a conflict-free 32-bit access; a 128-bit load
+  returns 512 bytes at 128 per wavefront, so 4 at the least, 2 where threads pair up on one
+  address (T and T^1 or T^2, a broadcast included: the return path packs them), more where
+  the 8 threads one wavefront serves hit a bank twice (NVIDIA's forum, "unexpected shared
+  memory bank conflict"; measured on the H100 by ``harness profile``);
+- the compulsory bytes (A, B and C once each): what DRAM must move at the least, and an
+  estimate of DRAM's bytes by waves of blocks (``dram_bytes_waves``): the implied bytes are
+  what the SMs ask of L2; L2 serves the tiles that blocks running at the same time share;
 - the bound: min(FP32 peak at the measured clock, intensity x DRAM bandwidth, the shared-memory
   issue bound). The last assumes one warp-wide shared-load instruction per clock per SM (128 B
   per clock, the sm_80/sm_90 shared-memory bandwidth): a warp's FMA instruction does 64 FLOP,
@@ -43,9 +52,40 @@ def model(spec: KernelSpec, params: dict[str, int], m: int, n: int, k: int) -> d
     c_bytes = m * n * ELEMENT_BYTES[spec.c_type]
     total = a_bytes + b_bytes + c_bytes
     flops = 2.0 * m * n * k
-    return {"tile_m": tile_m, "tile_n": tile_n, "global_bytes": total,
-            "intensity_flop_per_byte": flops / total,
-            "smem_loads_per_fma": values["smem_loads"] / values["fmas"]}
+    out = {"tile_m": tile_m, "tile_n": tile_n, "global_bytes": total,
+           "intensity_flop_per_byte": flops / total,
+           "compulsory_bytes": (m * k + k * n) * element_bytes + c_bytes,
+           "smem_loads_per_fma": values["smem_loads"] / values["fmas"]}
+    for op in ("ld", "st"):  # optional: the layout's bank-conflict prediction
+        requests = values.get(f"smem_{op}_requests")
+        if requests:
+            out[f"smem_{op}_wavefronts_per_request"] = (values[f"smem_{op}_wavefronts"]
+                                                        / requests)
+    return out
+
+
+def dram_bytes_waves(est: dict, spec: KernelSpec, m: int, n: int, k: int, grid_blocks: int,
+                     blocks_in_flight: int, l2_bytes: int) -> float | None:
+    """DRAM bytes if L2 keeps what the blocks in flight at one time share, and no more.
+
+    Blocks run in waves of ``blocks_in_flight`` (blocks per SM x SMs) in launch order, x (N)
+    fastest. Each A row panel is read once: the blocks of a row run one after the other and
+    keep it in use. Each B column panel is read once per wave that touches it, unless B fits
+    in half of L2 and is read once in all. C is written once. None where a block is not one
+    tile of the model (a tile per thread, a persistent grid): the waves are not of tiles."""
+    tile_m, tile_n = est["tile_m"], est["tile_n"]
+    gx, gy = math.ceil(n / tile_n), math.ceil(m / tile_m)
+    if gx * gy != grid_blocks or blocks_in_flight < 1:
+        return None
+    e = ELEMENT_BYTES[spec.precision]
+    b_bytes = k * n * e
+    if b_bytes > l2_bytes // 2:
+        b_bytes, start = 0, 0
+        while start < grid_blocks:
+            length = min(blocks_in_flight, grid_blocks - start)
+            b_bytes += min(gx, length) * tile_n * k * e
+            start += length
+    return m * k * e + b_bytes + m * n * ELEMENT_BYTES[spec.c_type]
 
 
 SHARED_LOADS_PER_CLOCK_PER_SM = 1.0

@@ -69,3 +69,47 @@ def roofline(points: Sequence[dict], peak_gflops: float, dram_bytes_per_s: float
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
+
+
+def roofline_pairs(points: Sequence[dict], roofs: dict[str, float],
+                   dram_bytes_per_s: float | None, title: str, path: Path) -> None:
+    """Each kernel twice at its measured GFLOP/s: at the napkin's arithmetic intensity (open
+    marker) and at the one its DRAM bytes give (filled), joined by a line; under the DRAM roof
+    and one compute roof per precision (``roofs``: name -> GFLOP/s)."""
+    if not points:
+        raise HarnessError("no profiled kernels with DRAM bytes to place on the roofline")
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(9, 6))
+    xs = [p["measured_intensity"] for p in points] + [p["napkin_intensity"] for p in points
+                                                      if p.get("napkin_intensity")]
+    lo, hi = min(xs + [0.1]) / 2, max(xs + [100.0]) * 2
+    grid = [lo * (hi / lo) ** (i / 200) for i in range(201)]
+    top = max(roofs.values())
+    if dram_bytes_per_s:
+        ax.plot(grid, [min(top, x * dram_bytes_per_s / 1e9) for x in grid], color="black",
+                label=f"DRAM {dram_bytes_per_s / 1e12:.2f} TB/s")
+    for name, peak in roofs.items():
+        ax.axhline(peak, color="grey", linestyle=":", linewidth=1)
+        ax.annotate(f"{name} peak {peak / 1e3:.0f} TFLOP/s", (grid[0], peak), fontsize=7,
+                    xytext=(2, 2), textcoords="offset points")
+    colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    for i, p in enumerate(points):
+        colour = colours[i % len(colours)]
+        y, x = p["gflops"], p["measured_intensity"]
+        if p.get("napkin_intensity"):
+            ax.plot([p["napkin_intensity"], x], [y, y], color=colour, linewidth=1)
+            ax.scatter(p["napkin_intensity"], y, s=30, facecolors="none", edgecolors=colour)
+        ax.scatter(x, y, s=30, color=colour)
+        ax.annotate(p["label"], (x, y), fontsize=7, xytext=(4, 2), textcoords="offset points")
+    ax.scatter([], [], s=30, facecolors="none", edgecolors="black",
+               label="napkin intensity (tiling's global bytes)")
+    ax.scatter([], [], s=30, color="black", label="measured intensity (DRAM bytes)")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("FLOP per byte")
+    ax.set_ylabel("GFLOP/s (Nsight Compute's time of the profiled launch)")
+    ax.set_title(title)
+    ax.legend(loc="lower right", fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)

@@ -23,6 +23,8 @@ class Column:
     value: Callable[[Result], Any]
     only_when_present: bool = False
     """Shown only when some row has a value (power, % ceiling, notes)."""
+    shown_if: Callable[[Sequence[Result]], bool] | None = None
+    """Shown only when this says so of the rows (the regime: when some launch was isolated)."""
 
 
 def _t(result: Result):
@@ -69,6 +71,9 @@ RUN_COLUMNS: tuple[Column, ...] = (
            only_when_present=True),
     Column("clock_limits", "clock held by", lambda r: _t(r).clock_limits if _t(r) else None,
            only_when_present=True),
+    Column("regime", "launches", lambda r: _t(r).regime if _t(r) else None,
+           shown_if=lambda rows: any(r.timing and r.timing.regime != "sustained"
+                                     for r in rows)),
     Column("registers", "regs", lambda r: r.resources.registers if r.resources else None),
     Column("smem", "smem s/d B", _smem),
     Column("spills", "spill st/ld B", _spills),
@@ -104,7 +109,8 @@ def _present(value) -> bool:
 def table(results: Sequence[Result], columns: Sequence[Column] = RUN_COLUMNS,
           fmt: str = "simple") -> str:
     shown = [c for c in columns
-             if not c.only_when_present or any(_present(c.value(r)) for r in results)]
+             if (not c.only_when_present or any(_present(c.value(r)) for r in results))
+             and (c.shown_if is None or c.shown_if(results))]
     return tabulate([[cell(c.key, c.value(r)) for c in shown] for r in results],
                     headers=[c.title for c in shown], tablefmt=fmt, disable_numparse=True)
 

@@ -1,0 +1,392 @@
+"""``harness profile``'s report: the napkin model beside Nsight Compute's counters (pure Python).
+
+Per kernel and size, from the metrics of one profile (``bench/ncu.py``, one value per call):
+
+- global traffic: the napkin's implied bytes (each block's tiles, report/napkin.py) beside the
+  bytes the SMs moved to and from L2 (what the tiling alone decides) and the DRAM bytes (what
+  is left after L1 and L2 have caught the reuse between blocks), and the compulsory bytes (A,
+  B and C once: DRAM's floor); arithmetic intensity from the napkin's bytes and from DRAM's;
+- shared memory: wavefronts per request, predicted by the layout's bank arithmetic (the spec's
+  optional [model] wavefront keys) and measured, bank conflicts per request, shared loads per
+  FMA (napkin: source loads per FMA; measured: LDS instructions per warp-wide FFMA);
+- occupancy: theoretical from the harness's calculator and from ncu, achieved;
+- SM, memory and tensor-pipe throughput, % of peak; the top warp stall reasons;
+- time: ncu's ``gpu__time_duration`` and SM clock beside the harness's CUDA-event timing in the
+  sustained and the isolated regime (gpu/timing.py), each with the clock NVML saw, and the
+  clock the sustained time implies for the cycles ncu counted.
+
+Every comparison is measured / predicted; one off by more than the stated factor is flagged.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import asdict
+from pathlib import Path
+
+from tabulate import tabulate
+
+from harness.bench.ncu import STALL_REASONS
+from harness.gpu.timing import Timing
+from harness.report import files, plots
+from harness.stats import gflops
+
+DEFAULT_FLAG_FACTOR = 2.0
+TOP_STALLS = 3
+REGIMES = ("sustained", "isolated")
+
+
+def _div(a, b):
+    return None if a is None or b in (None, 0) or b != b else a / b
+
+
+def derive(measured: dict, m: int, n: int, k: int, precision: str = "fp32") -> dict:
+    """Figures derived from one call's metrics (keys of bench/ncu.py METRICS); those whose
+    metrics were not collected are left out."""
+    get = measured.get
+    flops = 2.0 * m * n * k
+    out: dict = {"flops": flops}
+    ns, hz = get("duration_ns"), get("sm_clock_hz")
+    if ns:
+        out |= {"ncu_ms": ns / 1e6, "ncu_gflops": gflops(m, n, k, ns / 1e6)}
+    if hz:
+        out["ncu_sm_clock_mhz"] = hz / 1e6
+    if ns and hz:
+        out["sm_cycles"] = ns * 1e-9 * hz
+    if get("dram_read_bytes") is not None:
+        dram = get("dram_read_bytes") + get("dram_write_bytes")
+        out |= {"dram_bytes": dram, "intensity_dram": _div(flops, dram)}
+    if get("l2_read_sectors_from_sm") is not None:
+        out["l2_from_sm_bytes"] = 32.0 * (get("l2_read_sectors_from_sm")
+                                          + get("l2_write_sectors_from_sm"))
+    for op in ("ld", "st"):
+        requests = get(f"smem_{op}_requests")
+        if requests is not None:
+            out[f"smem_{op}_wavefronts_per_request"] = _div(get(f"smem_{op}_wavefronts"),
+                                                            requests)
+            out[f"smem_{op}_conflicts_per_request"] = _div(get(f"smem_{op}_conflicts"),
+                                                           requests)
+    if get("smem_ld_requests") is not None and precision == "fp32":
+        # per warp-wide FMA instruction (32 FMAs): shared-load instructions (the napkin's
+        # per-thread loads per FMA, as the SASS issues them) and their wavefronts (what the
+        # napkin's shared roof spends: one 128-byte wavefront per clock per SM)
+        out["smem_loads_per_fma"] = get("smem_ld_requests") / (m * n * k / 32)
+        out["smem_ld_wavefronts_per_fma"] = get("smem_ld_wavefronts") / (m * n * k / 32)
+    stalls = [(r, get(f"stall_{r}")) for r in STALL_REASONS
+              if r != "selected" and get(f"stall_{r}")]
+    if stalls:
+        out["top_stalls"] = sorted(stalls, key=lambda s: -s[1])[:TOP_STALLS]
+    return out
+
+
+# (key, what, predicted key, measured key, flagged, why it may be off)
+COMPARISONS = (
+    ("l2_vs_napkin", "bytes SMs moved to/from L2 / napkin's global bytes", "global_bytes",
+     "l2_from_sm_bytes", True,
+     "the napkin counts each block's tiles; L1 catches reuse inside a block that the tiling "
+     "does not (the untiled kernels), and sector granularity adds to ragged accesses"),
+    ("dram_vs_napkin", "DRAM bytes / napkin's global bytes", "global_bytes", "dram_bytes",
+     False, ""),
+    ("dram_vs_waves", "DRAM bytes / napkin's DRAM estimate by waves of blocks",
+     "dram_bytes_waves", "dram_bytes", True,
+     "blocks in flight at one time do not share their tiles through L2 as the wave estimate "
+     "assumes (blocks of different rows out of step), or L2 keeps more than one wave's"),
+    ("dram_vs_compulsory", "DRAM bytes / compulsory bytes (A, B, C once)", "compulsory_bytes",
+     "dram_bytes", False, ""),
+    ("smem_ld_wavefronts", "shared-load wavefronts per request",
+     "smem_ld_wavefronts_per_request", "smem_ld_wavefronts_per_request", True,
+     "the layout's bank arithmetic in the spec is wrong, or the compiler merged or split the "
+     "loads differently (harness sass shows LDS/LDS.128)"),
+    ("smem_st_wavefronts", "shared-store wavefronts per request",
+     "smem_st_wavefronts_per_request", "smem_st_wavefronts_per_request", True,
+     "the layout's bank arithmetic in the spec is wrong, or the compiler merged or split the "
+     "stores differently"),
+    ("smem_loads_per_fma", "shared loads per FMA (LDS per FFMA / source loads per FMA)",
+     "smem_loads_per_fma", "smem_loads_per_fma", False, ""),
+    ("smem_wavefronts_per_fma", "shared-load wavefronts per FFMA / napkin's loads per FMA "
+     "(its shared roof: one 128-byte wavefront per load)", "smem_loads_per_fma",
+     "smem_ld_wavefronts_per_fma", True,
+     "an LDS.128 takes 2 to 4 wavefronts (more with conflicts), not the one the napkin's "
+     "shared roof charges per load; or the compiler merged scalar loads"),
+    ("achieved_vs_theoretical", "achieved / theoretical occupancy (ncu)",
+     "theoretical_occupancy_pct", "achieved_occupancy_pct", False, ""),
+)
+
+
+def comparisons(predicted: dict, derived: dict, measured: dict, factor: float) -> list[dict]:
+    """Measured / predicted for each of :data:`COMPARISONS` both sides have, flagged where a
+    flagged one is off by more than ``factor`` either way; and the two theoretical occupancies
+    (the harness's calculator against ncu's), flagged where they differ by over a point."""
+    have = {**predicted, **derived, **measured}
+    out = []
+    for key, what, pkey, mkey, flagged, why in COMPARISONS:
+        source = measured if key == "achieved_vs_theoretical" else predicted
+        p, value = source.get(pkey), have.get(mkey)
+        if p is None or value is None or not p:
+            continue
+        ratio = value / p
+        off = flagged and not 1 / factor <= ratio <= factor
+        out.append({"key": key, "what": what, "predicted": p, "measured": value,
+                    "ratio": ratio, "off": off, "why": why if off else ""})
+    offline, ncu = predicted.get("occupancy_pct"), measured.get("theoretical_occupancy_pct")
+    if offline is not None and ncu is not None:
+        off = abs(offline - ncu) > 1.0
+        out.append({"key": "theoretical_occupancy", "what": "theoretical occupancy, ncu / the "
+                    "harness's calculator", "predicted": offline, "measured": ncu,
+                    "ratio": _div(ncu, offline), "off": off,
+                    "why": "the calculators disagree: harness occupancy --sweep "
+                           "compares the offline one with the driver's" if off else ""})
+    return out
+
+
+def timing_view(timing: Timing | None, m: int, n: int, k: int, derived: dict) -> dict | None:
+    """A harness timing as the profile shows it: the record, its GFLOP/s, its time over ncu's,
+    and the SM clock that ncu's cycle count implies for it."""
+    if timing is None:
+        return None
+    out = {**asdict(timing), "gflops": gflops(m, n, k, timing.median_ms)}
+    if derived.get("ncu_ms"):
+        out["vs_ncu"] = timing.median_ms / derived["ncu_ms"]
+    if derived.get("sm_cycles"):
+        out["cycles_implied_clock_mhz"] = derived["sm_cycles"] / (timing.median_ms * 1e-3) / 1e6
+    return out
+
+
+def row(name: str, role: str, info: dict, size: tuple[int, int, int], predicted: dict,
+        measured: dict, timings: dict[str, Timing | None], factor: float, **extra) -> dict:
+    """One kernel (``role`` "kernel") or baseline ("baseline") at one size, everything the
+    report shows."""
+    m, n, k = size
+    derived = derive(measured, m, n, k, info.get("precision", "fp32"))
+    return {"kernel": name, "role": role, **info, "size": list(size), "status": "profiled",
+            "predicted": predicted, "measured": measured, "derived": derived,
+            "comparisons": comparisons(predicted, derived, measured, factor),
+            "timing": {regime: timing_view(t, m, n, k, derived)
+                       for regime, t in timings.items()}, **extra}
+
+
+def failed_row(name: str, info: dict, size: tuple[int, int, int], status: str,
+               message: str) -> dict:
+    return {"kernel": name, "role": "kernel", **info, "size": list(size), "status": status,
+            "message": message}
+
+
+# --- rendering ----------------------------------------------------------------------------
+
+def _g(value, scale=1.0, fmt="{:.2f}") -> str:
+    if value is None or (isinstance(value, float) and not math.isfinite(value)):
+        return ""
+    return fmt.format(value / scale)
+
+
+def _ratio(r: dict, key: str) -> str:
+    c = next((c for c in r.get("comparisons", ()) if c["key"] == key), None)
+    if c is None or c["ratio"] is None:
+        return ""
+    ratio = c["ratio"]
+    return (f"{ratio:.2f}x" if ratio >= 0.1 else f"{ratio:.2g}x") + (" !" if c["off"] else "")
+
+
+def _profiled(rows: Sequence[dict], size) -> list[dict]:
+    return [r for r in rows if r["status"] == "profiled" and tuple(r["size"]) == tuple(size)]
+
+
+def traffic_table(rows: Sequence[dict], size, fmt: str = "github") -> str:
+    out = []
+    for r in _profiled(rows, size):
+        p, d, me = r["predicted"], r["derived"], r["measured"]
+        out.append([r["kernel"], _g(p.get("global_bytes"), 1e9),
+                    _g(d.get("l2_from_sm_bytes"), 1e9), _ratio(r, "l2_vs_napkin"),
+                    _g(me.get("dram_read_bytes"), 1e9, "{:.3f}"),
+                    _g(me.get("dram_write_bytes"), 1e9, "{:.3f}"), _ratio(r, "dram_vs_napkin"),
+                    _g(p.get("dram_bytes_waves"), 1e9, "{:.3f}"), _ratio(r, "dram_vs_waves"),
+                    _g(p.get("compulsory_bytes"), 1e9, "{:.3f}"),
+                    _ratio(r, "dram_vs_compulsory"), _g(me.get("l2_hit_pct"), fmt="{:.1f}"),
+                    _g(p.get("intensity_flop_per_byte"), fmt="{:.1f}"),
+                    _g(d.get("intensity_dram"), fmt="{:.0f}")])
+    return tabulate(out, headers=["kernel", "napkin GB", "L2<->SM GB", "x napkin",
+                                  "DRAM read GB", "DRAM write GB", "x napkin", "waves GB",
+                                  "x waves", "compulsory GB", "x compulsory", "L2 hit %",
+                                  "FLOP/B napkin", "FLOP/B DRAM"], tablefmt=fmt,
+                    disable_numparse=True)
+
+
+def shared_table(rows: Sequence[dict], size, fmt: str = "github") -> str:
+    out = []
+    for r in _profiled(rows, size):
+        if r["role"] != "kernel":
+            continue
+        p, d = r["predicted"], r["derived"]
+        if not any(key.startswith("smem_") and value is not None
+                   for key, value in {**p, **d}.items()):
+            continue  # no shared-memory instruction the counters see (ldmatrix, TMA)
+        out.append([r["kernel"], _g(p.get("smem_ld_wavefronts_per_request")),
+                    _g(d.get("smem_ld_wavefronts_per_request")), _ratio(r, "smem_ld_wavefronts"),
+                    _g(p.get("smem_st_wavefronts_per_request")),
+                    _g(d.get("smem_st_wavefronts_per_request")), _ratio(r, "smem_st_wavefronts"),
+                    _g(d.get("smem_ld_conflicts_per_request")),
+                    _g(d.get("smem_st_conflicts_per_request")),
+                    _g(p.get("smem_loads_per_fma"), fmt="{:.3g}"),
+                    _g(d.get("smem_loads_per_fma"), fmt="{:.3g}"),
+                    _g(d.get("smem_ld_wavefronts_per_fma"), fmt="{:.3g}"),
+                    _ratio(r, "smem_wavefronts_per_fma")])
+    return tabulate(out, headers=["kernel", "ld wf/req predicted", "measured", "x",
+                                  "st wf/req predicted", "measured", "x", "ld conflicts/req",
+                                  "st conflicts/req", "smem ld/FMA napkin", "LDS/FFMA",
+                                  "ld wf/FFMA", "x napkin"],
+                    tablefmt=fmt, disable_numparse=True)
+
+
+def _stalls(d: dict) -> str:
+    return ", ".join(f"{name} {value:.1f}" for name, value in d.get("top_stalls", ()))
+
+
+def sm_table(rows: Sequence[dict], size, fmt: str = "github") -> str:
+    out = []
+    for r in _profiled(rows, size):
+        p, me, d = r["predicted"], r["measured"], r["derived"]
+        tensor = me.get("tensor_pipe_pct") if r.get("precision") in ("bf16", "fp16", "tf32") \
+            else None
+        out.append([r["kernel"], _g(p.get("occupancy_pct"), fmt="{:.1f}"),
+                    _g(me.get("theoretical_occupancy_pct"), fmt="{:.1f}")
+                    + (" !" if any(c["off"] for c in r["comparisons"]
+                                   if c["key"] == "theoretical_occupancy") else ""),
+                    _g(me.get("achieved_occupancy_pct"), fmt="{:.1f}"),
+                    _g(me.get("sm_throughput_pct"), fmt="{:.1f}"),
+                    _g(me.get("memory_throughput_pct"), fmt="{:.1f}"),
+                    _g(tensor, fmt="{:.1f}"), _stalls(d)])
+    return tabulate(out, headers=["kernel", "theoretical occ % (harness)", "(ncu)",
+                                  "achieved occ %", "SM %", "memory %", "tensor pipe %",
+                                  f"top {TOP_STALLS} stalls (warps per issue)"],
+                    tablefmt=fmt, disable_numparse=True)
+
+
+def _t(r: dict, regime: str, key: str, fmt: str = "{:.3f}") -> str:
+    t = (r.get("timing") or {}).get(regime)
+    return "" if not t else _g(t.get(key), fmt=fmt)
+
+
+def time_table(rows: Sequence[dict], size, fmt: str = "github") -> str:
+    out = []
+    for r in _profiled(rows, size):
+        d = r["derived"]
+        cells = [r["kernel"], _g(d.get("ncu_ms"), fmt="{:.4f}"),
+                 _g(d.get("ncu_sm_clock_mhz"), fmt="{:.0f}"), _g(d.get("ncu_gflops"), fmt="{:.0f}")]
+        for regime in REGIMES:
+            t = (r.get("timing") or {}).get(regime)
+            held = f" ({t['clock_limits']})" if t and t.get("clock_limits") not in ("", "none") \
+                else ""
+            waited = " *" if t and (t.get("queue_ahead_ms") or 0) < 0 else ""
+            cells += [_t(r, regime, "median_ms", "{:.4f}") + waited, _t(r, regime, "vs_ncu"),
+                      _t(r, regime, "sm_clock_mhz", "{:.0f}") + held,
+                      _t(r, regime, "cycles_implied_clock_mhz", "{:.0f}")]
+        out.append(cells)
+    return tabulate(out, headers=["kernel", "ncu ms", "ncu SM MHz", "GFLOP/s (ncu)",
+                                  "sustained ms", "x ncu", "NVML MHz", "implied MHz",
+                                  "isolated ms", "x ncu", "NVML MHz", "implied MHz"],
+                    tablefmt=fmt, disable_numparse=True)
+
+
+def off_lines(rows: Sequence[dict], factor: float) -> list[str]:
+    """One line per flagged comparison."""
+    lines = []
+    for r in rows:
+        for c in r.get("comparisons", ()):
+            if c["off"]:
+                lines.append(f"- {r['kernel']} {'x'.join(map(str, r['size']))}: {c['what']} "
+                             f"= {c['ratio']:.3g}x ({_g(c['measured'], fmt='{:.4g}')} measured, "
+                             f"{_g(c['predicted'], fmt='{:.4g}')} predicted): {c['why']}")
+    return lines or [f"- none: every flagged comparison is within {factor:g}x"]
+
+
+def sections(rows: Sequence[dict], factor: float, fmt: str = "github") -> list[str]:
+    """The report's tables, a set per size, then the flags and the failures."""
+    sizes = sorted({tuple(r["size"]) for r in rows})
+    out = []
+    for size in sizes:
+        if not _profiled(rows, size):
+            continue
+        out += [f"## {'x'.join(map(str, size))}", "",
+                "### Global traffic and arithmetic intensity", "",
+                traffic_table(rows, size, fmt), "",
+                "### Shared memory (wavefronts per request: 1 for a conflict-free 32-bit "
+                "access; an LDS.128 takes 4, or 2 where threads pair up on addresses)", "",
+                shared_table(rows, size, fmt), "",
+                "### Occupancy, throughput, stalls", "", sm_table(rows, size, fmt), "",
+                "### Time: ncu beside the harness's two regimes", "",
+                time_table(rows, size, fmt), ""]
+    out += [f"## Where the model is off by more than {factor:g}x", "", *off_lines(rows, factor),
+            ""]
+    failed = [r for r in rows if r["status"] != "profiled"]
+    if failed:
+        out += ["## Not profiled", "", *[f"- {r['kernel']} {'x'.join(map(str, r['size']))}: "
+                                         f"{r['status']}: {r['message']}" for r in failed], ""]
+    return out
+
+
+LEGEND = [
+    "- napkin GB: the global traffic the tiling implies (A once per block column, B once per "
+    "block row, C once): what the SMs ask of L2; L2<->SM GB: 32-byte sectors the SMs read from "
+    "and wrote to L2 (`lts__t_sectors_srcunit_tex_op_read/write`); DRAM: "
+    "`dram__bytes_read/write`; waves GB: the napkin's DRAM estimate, L2 keeping the tiles "
+    "the blocks in flight share and no more (A once, B once per wave of blocks per SM x SMs, "
+    "C once; report/napkin.py `dram_bytes_waves`); compulsory: A, B and C once (where C fits "
+    "in L2 it is written back after the kernel has ended, so its DRAM writes read near 0); "
+    "FLOP/B: 2MNK over the napkin's bytes and over DRAM's",
+    "- wf/req: shared-memory wavefronts per request (`l1tex__data_pipe_lsu_wavefronts_mem_"
+    "shared_op_ld/st` over `smsp__inst_executed_op_shared_ld/st`), predicted from the layout's "
+    "bank arithmetic in the spec's [model]; conflicts/req: ncu's bank conflicts per request; "
+    "smem ld/FMA napkin: the spec's shared loads per FMA, which the napkin's shared roof "
+    "charges one 128-byte wavefront each; LDS/FFMA and ld wf/FFMA: shared-load instructions "
+    "and their wavefronts per warp-wide FFMA, measured",
+    "- occupancy: theoretical from the harness's calculator and from ncu's Occupancy section, "
+    "achieved = `sm__warps_active` over the maximum; stalls: warps stalled per issued "
+    "instruction by reason (`smsp__average_warps_issue_stalled_*_per_issue_active`)",
+    "- time: ncu's `gpu__time_duration` and SM clock of the profiled launches (isolated, caches "
+    "flushed, clocks not locked); sustained and isolated: the harness's CUDA-event medians "
+    "(gpu/timing.py), x ncu = that time over ncu's, NVML MHz = NVML's SM clock during the "
+    "timing (what held it), implied MHz = ncu's SM cycles over that time: the clock the "
+    "timing ran at if the kernel needs the same cycles at any clock; * = the GPU waited on "
+    "the host before some launch (queue_ahead_ms < 0): that time includes launch latency",
+    "- x: measured / predicted; ! = off by more than the stated factor",
+]
+
+
+def roofline_points(rows: Sequence[dict], size) -> list[dict]:
+    out = []
+    for r in _profiled(rows, size):
+        d = r["derived"]
+        if d.get("intensity_dram") and d.get("ncu_gflops"):
+            out.append({"label": r["kernel"], "gflops": d["ncu_gflops"],
+                        "measured_intensity": d["intensity_dram"],
+                        "napkin_intensity": r["predicted"].get("intensity_flop_per_byte"),
+                        "precision": r.get("precision", "")})
+    return out
+
+
+def write(meta: dict, rows: Sequence[dict], stem: Path, factor: float, roofs: dict[str, float],
+          dram_bytes_per_s: float | None) -> list[Path]:
+    """``stem.json`` and ``stem.md`` (files.write_table_report: the harness's provenance
+    header), and a roofline PNG per size with each kernel at its napkin intensity and its
+    measured one, joined by a line."""
+    body = ["- method: each kernel checked, then launched under `ncu --clock-control none "
+            "--cache-control all --profile-from-start off` through `harness launch` (median of "
+            f"its launches); the model is flagged where off by more than {factor:g}x",
+            f"- ncu: {meta.get('ncu', {}).get('version', '')}", *LEGEND, "",
+            *sections(rows, factor)]
+    json_path, md_path = files.write_table_report(meta, rows, stem, "Profile: the napkin model "
+                                                  "beside Nsight Compute", body)
+    written = [json_path, md_path]
+    for size in sorted({tuple(r["size"]) for r in rows}):
+        points = roofline_points(rows, size)
+        if not points or not roofs:
+            continue
+        png = stem.parent / f"{stem.name}-roofline-{'x'.join(map(str, size))}.png"
+        plots.roofline_pairs(points, roofs, dram_bytes_per_s,
+                             f"Napkin vs measured intensity, {'x'.join(map(str, size))}, "
+                             f"{meta.get('gpu')}", png)
+        written.append(png)
+    md_path.write_text(md_path.read_text() + "".join(
+        f"\n![roofline {p.stem}]({p.name})\n" for p in written[2:]))
+    return written
