@@ -80,14 +80,14 @@ class LoadedGemm:
 
     def tensor_maps(self, m: int, n: int, k: int, a: int, b: int) -> list:
         """The TMA tensor maps the spec's [tma] asks for, in A, B order, for these buffers."""
-        spec, env = self.kernel.spec, self.kernel.param_env
+        spec = self.kernel.spec
         # (inner, outer) of each operand as stored: A is M x K; B is K x N, or N x K in "col"
         dims = {"A": (a, k, m), "B": (b, n, k) if spec.layout_b == "row" else (b, k, n)}
         maps = []
         for operand in TMA_OPERANDS:
             if operand in spec.tma:
                 address, inner, outer = dims[operand]
-                box_inner, box_outer = (int(e(env)) for e in spec.tma[operand])
+                box_inner, box_outer = self.kernel.tma_box(operand)
                 maps.append(tensor_map_2d(spec.precision, address, inner, outer, box_inner,
                                           box_outer, f"{self.kernel.name} tensor map {operand}"))
         return maps

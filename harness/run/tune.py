@@ -18,7 +18,7 @@ from harness.archs import get_arch
 from harness.bench.result import Result
 from harness.build import occupancy
 from harness.build.compile import compile_kernel
-from harness.errors import HarnessError, SpecError
+from harness.errors import FormulaError, HarnessError, SpecError
 from harness.kernels.registry import Kernel
 
 
@@ -49,6 +49,8 @@ def why_invalid(kernel: Kernel, arch: str, sizes: Sequence[tuple[int, int, int]]
             if problems:
                 return problems[0]
             kernel.grid_dims(*size)
+    except FormulaError as exc:
+        return exc.reason  # the point's row names the kernel already
     except SpecError as exc:
         return str(exc)
     if threads > get_arch(arch).max_threads_per_block:
