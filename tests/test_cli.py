@@ -161,3 +161,28 @@ def test_noload_with_tma_is_refused_where_the_copies_cannot_stop(tmp_path, monke
 def test_energy_and_launch_refuse_bad_input_before_the_gpu(args, message):
     proc = harness(*args, check=False)
     assert proc.returncode == 2 and message in proc.stderr, proc.stderr
+
+
+BIG_GRID = ("grid (6250000, 6250000, 1) at 100000000x100000000x100000000: y = 6250000 exceeds "
+            "65535")
+
+
+@pytest.mark.parametrize("command", ["build", "occupancy"])
+def test_a_grid_over_the_limits_cannot_launch(command):
+    proc = harness(command, "03_smem_tiled:t16", "--size", "100000000", check=False)
+    assert proc.returncode == 1, proc.stderr
+    assert BIG_GRID in proc.stdout and "Traceback" not in proc.stderr
+
+
+def test_tune_skips_points_whose_grid_does_not_fit():
+    proc = harness("tune", "09_cp_async", "--size", "100000000", "--dry-run")
+    assert "y = 781250 exceeds 65535" in proc.stdout and "0 points would be timed" in proc.stdout
+
+
+@pytest.mark.skipif(gpu_status()[0], reason="this machine has a GPU: the no-GPU path is not hit")
+def test_run_without_gpu_reports_what_cannot_launch_at_the_sizes_asked():
+    proc = harness("run", "03_smem_tiled:t16", "--size", "1024", "--size", "100000000",
+                   check=False)
+    assert proc.returncode == 3, proc.stderr
+    assert "offline build report for sm_90 at 100000000x100000000x100000000" in proc.stdout
+    assert BIG_GRID in proc.stdout

@@ -54,9 +54,9 @@ class LoadedGemm:
     def prepare(self, m: int, n: int, k: int) -> LaunchShape:
         """The launch shape at m x n x k, after checking the device can hold the block."""
         shape = self.shape(m, n, k)
-        problems = occupancy.launch_problems(
-            self.device.arch, self.kernel.block_threads, self.registers, self.static_smem_bytes,
-            shape.dynamic_smem_bytes)
+        problems = occupancy.kernel_launch_problems(
+            self.kernel, self.device.arch, m, n, k, self.registers, self.static_smem_bytes,
+            self.device.sm_count)
         if problems:
             raise LaunchError(f"{self.kernel.name} at {m}x{n}x{k} cannot launch: "
                               + "; ".join(problems))

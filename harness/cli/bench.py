@@ -187,10 +187,16 @@ def _run(args) -> int:
     timing = _timing(args, cold_l2=args.cold_l2, power_s=power_s)
     ok, why = common.has_gpu()
     if not ok:
+        largest = max(sizes, key=lambda s: s[0] * s[1] * s[2])
         print(f"no GPU here ({why}): nothing can be checked or timed; the offline build report "
-              "for sm_90 follows")
-        rows = build_all(chosen, "sm_90")
+              f"for sm_90 at {'x'.join(map(str, largest))} follows")
+        rows = build_all(chosen, "sm_90", largest)
         print(tables.build_table(rows))
+        others = [r for size in sizes if size != largest for r in build_all(chosen, "sm_90", size)]
+        for r in rows + others:
+            if r["status"] != "ok":
+                print(f"- {r['kernel']} at {'x'.join(map(str, r.get('size', largest)))}: "
+                      f"{r['status']}: {r['message']}")
         raise common.NoGpu("`harness run` needs a GPU; the report above is what it can say "
                            "without one")
     from harness.gpu.driver import device_arch_name
@@ -290,9 +296,12 @@ def _tune(args) -> int:
 
         get_arch(arch)
     keep, skipped = tune.screen(tune.points(base, space), arch, sizes, args.jobs, common.say)
-    if args.dry_run:
+    if args.dry_run or not keep:
         print(tabulate([[k.name, reason[:110]] for k, reason in skipped],
                        headers=["skipped point", "reason"]))
+        if not keep and not args.dry_run:
+            print(f"\nnone of the {len(skipped)} points can be timed: nothing was run")
+            return common.EXIT_FAILED
         print(f"\n{len(keep)} points would be timed" + "".join(f"\n  {k.name}" for k in keep))
         return common.EXIT_OK
     folder = args.report_dir / files.gpu_slug(why)

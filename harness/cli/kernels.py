@@ -169,8 +169,8 @@ def _occupancy_entry(args, kernel, size, session, why: str = "") -> dict:
     if sm_count and pred.blocks_per_sm:
         entry["offline"]["waves_per_sm"] = occ_mod.waves_per_sm(
             entry["grid_blocks"], pred.blocks_per_sm, sm_count)
-    entry["launch_problems"] = occ_mod.launch_problems(
-        get_arch(arch), kernel.block_threads, res.registers, res.static_smem_bytes, dynamic)
+    entry["launch_problems"] = occ_mod.kernel_launch_problems(
+        kernel, get_arch(arch), m, n, k, res.registers, res.static_smem_bytes, sm_count)
     return entry
 
 
