@@ -228,6 +228,11 @@ class Registry:
         return kernels
 
     def _no_match(self, pattern: str) -> str:
+        stem, _, variant = pattern.partition(":")
+        variants = [k.variant for k in self.kernels if k.spec.stem == stem]
+        if variant and variants:
+            return (f"{stem} has no variant {variant!r}; its variants: "
+                    f"{', '.join(v for v in variants if v) or 'none (name it by its stem)'}")
         names = sorted({k.name for k in self.kernels} | {k.spec.stem for k in self.kernels})
         close = difflib.get_close_matches(pattern, names, n=5, cutoff=0.5)
         hint = (f"closest: {', '.join(close)}" if close
@@ -245,6 +250,10 @@ def load_registry(kernel_dirs: Sequence[Path] = DEFAULT_KERNEL_DIRS,
     files: list[Path] = []
     for folder in kernel_dirs:
         folder = Path(folder)
+        if folder.is_file():
+            raise HarnessError(f"kernel folder {folder} is a file, not a folder: pass the folder "
+                               f"that holds it (--kernel-dir {folder.parent}), or name the file "
+                               "itself as a KERNEL")
         if not folder.is_dir():
             raise HarnessError(f"kernel folder {folder} does not exist; pass an existing folder "
                                "with --kernel-dir")
