@@ -52,3 +52,25 @@ def test_a_kernel_refused_offline_at_every_size_gets_rows_and_no_worker(tmp_path
             in record.results[0].message)
     assert "y = 125000 exceeds 65535" in record.results[1].message
     assert len((tmp_path / "r.jsonl").read_text().splitlines()) == 2
+
+
+def test_a_loaded_kernel_refuses_a_grid_over_the_limits_before_launching():
+    """The GPU side's last check (every launch goes through LoadedGemm.prepare), exercised on
+    the CPU with a stand-in device: the same offline limits, with the device's SM count."""
+    from types import SimpleNamespace
+
+    from harness.archs import get_arch
+    from harness.bench.gemm import LoadedGemm
+    from harness.errors import LaunchError
+    from harness.kernels.registry import discover, select
+
+    (t16,) = select(discover(), ["03_smem_tiled:t16"])
+    gemm = object.__new__(LoadedGemm)
+    gemm.device = SimpleNamespace(arch=get_arch("sm_90"), sm_count=132)
+    gemm.kernel, gemm.registers, gemm.static_smem_bytes = t16, 32, 2048
+    gemm._dynamic_limit = 48 * 1024
+    assert gemm.prepare(4096, 4096, 4096).grid == (256, 256, 1)
+    with pytest.raises(LaunchError, match=r"03_smem_tiled:t16 at 100000000x100000000x100000000 "
+                                          r"cannot launch: grid \(6250000, 6250000, 1\) .*y = "
+                                          r"6250000 exceeds 65535"):
+        gemm.prepare(100000000, 100000000, 100000000)
