@@ -74,3 +74,20 @@ def test_a_loaded_kernel_refuses_a_grid_over_the_limits_before_launching():
                                           r"cannot launch: grid \(6250000, 6250000, 1\) .*y = "
                                           r"6250000 exceeds 65535"):
         gemm.prepare(100000000, 100000000, 100000000)
+
+
+@pytest.mark.parametrize(("at", "said"), [((256, 256, 256), "hung at 256x256x256: "),
+                                          (None, "hung while being checked on the odd shapes: ")])
+def test_a_hung_kernel_is_skipped_at_its_other_sizes_saying_where_it_hung(at, said):
+    from harness.kernels.registry import discover, select
+    from harness.run import runner
+
+    (kernel,) = select(discover(), ["01_naive"])
+    sizes = ((128,) * 3, (256,) * 3, (512,) * 3)
+    kept = []
+    worker = runner._Worker([kernel], runner.RunOptions(sizes=sizes, timeout_s=5),
+                            runner.RunRecord(), kept.append, lambda line: None, False, "run")
+    worker.current, worker.at = kernel.name, at
+    worker._record_unreported(None, True, -9, "")
+    assert [r.status for r in kept] == ["timeout", "skipped", "skipped"]
+    assert all(r.message.startswith(said) for r in kept[1:]), [r.message for r in kept]

@@ -229,12 +229,12 @@ class _Worker:
         failed_at = self.at if self.at in pending else pending[0]
         self.keep(_unrun(kernel, failed_at, status, message))
         word = {"timeout": "hung", "fault": "faulted"}.get(status, status)
-        where = ("x".join(map(str, self.at)) if self.at
+        where = (f"at {'x'.join(map(str, self.at))}" if self.at
                  else "while being checked on the odd shapes")
         for size in pending:
             if size != failed_at:
                 self.keep(_unrun(kernel, size, "skipped",
-                                 f"{word} at {where}: not tried again in this run"))
+                                 f"{word} {where}: not tried again in this run"))
 
 
 def _failure(error: dict | None, hung: bool, returncode: int, stderr_tail: str,
