@@ -32,6 +32,10 @@ class Arch:
     fma_flops_per_clock_per_sm: dict[str, int]
     """Dense FLOP per clock per SM by precision (an FMA counts two)."""
     max_threads_per_block: int = 1024
+    max_block_dims: tuple[int, int, int] = (1024, 1024, 64)
+    """Threads of a block along x, y, z (their product at most max_threads_per_block)."""
+    max_grid_dims: tuple[int, int, int] = (2**31 - 1, 65535, 65535)
+    """Blocks of a grid along x, y, z (the programming guide's table, cc 3.0 and later)."""
     smem_default_per_block_bytes: int = 48 * KB
     smem_reserved_per_block_bytes: int = 1 * KB
     smem_alloc_unit_bytes: int = 128

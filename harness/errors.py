@@ -11,6 +11,16 @@ class SpecError(HarnessError):
     """A kernel file's spec block is missing, malformed or inconsistent."""
 
 
+class FormulaError(SpecError):
+    """A spec formula that parsed but cannot be evaluated at some values (a division by zero, a
+    shift out of range, a name with no value): ``where`` names the kernel file and the kernel,
+    ``reason`` what the formula did."""
+
+    def __init__(self, where: str, reason: str):
+        self.where, self.reason = where, reason
+        super().__init__(f"{where}: {reason}")
+
+
 class CompileError(HarnessError):
     """NVRTC or nvJitLink rejected a kernel; the message carries the file and the log."""
 

@@ -111,7 +111,8 @@ def test_run_without_gpu_says_so_and_builds():
 
 @pytest.mark.skipif(gpu_status()[0], reason="this machine has a GPU: the no-GPU path is not hit")
 @pytest.mark.parametrize("args", [["compare", "01_naive", "02_coalesced"], ["tune", "10_hoisted"],
-                                  ["ceiling"], ["energy", "01_naive"], ["launch", "01_naive"]])
+                                  ["ceiling"], ["energy", "01_naive"], ["launch", "01_naive"],
+                                  ["occupancy", "--sweep"]])
 def test_every_gpu_command_without_a_gpu_exits_3_in_one_line(args):
     proc = harness(*args, check=False)
     assert proc.returncode == 3, proc.stderr
@@ -161,3 +162,105 @@ def test_noload_with_tma_is_refused_where_the_copies_cannot_stop(tmp_path, monke
 def test_energy_and_launch_refuse_bad_input_before_the_gpu(args, message):
     proc = harness(*args, check=False)
     assert proc.returncode == 2 and message in proc.stderr, proc.stderr
+
+
+BIG_GRID = ("grid (6250000, 6250000, 1) at 100000000x100000000x100000000: y = 6250000 exceeds "
+            "65535")
+
+
+@pytest.mark.parametrize("command", ["build", "occupancy"])
+def test_a_grid_over_the_limits_cannot_launch(command):
+    proc = harness(command, "03_smem_tiled:t16", "--size", "100000000", check=False)
+    assert proc.returncode == 1, proc.stderr
+    assert BIG_GRID in proc.stdout and "Traceback" not in proc.stderr
+
+
+def test_tune_skips_points_whose_grid_does_not_fit():
+    proc = harness("tune", "09_cp_async", "--size", "100000000", "--dry-run")
+    assert "y = 781250 exceeds 65535" in proc.stdout and "0 points would be timed" in proc.stdout
+
+
+@pytest.mark.skipif(gpu_status()[0], reason="this machine has a GPU: the no-GPU path is not hit")
+def test_run_without_gpu_reports_what_cannot_launch_at_the_sizes_asked():
+    proc = harness("run", "03_smem_tiled:t16", "--size", "1024", "--size", "100000000",
+                   check=False)
+    assert proc.returncode == 3, proc.stderr
+    assert "offline build report for sm_90 at 100000000x100000000x100000000" in proc.stdout
+    assert BIG_GRID in proc.stdout
+
+
+NOT_A_FOLDER = PROJECT_ROOT / "README.md"
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["ptx", "01_naive"], "'01_naive' is CUDA C++ (cu/sgemm/01_naive.cu), which has no PTX "
+                          "macros: `harness sass KERNEL --listing`"),
+    (["ptx", "03_smem_tiled_ptx", "--arch", "sm_75"], "argument --arch: invalid choice"),
+    (["tune", "01_naive"], "01_naive declares no [tune] space"),  # before the GPU is looked for
+    (["tune", "10_hoisted", "--arch", "sm_99"], "unknown architecture 'sm_99'"),
+    (["tune", "10_hoisted", "--dry-run", "--jobs", "0"], "--jobs 0: expected at least 1"),
+    (["tune", "10_hoisted", "--dry-run", "--top", "0"], "--top 0: expected at least 1"),
+    (["occupancy", "01_naive", "--carveout", "150"], "--carveout 150: expected a percent from "
+                                                     "0 to 100"),
+    (["run", "01_naive", "--carveout", "-1"], "--carveout -1: expected a percent from 0 to 100"),
+    (["build", "--size", "1,2"], "size '1,2' is not N or M,N,K with positive integers"),
+    (["occupancy", "01_naive", "--size", "0"], "size '0' is not N or M,N,K"),
+    (["run", "--size", "-4"], "size '-4' is not N or M,N,K"),
+    (["compare", "01_naive", "02_coalesced", "--size", "0"], "size '0' is not N or M,N,K"),
+    (["build", "--size", "4096,4096,2147483648"], "K = 2147483648 exceeds 2147483647: the GEMM "
+                                                  "ABI passes M, N and K as int"),
+    (["run", "01_naive", "--budget-ms", "-5"], "--budget-ms -5: expected more than 0"),
+    (["run", "01_naive", "--budget-ms", "nan"], "--budget-ms nan: expected more than 0"),
+    (["compare", "01_naive", "02_coalesced", "--budget-ms", "0"], "--budget-ms 0: expected"),
+    (["run", "01_naive", "--timeout-s", "0"], "--timeout-s 0: expected more than 0"),
+    (["run", "01_naive", "--warmup-ms", "-1"], "--warmup-ms -1: expected at least 0"),
+    (["run", "01_naive", "--min-ms", "50", "--budget-ms", "10"], "--min-ms 50 is above "
+                                                                 "--budget-ms 10"),
+    (["ceiling", "--blocks-per-sm", "0"], "--blocks-per-sm 0: expected at least 1"),
+    (["ceiling", "--launch-ms", "0"], "--launch-ms 0: expected more than 0"),
+    (["launch", "01_naive", "--gap-ms", "-1"], "--gap-ms -1: expected at least 0"),
+    (["run", "01_naive", "--report-dir", f"{NOT_A_FOLDER}/reports"],
+     f"--report-dir {NOT_A_FOLDER}/reports: {NOT_A_FOLDER} is a file, so"),
+    (["occupancy", "--sweep", "--report-dir", str(NOT_A_FOLDER)],
+     f"--report-dir {NOT_A_FOLDER}: {NOT_A_FOLDER} is a file, not a folder"),
+    (["run", "01_naive", "--json", str(PROJECT_ROOT / "cu")], "a folder; expected the path of "
+                                                              "a JSON-lines file"),
+    (["run", "01_naive", "--json", f"{NOT_A_FOLDER}/run.jsonl"], f"{NOT_A_FOLDER} is a file"),
+    (["--kernel-dir", str(NOT_A_FOLDER), "list"],
+     f"kernel folder {NOT_A_FOLDER} is a file, not a folder: pass the folder that holds it "
+     f"(--kernel-dir {PROJECT_ROOT})"),
+    (["build", "cu/sgemm/03_smem_tiled.cu:t64"], "cu/sgemm/03_smem_tiled.cu has no variant "
+                                                 "'t64'; its variants: t16, t32"),
+    (["build", "03_smem_tiled:t64"], "03_smem_tiled has no variant 't64'; its variants: t16, "
+                                     "t32"),
+    (["build", "cu/sgemm/nothere.cu:t16"], "no kernel file cu/sgemm/nothere.cu"),
+    (["report", str(NOT_A_FOLDER)], "cannot read the run report"),
+    (["list", "--no-builtin"], "unrecognized arguments: --no-builtin (--kernel-dir and "
+                               "--no-builtin go before the command"),
+    (["build", "--arch"], "harness build: error: argument --arch: expected one argument"),
+    ([], "the following arguments are required: command"),
+])
+def test_bad_input_is_one_line_with_exit_status_2(args, message):
+    proc = harness(*args, check=False)
+    assert proc.returncode == 2, (proc.returncode, proc.stderr)
+    assert message in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+
+
+def test_exit_statuses_are_in_the_help():
+    out = harness("--help").stdout
+    for status in ("0 when", "1 when", "2 for bad input", "3 when the command needs a GPU",
+                   "130 when interrupted"):
+        assert status in " ".join(out.split()), status
+
+
+def test_a_file_that_cannot_be_written_is_one_line_not_a_traceback(monkeypatch, capsys):
+    from harness import cli
+    from harness.cli import kernels as kernel_commands
+
+    def unwritable(args):
+        raise PermissionError(13, "Permission denied", "/somewhere/report.md")
+
+    monkeypatch.setattr(kernel_commands, "_list", unwritable)
+    assert cli.main(["list"]) == 2
+    assert capsys.readouterr().err == "harness: error: Permission denied: /somewhere/report.md\n"

@@ -1,5 +1,7 @@
 """Every kernel compiles to a cubin for every arch, with no GPU, and errors point at lines."""
 
+from pathlib import Path
+
 import pytest
 from conftest import FIXTURE_KERNELS
 
@@ -145,3 +147,81 @@ def test_the_examples_compile_without_spills(arch):
         for kernel in load_registry([]).select([str(path)]):
             res = compile_kernel(kernel, arch).resources
             assert res.spill_store_bytes == 0 and res.registers <= 255, (path, res)
+
+
+HEADERS = FIXTURE_KERNELS / "headers"
+
+
+def test_cuda_and_standard_headers_are_found_without_a_toolkit():
+    """NVRTC searches no folder of its own: the harness gives it the CUDA runtime headers and
+    libcu++ (wheels or a toolkit) and its own <cstdint>, so a BF16 kernel may include them."""
+    from harness.build import headers
+
+    (kernel,) = discover([HEADERS])
+    assert kernel.spec.precision == "bf16"
+    compiled = compile_kernel(kernel, "sm_90", use_cache=False)
+    assert compiled.cubin[:4] == b"\x7fELF" and compiled.resources.registers > 0
+    search = headers.include_search()
+    assert not search.missing, search
+    assert search.paths[-1] == str(headers.SHIM_DIR)
+    assert any((Path(p) / "cuda_bf16.h").is_file() for p in search.paths)
+    assert any((Path(p) / "cuda/std/cstdint").is_file() for p in search.paths)
+
+
+def test_include_paths_are_compiler_flags_and_part_of_the_cache_key(monkeypatch):
+    from harness.build import compile as compile_mod
+    from harness.build.compile import CompileOptions
+
+    flags = CompileOptions(include_paths=("/a", "/b")).nvrtc_flags()
+    assert "--include-path=/a" in flags and "--include-path=/b" in flags
+    (kernel,) = discover([HEADERS])
+    assert not compile_kernel(kernel, "sm_90").cached
+    assert compile_kernel(kernel, "sm_90").cached
+    paths = compile_mod.headers.include_paths()
+    monkeypatch.setattr(compile_mod.headers, "include_paths", lambda: (*paths, str(HEADERS)))
+    assert not compile_kernel(kernel, "sm_90").cached
+
+
+def test_headers_are_found_in_cuda_home_when_the_finder_finds_none(tmp_path, monkeypatch):
+    from harness.build import headers
+
+    (tmp_path / "include/cccl/cuda/std").mkdir(parents=True)
+    (tmp_path / "include/cuda_fp16.h").write_text("")
+    (tmp_path / "include/cccl/cuda/std/cstdint").write_text("")
+    monkeypatch.setattr(headers, "_pathfinder", lambda libname: None)
+    monkeypatch.setenv("CUDA_HOME", str(tmp_path))
+    headers.include_search.cache_clear()
+    try:
+        search = headers.include_search()
+    finally:
+        headers.include_search.cache_clear()
+    assert search.paths == (str(tmp_path / "include"), str(tmp_path / "include/cccl"),
+                            str(headers.SHIM_DIR))
+    assert not search.missing
+
+
+def test_a_header_not_found_is_named_with_where_and_what_to_install(tmp_path, monkeypatch):
+    from harness.build import headers
+
+    nowhere = headers.IncludeSearch((str(headers.SHIM_DIR),),
+                                    ("cuda.pathfinder 'cudart'", "/usr/local/cuda/include"),
+                                    headers.HEADER_SETS)
+    monkeypatch.setattr(headers, "include_search", lambda: nowhere)
+    monkeypatch.setattr(headers, "include_paths", lambda: nowhere.paths)
+    (kernel,) = discover([HEADERS])
+    with pytest.raises(CompileError) as info:
+        compile_kernel(kernel, "sm_90")
+    message = str(info.value)
+    assert "header 'cuda/std/cstdint' not found" in message  # <cstdint> needs libcu++
+    assert "looked in cuda.pathfinder 'cudart'; /usr/local/cuda/include" in message
+    assert "install nvidia-cuda-runtime nvidia-cuda-cccl" in message
+    assert "or set CUDA_HOME to a CUDA 13 toolkit" in message
+
+    vector = tmp_path / "vector_user.cu"
+    vector.write_text((HEADERS / "bf16_headers.cu").read_text()
+                      .replace("#include <cstdint>", "#include <vector>")
+                      .replace("bf16_headers", "vector_user"))
+    (kernel,) = discover([tmp_path])
+    with pytest.raises(CompileError, match=r"header 'vector' not found: NVRTC has no C\+\+ "
+                                           r"standard library .* <cuda/std/vector>"):
+        compile_kernel(kernel, "sm_90")

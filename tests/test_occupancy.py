@@ -8,7 +8,10 @@ import pytest
 from harness.archs import KB, get_arch
 from harness.build.occupancy import (
     Occupancy,
+    abi_problems,
     carveout_bytes,
+    dims_problems,
+    kernel_launch_problems,
     launch_problems,
     predict,
     waves_per_sm,
@@ -278,3 +281,47 @@ def test_bad_input(args, match):
 def test_launch_problems_validates_too():
     with pytest.raises(HarnessError, match="dynamic_smem_bytes: expected an integer >= 0"):
         launch_problems(SM90, 32, 32, 0, -128)
+
+
+# --- grid and block dimensions, the ABI's int -----------------------------------------------
+
+@pytest.mark.parametrize("arch", [SM80, SM86, SM89, SM90])
+def test_grid_and_block_dimension_limits(arch):
+    # programming guide: grid x up to 2^31 - 1, y and z up to 65535; block x, y up to 1024,
+    # z up to 64
+    assert dims_problems(arch, (1024, 1, 1), (2**31 - 1, 65535, 65535)) == []
+    assert dims_problems(arch, (1, 1024, 64), (1, 1, 1)) == []
+    (grid_y,) = dims_problems(arch, (16, 16, 1), (6250000, 6250000, 1),
+                              (100000000, 100000000, 100000000))
+    assert grid_y.startswith("grid (6250000, 6250000, 1) at 100000000x100000000x100000000: "
+                             "y = 6250000 exceeds 65535: ")
+    assert "x 2147483647, y 65535, z 65535" in grid_y
+    (grid_x,) = dims_problems(arch, (32, 1, 1), (2**31, 1, 1))
+    assert grid_x.startswith(f"grid ({2**31}, 1, 1): x = {2**31} exceeds 2147483647")
+    (grid_z,) = dims_problems(arch, (32, 1, 1), (1, 1, 65536))
+    assert "z = 65536 exceeds 65535" in grid_z
+    (block_z,) = dims_problems(arch, (2, 2, 128), (1, 1, 1))
+    assert block_z.startswith("block (2, 2, 128): z = 128 exceeds 64: ")
+    assert len(dims_problems(arch, (2048, 1, 1), (1, 70000, 1))) == 2
+
+
+def test_sizes_over_the_abis_int_are_refused():
+    assert abi_problems(2**31 - 1, 1, 1) == []
+    (problem,) = abi_problems(1, 2**31, 1)
+    assert problem.startswith(f"N = {2**31} exceeds 2147483647: the GEMM ABI passes M, N and "
+                              "K as int")
+
+
+def test_a_kernel_at_a_size_whose_grid_does_not_fit_cannot_launch():
+    from harness.kernels.registry import discover, select
+
+    (t16,) = select(discover(), ["03_smem_tiled:t16"])
+    assert kernel_launch_problems(t16, SM90, 4096, 4096, 4096, 32, 2048) == []
+    (problem,) = kernel_launch_problems(t16, SM90, 100000000, 100000000, 100000000, 32, 2048)
+    assert problem.startswith("grid (6250000, 6250000, 1) at 100000000x100000000x100000000: "
+                              "y = 6250000 exceeds 65535")
+    # the compiled resources count too, and the ABI's int is checked first
+    (smem,) = kernel_launch_problems(t16, SM90, 64, 64, 64, 32, 240 * KB)
+    assert smem.startswith("needs 240 KB shared memory per block")
+    (abi,) = kernel_launch_problems(t16, SM90, 2**31, 1, 1)
+    assert abi.startswith(f"M = {2**31} exceeds")

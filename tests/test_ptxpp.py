@@ -140,7 +140,7 @@ def test_cli_refuses_a_cu_kernel(capsys):
     from harness.cli import main
 
     assert main(["ptx", "01_naive"]) == 2
-    assert "takes one PTX kernel" in capsys.readouterr().err
+    assert "'01_naive' is CUDA C++ (cu/sgemm/01_naive.cu)" in capsys.readouterr().err
 
 
 def test_include_expands_with_the_includers_constants(tmp_path):

@@ -1,3 +1,4 @@
+import re
 import shutil
 
 import pytest
@@ -131,3 +132,67 @@ def test_one_representative_per_file():
     for k in reps:
         if k.spec.representative:
             assert k.variant == k.spec.representative
+
+
+_FORMULAS = '''/* harness
+entry = "f"
+summary = "Test fixture: formulas that fail only when evaluated."
+precision = "fp32"
+min_arch = "sm_80"
+block = ["32 >> SHIFT"]
+grid = ["cdiv(N, DIV)", "M // (DIV + 1)"]
+dynamic_smem_bytes = "1 << (SHIFT * 40)"
+constraints = ["M % DIV == 0"]
+[params]
+DIV = 1
+SHIFT = 0
+[variants]
+zero = { DIV = 0 }
+far = { SHIFT = 2 }
+[model]
+tile_m = "64 // (DIV - 1)"
+tile_n = "64"
+smem_loads = "1"
+fmas = "1"
+[tma]
+A = ["64 // (DIV - 1)", "8"]
+*/
+extern "C" __global__ void f(int M, int N, int K, float alpha, const float* A,
+                             const float* B, float beta, float* C) {}
+'''
+
+
+def test_a_formula_that_fails_when_evaluated_names_its_file_and_kernel(tmp_path):
+    """Formulas parse when the spec is read and are evaluated later (grid, block, shared
+    memory, constraints, [model], [tma]): a failure then names the file and the kernel."""
+    from harness.errors import FormulaError
+    from harness.report import napkin
+
+    path = tmp_path / "formulas.cu"
+    path.write_text(_FORMULAS)
+    kernels = {k.name: k for k in discover([tmp_path])}
+    zero, far = kernels["formulas:zero"], kernels["formulas:far"]
+    where = f"{path}: formulas:zero: formula "
+    with pytest.raises(FormulaError, match=re.escape(where + "'cdiv(N, DIV)' divides by zero "
+                                                     "with {")) as caught:
+        zero.grid_dims(64, 64, 64)
+    assert caught.value.where == f"{path}: formulas:zero"
+    assert caught.value.reason.startswith("formula 'cdiv(N, DIV)' divides by zero with {")
+    with pytest.raises(FormulaError, match=re.escape(where + "'M % DIV == 0' divides by zero")):
+        zero.shape_problems(64, 64, 64)
+    with pytest.raises(FormulaError, match=re.escape(f"{path}: formulas:far: formula "
+                                                     "'64 // (DIV - 1)' divides by zero")):
+        far.tma_box("A")
+    with pytest.raises(FormulaError, match=re.escape(
+            f"{path}: formulas:far: formula '1 << (SHIFT * 40)' shifts by 80 with {{")):
+        far.dynamic_smem_bytes(64, 64, 64)
+    with pytest.raises(FormulaError, match=re.escape(f"{path}: formulas:far: formula "
+                                                     "'32 >> SHIFT'")):
+        _ = far.with_params({"SHIFT": -1}, "formulas:far").block_dims
+    with pytest.raises(FormulaError, match=re.escape(f"{path}: formulas:v: formula "
+                                                     "'64 // (DIV - 1)' divides by zero")):
+        napkin.model(zero.spec, {"DIV": 1, "SHIFT": 0}, 64, 64, 64, "formulas:v")
+    # a name with no value (a [model] evaluated at parameters a saved run lacks)
+    with pytest.raises(FormulaError, match=re.escape(f"{path}: formulas: formula "
+                                                     "'64 // (DIV - 1)' uses 'DIV'")):
+        napkin.model(zero.spec, {}, 64, 64, 64)

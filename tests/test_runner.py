@@ -25,3 +25,69 @@ def test_failures_are_classified():
     assert _failure(None, False, -11, "Segmentation fault", 60)[0] == "fault"
     status, message = _failure(None, False, 1, "Traceback: boom", 60)
     assert status == "error" and "boom" in message
+
+
+def test_sizes_the_abi_cannot_pass_are_bad_input():
+    assert parse_size(f"{2**31 - 1},1,1") == (2**31 - 1, 1, 1)
+    with pytest.raises(HarnessError, match=r"size '3000000000': M = 3000000000 exceeds "
+                                           r"2147483647: the GEMM ABI passes M, N and K as int"):
+        parse_size("3000000000")
+
+
+def test_a_kernel_refused_offline_at_every_size_gets_rows_and_no_worker(tmp_path, monkeypatch):
+    """Grid limits are checked before any launch: a kernel that cannot launch at any size asked
+    never reaches a worker (no GPU is needed to see that)."""
+    from harness.kernels.registry import discover, select
+    from harness.run import runner
+
+    monkeypatch.setenv("HARNESS_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr(runner, "_Worker", lambda *args: pytest.fail("a worker was started"))
+    (t16,) = select(discover(), ["03_smem_tiled:t16"])
+    sizes = ((100000000,) * 3, (2000000, 2000000, 64))
+    record = runner.run([t16], "sm_90", runner.RunOptions(sizes=sizes), tmp_path / "r.jsonl",
+                        lambda line: None)
+    assert [(r.status, r.size) for r in record.results] == [("launch error", s) for s in sizes]
+    assert ("03_smem_tiled:t16 at 100000000x100000000x100000000 cannot launch: grid (6250000, "
+            "6250000, 1) at 100000000x100000000x100000000: y = 6250000 exceeds 65535"
+            in record.results[0].message)
+    assert "y = 125000 exceeds 65535" in record.results[1].message
+    assert len((tmp_path / "r.jsonl").read_text().splitlines()) == 2
+
+
+def test_a_loaded_kernel_refuses_a_grid_over_the_limits_before_launching():
+    """The GPU side's last check (every launch goes through LoadedGemm.prepare), exercised on
+    the CPU with a stand-in device: the same offline limits, with the device's SM count."""
+    from types import SimpleNamespace
+
+    from harness.archs import get_arch
+    from harness.bench.gemm import LoadedGemm
+    from harness.errors import LaunchError
+    from harness.kernels.registry import discover, select
+
+    (t16,) = select(discover(), ["03_smem_tiled:t16"])
+    gemm = object.__new__(LoadedGemm)
+    gemm.device = SimpleNamespace(arch=get_arch("sm_90"), sm_count=132)
+    gemm.kernel, gemm.registers, gemm.static_smem_bytes = t16, 32, 2048
+    gemm._dynamic_limit = 48 * 1024
+    assert gemm.prepare(4096, 4096, 4096).grid == (256, 256, 1)
+    with pytest.raises(LaunchError, match=r"03_smem_tiled:t16 at 100000000x100000000x100000000 "
+                                          r"cannot launch: grid \(6250000, 6250000, 1\) .*y = "
+                                          r"6250000 exceeds 65535"):
+        gemm.prepare(100000000, 100000000, 100000000)
+
+
+@pytest.mark.parametrize(("at", "said"), [((256, 256, 256), "hung at 256x256x256: "),
+                                          (None, "hung while being checked on the odd shapes: ")])
+def test_a_hung_kernel_is_skipped_at_its_other_sizes_saying_where_it_hung(at, said):
+    from harness.kernels.registry import discover, select
+    from harness.run import runner
+
+    (kernel,) = select(discover(), ["01_naive"])
+    sizes = ((128,) * 3, (256,) * 3, (512,) * 3)
+    kept = []
+    worker = runner._Worker([kernel], runner.RunOptions(sizes=sizes, timeout_s=5),
+                            runner.RunRecord(), kept.append, lambda line: None, False, "run")
+    worker.current, worker.at = kernel.name, at
+    worker._record_unreported(None, True, -9, "")
+    assert [r.status for r in kept] == ["timeout", "skipped", "skipped"]
+    assert all(r.message.startswith(said) for r in kept[1:]), [r.message for r in kept]

@@ -87,3 +87,10 @@ def test_a_kernel_without_a_space_is_refused():
     (good,) = discover([FIXTURE_KERNELS / "isolation"])[3:4]
     with pytest.raises(HarnessError, match="declares no \\[tune\\] space"):
         tune.points(good, {})
+
+
+def test_points_whose_grid_does_not_fit_are_skipped_before_compiling():
+    (point,) = tune.points(cp_async(), {"BM": [128]})
+    assert tune.why_invalid(point, "sm_90", [(4096,) * 3]) is None
+    reason = tune.why_invalid(point, "sm_90", [(4096,) * 3, (100000000,) * 3])
+    assert reason.startswith("grid (") and "y = 781250 exceeds 65535" in reason, reason

@@ -54,9 +54,9 @@ class LoadedGemm:
     def prepare(self, m: int, n: int, k: int) -> LaunchShape:
         """The launch shape at m x n x k, after checking the device can hold the block."""
         shape = self.shape(m, n, k)
-        problems = occupancy.launch_problems(
-            self.device.arch, self.kernel.block_threads, self.registers, self.static_smem_bytes,
-            shape.dynamic_smem_bytes)
+        problems = occupancy.kernel_launch_problems(
+            self.kernel, self.device.arch, m, n, k, self.registers, self.static_smem_bytes,
+            self.device.sm_count)
         if problems:
             raise LaunchError(f"{self.kernel.name} at {m}x{n}x{k} cannot launch: "
                               + "; ".join(problems))
@@ -81,7 +81,7 @@ class LoadedGemm:
     def tensor_maps(self, m: int, n: int, k: int, a: int, b: int, c: int) -> list:
         """The TMA tensor maps the spec's [tma] asks for, in A, B, C order, for these buffers:
         A and B of the input precision, C (M x N) of the spec's ``c_type``."""
-        spec, env = self.kernel.spec, self.kernel.param_env
+        spec = self.kernel.spec
         # (address, inner, outer, element) of each operand as stored: A is M x K; B is K x N,
         # or N x K in "col"; C is M x N
         dims = {"A": (a, k, m, spec.precision),
@@ -92,11 +92,10 @@ class LoadedGemm:
         for operand in TMA_OPERANDS:
             if operand in spec.tma:
                 address, inner, outer, element = dims[operand]
-                tma = spec.tma[operand]
-                box_inner, box_outer = (int(e(env)) for e in tma.box)
+                box_inner, box_outer = self.kernel.tma_box(operand)
                 maps.append(tensor_map_2d(element, address, inner, outer, box_inner, box_outer,
                                           f"{self.kernel.name} tensor map {operand}",
-                                          tma.swizzle))
+                                          spec.tma[operand].swizzle))
         return maps
 
     def occupancy(self, m: int, n: int, k: int) -> dict:

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness.archs import ARCHS, can_run, get_arch
+from harness.build import headers
 from harness.build.ptxas import Resources, parse_report
 from harness.errors import CompileError
 from harness.gpu.compilers import (
@@ -42,6 +43,10 @@ class CompileOptions:
     """``-std=`` for NVRTC."""
     defines: tuple[str, ...] = ()
     """``-DNAME=VALUE`` for NVRTC: the kernel's tile parameters."""
+    include_paths: tuple[str, ...] = ()
+    """``--include-path=DIR`` for NVRTC, one per folder: the CUDA runtime headers, libcu++ and
+    the harness's own <cstdint> (:func:`harness.build.headers.include_paths`); NVRTC searches
+    nothing else for ``#include <...>``."""
     extra: tuple[str, ...] = field(default=())
     """Further flags passed through unchanged."""
 
@@ -49,6 +54,7 @@ class CompileOptions:
         flags = [f"-arch={self.arch}", f"-std={self.std}", "--ptxas-options=-v", "--no-cache"]
         if self.line_info:
             flags.append("-lineinfo")
+        flags += [f"--include-path={folder}" for folder in self.include_paths]
         return flags + list(self.defines) + list(self.extra)
 
     def nvjitlink_flags(self) -> list[str]:
@@ -96,7 +102,8 @@ def compile_kernel(kernel: Kernel, arch: str, *, use_cache: bool = True) -> Comp
     source = spec.path.read_bytes()
     expanded = None
     if spec.language == "cu":
-        options = CompileOptions(arch=arch, defines=kernel.defines)
+        options = CompileOptions(arch=arch, defines=kernel.defines,
+                                 include_paths=headers.include_paths())
         flags, compiler = options.nvrtc_flags(), f"nvrtc {compiler_versions()['nvrtc']}"
     else:
         # the PTX macros take the kernel's parameters, as -D does for .cu: the key is the result
@@ -180,8 +187,30 @@ def _explain_nvrtc(log: str, name: str, source: str, flags: list[str]) -> str:
         shown = lines[number - 1].strip() if 0 < number <= len(lines) else ""
         parts.append(f"{m['file']}:{number}: {m['kind']}{m['msg']}\n    {number} | {shown}")
     head = "\n".join(parts) or log.strip()
-    return (f"{name}: NVRTC could not compile the kernel (flags: {' '.join(flags)})\n{head}\n"
-            f"--- full compiler log ---\n{log.strip()}")
+    hints = "".join(f"\n{_missing_header(h)}" for h in dict.fromkeys(_NO_HEADER.findall(log)))
+    return (f"{name}: NVRTC could not compile the kernel (flags: {' '.join(flags)})\n{head}"
+            f"{hints}\n--- full compiler log ---\n{log.strip()}")
+
+
+_NO_HEADER = re.compile(r'(?:could not|cannot) open source file "([^"]+)"')
+_CUDA_HEADER = re.compile(r"^(cuda\w*\.h|cuda/.*|crt/.*|mma\.h|sm_\d+.*\.h|"
+                          r"cooperative_groups.*|vector_\w+\.h|\w+_types\.h)$")
+
+
+def _missing_header(header: str) -> str:
+    """What to do about an ``#include`` NVRTC could not open: where the harness looked, and what
+    to install (a CUDA header) or include instead (a C++ standard header)."""
+    search = headers.include_search()
+    where = (f"the include path is {', '.join(search.paths)}; looked in "
+             f"{'; '.join(search.looked)}")
+    if _CUDA_HEADER.match(header):
+        todo = search.advice() or ("it is not among the CUDA headers found: check the name, "
+                                   "or set CUDA_HOME to a toolkit that has it")
+        return f"header {header!r} not found: {where}. To fix: {todo}"
+    std = f"c{header.removesuffix('.h')}" if header.endswith(".h") else header
+    return (f"header {header!r} not found: NVRTC has no C++ standard library (the harness adds "
+            f"<cstdint> and <stdint.h>); include libcu++'s <cuda/std/{std}> instead where it "
+            f"exists, or a header of your own next to the kernel with #include \"...\" ({where})")
 
 
 _PTX_VERSION = re.compile(r"^\s*\.version\s+(\d+\.\d+)", re.MULTILINE)

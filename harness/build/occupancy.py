@@ -13,12 +13,19 @@ from __future__ import annotations
 
 import numbers
 from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING
 
 from harness.archs import KB, Arch
 from harness.errors import HarnessError
 
+if TYPE_CHECKING:
+    from harness.kernels.registry import Kernel
+
 LIMIT_ORDER = ("registers", "shared memory", "warps", "blocks")
 """The order in which tied limiters are named."""
+ABI_MAX_DIM = 2**31 - 1
+"""The largest M, N or K the GEMM ABI passes: they are C ``int`` parameters."""
+_AXES = "xyz"
 
 
 @dataclass(frozen=True)
@@ -157,6 +164,49 @@ def launch_problems(arch: Arch, block_threads: int, registers_per_thread: int,
             f"dynamic {_size(dynamic_smem_bytes)}), {arch.name} allows "
             f"{_size(arch.smem_optin_per_block_bytes)}")
     return problems
+
+
+def abi_problems(m: int, n: int, k: int) -> list[str]:
+    """The sizes the GEMM ABI's ``int M, int N, int K`` cannot pass (empty: all fit)."""
+    return [f"{name} = {value} exceeds {ABI_MAX_DIM}: the GEMM ABI passes M, N and K as int "
+            "(32-bit); a larger size cannot be launched through it"
+            for name, value in zip("MNK", (m, n, k), strict=True) if value > ABI_MAX_DIM]
+
+
+def dims_problems(arch: Arch, block: tuple[int, ...], grid: tuple[int, ...],
+                  size: tuple[int, int, int] | None = None) -> list[str]:
+    """Every axis of the block (threads) or the grid (blocks) over ``arch``'s limits: x up to
+    2^31 - 1 blocks, y and z up to 65535; x and y up to 1024 threads, z up to 64."""
+    at = f" at {'x'.join(map(str, size))}" if size else ""
+    problems = []
+    for what, dims, limits, fix in (
+            ("block", block, arch.max_block_dims, "fewer threads along that axis"),
+            ("grid", grid, arch.max_grid_dims,
+             "a smaller size, or a grid formula that puts the largest block count in x")):
+        for axis, value, limit in zip(_AXES, dims, limits, strict=False):
+            if value > limit:
+                allowed = ", ".join(f"{a} {lim}" for a, lim in zip(_AXES, limits, strict=True))
+                problems.append(f"{what} {tuple(dims)}{at}: {axis} = {value} exceeds {limit}: "
+                                f"{arch.name} allows {allowed} ({fix})")
+    return problems
+
+
+def kernel_launch_problems(kernel: Kernel, arch: Arch, m: int, n: int, k: int,
+                           registers_per_thread: int = 0, static_smem_bytes: int = 0,
+                           sm_count: int | None = None) -> list[str]:
+    """Every reason ``kernel`` cannot launch at m x n x k on ``arch``, offline: sizes the ABI
+    cannot pass, block and grid dimensions over the arch's limits, then the block's threads,
+    registers and shared memory (:func:`launch_problems`; registers and static shared memory
+    are the compiled kernel's, 0 before compiling). ``sm_count``: for grids that name SMS
+    (default: the offline count)."""
+    problems = abi_problems(m, n, k)
+    if problems:
+        return problems
+    grid = (kernel.grid_dims(m, n, k) if sm_count is None
+            else kernel.grid_dims(m, n, k, sm_count))
+    problems += dims_problems(arch, kernel.block_dims, grid, (m, n, k))
+    return problems + launch_problems(arch, kernel.block_threads, registers_per_thread,
+                                      static_smem_bytes, kernel.dynamic_smem_bytes(m, n, k))
 
 
 def _limit_registers(arch: Arch, registers_per_thread: int, warps: int) -> int | None:

@@ -35,8 +35,8 @@ def build_row(kernel: Kernel, arch: str, size=DEFAULT_SIZE,
     carveout = carveout_pct if carveout_pct is not None else kernel.spec.carveout_pct
     occ = occupancy.predict(get_arch(arch), kernel.block_threads, res.registers,
                             res.static_smem_bytes, dynamic, carveout)
-    problems = occupancy.launch_problems(get_arch(arch), kernel.block_threads, res.registers,
-                                         res.static_smem_bytes, dynamic)
+    problems = occupancy.kernel_launch_problems(kernel, get_arch(arch), m, n, k, res.registers,
+                                                res.static_smem_bytes)
     return {
         **row, "status": "cannot launch" if problems else "ok",
         "message": "; ".join(problems) or "ok",

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from tabulate import tabulate
 
+from harness.archs import get_arch
 from harness.build.offline import build_all
 from harness.cli import common
 from harness.errors import HarnessError
@@ -206,10 +207,16 @@ def _run(args) -> int:
     timing = _timing(args, cold_l2=args.cold_l2, power_s=power_s)
     ok, why = common.has_gpu()
     if not ok:
+        largest = max(sizes, key=lambda s: s[0] * s[1] * s[2])
         print(f"no GPU here ({why}): nothing can be checked or timed; the offline build report "
-              "for sm_90 follows")
-        rows = build_all(chosen, "sm_90")
+              f"for sm_90 at {'x'.join(map(str, largest))} follows")
+        rows = build_all(chosen, "sm_90", largest)
         print(tables.build_table(rows))
+        others = [r for size in sizes if size != largest for r in build_all(chosen, "sm_90", size)]
+        for r in rows + others:
+            if r["status"] != "ok":
+                print(f"- {r['kernel']} at {'x'.join(map(str, r.get('size', largest)))}: "
+                      f"{r['status']}: {r['message']}")
         raise common.NoGpu("`harness run` needs a GPU; the report above is what it can say "
                            "without one")
     from harness.gpu.driver import device_arch_name
@@ -255,10 +262,10 @@ def _compare(args) -> int:
     if len(chosen) < 2:
         raise HarnessError(f"compare needs at least two kernels; {args.kernels} matched "
                            f"{[k.name for k in chosen]}")
-    why = common.gpu()
-    arch = device_arch_name()
     sizes = _sizes(args)
     timing = _timing(args, cold_l2=args.cold_l2)
+    why = common.gpu()
+    arch = device_arch_name()
     stem = args.report_dir / files.gpu_slug(why) / f"compare-{files.run_stamp()}"
     options = RunOptions(sizes=sizes, timeout_s=args.timeout_s, timing=timing,
                          strict_blas=args.blas_strict)
@@ -298,6 +305,10 @@ def _tune(args) -> int:
         except ValueError:
             raise HarnessError(f"--param {item!r}: expected NAME=v1,v2,... with integers") from None
     sizes = _sizes(args)
+    candidates = tune.points(base, space)  # an empty space or unknown names: bad input first
+    timing = _timing(args, warmup_ms=min(args.warmup_ms, 10.0))
+    if args.arch:
+        get_arch(args.arch)
     ok, why = common.has_gpu()
     if not ok and not args.dry_run:
         raise common.NoGpu(f"no GPU here ({why}): tuning times kernels; --dry-run screens "
@@ -308,18 +319,17 @@ def _tune(args) -> int:
         arch = device_arch_name()
     else:
         arch = args.arch or "sm_90"
-        from harness.archs import get_arch
-
-        get_arch(arch)
-    keep, skipped = tune.screen(tune.points(base, space), arch, sizes, args.jobs, common.say)
-    if args.dry_run:
+    keep, skipped = tune.screen(candidates, arch, sizes, args.jobs, common.say)
+    if args.dry_run or not keep:
         print(tabulate([[k.name, reason[:110]] for k, reason in skipped],
                        headers=["skipped point", "reason"]))
+        if not keep and not args.dry_run:
+            print(f"\nnone of the {len(skipped)} points can be timed: nothing was run")
+            return common.EXIT_FAILED
         print(f"\n{len(keep)} points would be timed" + "".join(f"\n  {k.name}" for k in keep))
         return common.EXIT_OK
     folder = args.report_dir / files.gpu_slug(why)
     stem = folder / f"tune-{spec.stem}-{files.run_stamp()}"
-    timing = _timing(args, warmup_ms=min(args.warmup_ms, 10.0))
     options = RunOptions(sizes=sizes, timing=timing, timeout_s=args.timeout_s)
     record = run(keep, arch, options, stem.with_suffix(".jsonl"), common.say,
                  reuse_baseline=True)

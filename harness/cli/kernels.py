@@ -116,7 +116,9 @@ def _occupancy(args) -> int:
     gpu, why = common.has_gpu()
     if args.sweep:
         if not gpu:
-            raise common.NoGpu(f"--sweep compares with the driver and needs a GPU ({why})")
+            raise common.NoGpu(f"no GPU here ({why}): --sweep compares with the driver's "
+                               "occupancy; without --sweep, `harness occupancy KERNEL` predicts "
+                               "it offline")
         return _occupancy_sweep(args, common.kernels(args))
     if not args.kernels:
         raise HarnessError("name at least one KERNEL (see `harness list`), or pass --sweep")
@@ -169,8 +171,8 @@ def _occupancy_entry(args, kernel, size, session, why: str = "") -> dict:
     if sm_count and pred.blocks_per_sm:
         entry["offline"]["waves_per_sm"] = occ_mod.waves_per_sm(
             entry["grid_blocks"], pred.blocks_per_sm, sm_count)
-    entry["launch_problems"] = occ_mod.launch_problems(
-        get_arch(arch), kernel.block_threads, res.registers, res.static_smem_bytes, dynamic)
+    entry["launch_problems"] = occ_mod.kernel_launch_problems(
+        kernel, get_arch(arch), m, n, k, res.registers, res.static_smem_bytes, sm_count)
     return entry
 
 
@@ -269,7 +271,14 @@ def _ptx(args) -> int:
     from harness.kernels.ptxpp import expand
 
     chosen = common.kernels(args, kind=None, patterns=[args.kernel])
-    if len(chosen) != 1 or chosen[0].spec.language != "ptx":
+    cuda_cpp = sorted({project_relative(k.spec.path) for k in chosen
+                       if k.spec.language != "ptx"})
+    if cuda_cpp:
+        raise HarnessError(
+            f"`harness ptx` shows hand-written PTX kernels after their macros are expanded; "
+            f"{args.kernel!r} is CUDA C++ ({', '.join(cuda_cpp)}), which has no PTX macros: "
+            "`harness sass KERNEL --listing` shows what NVRTC made of it")
+    if len(chosen) != 1:
         names = ", ".join(k.name for k in chosen)
         raise HarnessError(f"`harness ptx` takes one PTX kernel; {args.kernel!r} matches {names}"
                            " (name one variant, stem:variant, of a .ptx file)")

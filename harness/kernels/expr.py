@@ -119,7 +119,8 @@ def _eval(node: ast.AST, env: Mapping[str, int], text: str) -> int | bool:
         if isinstance(node.op, (ast.FloorDiv, ast.Mod)) and right == 0:
             raise SpecError(f"formula {text!r} divides by zero with {dict(env)}")
         if isinstance(node.op, (ast.LShift, ast.RShift)) and not 0 <= right < 64:
-            raise SpecError(f"formula {text!r} shifts by {right}; expected 0..63")
+            raise SpecError(f"formula {text!r} shifts by {right} with {dict(env)}; "
+                            "expected a shift of 0..63")
         return _BINARY[type(node.op)](left, right)
     if isinstance(node, ast.Call):
         args = [_eval(a, env, text) for a in node.args]

@@ -16,7 +16,8 @@ from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 
-from harness.errors import HarnessError, SpecError
+from harness.errors import FormulaError, HarnessError, SpecError
+from harness.kernels import expr
 from harness.kernels.spec import KINDS, KernelSpec, read_spec
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
@@ -66,12 +67,21 @@ class Kernel:
     def param_env(self) -> dict[str, int]:
         return dict(self.params)
 
+    def evaluate(self, formula: expr.Expr, env: Mapping[str, int]) -> int | bool:
+        """``formula`` (one of this kernel's spec formulas) at ``env``. Every spec formula of a
+        kernel is evaluated here, so that a failure (a division by zero, a shift out of range, a
+        name with no value) names the kernel file and the kernel: a FormulaError."""
+        try:
+            return formula(env)
+        except SpecError as exc:
+            raise FormulaError(f"{self.spec.path}: {self.name}", str(exc)) from None
+
     def env(self, m: int, n: int, k: int) -> dict[str, int]:
         return {**self.param_env, "M": m, "N": n, "K": k}
 
     @cached_property
     def block_dims(self) -> tuple[int, int, int]:
-        dims = tuple(int(e(self.param_env)) for e in self.spec.block)
+        dims = tuple(int(self.evaluate(e, self.param_env)) for e in self.spec.block)
         if any(d < 1 for d in dims):
             raise SpecError(f"{self.spec.path}: block {dims} for {self.name} has a dimension < 1")
         return (*dims, 1, 1)[:3]
@@ -86,20 +96,30 @@ class Kernel:
         """The grid at m x n x k; ``SMS`` in a formula (persistent kernels) is ``sm_count``,
         the device's SM count at launch and :data:`OFFLINE_SM_COUNT` without a GPU."""
         env = {**self.env(m, n, k), "SMS": sm_count}
-        dims = tuple(int(e(env)) for e in self.spec.grid)
+        dims = tuple(int(self.evaluate(e, env)) for e in self.spec.grid)
         if any(d < 1 for d in dims):
             raise SpecError(f"{self.spec.path}: grid {dims} for {self.name} at {m}x{n}x{k} has a "
                             "dimension < 1; check the grid formulas")
         return (*dims, 1, 1)[:3]
 
     def dynamic_smem_bytes(self, m: int, n: int, k: int) -> int:
-        return int(self.spec.dynamic_smem_bytes(self.env(m, n, k)))
+        return int(self.evaluate(self.spec.dynamic_smem_bytes, self.env(m, n, k)))
 
     def shape_problems(self, m: int, n: int, k: int) -> list[str]:
         """The declared constraints that ``m x n x k`` violates (empty when it may run)."""
         env = self.env(m, n, k)
         return [f"{m}x{n}x{k} violates the kernel's constraint {c.text!r}"
-                for c in self.spec.constraints if not c(env)]
+                for c in self.spec.constraints if not self.evaluate(c, env)]
+
+    def tma_box(self, operand: str) -> tuple[int, int]:
+        """(inner, outer) elements of ``operand``'s TMA box ([tma])."""
+        inner, outer = self.spec.tma[operand].box
+        return (int(self.evaluate(inner, self.param_env)),
+                int(self.evaluate(outer, self.param_env)))
+
+    def model_values(self) -> dict[str, int]:
+        """The [model] table's formulas at this kernel's parameters."""
+        return {key: int(self.evaluate(e, self.param_env)) for key, e in self.spec.model.items()}
 
     @cached_property
     def source_sha256(self) -> str:
@@ -223,6 +243,11 @@ class Registry:
         return kernels
 
     def _no_match(self, pattern: str) -> str:
+        stem, _, variant = pattern.partition(":")
+        variants = [k.variant for k in self.kernels if k.spec.stem == stem]
+        if variant and variants:
+            return (f"{stem} has no variant {variant!r}; its variants: "
+                    f"{', '.join(v for v in variants if v) or 'none (name it by its stem)'}")
         names = sorted({k.name for k in self.kernels} | {k.spec.stem for k in self.kernels})
         close = difflib.get_close_matches(pattern, names, n=5, cutoff=0.5)
         hint = (f"closest: {', '.join(close)}" if close
@@ -240,6 +265,10 @@ def load_registry(kernel_dirs: Sequence[Path] = DEFAULT_KERNEL_DIRS,
     files: list[Path] = []
     for folder in kernel_dirs:
         folder = Path(folder)
+        if folder.is_file():
+            raise HarnessError(f"kernel folder {folder} is a file, not a folder: pass the folder "
+                               f"that holds it (--kernel-dir {folder.parent}), or name the file "
+                               "itself as a KERNEL")
         if not folder.is_dir():
             raise HarnessError(f"kernel folder {folder} does not exist; pass an existing folder "
                                "with --kernel-dir")

@@ -37,7 +37,8 @@ def _model(result: Result, defaults: dict) -> tuple[dict, str]:
     if not spec.model:
         return {}, spec.predicted
     params = result.kernel.params or defaults.get(result.kernel.name, {})
-    return napkin.model(spec, params, result.m, result.n, result.k), spec.predicted
+    return (napkin.model(spec, params, result.m, result.n, result.k, result.kernel.name),
+            spec.predicted)
 
 
 def napkin_rows(run: RunReport) -> list[dict]:

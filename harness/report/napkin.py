@@ -29,6 +29,7 @@ import math
 
 from harness.archs import get_arch
 from harness.errors import HarnessError
+from harness.kernels.registry import Kernel
 from harness.kernels.spec import KernelSpec
 
 # DRAM bandwidth by GPU family, bytes/s, from NVIDIA's datasheets (H100 SXM5 HBM3 3.35 TB/s,
@@ -39,12 +40,14 @@ DRAM_BYTES_PER_S = {"h100": 3.35e12, "h200": 4.8e12, "a100": 2.04e12}
 ELEMENT_BYTES = {"fp32": 4, "tf32": 4, "bf16": 2, "fp16": 2}
 
 
-def model(spec: KernelSpec, params: dict[str, int], m: int, n: int, k: int) -> dict:
-    """Implied global bytes, intensity and shared loads per FMA for one launch; A and B at the
-    size of the spec's input precision, C at its c_type's."""
+def model(spec: KernelSpec, params: dict[str, int], m: int, n: int, k: int,
+          name: str | None = None) -> dict:
+    """Implied global bytes, intensity and shared loads per FMA for one launch of the kernel
+    ``name`` (default: the file stem); A and B at the size of the spec's input precision, C at
+    its c_type's."""
     if not spec.model:
         raise HarnessError(f"{spec.path}: no [model] table, so no napkin model")
-    values = {key: int(e(params)) for key, e in spec.model.items()}
+    values = Kernel(name or spec.stem, spec, tuple(sorted(params.items()))).model_values()
     tile_m, tile_n = values["tile_m"], values["tile_n"]
     element_bytes = ELEMENT_BYTES[spec.precision]
     a_bytes = m * k * element_bytes * math.ceil(n / tile_n)

@@ -26,8 +26,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from harness.archs import get_arch
 from harness.bench.result import KernelInfo, Result
 from harness.build.compile import compile_kernel
+from harness.build.occupancy import abi_problems, kernel_launch_problems
 from harness.errors import CompileError, HarnessError
 from harness.gpu.timing import TimingOptions
 from harness.kernels.registry import PROJECT_ROOT, Kernel
@@ -88,11 +90,22 @@ def run(kernels: Sequence[Kernel], arch: str, options: RunOptions, jsonl_path: P
         for kernel in kernels:
             kernel = kernel.for_arch(arch)
             try:
-                compile_kernel(kernel, arch)
-                runnable.append(kernel)
+                res = compile_kernel(kernel, arch).resources
             except CompileError as exc:
                 for size in options.sizes:
                     keep(_unrun(kernel, size, "compile error", str(exc)))
+                continue
+            # refused offline (grid and block limits, registers, shared memory) at every size:
+            # no worker, no launch; at some sizes only: the worker refuses those before launching
+            refused = {size: problems for size in options.sizes
+                       if (problems := kernel_launch_problems(
+                           kernel, get_arch(arch), *size, res.registers, res.static_smem_bytes))}
+            if len(refused) < len(options.sizes):
+                runnable.append(kernel)
+                continue
+            for size, problems in refused.items():
+                keep(_unrun(kernel, size, "launch error", f"{kernel.name} at "
+                            f"{'x'.join(map(str, size))} cannot launch: " + "; ".join(problems)))
         record.phases["compile"] = time.perf_counter() - t_compile
         while runnable:
             say(f"      starting a worker for {len(runnable)} kernel(s)")
@@ -216,12 +229,12 @@ class _Worker:
         failed_at = self.at if self.at in pending else pending[0]
         self.keep(_unrun(kernel, failed_at, status, message))
         word = {"timeout": "hung", "fault": "faulted"}.get(status, status)
-        where = ("x".join(map(str, self.at)) if self.at
+        where = (f"at {'x'.join(map(str, self.at))}" if self.at
                  else "while being checked on the odd shapes")
         for size in pending:
             if size != failed_at:
                 self.keep(_unrun(kernel, size, "skipped",
-                                 f"{word} at {where}: not tried again in this run"))
+                                 f"{word} {where}: not tried again in this run"))
 
 
 def _failure(error: dict | None, hung: bool, returncode: int, stderr_tail: str,
@@ -269,4 +282,7 @@ def parse_size(text: str) -> Size:
         values *= 3
     if len(values) != 3 or any(v < 1 for v in values):
         raise HarnessError(f"size {text!r} is not N or M,N,K with positive integers")
+    too_large = abi_problems(*values)
+    if too_large:
+        raise HarnessError(f"size {text!r}: {too_large[0]}")
     return tuple(values)

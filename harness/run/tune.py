@@ -18,7 +18,7 @@ from harness.archs import get_arch
 from harness.bench.result import Result
 from harness.build import occupancy
 from harness.build.compile import compile_kernel
-from harness.errors import HarnessError, SpecError
+from harness.errors import FormulaError, HarnessError, SpecError
 from harness.kernels.registry import Kernel
 
 
@@ -49,10 +49,19 @@ def why_invalid(kernel: Kernel, arch: str, sizes: Sequence[tuple[int, int, int]]
             if problems:
                 return problems[0]
             kernel.grid_dims(*size)
+    except FormulaError as exc:
+        return exc.reason  # the point's row names the kernel already
     except SpecError as exc:
         return str(exc)
     if threads > get_arch(arch).max_threads_per_block:
         return f"{threads} threads per block, at most {get_arch(arch).max_threads_per_block}"
+    for size in sizes:  # grid and block limits, the ABI's int, dynamic shared memory
+        try:
+            problems = occupancy.kernel_launch_problems(kernel, get_arch(arch), *size)
+        except FormulaError as exc:
+            return exc.reason
+        if problems:
+            return problems[0]
     return None
 
 
@@ -63,9 +72,8 @@ def why_not_launchable(kernel: Kernel, arch: str, sizes) -> str | None:
     except HarnessError as exc:
         return f"compile error: {str(exc).splitlines()[0]}"
     for size in sizes:
-        problems = occupancy.launch_problems(get_arch(arch), kernel.block_threads, res.registers,
-                                             res.static_smem_bytes,
-                                             kernel.dynamic_smem_bytes(*size))
+        problems = occupancy.kernel_launch_problems(kernel, get_arch(arch), *size, res.registers,
+                                                    res.static_smem_bytes)
         if problems:
             return problems[0]
     if res.spill_store_bytes or res.spill_load_bytes:
