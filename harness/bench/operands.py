@@ -65,7 +65,17 @@ class Operands:
 
 
 _HOST: dict[tuple, tuple] = {}
-_CACHED_HOST = 2
+CACHE_BYTES = 6 << 30
+"""Host memory each of the two caches below may hold: every timed size of a default run
+(1024, 2048, 4096) in every precision fits, so no kernel redraws what the one before drew."""
+
+
+def _keep(cache: dict, key, value, nbytes: int) -> None:
+    """Put ``value`` in ``cache``, dropping the oldest entries while it would exceed
+    CACHE_BYTES (``nbytes`` per entry, counted at insertion)."""
+    cache[key] = (value, nbytes)
+    while sum(n for _, n in cache.values()) > CACHE_BYTES and len(cache) > 1:
+        cache.pop(next(iter(cache)))
 
 
 def _host_operands(m: int, n: int, k: int, precision: str, seed: int, with_c: bool,
@@ -75,7 +85,7 @@ def _host_operands(m: int, n: int, k: int, precision: str, seed: int, with_c: bo
     seed) are kept, since drawing them costs a second of CPU at 8192."""
     key = (m, n, k, precision, seed, with_c, c_type)
     if key in _HOST:
-        return _HOST[key]
+        return _HOST[key][0]
     rng = np.random.default_rng(seed)
     a, a64 = numerics.random_operand(rng, (m, k), precision)
     b, b64 = numerics.random_operand(rng, (k, n), precision)
@@ -85,14 +95,11 @@ def _host_operands(m: int, n: int, k: int, precision: str, seed: int, with_c: bo
         c64 = numerics.to_float64(c_start, c_type)
     made = (a, a64, b, b64, c_start, c64)
     if m * n >= 1 << 20:
-        if len(_HOST) >= _CACHED_HOST:
-            _HOST.pop(next(iter(_HOST)))
-        _HOST[key] = made
+        _keep(_HOST, key, made, sum(x.nbytes for x in made if x is not None))
     return made
 
 
-_REFERENCES: dict[tuple, np.ndarray] = {}
-_CACHED_REFERENCES = 3  # the timed sizes of a run (2048, 4096, 8192: 0.7 GB of float64)
+_REFERENCES: dict[tuple, tuple] = {}
 
 
 def reference(ops: Operands, key: tuple, alpha: float, beta: float) -> np.ndarray:
@@ -102,7 +109,6 @@ def reference(ops: Operands, key: tuple, alpha: float, beta: float) -> np.ndarra
         if ops.m * ops.n < 1 << 20:
             return numerics.reference(ops.a64, ops.b64, alpha, beta, ops.c64)
         if key not in _REFERENCES:
-            if len(_REFERENCES) >= _CACHED_REFERENCES:
-                _REFERENCES.pop(next(iter(_REFERENCES)))
-            _REFERENCES[key] = numerics.reference(ops.a64, ops.b64, alpha, beta, ops.c64)
-        return _REFERENCES[key]
+            ref = numerics.reference(ops.a64, ops.b64, alpha, beta, ops.c64)
+            _keep(_REFERENCES, key, ref, ref.nbytes)
+        return _REFERENCES[key][0]

@@ -21,6 +21,8 @@ from harness.gpu.driver import Device, Stream
 from harness.gpu.timing import Timer, Timing, TimingOptions
 from harness.kernels.registry import Kernel
 
+TIMING_OPERAND_BYTES = 4 << 30
+
 
 class BenchSession:
     """A GPU opened for measuring; use as a context manager (closing releases the context)."""
@@ -93,13 +95,16 @@ class BenchSession:
     def timing_operands(self, kernel: Kernel, m: int, n: int, k: int) -> Operands:
         """The operands every kernel of this session with ``kernel``'s types and layout is
         timed on at m x n x k (seed m + n + k), made once; C is poisoned afresh by each user.
-        The last two shapes are kept."""
+        Kept while they take at most TIMING_OPERAND_BYTES of device memory (every timed size
+        of a default run in every precision does)."""
         spec = kernel.spec
         key = (m, n, k, spec.precision, spec.layout_b, spec.c_type)
         if key not in self._timing_operands:
-            if len(self._timing_operands) >= 2:
-                self._timing_operands.pop(next(iter(self._timing_operands))).close()
             self._timing_operands[key] = self.operands(kernel, m, n, k, seed=m + n + k)
+            while (sum(o.a.nbytes + o.b.nbytes + o.c.nbytes
+                       for o in self._timing_operands.values()) > TIMING_OPERAND_BYTES
+                   and len(self._timing_operands) > 1):
+                self._timing_operands.pop(next(iter(self._timing_operands))).close()
         return self._timing_operands[key]
 
     def time_baseline(self, kernel: Kernel, ops: Operands, reuse: bool = False) -> Timing:

@@ -38,8 +38,13 @@ def run_stamp() -> str:
 
 def git_state(root: Path = PROJECT_ROOT) -> dict:
     """The commit the project's tree is at and whether it has uncommitted changes to tracked
-    files; from git where the tree is a checkout, else from ``HARNESS_GIT_COMMIT`` and
-    ``HARNESS_GIT_DIRTY`` (a copy of the tree sent to a GPU host without its .git)."""
+    files. ``HARNESS_GIT_COMMIT`` (and ``HARNESS_GIT_DIRTY``) first, when set: a copy of the
+    tree sent to a GPU host names its commit that way, since a .git beside it may be a stale
+    copy (seen: the host's copy kept the .git of the session's first transfer); else git, where
+    the tree is its own checkout."""
+    if os.environ.get("HARNESS_GIT_COMMIT"):
+        return {"commit": os.environ["HARNESS_GIT_COMMIT"],
+                "dirty": os.environ.get("HARNESS_GIT_DIRTY", "") not in ("", "0")}
     try:
         top = subprocess.run(["git", "-C", str(root), "rev-parse", "--show-toplevel"],
                              capture_output=True, text=True, timeout=10)
@@ -55,9 +60,6 @@ def git_state(root: Path = PROJECT_ROOT) -> dict:
             return {"commit": commit.stdout.strip(), "dirty": bool(status.stdout.strip())}
     except (OSError, subprocess.SubprocessError):
         pass
-    if os.environ.get("HARNESS_GIT_COMMIT"):
-        return {"commit": os.environ["HARNESS_GIT_COMMIT"],
-                "dirty": os.environ.get("HARNESS_GIT_DIRTY", "") not in ("", "0")}
     return {"commit": "unknown", "dirty": None}
 
 
@@ -170,8 +172,10 @@ def write_run(meta: dict, results: Sequence[Result], stem: Path,
     json_path, md_path = stem.with_suffix(".json"), stem.with_suffix(".md")
     lines = [
         *header(meta, title),
-        f"- timing: {meta['timing']['l2']}; {meta['timing']['method']}; warm-up "
-        f"{meta['timing'].get('warmup_ms')} ms, budget {meta['timing'].get('budget_ms')} ms",
+        f"- timing: {meta['timing']['l2']}; {meta['timing']['method']}"
+        + ("" if "max_rel_se_pct" in meta["timing"] else
+           f"; warm-up {meta['timing'].get('warmup_ms')} ms, budget "
+           f"{meta['timing'].get('budget_ms')} ms"),
         "- baseline: cuBLAS `cublasGemmEx` on the same buffers, timed by the same code right "
         "after each kernel; compute type per row in the JSON (`baseline.compute`)",
         *_ceiling_note(results),
