@@ -642,8 +642,9 @@ def test_a_tensor_core_kernel_under_ncu(h100):
 
 
 def test_a_copy_inside_another_checkout_reports_its_own_commit(tmp_path, monkeypatch):
-    """The GPU-host workflow copies the tree into an ignored folder of another checkout: the
-    report must name HARNESS_GIT_COMMIT, not the surrounding checkout's HEAD."""
+    """The GPU-host workflow copies the tree into an ignored folder of another checkout (or
+    beside a stale .git): the report names HARNESS_GIT_COMMIT when it is set, else git's HEAD
+    only where the tree is a checkout of its own."""
     from harness.report.files import git_state
 
     subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
@@ -652,4 +653,7 @@ def test_a_copy_inside_another_checkout_reports_its_own_commit(tmp_path, monkeyp
     monkeypatch.setenv("HARNESS_GIT_COMMIT", "abc123")
     monkeypatch.setenv("HARNESS_GIT_DIRTY", "0")
     assert git_state(copy) == {"commit": "abc123", "dirty": False}
-    assert git_state(PROJECT_ROOT)["commit"] != "abc123"  # a checkout of its own: git says
+    assert git_state(PROJECT_ROOT) == {"commit": "abc123", "dirty": False}
+    monkeypatch.delenv("HARNESS_GIT_COMMIT")
+    assert git_state(copy) == {"commit": "unknown", "dirty": None}
+    assert len(git_state(PROJECT_ROOT)["commit"]) == 40  # a checkout of its own: git says
