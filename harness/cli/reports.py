@@ -18,6 +18,11 @@ def add_parsers(sub) -> None:
                                       "JSON; optionally the README's results table")
     p.add_argument("run_json", type=Path, help="a run report (reports/<gpu>/run-*.json)")
     p.add_argument("--size", default="4096", help="size for the plots and the README table")
+    p.add_argument("--section", default="results", metavar="NAME",
+                   help="with --readme: the generated section to rewrite, between "
+                        "<!-- NAME:start --> and <!-- NAME:end --> (default results)")
+    p.add_argument("--all-sizes", action="store_true",
+                   help="with --readme: a table for every size of the run, not only --size")
     p.add_argument("--readme", action="store_true",
                    help="rewrite the README's results section from this run")
     p.set_defaults(run=_report)
@@ -49,8 +54,9 @@ def _report(args) -> int:
     written = [str(p) for p in (md, ladder_png, roof_png) if p is not None]
     print(f"written: {', '.join(written)}")
     if args.readme:
-        ladder.update_readme(PROJECT_ROOT / "README.md", ladder.readme_section(args.run_json,
-                                                                              size))
+        section = ladder.readme_section(args.run_json, None if args.all_sizes else size,
+                                        args.section)
+        ladder.update_readme(PROJECT_ROOT / "README.md", section, args.section)
         print(f"README.md results section regenerated from {args.run_json}")
     return common.EXIT_OK
 

@@ -26,8 +26,10 @@ KINDS = ("nvml-power-probe", "kernel-energy", "kernel-clock", "occupancy-sweep",
          "run", "ncu", "pytest", "sass")
 """Report kinds by the start of their file names; the longest that fits wins."""
 EXTENSIONS = (".csv.gz", ".txt.gz", ".jsonl", ".json", ".md", ".png", ".txt", ".log", ".csv")
-COMPANIONS = ("-ladder", "-roofline", "-table", "-sass")
-"""Name endings of files that belong to the report whose name they extend."""
+COMPANIONS = ("-ladder", "-roofline", "-table", "-sass", "-ncu", "-sustained", "-isolated")
+"""Name endings of files (and folders) that belong to the report whose name they extend, a
+size after them allowed (``profile-X-roofline-4096x4096x4096.png``)."""
+_SIZE_SUFFIX = re.compile(r"-\d+x\d+x\d+$")
 _STAMP = re.compile(r"(\d{8}-\d{6})")
 _ISO = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2})?(Z|[+-]\d{2}:\d{2})?")
 COMMAND_CHARS = 110
@@ -59,6 +61,7 @@ def report_key(name: str) -> str | None:
     stem = next((name[:-len(e)] for e in EXTENSIONS if name.endswith(e)), None)
     if stem is None:
         return None
+    stem = _SIZE_SUFFIX.sub("", stem)
     for ending in COMPANIONS:
         if stem.endswith(ending) and len(stem) > len(ending):
             stem = stem[:-len(ending)]
@@ -81,7 +84,10 @@ def entries(folder: Path) -> list[Entry]:
     """Every report in ``folder``, newest first (undated ones last)."""
     groups: dict[str, list[str]] = {}
     for path in sorted(folder.iterdir()):
-        key = report_key(path.name) if path.is_file() else None
+        # a folder of a report's companions (profile-X-ncu/) belongs to it like a file
+        key = report_key(path.name if path.is_file() else f"{path.name}.md")
+        if path.is_dir() and key == path.name:
+            key = None
         if key is not None:
             groups.setdefault(key, []).append(path.name)
     found = [_entry(folder, key, names) for key, names in groups.items()]
