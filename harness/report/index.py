@@ -266,16 +266,21 @@ def _not_passed(results: list[Result]) -> str:
     return f"; {len(failed)} of {len(results)} not passed" if failed else ""
 
 
-def _run_headline(folder, key, names, data, text) -> str:
-    results = _results(folder, key)
+def _fastest(results: list[Result], what: str) -> str:
+    """``what`` at the largest timed size: the fastest result with its % of cuBLAS."""
     size, at = _timed_at_largest(results)
     if not at:
-        return f"nothing timed{_not_passed(results)}"
+        return "nothing timed"
     best = max(at, key=lambda r: r.gflops)
     pct = best.pct_baseline
     vs = f", {pct:.1f}% of cuBLAS" if pct is not None else ""
-    return (f"fastest at {_size(size)}: {best.kernel.name} {_tflops(best.gflops)}{vs}"
-            + _not_passed(results))
+    return (f"{what.format(n=len(at))} at {_size(size)}: {best.kernel.name} "
+            f"{_tflops(best.gflops)}{vs}")
+
+
+def _run_headline(folder, key, names, data, text) -> str:
+    results = _results(folder, key)
+    return _fastest(results, "fastest") + _not_passed(results)
 
 
 def _compare_headline(folder, key, names, data, text) -> str:
@@ -295,14 +300,8 @@ def _compare_headline(folder, key, names, data, text) -> str:
 
 def _tune_headline(folder, key, names, data, text) -> str:
     results = _results(folder, key)
-    size, at = _timed_at_largest(results)
-    if not at:
-        return f"nothing timed{_not_passed(results)}"
-    best = max(at, key=lambda r: r.gflops)
-    pct = best.pct_baseline
-    vs = f", {pct:.1f}% of cuBLAS" if pct is not None else ""
-    return (f"best of {len(at)} points at {_size(size)}: {best.kernel.name} "
-            f"{_tflops(best.gflops)}{vs}")
+    headline = _fastest(results, "best of {n} points")
+    return headline + (_not_passed(results) if headline == "nothing timed" else "")
 
 
 def _rows(data: dict) -> list[dict]:

@@ -60,15 +60,8 @@ def roofline(points: Sequence[dict], peak_gflops: float, dram_bytes_per_s: float
         ax.scatter(p["intensity_flop_per_byte"], p["gflops"], s=25)
         ax.annotate(p["kernel"], (p["intensity_flop_per_byte"], p["gflops"]), fontsize=7,
                     xytext=(4, 2), textcoords="offset points")
-    ax.set_xscale("log")
-    ax.set_yscale("log")
-    ax.set_xlabel("FLOP per byte of the global traffic the tiling implies")
-    ax.set_ylabel("GFLOP/s (measured)")
-    ax.set_title(title)
-    ax.legend(loc="lower right", fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    _finish_log_log(plt, fig, ax, "FLOP per byte of the global traffic the tiling implies",
+                    "GFLOP/s (measured)", title, path)
 
 
 def roofline_pairs(points: Sequence[dict], roofs: dict[str, float],
@@ -104,10 +97,16 @@ def roofline_pairs(points: Sequence[dict], roofs: dict[str, float],
     ax.scatter([], [], s=30, facecolors="none", edgecolors="black",
                label="napkin intensity (tiling's global bytes)")
     ax.scatter([], [], s=30, color="black", label="measured intensity (DRAM bytes)")
+    _finish_log_log(plt, fig, ax, "FLOP per byte",
+                    "GFLOP/s (Nsight Compute's time of the profiled launch)", title, path)
+
+
+def _finish_log_log(plt, fig, ax, xlabel: str, ylabel: str, title: str, path: Path) -> None:
+    """A roofline's log-log axes, labels and legend; the figure written and closed."""
     ax.set_xscale("log")
     ax.set_yscale("log")
-    ax.set_xlabel("FLOP per byte")
-    ax.set_ylabel("GFLOP/s (Nsight Compute's time of the profiled launch)")
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
     ax.set_title(title)
     ax.legend(loc="lower right", fontsize=8)
     fig.tight_layout()
