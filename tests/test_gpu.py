@@ -172,19 +172,26 @@ def test_refuses_an_arch_the_gpu_lacks(device):
         load(device, first, arch="sm_80")
 
 
-def test_timing_keeps_the_queue_full_and_stops_on_its_rule(device, stream):
-    from harness.gpu.clocks import ClockSampler
-    from harness.gpu.timing import Timer
-
+def hoisted_at_1024(device, stream):
+    """A launch of 10_hoisted at 1024^3 on buffers of 0.5 (what the timing tests time), and
+    the buffers, which the caller keeps alive while it launches."""
     (kernel,) = select(KERNELS, ["10_hoisted"])
     gemm = load(device, kernel)
     m = n = k = 1024
     a, b, c = Buffer(m * k * 4), Buffer(k * n * 4), Buffer(m * n * 4)
     for buf in (a, b, c):
         buf.fill_u32(0x3F000000, stream)
+    return gemm.launcher(m, n, k, 1.0, a.address, b.address, 0.0, c.address, stream), (a, b, c)
+
+
+def test_timing_keeps_the_queue_full_and_stops_on_its_rule(device, stream):
+    from harness.gpu.clocks import ClockSampler
+    from harness.gpu.timing import Timer
+
+    launch, _buffers = hoisted_at_1024(device, stream)
     timer = Timer(stream, device.l2_bytes, ClockSampler(device.pci_bus_id),
                   TimingOptions(budget_ms=200, min_ms=10, warmup_ms=10))
-    t = timer.time(gemm.launcher(m, n, k, 1.0, a.address, b.address, 0.0, c.address, stream))
+    t = timer.time(launch)
     assert t.reps >= 10 and t.cold_l2
     assert 0 < t.p20_ms <= t.median_ms <= t.p80_ms
     assert t.queue_ahead_ms > 0, t
@@ -194,7 +201,7 @@ def test_timing_keeps_the_queue_full_and_stops_on_its_rule(device, stream):
         assert t.median_rel_se_pct <= 0.5
     capped = Timer(stream, device.l2_bytes, ClockSampler(device.pci_bus_id),
                    TimingOptions(budget_ms=30, min_ms=5, warmup_ms=5, max_rel_se_pct=0))
-    t = capped.time(gemm.launcher(m, n, k, 1.0, a.address, b.address, 0.0, c.address, stream))
+    t = capped.time(launch)
     assert t.stop == "budget" and t.reps * t.median_ms < 60, t
 
 
@@ -204,16 +211,11 @@ def test_isolated_launches_idle_between_and_wait_on_no_host(device, stream, cold
     from harness.gpu.clocks import ClockSampler
     from harness.gpu.timing import Timer
 
-    (kernel,) = select(KERNELS, ["10_hoisted"])
-    gemm = load(device, kernel)
-    m = n = k = 1024
-    a, b, c = Buffer(m * k * 4), Buffer(k * n * 4), Buffer(m * n * 4)
-    for buf in (a, b, c):
-        buf.fill_u32(0x3F000000, stream)
+    launch, _buffers = hoisted_at_1024(device, stream)
     timer = Timer(stream, device.l2_bytes, ClockSampler(device.pci_bus_id),
                   TimingOptions(budget_ms=50, warmup_ms=5, isolated_gap_ms=2.0, cold_l2=cold))
     t0 = time.perf_counter()
-    t = timer.time(gemm.launcher(m, n, k, 1.0, a.address, b.address, 0.0, c.address, stream))
+    t = timer.time(launch)
     assert t.regime == "isolated" and t.gap_ms == 2.0 and t.cold_l2 == cold
     assert 10 <= t.reps <= 200 and 0 < t.p20_ms <= t.median_ms <= t.p80_ms
     assert t.queue_ahead_ms > 0, t  # the queued work outlasted the host's enqueueing

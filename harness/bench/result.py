@@ -245,12 +245,13 @@ def jsonable(value):
     return value
 
 
-def _nested() -> dict[tuple[type, str], type]:
-    return {(Result, "kernel"): KernelInfo, (Result, "resources"): Resources,
-            (Result, "launch"): LaunchInfo, (Result, "occupancy"): OccupancyInfo,
-            (Result, "checks"): CheckSummary, (Result, "timing"): Timing,
-            (Result, "baseline"): Baseline, (Result, "ceiling"): CeilingRef,
-            (Result, "comparison"): Comparison, (Baseline, "timing"): Timing}
+_NESTED: dict[tuple[type, str], type] = {
+    (Result, "kernel"): KernelInfo, (Result, "resources"): Resources,
+    (Result, "launch"): LaunchInfo, (Result, "occupancy"): OccupancyInfo,
+    (Result, "checks"): CheckSummary, (Result, "timing"): Timing,
+    (Result, "baseline"): Baseline, (Result, "ceiling"): CeilingRef,
+    (Result, "comparison"): Comparison, (Baseline, "timing"): Timing}
+"""The record each nested field of a result holds."""
 
 
 def _build(cls, data: dict[str, Any]):
@@ -261,7 +262,7 @@ def _build(cls, data: dict[str, Any]):
         if f.name not in data:
             continue
         value = data[f.name]
-        nested = _nested().get((cls, f.name))
+        nested = _NESTED.get((cls, f.name))
         if nested is not None and isinstance(value, dict):
             value = _build(nested, value)
         elif value is None and f.type == "float":

@@ -19,9 +19,6 @@ from harness.kernels.spec import read_spec
 from harness.report import napkin, plots
 from harness.report.files import gpu_slug, writing
 
-README_START = "<!-- results:start -->"
-README_END = "<!-- results:end -->"
-
 
 def load(path: Path) -> RunReport:
     return load_report(path)
@@ -194,5 +191,4 @@ def readme_sources(readme: Path) -> list[tuple[Path, str, bool]]:
 
 def readme_source(readme: Path) -> Path | None:
     """The run report the README's results section was generated from."""
-    match = re.search(r"`harness report (\S+) --readme`", readme.read_text())
-    return PROJECT_ROOT / match.group(1) if match else None
+    return next((path for path, name, _ in readme_sources(readme) if name == "results"), None)
