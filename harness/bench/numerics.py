@@ -1,9 +1,34 @@
 """Numerical checks against a float64 numpy reference (pure numpy, no GPU).
 
-Inputs are drawn fresh for every check, rounded to the kernel's input precision first, and the
-reference multiplies those rounded values in float64, so the check measures only the kernel's own
-arithmetic (accumulation order, TF32 truncation, the rounding of a 16-bit C), not the input
-rounding.
+Inputs are drawn fresh for every check and stored in the kernel's input precision: BF16/FP16
+rounded, TF32 drawn already representable in TF32 (10 explicit mantissa bits, the low 13 bits
+zero). The reference multiplies those stored values in float64, so a kernel's products are exact
+and what the check judges is its arithmetic: FP32 accumulation (every precision claims it,
+u = 2^-24) and the rounding of a 16-bit C.
+
+The tolerance follows from that arithmetic. The error scale ``s = |alpha| |A||B| +
+|beta| |C0|`` bounds every partial sum; FP32 rounding errors add like a random walk, of order
+``u sqrt(K) s`` (:func:`error_scale`, :class:`Tolerance`):
+
+- per element, ``|out - ref| <= S_E u sqrt(K) s + half_ulp_C(|ref| + S_E u sqrt(K) s)``,
+  S_E = 10: catches local errors (one tile that misses one k step) the norm cannot see at
+  large M x N; half_ulp_C is 0 for an FP32 C;
+- on the Frobenius norm, ``||out - ref|| <= S_N u sqrt(K) ||s|| + (1 + DELTA)
+  ||round_C(ref) - ref||``, S_N = 0.5, DELTA = 0.1: catches systematic errors (an accumulator
+  narrower than FP32, inputs rounded further than stored); the second term, for a 16-bit C
+  only, is the rounding a correct kernel's output cannot avoid.
+
+For uniform [-1, 1] inputs ``||s|| / ||ref||`` is about 0.75 sqrt(K), so with an FP32 C the norm
+bound is about 0.375 u K relative: 2.3e-5 at K = 1024, 9.2e-5 at 4096, 1.8e-4 at 8192. The margin
+comes from the committed H100 reports (reports/h100/run-*.json and compare-*.json, max_rel_err
+of the rows that passed): the tensor-core kernels' FP32 accumulation reaches about 0.02 u K
+relative (9.7e-6 for 11_mma_sync_fp16 and 8.5e-6 for 11_mma_sync_bf16 at K = 8192), the FP32
+SIMT kernels' about 0.3 u sqrt(K) (1.6e-6 for 01_naive at 8192): the bound is about 19x above
+the worst. What it cannot see: errors that do not grow with K fall under it once 0.375 u K
+exceeds them (FP32 inputs rounded to TF32, about 2.6e-4 relative, pass the fp32 check from K of
+about 11,600 on), and with a 16-bit C an accumulation error much below C's own rounding hides
+in it (the norms add in quadrature). tests/test_numerics.py proves both bounds on simulated
+outputs, right and wrong, at K = 1024, 4096 and 8192.
 
 Before every checked launch C is filled with a finite sentinel (at beta = 0) or with random
 start values (beta != 0), and an element is called unwritten when its bits are unchanged. The
@@ -31,42 +56,112 @@ SENTINEL = {"fp32": 0x7F7F4B1D, "bf16": 0x7F1D, "fp16": 0x7B1D}
 57k): no GEMM of inputs in [-1, 1] produces them, and 0 times them is 0."""
 NAN_BITS = {"fp32": NAN_WORD, "bf16": 0x7FC0, "fp16": 0x7E00}
 
-# Relative error-norm bound ||out - ref|| / ||ref|| at K = 1024; it grows as sqrt(K / 1024)
-# because rounding errors of a length-K sum add like a random walk. FP32 accumulation with
-# eps = 2^-24 sits near 1e-7 at K = 1024 in practice; TF32 inputs lose 13 mantissa bits
-# (eps = 2^-11) so its bound is looser. BF16/FP16 inputs are rounded before the reference,
-# so only FP32 accumulation error remains for them (design.md asks 1e-3..1e-2 at most).
-_NORM_TOL_AT_1K = {"fp32": 2e-6, "tf32": 2e-3, "bf16": 5e-3, "fp16": 5e-3}
-# A 16-bit C adds its own rounding, half an ulp per element: 2^-9 relative for bf16, 2^-12
-# for fp16 (an rms of about a third of that); the norm bound is at least twice the worst case.
-_C_ROUNDING = {"fp32": 0.0, "bf16": 2.0**-8, "fp16": 2.0**-10}
-_ELEMENT_FACTOR = 10.0
+PRECISIONS = ("fp32", "tf32", "bf16", "fp16")
+"""Input precisions; every one claims FP32 accumulation."""
+U32 = 2.0**-24
+"""Unit roundoff of FP32, the accumulator every precision claims."""
+ELEMENT_SAFETY = 10.0
+"""S_E: an element may be off by ten random walks of FP32 roundings over its partial sums."""
+NORM_SAFETY = 0.5
+"""S_N: the norm bound's factor on u sqrt(K) ||s||: about 19x above the worst error of the
+H100's tensor-core kernels (module docstring), while every simulated wrong kernel of
+tests/test_numerics.py exceeds the bound at K = 1024..8192 (the closest, FP32 inputs rounded
+to TF32, by 1.4x at 8192)."""
+C_ROUNDING_SLACK = 0.1
+"""DELTA: a correct kernel rounds the exact value, not the reference, to C's type; its
+rounding's norm differs from the reference's by the few elements whose rounding the
+accumulation error moves across a tie."""
+_C_SIGNIFICAND_BITS = {"bf16": 8, "fp16": 11}
+# the spacing of subnormals, below which a 16-bit type's spacing stops shrinking
+_C_MIN_SPACING = {"bf16": 2.0**-133, "fp16": 2.0**-24}
+
+
+def error_scale(a64: np.ndarray, b64: np.ndarray, alpha: float, beta: float,
+                c64: np.ndarray | None) -> np.ndarray:
+    """``|alpha| |A||B| + |beta| |C0|`` (float32): the size of every partial sum an element's
+    accumulation passes through, so the unit its rounding errors are measured in. Float32 is
+    precise enough for a bound and costs half a float64 product (seconds at 8192)."""
+    a32 = np.abs(a64.astype(np.float32))
+    b32 = np.abs(b64.astype(np.float32))
+    scale = a32 @ b32
+    scale *= np.float32(abs(alpha))
+    if beta != 0.0 and c64 is not None:
+        scale += np.float32(abs(beta)) * np.abs(c64.astype(np.float32))
+    return scale
+
+
+def half_ulp(x: np.ndarray, c_type: str) -> np.ndarray:
+    """Half the spacing of ``c_type`` at magnitude ``x`` >= 0: the most rounding to C's type can
+    move a value of that size (0 for an FP32 C, whose rounding the accumulation bound covers)."""
+    x = np.asarray(x, dtype=np.float64)
+    if c_type == "fp32":
+        return np.zeros_like(x)
+    _, exponent = np.frexp(x)  # x = m * 2^e, m in [0.5, 1)
+    spacing = np.ldexp(1.0, exponent - _C_SIGNIFICAND_BITS[c_type])
+    return np.where(x > 0, 0.5 * np.maximum(spacing, _C_MIN_SPACING[c_type]), 0.0)
+
+
+def accumulation_bound(k: int) -> float:
+    """u sqrt(K): the random walk of K FP32 roundings, per unit of error scale."""
+    return U32 * math.sqrt(max(k, 1))
 
 
 @dataclass(frozen=True)
 class Tolerance:
-    norm_rel: float
-    """Bound on ||out - ref||_F / ||ref||_F."""
-    atol: float
-    rtol: float
+    """The bound of one check, from the arithmetic the kernel claims (module docstring)."""
+
+    c_type: str
+    element_factor: float
+    """S_E u sqrt(K): an element's bound per unit of its error scale (before C's rounding)."""
+    norm_abs: float
+    """Bound on ||out - ref||_F."""
+    ref_norm: float
+    """||ref||_F."""
+
+    @property
+    def norm_rel(self) -> float:
+        """Bound on ||out - ref||_F / ||ref||_F (the check's ``tolerance_norm``)."""
+        return self.norm_abs / self.ref_norm if self.ref_norm else math.inf
 
     @classmethod
-    def for_gemm(cls, precision: str, k: int, ref_rms: float, c_type: str = "fp32"
-                 ) -> Tolerance:
-        try:
-            base = _NORM_TOL_AT_1K[precision]
-        except KeyError:
+    def for_gemm(cls, precision: str, k: int, ref: np.ndarray, scale: np.ndarray,
+                 c_type: str = "fp32") -> Tolerance:
+        """The bound for a K-deep GEMM of ``precision`` inputs whose reference is ``ref`` and
+        error scale ``scale`` (:func:`error_scale`), written to a ``c_type`` C."""
+        if precision not in PRECISIONS:
             raise HarnessError(f"no tolerance for precision {precision!r}; expected one of "
-                               f"{', '.join(_NORM_TOL_AT_1K)}") from None
-        norm = max(base * max(1.0, math.sqrt(k / 1024)), _C_ROUNDING[c_type])
-        # per element: an error of ten times the norm bound relative to a typical element
-        return cls(norm, _ELEMENT_FACTOR * norm * ref_rms, _ELEMENT_FACTOR * norm)
+                               f"{', '.join(PRECISIONS)}")
+        if c_type not in C_TYPES:
+            raise HarnessError(f"no tolerance for C type {c_type!r}; expected one of "
+                               f"{', '.join(C_TYPES)}")
+        walk = accumulation_bound(k)
+        norm_abs = NORM_SAFETY * walk * float(np.linalg.norm(scale))
+        norm_abs += (1.0 + C_ROUNDING_SLACK) * c_rounding_norm(ref, c_type)
+        return cls(c_type, ELEMENT_SAFETY * walk, norm_abs, float(np.linalg.norm(ref)))
+
+    def element_limit(self, ref: np.ndarray, scale: np.ndarray) -> np.ndarray:
+        """Each element's bound on |out - ref|: the accumulation's, plus half an ulp of C at the
+        largest magnitude the accumulation allows."""
+        local = self.element_factor * scale.astype(np.float64)
+        if self.c_type == "fp32":
+            return local
+        return local + half_ulp(np.abs(ref) + local, self.c_type)
+
+
+def c_rounding_norm(ref: np.ndarray, c_type: str) -> float:
+    """||round_C(ref) - ref||_F: what storing the exact result in C's type alone costs."""
+    if c_type == "fp32":
+        return 0.0
+    return float(np.linalg.norm(to_float64(stored(ref, c_type), c_type) - ref))
 
 
 FINDINGS = ("ok", "unwritten", "non-finite", "wrong values", "ignores beta", "ignores alpha",
-            "race", "writes outside C", "reads C when beta = 0", "nondeterministic")
-"""What a check can find, each a different cause (the first failed check's is the row's; the
-last two are notes unless BLAS strictness is asked for, and nondeterministic always is)."""
+            "race", "keeps state between launches", "depends on C's contents",
+            "writes outside C", "faster than the hardware allows", "reads C when beta = 0",
+            "nondeterministic")
+"""What a check can find, each a different cause (the first failed check's is the row's).
+"reads C when beta = 0" is a note unless BLAS strictness is asked for; "nondeterministic" is
+a note for a kernel whose spec declares it (atomics), a failure otherwise."""
 
 
 @dataclass(frozen=True)
@@ -127,10 +222,24 @@ def bf16_to_float(raw: np.ndarray) -> np.ndarray:
     return (raw.astype(np.uint32) << 16).view(np.float32)
 
 
+def tf32_round(x: np.ndarray) -> np.ndarray:
+    """Round float32 to TF32 (10 explicit mantissa bits, round to nearest even), as float32
+    with the low 13 bits zero."""
+    raw = np.ascontiguousarray(x, dtype=np.float32).view(np.uint32)
+    rounding = ((raw >> 13) & 1) + 0xFFF
+    return ((raw + rounding) & np.uint32(0xFFFFE000)).view(np.float32)
+
+
 def stored(values: np.ndarray, kind: str) -> np.ndarray:
-    """float values in the device's storage format for ``kind`` (a precision or C type)."""
+    """float values in the device's storage format for ``kind`` (a precision or C type).
+    TF32 operands are stored representable in TF32, so a TF32 kernel's products are exact and
+    only its accumulation is judged, as for 16-bit inputs."""
     values = np.asarray(values, dtype=np.float32)
-    return bf16_bits(values) if kind == "bf16" else values.astype(input_dtype(kind))
+    if kind == "bf16":
+        return bf16_bits(values)
+    if kind == "tf32":
+        return tf32_round(values)
+    return values.astype(input_dtype(kind))
 
 
 def to_float64(array: np.ndarray, kind: str) -> np.ndarray:
@@ -153,34 +262,33 @@ def reference(a64: np.ndarray, b64: np.ndarray, alpha: float, beta: float,
     return out
 
 
-def compare(out: np.ndarray, ref: np.ndarray, precision: str, *, k: int, seed: int,
-            alpha: float, beta: float, c_type: str = "fp32", initial: np.ndarray | None = None,
-            c64: np.ndarray | None = None) -> CheckResult:
+def compare(out: np.ndarray, ref: np.ndarray, precision: str, *, scale: np.ndarray, k: int,
+            seed: int, alpha: float, beta: float, c_type: str = "fp32",
+            initial: np.ndarray | None = None, c64: np.ndarray | None = None) -> CheckResult:
     """Check ``out`` (C as the kernel left it, in ``c_type`` storage) against ``ref``.
 
-    ``initial``: C's bits before the launch (the sentinel, or the start values when beta !=
-    0); elements whose bits did not change are unwritten. ``c64``: C's start values, which let
-    a failure at beta != 0 be told apart as "ignores beta" or "ignores alpha"."""
+    ``scale``: the error scale of ``ref`` (:func:`error_scale` of the same operands, alpha,
+    beta and C). ``initial``: C's bits before the launch (the sentinel, or the start values
+    when beta != 0); elements whose bits did not change are unwritten. ``c64``: C's start
+    values, which let a failure at beta != 0 be told apart as "ignores beta" or "ignores
+    alpha"."""
     m, n = ref.shape
     out64 = to_float64(out, c_type)
     finite = np.isfinite(out64)
     nan_elements = int(out64.size - np.count_nonzero(finite))
-    ref_norm = float(np.linalg.norm(ref))
-    ref_rms = ref_norm / math.sqrt(ref.size) if ref.size else 0.0
-    tol = Tolerance.for_gemm(precision, k, ref_rms, c_type)
-    limit = tol.atol + tol.rtol * np.abs(ref)
+    tol = Tolerance.for_gemm(precision, k, ref, scale, c_type)
+    limit = tol.element_limit(ref, scale)
     diff = np.where(finite, np.abs(out64 - ref), np.inf)
+    bad_mask = diff > limit
     unwritten = np.zeros(ref.shape, dtype=bool)
     if initial is not None:
-        unwritten = (bits(out) == bits(initial)) & (diff > limit)
-    rel = float(np.linalg.norm(np.where(finite, out64 - ref, 0.0)) / ref_norm) if ref_norm else 0.0
-    if nan_elements:
-        rel = math.inf
-    bad_mask = diff > limit
+        unwritten = (bits(out) == bits(initial)) & bad_mask
+    err_norm = float(np.linalg.norm(np.where(finite, out64 - ref, 0.0)))
+    rel = math.inf if nan_elements else _relative(err_norm, tol.ref_norm)
     bad = int(np.count_nonzero(bad_mask))
     max_abs = float(diff.max()) if diff.size else 0.0
     n_unwritten = int(np.count_nonzero(unwritten))
-    passed = nan_elements == 0 and bad == 0 and rel <= tol.norm_rel
+    passed = nan_elements == 0 and bad == 0 and err_norm <= tol.norm_abs
     finding, message = "ok", "ok"
     if n_unwritten:
         finding = "unwritten"
@@ -196,27 +304,50 @@ def compare(out: np.ndarray, ref: np.ndarray, precision: str, *, k: int, seed: i
                    "arithmetic on memory nothing wrote (out-of-bounds reads of A or B, "
                    "uninitialised shared memory)")
     elif not passed:
-        finding, message = "wrong values", _wrong(out64, ref, diff, bad_mask, bad, rel, tol)
-        if c64 is not None and beta != 0.0:
-            product = (ref - beta * c64) / alpha  # A @ B
-            if _matches(out64, alpha * product, precision, k, c_type):
-                finding = "ignores beta"
-                message = (f"ignores beta: the output matches alpha * A @ B without "
-                           f"beta * C (beta = {beta}); {message.removeprefix('wrong values: ')}")
-            elif alpha != 1.0 and _matches(out64, product + beta * c64, precision, k, c_type):
-                finding = "ignores alpha"
-                message = (f"ignores alpha: the output matches A @ B + beta * C without "
-                           f"alpha = {alpha}; {message.removeprefix('wrong values: ')}")
+        finding = "wrong values"
+        message = _wrong(out64, ref, diff, limit, bad_mask, bad, rel, tol)
+        if c64 is not None and beta != 0.0 and alpha != 0.0:
+            finding, message = _alpha_beta(out64, ref, scale, precision, k, c_type, alpha, beta,
+                                           c64, message)
     return CheckResult(passed, m, n, k, seed, alpha, beta, rel, max_abs, bad, nan_elements,
                        tol.norm_rel, message, finding, n_unwritten)
 
 
-def _matches(out64: np.ndarray, other: np.ndarray, precision: str, k: int, c_type: str) -> bool:
-    norm = float(np.linalg.norm(other))
-    if not norm or not np.isfinite(out64).all():
+def _relative(err_norm: float, ref_norm: float) -> float:
+    if ref_norm:
+        return err_norm / ref_norm
+    return 0.0 if err_norm == 0.0 else math.inf
+
+
+def _alpha_beta(out64: np.ndarray, ref: np.ndarray, scale: np.ndarray, precision: str, k: int,
+                c_type: str, alpha: float, beta: float, c64: np.ndarray, message: str
+                ) -> tuple[str, str]:
+    """The finding of a failed check at beta != 0: "ignores beta" or "ignores alpha" when the
+    output passes the same bound against what that mistake computes, else "wrong values"."""
+    product = (ref - beta * c64) / alpha  # A @ B
+    c_part = abs(beta) * np.abs(c64)
+    # the error scale of A @ B alone; clipped because scale is float32
+    product_scale = np.maximum(scale - c_part, 0.0) / abs(alpha)
+    detail = message.removeprefix("wrong values: ")
+    if _matches(out64, alpha * product, abs(alpha) * product_scale, precision, k, c_type):
+        return "ignores beta", (f"ignores beta: the output matches alpha * A @ B without "
+                                f"beta * C (beta = {beta}); {detail}")
+    if alpha != 1.0 and _matches(out64, product + beta * c64, product_scale + c_part, precision,
+                                 k, c_type):
+        return "ignores alpha", (f"ignores alpha: the output matches A @ B + beta * C without "
+                                 f"alpha = {alpha}; {detail}")
+    return "wrong values", message
+
+
+def _matches(out64: np.ndarray, other: np.ndarray, other_scale: np.ndarray, precision: str,
+             k: int, c_type: str) -> bool:
+    """Whether ``out64`` passes the check's own bound (element and norm) against ``other``."""
+    if not np.isfinite(out64).all():
         return False
-    tol = Tolerance.for_gemm(precision, k, norm / math.sqrt(other.size), c_type)
-    return float(np.linalg.norm(out64 - other)) / norm <= tol.norm_rel
+    tol = Tolerance.for_gemm(precision, k, other, other_scale, c_type)
+    if (np.abs(out64 - other) > tol.element_limit(other, other_scale)).any():
+        return False
+    return float(np.linalg.norm(out64 - other)) <= tol.norm_abs
 
 
 def _first(mask: np.ndarray) -> str:
@@ -246,12 +377,14 @@ def _region(mask: np.ndarray) -> str:
     return (f"spread over rows {r0}..{int(rows.max())} and columns {c0}..{int(cols.max())}")
 
 
-def _wrong(out64, ref, diff, bad_mask, bad, rel, tol) -> str:
-    where = np.unravel_index(int(np.argmax(diff - tol.rtol * np.abs(ref))), diff.shape)
-    text = (f"wrong values: {bad} elements outside atol {tol.atol:.2e} + rtol "
-            f"{tol.rtol:.2e}*|ref|, "
+def _wrong(out64, ref, diff, limit, bad_mask, bad, rel, tol) -> str:
+    where = np.unravel_index(int(np.argmax(diff - limit)), diff.shape)
+    c_part = "" if tol.c_type == "fp32" else f" + half an ulp of {tol.c_type}"
+    text = (f"wrong values: {bad} of {diff.size} elements outside their bound "
+            f"({tol.element_factor:.2e} x (|alpha| |A||B| + |beta| |C|){c_part}), "
             f"rel error norm {rel:.2e} (bound {tol.norm_rel:.2e}); worst at row "
-            f"{where[0]}, col {where[1]}: got {out64[where]:.6g}, want {ref[where]:.6g}")
+            f"{where[0]}, col {where[1]}: got {out64[where]:.6g}, want {ref[where]:.6g}, "
+            f"bound +-{limit[where]:.2e}")
     if bad:
         text += f"; {_region(bad_mask)}"
     return text

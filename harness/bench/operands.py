@@ -1,5 +1,6 @@
 """A, B and C of one GEMM on the device, made from a seed, with their float64 values kept for the
-reference; and the reference itself, cached for the sizes every kernel is checked at.
+reference; and the reference itself with its error scale, cached for the sizes every kernel is
+checked at.
 
 C is allocated with a guard after it, filled with the sentinel before every checked launch, so a
 kernel that writes past the end of C (tiles that ignore M and N) is caught instead of silently
@@ -7,6 +8,9 @@ corrupting whatever lies beyond.
 """
 
 from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import numpy as np
 
@@ -25,13 +29,36 @@ class Operands:
     def __init__(self, stream: Stream, m: int, n: int, k: int, precision: str, layout_b: str,
                  seed: int, with_c: bool = False, c_type: str = "fp32"):
         self.m, self.n, self.k, self.c_type = m, n, k, c_type
+        self.precision, self.layout_b, self.seed = precision, layout_b, seed
         a, self.a64, b, self.b64, self.c_start, self.c64 = _host_operands(
             m, n, k, precision, seed, with_c, c_type)
         self.c_word_bytes = numerics.c_bytes(c_type)
         self.a, self.b = Buffer(a.nbytes), Buffer(b.nbytes)
         self.c = Buffer((m * n + GUARD_ELEMENTS) * self.c_word_bytes)
+        self._upload(a, b, stream)
+
+    def _upload(self, a: np.ndarray, b: np.ndarray, stream: Stream) -> None:
         self.a.upload(a, stream)
-        self.b.upload(np.ascontiguousarray(b.T) if layout_b == "col" else b, stream)
+        self.b.upload(np.ascontiguousarray(b.T) if self.layout_b == "col" else b, stream)
+
+    def redraw(self, seed: int, stream: Stream) -> None:
+        """New A and B from ``seed`` in the same device buffers; C is left as it is (the stale-C
+        probe: a kernel must not find its last result there and keep it)."""
+        a, self.a64, b, self.b64, _, _ = _host_operands(self.m, self.n, self.k, self.precision,
+                                                        seed, False, self.c_type)
+        self.seed = seed
+        self._upload(a, b, stream)
+
+    @contextmanager
+    def a_rows_reversed(self, stream: Stream) -> Iterator[None]:
+        """A's rows in reverse order in the same buffer while inside (then C's rows are the
+        reference's reversed), A as it was after: one launch that no result kept from earlier
+        launches can answer."""
+        self.a.upload(numerics.stored(self.a64[::-1], self.precision), stream)
+        try:
+            yield
+        finally:
+            self.a.upload(numerics.stored(self.a64, self.precision), stream)
 
     def poison_c(self, stream: Stream, nan: bool = False) -> None:
         """C and its guard filled with the sentinel (or NaN), then C's start values when beta
@@ -102,13 +129,21 @@ def _host_operands(m: int, n: int, k: int, precision: str, seed: int, with_c: bo
 _REFERENCES: dict[tuple, tuple] = {}
 
 
-def reference(ops: Operands, key: tuple, alpha: float, beta: float) -> np.ndarray:
-    """The float64 reference, reused by every kernel checked on the same inputs (same shape,
-    seed and precision give the same operands) at large sizes: at 8192 it costs seconds."""
+def reference(ops: Operands, key: tuple, alpha: float, beta: float
+              ) -> tuple[np.ndarray, np.ndarray]:
+    """The float64 reference and its error scale (numerics.error_scale, what the tolerance is
+    measured in), reused by every kernel checked on the same inputs (same shape, seed and
+    precision give the same operands) at large sizes: at 8192 each costs seconds."""
     with PHASES("references"):
         if ops.m * ops.n < 1 << 20:
-            return numerics.reference(ops.a64, ops.b64, alpha, beta, ops.c64)
+            return _reference_and_scale(ops, alpha, beta)
         if key not in _REFERENCES:
-            ref = numerics.reference(ops.a64, ops.b64, alpha, beta, ops.c64)
-            _keep(_REFERENCES, key, ref, ref.nbytes)
+            ref, scale = _reference_and_scale(ops, alpha, beta)
+            _keep(_REFERENCES, key, (ref, scale), ref.nbytes + scale.nbytes)
         return _REFERENCES[key][0]
+
+
+def _reference_and_scale(ops: Operands, alpha: float, beta: float
+                         ) -> tuple[np.ndarray, np.ndarray]:
+    return (numerics.reference(ops.a64, ops.b64, alpha, beta, ops.c64),
+            numerics.error_scale(ops.a64, ops.b64, alpha, beta, ops.c64))
