@@ -1,3 +1,6 @@
+import sys
+import time
+
 import pytest
 
 from harness.errors import HarnessError
@@ -77,7 +80,7 @@ def test_a_loaded_kernel_refuses_a_grid_over_the_limits_before_launching():
 
 
 @pytest.mark.parametrize(("at", "said"), [((256, 256, 256), "hung at 256x256x256: "),
-                                          (None, "hung while being checked on the odd shapes: ")])
+                                          (None, "hung while its check battery ran: ")])
 def test_a_hung_kernel_is_skipped_at_its_other_sizes_saying_where_it_hung(at, said):
     from harness.kernels.registry import discover, select
     from harness.run import runner
@@ -91,3 +94,54 @@ def test_a_hung_kernel_is_skipped_at_its_other_sizes_saying_where_it_hung(at, sa
     worker._record_unreported(None, True, -9, "")
     assert [r.status for r in kept] == ["timeout", "skipped", "skipped"]
     assert all(r.message.startswith(said) for r in kept[1:]), [r.message for r in kept]
+
+
+FAKE_WORKER = '''
+import json, sys, time
+sys.stdin.read()
+def emit(event, **fields):
+    print("HARNESS-EVENT " + json.dumps({"event": event, **fields}), flush=True)
+emit("device", name="fake")
+emit("kernel_start", kernel="01_naive")
+emit("progress", kernel="01_naive", stage="check values at 37x45x29", limit_s=1.5, show=False)
+time.sleep(60)
+'''
+
+
+def test_a_hang_is_called_by_the_limit_of_the_stage_in_flight(tmp_path, monkeypatch):
+    """The worker says how long each stage may go quiet (scaled with its launches' work): a
+    kernel that hangs in a small check is called hung after that stage's limit, not after a
+    fixed 300 s; the message names the stage."""
+    from harness.kernels.registry import discover, select
+    from harness.run import runner
+
+    script = tmp_path / "fake_worker.py"
+    script.write_text(FAKE_WORKER)
+    monkeypatch.setattr(runner, "WORKER_COMMAND", (sys.executable, str(script)))
+    (kernel,) = select(discover(), ["01_naive"])
+    kept, lines = [], []
+    t0 = time.monotonic()
+    worker = runner._Worker([kernel], runner.RunOptions(sizes=((128,) * 3,)),
+                            runner.RunRecord(), kept.append, lines.append, False, "run")
+    worker.run()
+    assert time.monotonic() - t0 < 20
+    (result,) = kept
+    assert result.status == "timeout", result
+    assert result.message.startswith("no progress for 2 s while check values at 37x45x29"), \
+        result.message
+    assert not any("check values" in line for line in lines)  # a heartbeat is not shown
+
+
+def test_a_fixed_timeout_overrides_the_stage_limits(tmp_path, monkeypatch):
+    from harness.kernels.registry import discover, select
+    from harness.run import runner
+
+    script = tmp_path / "fake_worker.py"
+    script.write_text(FAKE_WORKER.replace("limit_s=1.5", "limit_s=600"))
+    monkeypatch.setattr(runner, "WORKER_COMMAND", (sys.executable, str(script)))
+    (kernel,) = select(discover(), ["01_naive"])
+    kept = []
+    worker = runner._Worker([kernel], runner.RunOptions(sizes=((128,) * 3,), timeout_s=1),
+                            runner.RunRecord(), kept.append, lambda line: None, False, "run")
+    worker.run()
+    assert kept[0].status == "timeout" and "no progress for 1 s" in kept[0].message

@@ -3,17 +3,17 @@
 Each check draws fresh inputs from a seed, fills C with the sentinel (beta = 0) or random start
 values (beta != 0) and a guard past its end, launches once and compares with float64
 (numerics.compare names the finding: unwritten, non-finite, wrong values, ignores beta, ignores
-alpha). A check may also run the launch again on the same inputs (a result that changes is a
-race), and look at the guard (a kernel that writes past C has no bounds checks).
-
-Per kernel: three seeds at each odd shape its constraints allow, once more with alpha = 0.75 and
-beta = -0.5, one repeat per shape, and one launch with NaN in C at beta = 0: a kernel that turns
-it into NaN reads C when beta = 0 (a note, or a failure under BLAS strictness). Per timed size:
-one more check, with cuBLAS checked on the same inputs.
+alpha). A check may run the same launch again on the same inputs: identical runs must agree bit
+for bit (a race; a kernel that keeps state between launches; a nondeterministic kernel that did
+not say so). The guard after C catches stores without bounds checks. Two launches are probes:
+NaN in C at beta = 0 (a kernel that computes beta * C there reads C when beta = 0: a note, a
+failure under BLAS strictness) and new inputs with C still holding the last result (a kernel
+that skips work where C looks computed). plan.py says which checks a kernel gets.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -21,24 +21,15 @@ import numpy as np
 from harness.bench import numerics, operands
 from harness.bench.gemm import LoadedGemm
 from harness.bench.numerics import CheckResult
+from harness.bench.plan import READS_C, STALE_C, Plan, PlannedCheck
 from harness.errors import HarnessError
 from harness.gpu.cublas import Cublas
 from harness.gpu.driver import Stream
 
-# Shapes that are not multiples of any tile, several seeds each: odd ones for kernels with no
-# constraints, ones with N and K multiples of 4 (but of no tile) for float4 kernels, and ones
-# with N and K multiples of 8 (16-byte rows of 16-bit inputs: cp.async and ldmatrix kernels).
-CHECK_SHAPES = ((37, 45, 29), (127, 253, 61), (257, 129, 300), (131, 196, 68), (515, 260, 132),
-                (133, 264, 104), (517, 392, 200))
-CHECK_SEEDS = (11, 12, 13)
-BETA_CHECK = (0.75, -0.5)
-"""alpha, beta of the check that tests the beta path."""
 READS_C_NOTE = "reads C when beta = 0 (BLAS leaves C unset then: C may hold NaN)"
-NONDETERMINISTIC_NOTE = ("nondeterministic: identical runs give outputs that differ in their "
-                         "last bits, every run within tolerance (atomics whose order changes)")
-REPEATS = 2
-"""Extra runs on the same inputs in a repeat check: a result that changes is a race (or, when
-every run is within tolerance, a note: atomics in an order that changes)."""
+KEEPS_STATE = "keeps state between launches"
+DEPENDS_ON_C = "depends on C's contents"
+NONDETERMINISTIC = "nondeterministic"
 
 
 def _launch(gemm: LoadedGemm, ops: operands.Operands, alpha: float, beta: float,
@@ -47,69 +38,142 @@ def _launch(gemm: LoadedGemm, ops: operands.Operands, alpha: float, beta: float,
                   ops.c.address, stream)()
 
 
+@dataclass
+class Checked:
+    """One launch's output and its comparison with the reference."""
+
+    out: np.ndarray
+    result: CheckResult
+    guard: int
+
+
+def compare_to_reference(gemm: LoadedGemm, ops: operands.Operands, out: np.ndarray, seed: int,
+                         alpha: float, beta: float, initial: np.ndarray | None) -> CheckResult:
+    """``out`` (C after a launch on ``ops``) against the float64 reference of ``ops``."""
+    spec = gemm.kernel.spec
+    m, n, k = ops.m, ops.n, ops.k
+    ref, scale = operands.reference(ops, (m, n, k, seed, spec.precision, spec.c_type, alpha,
+                                          beta), alpha, beta)
+    return numerics.compare(out, ref, spec.precision, k=k, seed=seed, alpha=alpha, beta=beta,
+                            c_type=spec.c_type, initial=initial, c64=ops.c64, scale=scale)
+
+
+def launch_and_compare(gemm: LoadedGemm, ops: operands.Operands, stream: Stream, seed: int,
+                       alpha: float = 1.0, beta: float = 0.0) -> Checked:
+    """C poisoned, one launch, its output compared with the reference."""
+    ops.poison_c(stream)
+    _launch(gemm, ops, alpha, beta, stream)
+    out, guard = ops.result(stream)
+    return Checked(out, compare_to_reference(gemm, ops, out, seed, alpha, beta, ops.initial()),
+                   guard)
+
+
+def _bits_differ(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    return numerics.bits(a) != numerics.bits(b)
+
+
+def difference(first: Checked, other: Checked, c_type: str) -> str:
+    """How two identical runs differ: how many outputs, where, and by how much."""
+    changed = _bits_differ(first.out, other.out)
+    row, col = np.argwhere(changed)[0]
+    a = numerics.to_float64(first.out, c_type)
+    b = numerics.to_float64(other.out, c_type)
+    with np.errstate(invalid="ignore"):
+        largest = float(np.nanmax(np.abs(a - b) / np.maximum(np.abs(a), 1e-30)))
+    return (f"{int(np.count_nonzero(changed))} of {changed.size} outputs differ (first at row "
+            f"{row}, col {col}; largest relative difference {largest:.2e})")
+
+
+def repeat_finding(gemm: LoadedGemm, runs: list[Checked], launches_before: int = 0
+                   ) -> CheckResult | None:
+    """What identical runs (same inputs, same buffers, C poisoned before each) say, when their
+    outputs are not bit for bit the same: None when they are.
+
+    The first right and the later ones wrong and alike is a kernel that keeps state between
+    launches; wrong runs that differ is a race; runs that differ and all pass are a
+    nondeterministic kernel: a note when its spec says so (atomics), else a failure."""
+    first, spec = runs[0], gemm.kernel.spec
+    r = first.result
+    where = (r.m, r.n, r.k, r.seed, r.alpha, r.beta)
+    for i, other in enumerate(runs[1:], start=2):
+        if not _bits_differ(first.out, other.out).any():
+            continue
+        diff = difference(first, other, spec.c_type)
+        later = runs[i - 1:]
+        if all(run.result.passed for run in runs):
+            if spec.nondeterministic:
+                return CheckResult(True, *where[:3], *where[3:], r.rel_err_norm, r.max_abs_err,
+                                   0, 0, r.tolerance_norm,
+                                   f"nondeterministic (declared): identical runs differ: {diff}, "
+                                   "every run within tolerance", NONDETERMINISTIC)
+            return CheckResult.finding_only(
+                NONDETERMINISTIC, *where,
+                f"nondeterministic: identical runs on the same inputs give different outputs: "
+                f"{diff}, each within tolerance; a kernel whose result changes between runs "
+                "races (an unsynchronised read, blocks writing the same outputs), unless it "
+                "sums with atomics whose order changes: then declare nondeterministic = true "
+                "in its spec", int(np.count_nonzero(_bits_differ(first.out, other.out))))
+        alike = all(not _bits_differ(later[0].out, x.out).any() for x in later[1:])
+        if r.passed and not other.result.passed and alike:
+            n = launches_before + i
+            return CheckResult.finding_only(
+                KEEPS_STATE, *where,
+                f"{KEEPS_STATE}: wrong after {n - 1} launches on the same buffers (launch "
+                f"{launches_before + 1} was right, launch {n} on the same inputs is not): "
+                f"{other.result.message}; a GEMM's output must depend on A, B, C, alpha and "
+                "beta alone (no counters, flags or caches kept in device memory between "
+                "launches)", other.result.bad_elements or other.result.unwritten_elements)
+        return CheckResult.finding_only(
+            "race", *where,
+            f"race: identical runs differ and are wrong: {diff}; a missing barrier, a "
+            "read-modify-write without an atomic, or blocks writing the same outputs",
+            int(np.count_nonzero(_bits_differ(first.out, other.out))))
+    return None
+
+
+def outside_c(r: CheckResult, guard: int) -> CheckResult:
+    return CheckResult.finding_only(
+        "writes outside C", r.m, r.n, r.k, r.seed, r.alpha, r.beta,
+        f"writes outside C: {guard} elements past the end of the {r.m} x {r.n} C were "
+        "overwritten (a tile that runs past M or N stores without a bounds check); guard the "
+        "stores with row < M and col < N, or declare the shapes it supports in the spec's "
+        "constraints", guard)
+
+
 def check_one(gemm: LoadedGemm, stream: Stream, m: int, n: int, k: int, seed: int,
-              alpha: float = 1.0, beta: float = 0.0, repeat: bool = False,
+              alpha: float = 1.0, beta: float = 0.0, repeats: int = 0,
               baseline: Cublas | None = None) -> list[CheckResult]:
-    """Run the kernel (and the baseline if given) on fresh inputs and compare with float64."""
+    """Run the kernel (``1 + repeats`` times, and the baseline once if given) on fresh inputs
+    and compare with float64; what explains a failed comparison comes before it."""
     spec = gemm.kernel.spec
     ops = operands.Operands(stream, m, n, k, spec.precision, spec.layout_b, seed,
                             with_c=beta != 0.0, c_type=spec.c_type)
     try:
-        ref = operands.reference(ops, (m, n, k, seed, spec.precision, spec.c_type, alpha, beta),
-                                 alpha, beta)
-
-        def run_and_compare() -> tuple[np.ndarray, CheckResult, int]:
-            ops.poison_c(stream)
-            _launch(gemm, ops, alpha, beta, stream)
-            out, guard = ops.result(stream)
-            return out, numerics.compare(out, ref, spec.precision, k=k, seed=seed, alpha=alpha,
-                                         beta=beta, c_type=spec.c_type, initial=ops.initial(),
-                                         c64=ops.c64), guard
-
-        out, result, guard = run_and_compare()
-        causes = []  # what explains a failed comparison goes before it
-        if guard:
-            causes.append(CheckResult.finding_only(
-                "writes outside C", m, n, k, seed, alpha, beta,
-                f"writes outside C: {guard} elements past the end of the {m} x {n} C were "
-                "overwritten (a tile that runs past M or N stores without a bounds check); "
-                "guard the stores with row < M and col < N, or declare the shapes it supports "
-                "in the spec's constraints", guard))
-        for _ in range(REPEATS if repeat else 0):
-            again, again_result, _ = run_and_compare()
-            changed = numerics.bits(out) != numerics.bits(again)
-            differ = int(np.count_nonzero(changed))
-            if not differ:
-                continue
-            where = np.argwhere(changed)[0]
-            if result.passed and again_result.passed:
-                causes.append(CheckResult(
-                    True, m, n, k, seed, alpha, beta, result.rel_err_norm, result.max_abs_err,
-                    0, 0, result.tolerance_norm,
-                    f"nondeterministic: {differ} outputs changed between identical runs (first "
-                    f"at row {where[0]}, col {where[1]}), every run within tolerance",
-                    "nondeterministic"))
-            else:
-                causes.append(CheckResult.finding_only(
-                    "race", m, n, k, seed, alpha, beta,
-                    f"race: {differ} outputs differ between two identical runs (first at row "
-                    f"{where[0]}, col {where[1]}) and the results are wrong: a missing barrier, "
-                    "a read-modify-write without an atomic, or blocks writing the same outputs",
-                    differ))
-            break
-        results = causes + [result]
+        runs = [launch_and_compare(gemm, ops, stream, seed, alpha, beta)
+                for _ in range(1 + repeats)]
+        causes = [outside_c(runs[0].result, runs[0].guard)] if runs[0].guard else []
+        found = repeat_finding(gemm, runs)
+        if found is not None:
+            causes.append(found)
         if baseline is not None:
-            ops.poison_c(stream)
-            baseline.gemm(spec.precision, m, n, k, alpha, ops.a.address, ops.b.address, beta,
-                          ops.c.address, spec.layout_b, spec.c_type)
-            base = numerics.compare(ops.result(stream)[0], ref, spec.precision, k=k, seed=seed,
-                                    alpha=alpha, beta=beta, c_type=spec.c_type)
-            if not base.passed:
-                raise HarnessError(f"cuBLAS itself failed the check at {m}x{n}x{k}: "
-                                   f"{base.message}; the reference or the operands are wrong")
-        return results
+            check_baseline(baseline, gemm, ops, stream, seed, alpha, beta)
+        return causes + [runs[0].result]
     finally:
         ops.close()
+
+
+def check_baseline(blas: Cublas, gemm: LoadedGemm, ops: operands.Operands, stream: Stream,
+                   seed: int, alpha: float = 1.0, beta: float = 0.0) -> None:
+    """cuBLAS with the kernel's types on ``ops``, compared with the same reference: an error
+    when it fails (then the reference or the operands are wrong, not the kernel)."""
+    spec = gemm.kernel.spec
+    ops.poison_c(stream)
+    blas.gemm(spec.precision, ops.m, ops.n, ops.k, alpha, ops.a.address, ops.b.address, beta,
+              ops.c.address, spec.layout_b, spec.c_type)
+    base = compare_to_reference(gemm, ops, ops.result(stream)[0], seed, alpha, beta, None)
+    if not base.passed:
+        raise HarnessError(f"cuBLAS itself failed the check at {ops.m}x{ops.n}x{ops.k}: "
+                           f"{base.message}; the reference or the operands are wrong")
 
 
 def reads_c_at_beta_zero(gemm: LoadedGemm, stream: Stream, m: int, n: int, k: int,
@@ -128,46 +192,79 @@ def reads_c_at_beta_zero(gemm: LoadedGemm, stream: Stream, m: int, n: int, k: in
         ops.close()
 
 
+def stale_c(gemm: LoadedGemm, stream: Stream, m: int, n: int, k: int,
+            seed: int) -> list[CheckResult]:
+    """One launch on inputs from ``seed``, then new inputs in the same buffers and a second
+    launch (beta = 0) with C still holding the first result: the second must be the new
+    product. A kernel that skips work where C already looks computed keeps old values."""
+    spec = gemm.kernel.spec
+    ops = operands.Operands(stream, m, n, k, spec.precision, spec.layout_b, seed,
+                            c_type=spec.c_type)
+    try:
+        first = launch_and_compare(gemm, ops, stream, seed)
+        if not first.result.passed:
+            return [first.result]
+        ops.redraw(seed + 1000, stream)
+        _launch(gemm, ops, 1.0, 0.0, stream)
+        out, _ = ops.result(stream)
+        second = compare_to_reference(gemm, ops, out, seed + 1000, 1.0, 0.0, first.out)
+        if second.passed:
+            return [second]
+        kept = int(np.count_nonzero(~_bits_differ(out, first.out)))
+        return [CheckResult.finding_only(
+            DEPENDS_ON_C, m, n, k, seed + 1000, 1.0, 0.0,
+            f"{DEPENDS_ON_C}: launched at beta = 0 on new inputs with C still holding the "
+            f"previous result, the output is wrong ({kept} of {out.size} outputs kept their "
+            f"old values): {second.message}; the kernel skips work where C looks computed; "
+            "at beta = 0 every output must come from A and B alone", kept or second.bad_elements)]
+    finally:
+        ops.close()
+
+
 @dataclass
 class KernelChecks:
-    """A kernel's checks on the odd shapes (the timed sizes add theirs)."""
+    """A kernel's battery before timing (the timed sizes add theirs)."""
 
     results: list[CheckResult] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
-    """Shapes the kernel's constraints exclude, with the reason."""
+    """What the battery left out, with the reason (plan.Plan.skipped)."""
     notes: list[str] = field(default_factory=list)
+    plan: Plan | None = None
 
 
-def kernel_checks(gemm: LoadedGemm, stream: Stream, strict_blas: bool = False) -> KernelChecks:
-    """Every odd shape the kernel's constraints allow: three seeds (one run twice, for races),
-    one check of alpha and beta, and on the first shape a launch with NaN in C at beta = 0."""
-    kernel = gemm.kernel
-    out = KernelChecks()
-    probed = False
-    for i, (m, n, k) in enumerate(CHECK_SHAPES):
-        problems = kernel.shape_problems(m, n, k)
-        if problems:
-            out.skipped += problems
-            continue
-        for seed in CHECK_SEEDS:
-            for r in check_one(gemm, stream, m, n, k, seed + 100 * i, repeat=seed == 11):
-                if r.passed and r.finding == "nondeterministic":
-                    if NONDETERMINISTIC_NOTE not in out.notes:
-                        out.notes.append(NONDETERMINISTIC_NOTE)
-                    continue
-                out.results.append(r)
-        alpha, beta = BETA_CHECK
-        out.results += check_one(gemm, stream, m, n, k, 7 + i, alpha=alpha, beta=beta)
-        if not probed and all(r.passed for r in out.results):
-            probed = True
-            if reads_c_at_beta_zero(gemm, stream, m, n, k, seed=50 + i):
+def _note(out: KernelChecks, text: str) -> None:
+    if text not in out.notes:
+        out.notes.append(text)
+
+
+def kernel_checks(gemm: LoadedGemm, stream: Stream, plan: Plan, strict_blas: bool = False,
+                  say: Callable[[PlannedCheck], None] = lambda _: None) -> KernelChecks:
+    """Every check of ``plan``, in order; the probes run only once the checks before them
+    passed (their findings mean little on a kernel that computes wrong values)."""
+    out = KernelChecks(skipped=list(plan.skipped), plan=plan)
+    for check in plan.checks:
+        say(check)
+        shape = check.shape
+        if check.kind == READS_C:
+            if all(r.passed for r in out.results) and reads_c_at_beta_zero(
+                    gemm, stream, *shape, check.seed):
                 if strict_blas:
                     out.results.append(CheckResult.finding_only(
-                        "reads C when beta = 0", m, n, k, 50 + i, 1.0, 0.0,
+                        "reads C when beta = 0", *shape, check.seed, 1.0, 0.0,
                         f"{READS_C_NOTE}; a failure under BLAS strictness (--blas-strict or "
                         "blas_strict = true): branch on beta == 0 and write alpha * acc alone"))
                 else:
-                    out.notes.append(READS_C_NOTE)
+                    _note(out, READS_C_NOTE)
+            continue
+        if check.kind == STALE_C:
+            out.results += stale_c(gemm, stream, *shape, check.seed)
+            continue
+        for r in check_one(gemm, stream, *shape, check.seed, check.alpha, check.beta,
+                           check.repeats):
+            if r.passed and r.finding == NONDETERMINISTIC:
+                _note(out, r.message)
+                continue
+            out.results.append(r)
     return out
 
 

@@ -80,13 +80,13 @@ class OccupancyInfo:
 
 @dataclass(frozen=True)
 class CheckSummary:
-    """Every numerical check of a kernel at one size: the odd shapes and the size itself."""
+    """Every numerical check of a kernel at one size: its battery (plan.py) and the size itself."""
 
     passed: int
     total: int
     max_rel_err: float
     skipped: tuple[str, ...] = ()
-    """Check shapes the kernel's constraints exclude, with the reason."""
+    """What the battery left out, with the reason."""
     finding: str = "ok"
     """What the first failed check found (numerics.FINDINGS), "ok" when all passed."""
     failure: str = ""

@@ -12,6 +12,7 @@ from functools import cached_property, partial
 
 from harness.bench.ceiling import Ceilings
 from harness.bench.gemm import LoadedGemm
+from harness.bench.limits import Limits
 from harness.bench.operands import Operands
 from harness.build.compile import compile_kernel
 from harness.gpu.clocks import ClockSampler
@@ -107,16 +108,30 @@ class BenchSession:
                 self._timing_operands.pop(next(iter(self._timing_operands))).close()
         return self._timing_operands[key]
 
+    def baseline_launcher(self, kernel: Kernel, ops: Operands):
+        """A no-argument cuBLAS launch with ``kernel``'s types and layout on ``ops`` (alpha 1,
+        beta 0)."""
+        spec = kernel.spec
+        return partial(self.blas.gemm, spec.precision, ops.m, ops.n, ops.k, 1.0, ops.a.address,
+                       ops.b.address, 0.0, ops.c.address, spec.layout_b, spec.c_type)
+
     def time_baseline(self, kernel: Kernel, ops: Operands, reuse: bool = False) -> Timing:
-        """cuBLAS with ``kernel``'s types and layout on ``ops`` (beta = 0), timed now; with
-        ``reuse``, once per shape and types in the session (tuning sweeps of many points)."""
+        """cuBLAS with ``kernel``'s types and layout on ``ops`` (beta = 0), timed now as the
+        kernel is (C poisoned before every repetition); with ``reuse``, once per shape and
+        types in the session (tuning sweeps of many points)."""
         spec = kernel.spec
         key = (spec.precision, spec.layout_b, spec.c_type, ops.m, ops.n, ops.k)
         if not (reuse and key in self._baselines):
-            self._baselines[key] = self.timer.time(partial(
-                self.blas.gemm, spec.precision, ops.m, ops.n, ops.k, 1.0, ops.a.address,
-                ops.b.address, 0.0, ops.c.address, spec.layout_b, spec.c_type))
+            self._baselines[key] = self.timer.time(self.baseline_launcher(kernel, ops),
+                                                   before=partial(ops.poison_c, self.stream))
         return self._baselines[key]
+
+    @cached_property
+    def limits(self) -> Limits:
+        """What this device allows a GEMM at most (limits.py)."""
+        device = self.device
+        return Limits(device.arch, device.sm_count, device.max_sm_clock_mhz,
+                      device.dram_bytes_per_s)
 
     def facts(self) -> dict:
         """The GPU facts a report's header names."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import statistics
 import sys
+import tempfile
 from dataclasses import asdict
 from pathlib import Path
 
@@ -70,6 +71,11 @@ def _power_flags(p: argparse.ArgumentParser, what: str) -> None:
                    help="length of each power pass (2; NVML's power moves every ~100 ms)")
 
 
+_TIMEOUT_HELP = ("seconds without progress before a kernel is called hung (default: each "
+                 "stage's own limit, scaled with the work of its launches: about 30 s at the "
+                 "default sizes)")
+
+
 def add_parsers(sub) -> None:
     p = sub.add_parser("run", help="check, time and report against cuBLAS (needs a GPU)")
     p.add_argument("kernels", nargs="*", metavar="KERNEL",
@@ -88,8 +94,7 @@ def add_parsers(sub) -> None:
                         ".json holds every result)")
     p.add_argument("--report-dir", type=Path, default=common.REPORTS,
                    help="where reports/<gpu>/ goes (default: the project's reports/)")
-    p.add_argument("--timeout-s", type=float, default=300.0,
-                   help="seconds without progress before a kernel is called hung (300)")
+    p.add_argument("--timeout-s", type=float, default=None, help=_TIMEOUT_HELP)
     _timing_flags(p)
     _power_flags(p, "the kernel (and cuBLAS)")
     p.add_argument("--carveout", type=int, metavar="PCT")
@@ -97,13 +102,29 @@ def add_parsers(sub) -> None:
                    help="a kernel that reads C when beta = 0 fails (default: a note)")
     p.set_defaults(run=_run)
 
+    p = sub.add_parser("check", help="the check battery: --plan lists it (no GPU); without "
+                       "--plan it runs on the GPU, no timing")
+    p.add_argument("kernels", nargs="+", metavar="KERNEL",
+                   help="registry keys, file stems, globs or kernel file paths")
+    p.add_argument("--plan", action="store_true",
+                   help="print the checks each kernel gets (shape, alpha, beta, seed, repeats) "
+                        "and what is skipped and why; needs no GPU")
+    p.add_argument("--json", action="store_true", help="with --plan: print it as JSON")
+    p.add_argument("--size", action="append", metavar="N|M,N,K",
+                   help="also check at this size on the operands a run would time on "
+                        "(default 1024)")
+    p.add_argument("--timeout-s", type=float, default=None, help=_TIMEOUT_HELP)
+    p.add_argument("--blas-strict", action="store_true",
+                   help="a kernel that reads C when beta = 0 fails (default: a note)")
+    p.set_defaults(run=_check)
+
     p = sub.add_parser("compare", help="variants side by side, timed interleaved with cuBLAS")
     p.add_argument("kernels", nargs="+", metavar="KERNEL",
                    help="two or more (keys, stems, globs or paths); the first is the reference")
     p.add_argument("--size", action="append", metavar="N|M,N,K", help="default 4096")
     p.add_argument("--hot", dest="cold_l2", action="store_false", default=True,
                    help="warm L2 (default: flushed before every launch)")
-    p.add_argument("--timeout-s", type=float, default=300.0)
+    p.add_argument("--timeout-s", type=float, default=None, help=_TIMEOUT_HELP)
     p.add_argument("--report-dir", type=Path, default=common.REPORTS)
     p.add_argument("--blas-strict", action="store_true")
     _timing_flags(p)
@@ -123,7 +144,7 @@ def add_parsers(sub) -> None:
                         "no GPU needed")
     p.add_argument("--pin", action="store_true",
                    help="write the best point into the kernel's spec as [tuned.<arch>]")
-    p.add_argument("--timeout-s", type=float, default=120.0)
+    p.add_argument("--timeout-s", type=float, default=None, help=_TIMEOUT_HELP)
     p.add_argument("--report-dir", type=Path, default=common.REPORTS)
     _timing_flags(p, budget_ms=100.0)
     p.set_defaults(run=_tune)
@@ -245,6 +266,42 @@ def _run(args) -> int:
     print(f"\nwall time {record.wall_s:.1f} s: " + "; ".join(_phases_lines(record)))
     kept = f"{jsonl}, " if args.json else ""  # the default stream is gone: the JSON has it
     print(f"written: {kept}{json_path}, {md_path}")
+    passed = all(r.status in ("pass", "skipped") for r in record.results)
+    return common.EXIT_OK if passed else common.EXIT_FAILED
+
+
+def _check(args) -> int:
+    import json
+
+    from harness.bench.plan import plan
+
+    chosen = common.kernels(args)
+    if args.plan:
+        plans = [plan(kernel) for kernel in chosen]
+        if args.json:
+            print(json.dumps([p.to_json() for p in plans], indent=1))
+        else:
+            for p in plans:
+                print(tables.plan_table(p))
+        return common.EXIT_OK if all(p.checks for p in plans) else common.EXIT_FAILED
+    if args.json:
+        raise HarnessError("--json goes with --plan (a GPU check prints its table and writes "
+                           "no report)")
+    sizes = _sizes(args, ("1024",))
+    why = common.gpu()
+    from harness.gpu.driver import device_arch_name
+
+    arch = device_arch_name()
+    common.say(f"harness check: {len(chosen)} kernel(s), their battery and {len(sizes)} "
+               f"size(s) on {why} ({arch}), no timing")
+    options = RunOptions(sizes=sizes, timeout_s=args.timeout_s, strict_blas=args.blas_strict)
+    with tempfile.TemporaryDirectory() as folder:
+        record = run(chosen, arch, options, Path(folder) / "check.jsonl", common.say,
+                     mode="check")
+    print(tables.check_table(record.results))
+    fails = tables.failures(record.results)
+    if fails:
+        print("\nNot passed:\n" + fails)
     passed = all(r.status in ("pass", "skipped") for r in record.results)
     return common.EXIT_OK if passed else common.EXIT_FAILED
 

@@ -129,6 +129,19 @@ class Device:
         return self.attribute(_ATTR.CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE)
 
     @cached_property
+    def max_sm_clock_mhz(self) -> float:
+        """The SM clock's maximum (boost) rate."""
+        return self.attribute(_ATTR.CU_DEVICE_ATTRIBUTE_CLOCK_RATE) / 1e3
+
+    @cached_property
+    def dram_bytes_per_s(self) -> float:
+        """Peak DRAM bandwidth: memory clock x 2 (double data rate) x bus width (3.35 TB/s on
+        an H100 SXM: 2619 MHz, 5120 bits)."""
+        clock_khz = self.attribute(_ATTR.CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE)
+        bus_bits = self.attribute(_ATTR.CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH)
+        return clock_khz * 1e3 * 2 * bus_bits / 8
+
+    @cached_property
     def smem_optin_per_block_bytes(self) -> int:
         return self.attribute(_ATTR.CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)
 

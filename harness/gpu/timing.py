@@ -187,10 +187,12 @@ class Timer:
             self._flush_ms = self._measure(self.flush, 10)[0]
         return self._flush_ms
 
-    def time(self, launch: Callable[[], None]) -> Timing:
+    def time(self, launch: Callable[[], None], before: Callable[[], None] | None = None
+             ) -> Timing:
         """Time ``launch`` (which enqueues one kernel on this timer's stream), then measure its
-        power if the options ask for it."""
-        timing = self.time_interleaved([launch])[0][0]
+        power if the options ask for it. ``before`` enqueues work before every timed
+        repetition, outside its events (poisoning C)."""
+        timing = self.time_interleaved([launch], None if before is None else [before])[0][0]
         if self.options.power_s > 0:
             p = self.power(launch, self.options.power_s)
             timing = replace(timing, power_w=p.power_w, power_span_s=p.span_s,
@@ -222,14 +224,18 @@ class Timer:
                          marks[-1].elapsed_ms(start) / (chunks * per_chunk), chunks * per_chunk,
                          sample.median, sample.limits)
 
-    def time_interleaved(self, launches: Sequence[Callable[[], None]]
+    def time_interleaved(self, launches: Sequence[Callable[[], None]],
+                         before: Sequence[Callable[[], None] | None] | None = None
                          ) -> tuple[list[Timing], list[list[float]]]:
         """Time several launches in rounds (A B C, A B C, ...), each with its own events and
-        flush, so that clock or thermal drift touches all of them alike. Returns a Timing per
+        flush, so that clock or thermal drift touches all of them alike. ``before[i]``, when
+        given, is enqueued before every timed repetition of launch i, outside its events (C
+        poisoned, so that no repetition finds the last one's result). Returns a Timing per
         launch and the per-round times (ms) that go with them."""
         opts = self.options
+        before = list(before or [None] * len(launches))
         if opts.regime == ISOLATED:
-            return self._time_isolated(launches)
+            return self._time_isolated(launches, before)
         for launch in launches:
             launch()
         self.stream.synchronize("first launch")
@@ -248,7 +254,7 @@ class Timer:
         cap = int(min(opts.max_reps, max(opts.min_reps, opts.budget_ms / estimate_ms)))
         floor = int(min(cap, max(opts.min_reps, math.ceil(opts.min_ms / estimate_ms))))
         per_batch = int(min(cap, max(5, math.ceil(BATCH_MS / estimate_ms))))
-        batches = _Batches(self, launches, cap, floor, per_batch)
+        batches = _Batches(self, launches, before, cap, floor, per_batch)
 
         # Work ahead of the first two batches: enough flushes to outlast the host's enqueueing
         # of them (about 4 driver calls per launch), with a 2x margin; later batches are
@@ -282,7 +288,7 @@ class Timer:
                                   median_rel_se_pct=median_rel_se_pct(summary)))
         return timings, per_round
 
-    def _time_isolated(self, launches: Sequence[Callable[[], None]]
+    def _time_isolated(self, launches: Sequence[Callable[[], None]], before: list
                        ) -> tuple[list[Timing], list[list[float]]]:
         """The isolated regime of :meth:`time_interleaved`: every repetition of every launch
         after a synchronise and ``isolated_gap_ms`` of idle GPU."""
@@ -296,7 +302,7 @@ class Timer:
         self._measure(lambda: [launch() for launch in launches], warm)
         cap = int(min(opts.max_reps, ISOLATED_MAX_REPS,
                       max(opts.min_reps, opts.budget_ms / total_ms)))
-        reps = _Isolated(self, launches, measured, cap, min(cap, opts.min_reps))
+        reps = _Isolated(self, launches, before, measured, cap, min(cap, opts.min_reps))
         clocks = self.clocks.sample_until(reps.finished, interval_s=0.0, tick=reps.step)
         self.stream.synchronize("isolated repetitions")
         timings = []
@@ -324,8 +330,8 @@ class _Batches:
     """The timed repetitions, enqueued a batch at a time with two batches in flight, collected
     as they finish, and stopped by the rule (``TimingOptions``)."""
 
-    def __init__(self, timer: Timer, launches, cap: int, floor: int, per_batch: int):
-        self.timer, self.launches = timer, launches
+    def __init__(self, timer: Timer, launches, before, cap: int, floor: int, per_batch: int):
+        self.timer, self.launches, self.before = timer, launches, before
         self.cap, self.floor, self.per_batch = cap, floor, per_batch
         self.enqueued = 0
         self.in_flight: list[list[list[tuple[Event, Event]]]] = []
@@ -339,7 +345,10 @@ class _Batches:
         stream, cold = self.timer.stream, self.timer.options.cold_l2
         batch = [[(Event(), Event()) for _ in self.launches] for _ in range(count)]
         for round_events in batch:
-            for launch, (start, end) in zip(self.launches, round_events, strict=True):
+            for launch, before, (start, end) in zip(self.launches, self.before, round_events,
+                                                    strict=True):
+                if before is not None:
+                    before()
                 if cold:
                     self.timer.flush()
                 start.record(stream)
@@ -385,9 +394,10 @@ class _Isolated:
     twice as much (at most three attempts per repetition over the timing; past that,
     repetitions are kept as they come, and ``queue_ahead_ms`` < 0 says so)."""
 
-    def __init__(self, timer: Timer, launches, measured: list[tuple[float, float]], cap: int,
-                 floor: int):
+    def __init__(self, timer: Timer, launches, before, measured: list[tuple[float, float]],
+                 cap: int, floor: int):
         self.timer, self.launches, self.cap, self.floor = timer, launches, cap, floor
+        self.before = before
         self.gpu_ms = [max(gpu_ms, 1e-4) for gpu_ms, _ in measured]
         self.ahead_ms = [ISOLATED_AHEAD_MS + 3 * host_ms for _, host_ms in measured]
         self.gap_s = timer.options.isolated_gap_ms / 1e3
@@ -447,6 +457,8 @@ class _Isolated:
             mark.record(stream)
             host_t0 = time.perf_counter()
             self._ahead(i)
+            if self.before[i] is not None:
+                self.before[i]()
             start.record(stream)
             launch()
             host_ms = (time.perf_counter() - host_t0) * 1e3

@@ -32,7 +32,8 @@ KINDS = ("gemm", "ceiling")
 microbenchmark of one instruction's issue rate, ABI ``(u64 sink, u32 iterations)``
 (``harness ceiling``; see harness/ceiling.py)."""
 _REQUIRED = ("entry", "summary", "precision", "min_arch", "block", "grid")
-_OPTIONAL = ("layout_b", "c_type", "blas_strict", "representative", "dynamic_smem_bytes",
+_OPTIONAL = ("layout_b", "c_type", "blas_strict", "nondeterministic", "representative",
+             "dynamic_smem_bytes",
              "constraints", "carveout_pct", "predicted", "params", "variants", "tune",
              "tuned", "model", "kind", "ceiling", "tma")
 C_TYPES = ("fp32", "bf16", "fp16")
@@ -120,6 +121,9 @@ class KernelSpec:
     """The element type the kernel writes C in (and reads it in, when beta != 0)."""
     blas_strict: bool = False
     """Reading C when beta = 0 is a failure, not a note (BLAS leaves C unset then)."""
+    nondeterministic: bool = False
+    """The kernel's output may change in its last bits between identical runs (atomics whose
+    order changes): a note with the size of the difference instead of a failure."""
     constraints: tuple[expr.Expr, ...] = ()
     carveout_pct: int | None = None
     predicted: str = ""
@@ -243,9 +247,9 @@ def parse_spec(source: str, path: Path) -> KernelSpec:
         allowed = "\"fp32\"" + (f" or \"{precision}\"" if precision in C_TYPES[1:] else "")
         raise fail(f"c_type {c_type!r} with {precision} inputs: a 16-bit C must be the inputs' "
                    f"own type, the pairs cuBLAS (the baseline) offers; use c_type = {allowed}")
-    blas_strict = table.get("blas_strict", False)
-    if not isinstance(blas_strict, bool):
-        raise fail(f"blas_strict must be true or false, found {blas_strict!r}")
+    for key in ("blas_strict", "nondeterministic"):
+        if not isinstance(table.get(key, False), bool):
+            raise fail(f"{key} must be true or false, found {table[key]!r}")
     carveout = table.get("carveout_pct")
     if carveout is not None and (
         isinstance(carveout, bool) or not isinstance(carveout, int) or not 0 <= carveout <= 100
@@ -323,7 +327,8 @@ def parse_spec(source: str, path: Path) -> KernelSpec:
     return KernelSpec(
         path=path, entry=entry, summary=table["summary"].strip(), precision=precision,
         min_arch=table["min_arch"], block=block, grid=grid, dynamic_smem_bytes=dynamic_smem,
-        layout_b=layout_b, c_type=c_type, blas_strict=blas_strict, constraints=constraints,
+        layout_b=layout_b, c_type=c_type, blas_strict=table.get("blas_strict", False),
+        nondeterministic=table.get("nondeterministic", False), constraints=constraints,
         carveout_pct=carveout,
         predicted=table.get("predicted", "").strip(), params=params, variants=variants,
         representative=representative,

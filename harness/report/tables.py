@@ -119,6 +119,42 @@ def columns_without(*keys: str) -> tuple[Column, ...]:
     return tuple(c for c in RUN_COLUMNS if c.key not in keys)
 
 
+_CHECK_KEYS = ("kernel", "size", "precision", "c_type", "registers", "blocks_per_sm",
+               "max_rel_err", "status", "notes")
+
+
+_CHECKS = Column("checks", "checks passed",
+                 lambda r: f"{r.checks.passed}/{r.checks.total}" if r.checks else None)
+
+
+def check_table(results: Sequence[Result]) -> str:
+    """``harness check``: the checks of each kernel and size, no timing."""
+    columns = [c for c in RUN_COLUMNS if c.key in _CHECK_KEYS]
+    columns.insert(columns.index(next(c for c in columns if c.key == "status")), _CHECKS)
+    return table(results, columns)
+
+
+def plan_table(plan) -> str:
+    """``harness check --plan``: a kernel's battery, a row per launch configuration."""
+    from harness.bench.plan import WHAT
+
+    rows = [["x".join(map(str, c.shape)), c.alpha, c.beta, c.seed, c.repeats, c.kind]
+            for c in plan.checks]
+    lines = [f"{plan.kernel}: {plan.summary()}"]
+    if plan.constraints:
+        lines.append(f"constraints: {', '.join(plan.constraints)}")
+    if rows:
+        lines.append(tabulate(rows, headers=["shape", "alpha", "beta", "seed", "repeats",
+                                             "check"], disable_numparse=True))
+        lines += [f"  {kind}: {what}" for kind, what in WHAT.items()
+                  if any(c.kind == kind for c in plan.checks)]
+    lines += [f"skipped: {why}" for why in plan.skipped]
+    lines.append("at each timed size: a check on the operands it is timed on (run twice, "
+                 "identical bits), C poisoned before every timed repetition, and the timed "
+                 "launches checked again after the timing")
+    return "\n".join(lines) + "\n"
+
+
 def failures(results: Sequence[Result]) -> str:
     """The message of every result that did not pass, one block each."""
     return "\n".join(f"- {r.kernel.name} {'x'.join(map(str, r.size))}: {r.status}: {r.message}"

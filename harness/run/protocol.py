@@ -44,7 +44,8 @@ class Job:
     reuse_baseline: bool = False
     """Time cuBLAS once per size and types in a worker (tuning sweeps), not after each kernel."""
     mode: str = "run"
-    """``run``: each kernel timed on its own; ``compare``: all timed interleaved."""
+    """``run``: each kernel timed on its own; ``compare``: all timed interleaved; ``check``:
+    the check battery and the sizes' checks, no timing."""
     strict_blas: bool = False
 
     def to_json(self) -> str:

@@ -38,6 +38,11 @@ from harness.run.protocol import Job, KernelRef, parse
 _FAULTS = ("ILLEGAL_ADDRESS", "LAUNCH_FAILED", "MISALIGNED_ADDRESS", "ILLEGAL_INSTRUCTION",
            "HARDWARE_STACK_ERROR", "INVALID_PC", "ASSERT")
 Size = tuple[int, int, int]
+WORKER_COMMAND = (sys.executable, "-m", "harness.run.worker")
+STARTUP_LIMIT_S = 120.0
+"""No word from a new worker for this long (CUDA and cuBLAS start-up) is a hang."""
+DEFAULT_LIMIT_S = 60.0
+"""The limit after an event that names none (device facts, a ceiling's measurement)."""
 
 
 @dataclass(frozen=True)
@@ -45,8 +50,10 @@ class RunOptions:
     sizes: tuple[Size, ...]
     timing: TimingOptions = TimingOptions()
     carveout_pct: int | None = None
-    timeout_s: float = 300.0
-    """Longest wait for the next event from a worker before the kernel is called hung."""
+    timeout_s: float | None = None
+    """Longest wait for the next event from a worker before the kernel is called hung; None
+    lets each stage say how long it may take (measure.py: scaled with the work of the launches
+    in flight, about 30 s at the default sizes)."""
     strict_blas: bool = False
     """Reading C when beta = 0 fails the check instead of being a note."""
 
@@ -134,6 +141,8 @@ class _Worker:
         self.reported: set[tuple[str, Size]] = set()
         self.current: str | None = None
         self.at: Size | None = None  # the size the current kernel was last reported at
+        self.stage = "starting"
+        self.limit_s = options.timeout_s or STARTUP_LIMIT_S
 
     def run(self) -> set[str]:
         """Run the worker to its end; the names of the kernels it finished or failed."""
@@ -142,14 +151,15 @@ class _Worker:
         env["PYTHONUNBUFFERED"] = "1"
         error, hung = None, False
         with tempfile.TemporaryFile(mode="w+") as stderr:
-            proc = subprocess.Popen([sys.executable, "-m", "harness.run.worker"],
+            proc = subprocess.Popen(list(WORKER_COMMAND),
                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                     stderr=stderr, text=True, env=env)
             lines: queue.Queue[str | None] = queue.Queue()
             threading.Thread(target=_pump, args=(proc.stdout, lines), daemon=True).start()
             proc.stdin.write(self.job.to_json())
             proc.stdin.close()
-            deadline = time.monotonic() + self.options.timeout_s
+            self.limit_s = self.options.timeout_s or STARTUP_LIMIT_S
+            deadline = time.monotonic() + self.limit_s
             while True:
                 try:
                     line = lines.get(timeout=max(0.0, deadline - time.monotonic()))
@@ -162,7 +172,9 @@ class _Worker:
                 event = parse(line)
                 if event is None:
                     continue
-                deadline = time.monotonic() + self.options.timeout_s
+                self.limit_s = self.options.timeout_s or event[1].get("limit_s") or \
+                    DEFAULT_LIMIT_S
+                deadline = time.monotonic() + self.limit_s
                 error = self._on(*event) or error
             returncode = proc.wait()
             stderr.seek(0)
@@ -179,8 +191,10 @@ class _Worker:
         elif kind == "progress":
             if "size" in event:
                 self.at = tuple(event["size"])
-            where = "x".join(map(str, event["size"])) + " " if "size" in event else ""
-            self.say(f"      {event['kernel']} {where}{event['stage']}")
+            if event.get("show", True):
+                where = "x".join(map(str, event["size"])) + " " if "size" in event else ""
+                self.say(f"      {event['kernel']} {where}{event['stage']}")
+            self.stage = event["stage"]
         elif kind == "result":
             result = Result.from_json(event["result"])
             self.reported.add((result.kernel.name, result.size))
@@ -215,7 +229,8 @@ class _Worker:
         if self.current is None:  # compare mode, or died before any kernel started
             missing = [(k, s) for k in self.kernels for s in self._pending(k.name)]
             if missing:
-                status, message = _failure(error, hung, returncode, tail, self.options.timeout_s)
+                status, message = _failure(error, hung, returncode, tail, self.limit_s,
+                                           self.stage)
                 for kernel, size in missing:
                     self.keep(_unrun(kernel, size, status, message))
             self.finished |= set(self.by_name)
@@ -224,13 +239,13 @@ class _Worker:
         pending = self._pending(self.current)
         if not pending:
             return
-        status, message = _failure(error, hung, returncode, tail, self.options.timeout_s)
+        status, message = _failure(error, hung, returncode, tail, self.limit_s, self.stage)
         kernel = self.by_name[self.current]
         failed_at = self.at if self.at in pending else pending[0]
         self.keep(_unrun(kernel, failed_at, status, message))
         word = {"timeout": "hung", "fault": "faulted"}.get(status, status)
         where = (f"at {'x'.join(map(str, self.at))}" if self.at
-                 else "while being checked on the odd shapes")
+                 else "while its check battery ran")
         for size in pending:
             if size != failed_at:
                 self.keep(_unrun(kernel, size, "skipped",
@@ -238,12 +253,13 @@ class _Worker:
 
 
 def _failure(error: dict | None, hung: bool, returncode: int, stderr_tail: str,
-             timeout_s: float) -> tuple[str, str]:
+             timeout_s: float, stage: str = "") -> tuple[str, str]:
     """Status and message for sizes a worker never reported."""
     if hung:
-        return "timeout", (f"no progress for {timeout_s:.0f} s: the kernel hung (or is far "
-                           "slower than expected); its worker was killed; raise --timeout-s "
-                           "if it is merely slow")
+        during = f" while {stage}" if stage else ""
+        return "timeout", (f"no progress for {timeout_s:.0f} s{during}: the kernel hung (or "
+                           "is far slower than expected); its worker was killed; pass "
+                           "--timeout-s with a longer limit if it is merely slow")
     if error is not None:
         message = error["message"]
         if any(f in message for f in _FAULTS):
@@ -264,7 +280,7 @@ def _pump(stream, lines: queue.Queue) -> None:
 def describe(result: Result) -> str:
     """One line for a progress log."""
     size = "x".join(map(str, result.size))
-    if result.status == "pass":
+    if result.status == "pass" and result.timing is not None and result.baseline is not None:
         return (f"{result.kernel.name} {size}: {result.gflops:.0f} GFLOP/s, "
                 f"{result.pct_baseline:.1f}% of cuBLAS ({result.baseline_gflops:.0f} GFLOP/s)")
     return (f"{result.kernel.name} {size}: {result.status}: "

@@ -13,7 +13,7 @@ import sys
 import traceback
 from pathlib import Path
 
-from harness.bench.measure import Prepared, compare, measure, prepare
+from harness.bench.measure import Prepared, check_only, compare, measure, prepare
 from harness.bench.phases import PHASES
 from harness.bench.session import BenchSession
 from harness.errors import HarnessError, LaunchError
@@ -23,8 +23,11 @@ from harness.run.protocol import Job, emit
 
 
 def _progress(kernel: str, size=None):
-    def say(stage: str) -> None:
-        emit("progress", kernel=kernel, stage=stage, **({"size": list(size)} if size else {}))
+    """A ``say`` (measure.Say) that emits progress events: each resets the runner's no-progress
+    clock to its ``limit_s``; ``show=False`` ones are heartbeats kept off the console."""
+    def say(stage: str, limit_s: float | None = None, show: bool = True) -> None:
+        emit("progress", kernel=kernel, stage=stage, limit_s=limit_s, show=show,
+             **({"size": list(size)} if size else {}))
     return say
 
 
@@ -55,11 +58,13 @@ def run_job(job: Job) -> None:
 
 
 def _run_sizes(session: BenchSession, prep: Prepared, job: Job) -> bool:
-    """Measure every size; False when the kernel failed a check (the worker should end)."""
+    """Measure (mode ``check``: check only) every size; False when the kernel failed a check
+    (the worker should end)."""
     ok = True
     for size in job.sizes:
-        res = measure(session, prep, *size, reuse_baseline=job.reuse_baseline,
-                      say=_progress(prep.kernel.name, size))
+        say = _progress(prep.kernel.name, size)
+        res = (check_only(session, prep, *size, say=say) if job.mode == "check" else
+               measure(session, prep, *size, reuse_baseline=job.reuse_baseline, say=say))
         emit("result", result=res.to_json())
         ok = ok and res.status != "FAIL"
     return ok

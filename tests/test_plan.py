@@ -1,0 +1,120 @@
+"""The check battery derived from a kernel's spec (no GPU): every check class for every kernel,
+on shapes its constraints allow."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import FIXTURE_KERNELS
+
+from harness.bench.plan import READS_C, STALE_C, VALUES, grows_with_problem, plan
+from harness.kernels.registry import discover, kernels_in
+from harness.kernels.spec import parse_spec
+
+ADVERSARIAL = FIXTURE_KERNELS / "adversarial"
+BODY = '\nextern "C" __global__ void k(int M, int N, int K, float alpha, const float* A, ' \
+       'const float* B, float beta, float* C) {}\n'
+
+
+def kernel_with(constraints: list[str], grid: str = '["cdiv(N, 16)", "cdiv(M, 16)"]',
+                params: str = ""):
+    source = ("/* harness\nentry = \"k\"\nsummary = \"s\"\nprecision = \"fp32\"\n"
+              f"min_arch = \"sm_80\"\nblock = [\"256\"]\ngrid = {grid}\n"
+              f"constraints = {json.dumps(constraints)}\n{params}*/" + BODY)
+    (kernel,) = kernels_in(parse_spec(source, Path("k.cu")))
+    return kernel
+
+
+def _classes(p):
+    return {"beta": any(c.beta != 0 for c in p.checks),
+            "alpha": any(c.alpha != 1 for c in p.checks),
+            "alpha alone": any(c.alpha != 1 and c.beta == 0 for c in p.checks),
+            "repeats": any(c.repeats for c in p.checks),
+            "reads C": any(c.kind == READS_C for c in p.checks),
+            "stale C": any(c.kind == STALE_C for c in p.checks),
+            "seeds": len({c.seed for c in p.checks if c.kind == VALUES}) >= 2}
+
+
+def test_a_constrained_kernel_gets_every_check_class_on_shapes_that_satisfy_them():
+    kernel = kernel_with(["M % 128 == 0", "N % 128 == 0", "K % 16 == 0"])
+    p = plan(kernel)
+    assert all(_classes(p).values()), _classes(p)
+    assert len(p.shapes) >= 5
+    for m, n, k in p.shapes:
+        assert m % 128 == 0 and n % 128 == 0 and k % 16 == 0
+    # edges where the constraints allow them: K is not always a multiple of a 32-deep tile
+    assert any(k % 32 for _, _, k in p.shapes)
+    assert p.rounding == {"M": 128, "N": 128, "K": 16}
+    assert not p.skipped
+
+
+def test_an_unconstrained_kernel_keeps_odd_shapes():
+    p = plan(kernel_with([]))
+    assert (37, 45, 29) in p.shapes and all(_classes(p).values())
+    assert all(m % 2 for m, _, _ in p.shapes)
+
+
+@pytest.mark.parametrize("kernel", discover(),
+                         ids=lambda k: k.name)
+def test_every_builtin_kernel_gets_every_check_class(kernel):
+    p = plan(kernel)
+    assert all(_classes(p).values()), (kernel.name, _classes(p))
+    assert all(not kernel.shape_problems(*s) for s in p.shapes)
+    assert len(p.shapes) >= 5
+
+
+def test_persistent_kernels_get_a_shape_with_more_tiles_than_blocks():
+    persistent = kernel_with([], grid='["min(SMS, cdiv(M, 128) * cdiv(N, 256))"]')
+    assert not grows_with_problem(persistent)
+    big = max(plan(persistent).shapes, key=lambda s: s[0] * s[1])
+    tiles = -(-big[0] // 128) * -(-big[1] // 256)
+    assert tiles > 2 * 132
+    assert grows_with_problem(kernel_with([]))
+    assert max(s[0] * s[1] for s in plan(kernel_with([])).shapes) < 1 << 20
+
+
+def test_constraints_that_tie_the_dimensions_give_square_shapes():
+    p = plan(kernel_with(["M == N", "N == K"]))
+    assert len(p.shapes) >= 2 and all(m == n == k for m, n, k in p.shapes)
+    assert all(_classes(p).values())
+
+
+def test_a_lower_bound_grows_the_shapes():
+    p = plan(kernel_with(["K >= 1024", "M % 64 == 0"]))
+    assert all(k >= 1024 and m % 64 == 0 for m, _, k in p.shapes)
+
+
+def test_constraints_no_shape_satisfies_say_so():
+    p = plan(kernel_with(["M % 2 == 0", "M % 2 == 1"]))
+    assert not p.checks
+    assert "no M, N, K up to" in p.skipped[0]
+    bad_params = plan(kernel_with(["BM % 3 == 0"], params="[params]\nBM = 128\n"))
+    assert not bad_params.checks and "BM % 3 == 0" in bad_params.skipped[0]
+
+
+def test_the_plan_as_json_from_the_cli():
+    """`harness check KERNEL --plan --json` needs no GPU."""
+    path = ADVERSARIAL / "thirdparty_warptile.cu"
+    proc = subprocess.run([sys.executable, "-m", "harness", "check", str(path), "--plan",
+                           "--json"], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    (data,) = json.loads(proc.stdout)
+    checks = data["checks"]
+    assert len({(c["m"], c["n"], c["k"]) for c in checks}) >= 5
+    assert any(c["beta"] != 0 for c in checks) and any(c["alpha"] != 1 for c in checks)
+    assert any(c["repeats"] > 0 for c in checks)
+    assert all(c["m"] % 128 == 0 and c["n"] % 128 == 0 and c["k"] % 16 == 0 for c in checks)
+    assert all(c["what"] for c in checks)
+    text = subprocess.run([sys.executable, "-m", "harness", "check", str(path), "--plan"],
+                          capture_output=True, text=True, timeout=120)
+    assert text.returncode == 0 and "stale C" in text.stdout and "repeats" in text.stdout
+
+
+def test_check_json_without_plan_is_bad_input():
+    proc = subprocess.run([sys.executable, "-m", "harness", "check", "01_naive", "--json"],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and "--json goes with --plan" in proc.stderr
