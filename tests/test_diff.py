@@ -1,7 +1,9 @@
-"""harness diff: two saved runs side by side, with a verdict from their spreads and clocks."""
+"""harness diff: two saved runs side by side, with a verdict from the uncertainty of their
+medians, and what else differs noted beside it."""
 
 import dataclasses
 import json
+import math
 import subprocess
 import sys
 
@@ -21,13 +23,17 @@ from harness.kernels.registry import PROJECT_ROOT
 from harness.report import diff
 
 H100 = PROJECT_ROOT / "reports" / "h100"
+SAME_COMMIT = (H100 / "run-20261124-130116.json", H100 / "run-20261124-130246.json")
+"""Two back-to-back schema-2 runs of one commit: every kernel, source hashes recorded."""
+HOISTED = ("10_hoisted", (4096, 4096, 4096))
 
 
 def timing(ms: float, spread: float = 0.02, mhz: float = 1800.0, cold: bool = True,
-           limits: str = "power cap") -> Timing:
-    """A timing whose p20-p80 is ``spread`` of its median."""
+           limits: str = "power cap", se_pct: float = math.nan,
+           regime: str = "sustained") -> Timing:
+    """A timing whose p20-p80 is ``spread`` of its median, over 50 repetitions."""
     return Timing(ms, ms * (1 - spread / 2), ms * (1 + spread / 2), ms * 0.9, ms * 1.1, 50,
-                  cold, mhz, mhz, mhz, 3.0, limits)
+                  cold, mhz, mhz, mhz, 3.0, limits, median_rel_se_pct=se_pct, regime=regime)
 
 
 def result(ms: float, name: str = "k", size: int = 4096, sha: str = "a" * 64,
@@ -42,65 +48,153 @@ def report(*results, gpu="NVIDIA H100 80GB HBM3") -> RunReport:
     return RunReport({"gpu": gpu, "command": "harness run"}, list(results))
 
 
-def verdict(old: Result, new: Result) -> diff.DiffLine:
-    (line,) = diff.diff(report(old), report(new)).lines
+def verdict(old: Result, new: Result, per_clock: bool = False) -> diff.DiffLine:
+    (line,) = diff.diff(report(old), report(new), per_clock=per_clock).lines
     return line
 
 
-def test_within_the_combined_spread_is_the_same():
-    # 1.5% faster, spreads 2% and 2%: tolerance 2%
-    line = verdict(result(1.0), result(1 / 1.015))
-    assert line.verdict == "same" and line.ratio == pytest.approx(1.015)
-    assert line.tolerance == pytest.approx(0.02) and line.why == ""
+def changed(r: Result, factor: float = 1.0, sha: str | None = None,
+            mhz: float | None = None) -> Result:
+    """``r`` with every time of its timing scaled by ``factor`` (its relative error kept), its
+    source hash and its SM clock replaced where given."""
+    t = r.timing
+    t = dataclasses.replace(t, median_ms=t.median_ms * factor, p20_ms=t.p20_ms * factor,
+                            p80_ms=t.p80_ms * factor, min_ms=t.min_ms * factor,
+                            max_ms=t.max_ms * factor)
+    if mhz is not None:
+        t = dataclasses.replace(t, sm_clock_mhz=mhz, sm_clock_min_mhz=mhz,
+                                sm_clock_max_mhz=mhz)
+    kernel = r.kernel if sha is None else dataclasses.replace(r.kernel, source_sha256=sha)
+    return r.with_parts(timing=t, kernel=kernel)
 
 
-@pytest.mark.parametrize("new_ms, expected", [(0.9, "faster"), (1.1, "slower")])
-def test_beyond_the_spread_is_faster_or_slower(new_ms, expected):
-    line = verdict(result(1.0, spread=0.01), result(new_ms, spread=0.01))
-    assert line.verdict == expected and line.why == ""
+def committed_copy(tmp_path, **change) -> tuple:
+    """The committed run, and a copy of it written to ``tmp_path`` with 10_hoisted at 4096
+    ``changed(**change)``."""
+    old_path = SAME_COMMIT[1]
+    old = load_report(old_path)
+    rows = [changed(r, **change) if (r.kernel.name, r.size) == HOISTED else r
+            for r in old.results]
+    new_path = tmp_path / "run-new.json"
+    new_path.write_text(report_json(old.meta, rows))
+    return old_path, new_path
 
 
-def test_a_change_the_clock_explains_is_ambiguous():
-    # 10% faster at a 10% higher clock: the same per clock
-    line = verdict(result(1.0, mhz=1600.0), result(1 / 1.1, mhz=1760.0))
-    assert line.verdict == "ambiguous" and line.per_clock_ratio == pytest.approx(1.0)
-    assert line.why == ("SM clock 1600 -> 1760 MHz: same per clock; by the ratio alone "
-                        "faster")
-    # the clock fell 10% and the time held: faster per clock, the same by time
-    line = verdict(result(1.0, mhz=1800.0), result(1.0, mhz=1620.0))
-    assert line.verdict == "ambiguous" and "faster per clock" in line.why
-    # the clock moved, but not enough to change the verdict: it stands
-    line = verdict(result(1.0, spread=0.01, mhz=1800.0), result(0.8, spread=0.01, mhz=1830.0))
-    assert line.verdict == "faster"
+def line_of(d: diff.Diff, key=HOISTED) -> diff.DiffLine:
+    return next(line for line in d.lines if (line.kernel, line.size) == key)
 
 
-@pytest.mark.parametrize("change, reason", [
+# --- the rule -------------------------------------------------------------------------------
+
+def test_a_medians_error_is_the_runs_own_else_estimated_from_p20_p80():
+    assert diff.rel_se(timing(1.0, se_pct=0.5)) == pytest.approx(0.005)
+    # 1.2533 sigma / sqrt(reps) / median, sigma = (p80 - p20) / 1.683
+    assert diff.rel_se(timing(2.0, spread=0.02)) == pytest.approx(
+        1.2533 * (0.04 / 1.683) / math.sqrt(50) / 2.0)
+
+
+@pytest.mark.parametrize("new_ms, expected", [(1.05, "same"), (0.95, "same"),
+                                              (1.10, "slower"), (0.90, "faster")])
+def test_the_verdict_is_read_from_the_medians_uncertainty(new_ms, expected):
+    # 2% each: 2.83% on the ratio, a change must pass 3 x that = 8.5%
+    line = verdict(result(1.0, se_pct=2.0), result(new_ms, se_pct=2.0))
+    assert line.verdict == expected and line.judged_by == diff.WALL
+    assert line.wall.ratio == pytest.approx(new_ms)
+    assert line.wall.rel_se == pytest.approx(math.sqrt(8) / 100)
+    assert line.wall.threshold == pytest.approx(3 * math.sqrt(8) / 100)
+    assert line.per_clock is None and line.notes == ()
+
+
+def test_not_the_spread_of_single_repetitions():
+    # a 20% p20-p80 spread over 50 repetitions pins each median to 2.1%, the ratio to 3%:
+    # 12% slower, inside the spread, is beyond 3 standard errors
+    line = verdict(result(1.0, spread=0.2), result(1.12, spread=0.2))
+    assert line.verdict == "slower" and line.wall.rel_se == pytest.approx(0.0298, rel=1e-2)
+
+
+@pytest.mark.parametrize("new_ms, expected", [(1.005, "same"), (0.995, "same"),
+                                              (1.015, "slower"), (0.985, "faster")])
+def test_tight_medians_are_judged_against_the_practical_floor(new_ms, expected):
+    line = verdict(result(1.0, se_pct=0.01), result(new_ms, se_pct=0.01))
+    assert line.verdict == expected and line.wall.threshold == diff.FLOOR
+
+
+def test_the_line_says_the_ratio_and_its_uncertainty():
+    line = verdict(result(1.0, se_pct=0.2), result(1.25, se_pct=0.2))
+    assert line.describe() == "wall time (counts): 1.250x slower (+-0.28%)"
+    assert verdict(result(1.0, se_pct=0.2), result(0.8, se_pct=0.2)).describe() == (
+        "wall time (counts): 1.250x faster (+-0.28%)")
+    assert verdict(result(1.0, se_pct=0.2), result(1.002, se_pct=0.2)).describe() == (
+        "wall time (counts): 1.002x, same (+-0.28%)")
+
+
+def test_a_moved_clock_gives_the_per_clock_verdict_beside():
+    # 10% faster at a 10% higher clock: faster by wall time, the same per clock
+    old, new = result(1.0, mhz=1600.0, se_pct=0.2), result(1 / 1.1, mhz=1760.0, se_pct=0.2)
+    line = verdict(old, new)
+    assert (line.verdict, line.judged_by) == ("faster", diff.WALL)
+    assert line.per_clock.ratio == pytest.approx(1.0) and line.per_clock.verdict == "same"
+    assert line.notes == ("SM clock 1600 -> 1760 MHz",)
+    assert line.describe() == ("wall time (counts): 1.100x faster (+-0.28%); "
+                               "per clock: 1.000x, same (+-0.28%)")
+    # --per-clock: the per-clock verdict counts, wall time beside it
+    line = verdict(old, new, per_clock=True)
+    assert (line.verdict, line.judged_by) == ("same", diff.PER_CLOCK)
+    assert line.describe().startswith("per clock (counts): 1.000x, same")
+    assert "wall time: 1.100x faster" in line.describe()
+    # a clock within 1%: no per-clock verdict unless asked for
+    line = verdict(result(1.0, mhz=1800.0), result(1.0, mhz=1810.0))
+    assert line.per_clock is None and line.notes == ()
+    assert verdict(result(1.0, mhz=1800.0), result(1.0, mhz=1810.0),
+                   per_clock=True).judged_by == diff.PER_CLOCK
+    # no clock in one run: --per-clock falls back to wall time and says so
+    line = verdict(result(1.0, mhz=math.nan), result(1.5), per_clock=True)
+    assert (line.verdict, line.judged_by) == ("slower", diff.WALL)
+    assert line.notes == ("no SM clock in one run: judged by wall time",)
+
+
+@pytest.mark.parametrize("change, note", [
+    ({"sha": "b" * 64}, "source changed (cu/k.cu: sha256 aaaaaaaaaa -> bbbbbbbbbb)"),
     ({"cold": False}, "cold L2 against hot L2"),
-    ({"sha": "b" * 64}, "kernel source changed (cu/k.cu: sha256 aaaaaaaaaa -> bbbbbbbbbb)"),
+    ({"regime": "isolated"}, "regime sustained against isolated"),
     ({"precision": "fp16"}, "precision bf16 against fp16"),
     ({"params": {"BM": 256}}, "parameters differ (BM 128 -> 256)"),
     ({"limits": "thermal"}, "clock held by power cap against thermal"),
 ])
-def test_timings_not_taken_alike_are_ambiguous_and_say_why(change, reason):
-    line = verdict(result(1.0, spread=0.01), result(0.8, spread=0.01, **change))
-    assert line.verdict == "ambiguous"
-    assert line.why == f"{reason}; by the ratio alone faster"
+@pytest.mark.parametrize("new_ms, expected", [(1.25, "slower"), (0.8, "faster"),
+                                              (1.0, "same")])
+def test_what_differs_is_noted_beside_the_verdict_never_instead(change, note, new_ms,
+                                                                expected):
+    line = verdict(result(1.0, spread=0.01), result(new_ms, spread=0.01, **change))
+    assert line.verdict == expected and line.notes == (note,)
 
 
-def test_what_does_not_make_a_difference_ambiguous():
+def test_what_does_not_differ():
     # an unknown hash (schema 1), a parameter the spec gained at its default, an unrecorded
     # clock limiter: none of them says the timings differ
     old = result(1.0, sha="", params={"BM": 128}, limits="")
     new = result(1.0, params={"BM": 128, "NOSTORE": 0})
-    assert verdict(old, new).verdict == "same"
+    line = verdict(old, new)
+    assert line.verdict == "same" and line.notes == ()
 
 
 def test_interleaved_against_one_at_a_time_and_another_gpu():
     compared = result(1.0).with_parts(comparison=Comparison("k0", 1.0, 1.0, 1.0, True))
-    assert "interleaved (compare) against one at a time" in verdict(compared, result(1.0)).why
-    d = diff.diff(report(result(1.0)), report(result(1.0), gpu="NVIDIA A100"))
+    line = verdict(compared, result(1.5))
+    assert line.verdict == "slower"
+    assert line.notes == ("interleaved (compare) against one at a time",)
+    d = diff.diff(report(result(1.0)), report(result(1.5), gpu="NVIDIA A100"))
     assert d.conditions == ["another GPU (NVIDIA H100 80GB HBM3 against NVIDIA A100)"]
-    assert d.lines[0].verdict == "ambiguous" and "another GPU" in d.lines[0].why
+    assert d.lines[0].verdict == "slower" and d.lines[0].notes == tuple(d.conditions)
+
+
+def test_no_standard_error_in_one_run_is_judged_against_the_floor():
+    single = dataclasses.replace(timing(1.0), reps=1)
+    old = result(1.0).with_parts(timing=single)
+    line = verdict(old, result(1.02))
+    assert line.verdict == "slower" and line.wall.threshold == diff.FLOOR
+    assert "no standard error of the median in one run" in line.notes[0]
+    assert "(+-?)" in line.describe()
 
 
 def test_rows_in_one_run_only_and_untimed_rows():
@@ -109,12 +203,12 @@ def test_rows_in_one_run_only_and_untimed_rows():
     d = diff.diff(old, new)
     assert [(line.kernel, line.verdict) for line in d.lines] == [("a", "same"),
                                                                 ("c", "not timed")]
-    assert d.lines[1].why == "old FAIL, new pass"
+    assert d.lines[1].notes == ("old FAIL, new pass",) and d.lines[1].wall is None
     assert [r.kernel.name for r in d.only_old] == ["b"]
     assert [r.kernel.name for r in d.only_new] == ["d"]
     text = diff.text(d)
     assert "only in old: b at 4096x4096x4096" in text and "only in new: d at" in text
-    assert "2 matched: 1 same, 1 not timed" in text and diff.RULE in text
+    assert "2 matched, judged by wall time: 1 same, 1 not timed" in text and diff.RULE in text
 
 
 def test_size_filter():
@@ -124,22 +218,80 @@ def test_size_filter():
     assert [(line.size, line.verdict) for line in d.lines] == [((2048,) * 3, "faster")]
 
 
-def test_committed_runs_hot_against_cold():
-    """Two committed schema-1 runs: hot L2 (230540) against cold (230633)."""
+# --- committed runs, and copies of them -----------------------------------------------------
+
+def test_committed_runs_hot_against_cold_are_judged_with_the_difference_noted():
+    """Two committed schema-1 runs: hot L2 (230540) against cold (230633), the clock 7-9%
+    higher in the cold one."""
     d = diff.diff(load_report(H100 / "run-20261122-230540.json"),
                   load_report(H100 / "run-20261122-230633.json"))
-    assert {line.kernel for line in d.lines} == {"12_mma_tma_bf16:m256n128e",
-                                                 "13_mma_persist_bf16:m256n128l3g8e"}
-    assert all(line.verdict == "ambiguous" and line.why.startswith("hot L2 against cold L2")
-               for line in d.lines)
-    first = next(line for line in d.lines if line.kernel.startswith("12"))
-    assert first.ratio == pytest.approx(460044 / 464924, rel=1e-4)
+    lines = {line.kernel: line for line in d.lines}
+    assert set(lines) == {"12_mma_tma_bf16:m256n128e", "13_mma_persist_bf16:m256n128l3g8e"}
+    tma, persist = lines["12_mma_tma_bf16:m256n128e"], lines["13_mma_persist_bf16:m256n128l3g8e"]
+    assert tma.wall.ratio == pytest.approx(464924 / 460044, rel=1e-4)
+    # 1.1% slower: tighter than 3 standard errors, beyond the 1% floor
+    assert tma.verdict == "slower" and persist.verdict == "same"
+    for line in (tma, persist):
+        assert line.notes[0] == "hot L2 against cold L2"
+        assert line.notes[1].startswith("SM clock 16")
+        assert line.per_clock.verdict == "slower"
     assert len(d.only_old) == 3 and len(d.only_new) == 2
+    assert diff.diff(load_report(H100 / "run-20261122-230540.json"),
+                     load_report(H100 / "run-20261122-230633.json"),
+                     per_clock=True).counts()["slower"] == 2
 
 
-def test_diff_across_schemas_reads_the_same(tmp_path):
+def test_two_runs_of_one_commit_cuda_core_kernels_are_the_same():
+    """Real noise: back to back, one commit. The CUDA-core rungs (01-10) repeat within their
+    medians' uncertainty and the floor; the power-capped tensor-core rungs move more (FLOOR)."""
+    d = diff.diff(*map(load_report, SAME_COMMIT))
+    simt = [line for line in d.lines if int(line.kernel[:2]) <= 10]
+    assert len(simt) >= 30
+    assert all(line.verdict == "same" and line.notes == () for line in simt)
+
+
+def test_a_copy_with_noise_within_the_medians_uncertainty_is_the_same(tmp_path):
+    old = load_report(SAME_COMMIT[1])
+    # each median moved by twice its own standard error, up and down in turn: inside
+    # 3 x the combined error of the pair
+    rows = [changed(r, 1 + (-1) ** i * 2 * diff.rel_se(r.timing)) if r.timing else r
+            for i, r in enumerate(old.results)]
+    d = diff.diff(old, RunReport(old.meta, rows, 2))
+    assert len(d.lines) == len(old.results)
+    assert sum(line.wall.ratio != 1.0 for line in d.lines) > len(d.lines) // 2
+    assert all(line.verdict == "same" and line.notes == () for line in d.lines)
+
+
+def test_a_slower_10_hoisted_with_a_new_source_is_slower_and_says_source_changed(tmp_path):
+    old_path, new_path = committed_copy(tmp_path, factor=1.25, sha="e" * 64)
+    d = diff.diff(load_report(old_path), load_report(new_path))
+    line = line_of(d)
+    assert line.verdict == "slower" and line.wall.ratio == pytest.approx(1.25)
+    assert line.describe().startswith("wall time (counts): 1.250x slower (+-")
+    assert len(line.notes) == 1 and line.notes[0].startswith(
+        "source changed (cu/sgemm/10_hoisted.cu: sha256 caaf79a8")
+    assert d.counts() == {"same": len(d.lines) - 1, "faster": 0, "slower": 1, "not timed": 0}
+
+
+def test_a_clock_shift_gives_the_per_clock_verdict_too(tmp_path):
+    # 10% longer at a clock 1980 / 1.1 MHz: slower by wall time, the same number of cycles
+    old_path, new_path = committed_copy(tmp_path, factor=1.1, mhz=1800.0)
+    line = line_of(diff.diff(load_report(old_path), load_report(new_path)))
+    assert (line.verdict, line.judged_by) == ("slower", diff.WALL)
+    assert line.per_clock.verdict == "same" and line.per_clock.ratio == pytest.approx(1.0)
+    assert line.notes == ("SM clock 1980 -> 1800 MHz",)
+    assert "per clock: 1.000x, same" in line.describe()
+    run = harness("diff", str(old_path), str(new_path), "--size", "4096", "--fail-on-slower")
+    assert run.returncode == 1 and "per clock: 1.000x, same" in run.stdout
+    run = harness("diff", str(old_path), str(new_path), "--size", "4096", "--fail-on-slower",
+                  "--per-clock")
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "per clock (counts): 1.000x, same" in run.stdout
+
+
+def test_a_schema_1_run_and_its_schema_2_copy_are_the_same(tmp_path):
     """A schema-1 run and the same results written as schema 2 diff as the same, line by
-    line; a schema-2 run whose kernel source changed says so."""
+    line; a changed kernel source is noted beside the verdict."""
     old = load_report(H100 / "run-20261122-230633.json")
     assert old.schema == 1
     path = tmp_path / "run-new.json"
@@ -148,33 +300,55 @@ def test_diff_across_schemas_reads_the_same(tmp_path):
     assert new.schema == 2
     d = diff.diff(old, new)
     assert len(d.lines) == len(old.results)
-    assert all(line.verdict == "same" and line.ratio == pytest.approx(1.0) for line in d.lines)
+    assert all(line.verdict == "same" and line.wall.ratio == pytest.approx(1.0)
+               for line in d.lines)
     hashed = [r.with_parts(kernel=dataclasses.replace(r.kernel, source_sha256=c * 64))
               for r, c in zip(new.results, "abcd", strict=True)]
-    changed = [r.with_parts(kernel=dataclasses.replace(r.kernel, source_sha256="f" * 64))
-               for r in new.results]
-    d = diff.diff(RunReport(new.meta, hashed, 2), RunReport(new.meta, changed, 2))
-    assert all(line.verdict == "ambiguous" and "kernel source changed" in line.why
+    moved = [r.with_parts(kernel=dataclasses.replace(r.kernel, source_sha256="f" * 64))
+             for r in new.results]
+    d = diff.diff(RunReport(new.meta, hashed, 2), RunReport(new.meta, moved, 2))
+    assert all(line.verdict == "same" and line.notes[0].startswith("source changed")
                for line in d.lines)
 
+
+# --- the command ----------------------------------------------------------------------------
 
 def harness(*args):
     return subprocess.run([sys.executable, "-m", "harness", *args], capture_output=True,
                           text=True, cwd=PROJECT_ROOT, timeout=120)
 
 
+def test_fail_on_slower_fails_a_slower_kernel_whose_source_changed(tmp_path):
+    old_path, new_path = committed_copy(tmp_path, factor=1.1, sha="e" * 64)
+    run = harness("diff", str(old_path), str(new_path), "--fail-on-slower")
+    assert run.returncode == 1, run.stderr
+    hoisted = next(row for row in run.stdout.splitlines() if row.startswith("| 10_hoisted ")
+                   and "4096x4096x4096" in row)
+    assert "| slower " in hoisted and "1.100x slower" in hoisted
+    assert "source changed (cu/sgemm/10_hoisted.cu" in hoisted
+    assert harness("diff", str(old_path), str(new_path)).returncode == 0
+    # the same copy without the slowdown passes
+    old_path, new_path = committed_copy(tmp_path, sha="e" * 64)
+    assert harness("diff", str(old_path), str(new_path), "--fail-on-slower").returncode == 0
+
+
 def test_diff_command(tmp_path):
     old, new = tmp_path / "old.json", tmp_path / "new.json"
     old.write_text(report_json({"gpu": "H100"}, [result(1.0, "a"), result(1.0, "b")]))
-    new.write_text(report_json({"gpu": "H100"}, [result(1.0, "a"), result(1.5, "b")]))
+    new.write_text(report_json({"gpu": "H100"}, [result(1.0, "a"), result(1.5, "b", cold=False)]))
     run = harness("diff", str(old), str(new))
     assert run.returncode == 0, run.stderr
-    assert "| b " in run.stdout and "slower" in run.stdout and "Verdict: ratio" in run.stdout
+    assert "| b " in run.stdout and "1.500x slower" in run.stdout
+    assert "Verdict: ratio" in run.stdout
     assert harness("diff", str(old), str(new), "--fail-on-slower").returncode == 1
     assert harness("diff", str(old), str(old), "--fail-on-slower").returncode == 0
     data = json.loads(harness("diff", str(old), str(new), "--json").stdout)
     assert data["counts"]["slower"] == 1 and data["counts"]["same"] == 1
-    assert data["lines"][1]["ratio"] == pytest.approx(1 / 1.5)
-    assert data["rule"] == diff.RULE
+    assert data["judged_by"] == "wall time" and data["rule"] == diff.RULE
+    b = data["lines"][1]
+    assert b["verdict"] == "slower" and b["wall_time"]["ratio"] == pytest.approx(1.5)
+    assert b["wall_time"]["threshold_pct"] == pytest.approx(1.0)
+    assert b["per_clock"] is None and b["notes"] == ["cold L2 against hot L2"]
+    assert b["text"].startswith("wall time (counts): 1.500x slower")
     bad = harness("diff", str(old), str(tmp_path / "missing.json"))
     assert bad.returncode == 2 and "cannot read the run report" in bad.stderr

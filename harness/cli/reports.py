@@ -28,15 +28,18 @@ def add_parsers(sub) -> None:
     p.set_defaults(run=_report)
 
     p = sub.add_parser("diff", help="two saved runs side by side per kernel and size, with a "
-                                    "verdict from their spreads and clocks (same, faster, "
-                                    "slower, ambiguous)")
+                                    "verdict from the medians' standard errors (same, faster, "
+                                    "slower) and what else changed noted beside it")
     p.add_argument("old", type=Path, metavar="OLD.json", help="a run, compare or tune report")
     p.add_argument("new", type=Path, metavar="NEW.json", help="a run, compare or tune report")
     p.add_argument("--size", metavar="N|M,N,K", help="only this size")
     p.add_argument("--json", action="store_true", help="print the comparison as JSON")
     p.add_argument("--fail-on-slower", action="store_true",
-                   help="exit 1 when any kernel is slower (default: exit 0 whatever the "
-                        "verdicts)")
+                   help="exit 1 when any kernel's verdict is slower, whatever else changed "
+                        "(default: exit 0 whatever the verdicts)")
+    p.add_argument("--per-clock", action="store_true",
+                   help="judge by cycles (time x SM clock) instead of wall time: the verdict "
+                        "that counts, and that --fail-on-slower reads")
     p.set_defaults(run=_diff)
 
     p = sub.add_parser("index", help="regenerate INDEX.md (one line per report, newest first) "
@@ -63,7 +66,8 @@ def _report(args) -> int:
 
 def _diff(args) -> int:
     size = parse_size(args.size) if args.size else None
-    result = diff.diff(load_report(args.old), load_report(args.new), size)
+    result = diff.diff(load_report(args.old), load_report(args.new), size,
+                       per_clock=args.per_clock)
     if args.json:
         print(json.dumps(jsonable(diff.to_json(result)), indent=1))
     else:

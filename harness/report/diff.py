@@ -1,9 +1,11 @@
 """``harness diff``: two saved runs side by side, per kernel and size, with a verdict.
 
-The verdict is read from the two runs' own spreads and clocks, never from a fixed threshold:
-a change smaller than the runs' p20-p80 spread is "same", and a change the SM clock explains is
-not credited to the code. Where the two timings were not taken alike (cold against hot L2,
-another precision, a changed kernel source...) the verdict is "ambiguous" and says why.
+The verdict answers "did my edit make it slower?" from the uncertainty of the two medians, not
+from the spread of single repetitions: the ratio of the new median time to the old is "slower"
+or "faster" when it is further from 1 than three of its standard errors (and a small practical
+floor), else "same". Whatever else differs between the two timings (a changed kernel source,
+cold against hot L2, another regime, precision or clock limiter, a moved SM clock) is noted
+beside the verdict, never in its place; a moved clock also gets a verdict per clock (cycles).
 """
 
 from __future__ import annotations
@@ -14,19 +16,55 @@ from dataclasses import dataclass
 from tabulate import tabulate
 
 from harness.bench.result import Result, RunReport
-from harness.gpu.timing import Timing
+from harness.gpu.timing import Timing, median_rel_se_pct
+from harness.stats import Summary
+
+SIGMAS = 3.0
+"""How many combined standard errors a change must exceed to count."""
+FLOOR = 0.01
+"""The least change that counts, however tight the medians. A median's standard error is within
+one run; two runs also differ by what it leaves out (clock, power and temperature drift). The
+CUDA-core kernels of two back-to-back runs of one commit (reports/h100/run-20261124-130116 and
+-130246) repeat within 1%; the power-capped tensor-core kernels move up to ~8% between them, more
+than their medians' errors say: read their verdicts beside the cuBLAS control."""
+CLOCK_SHIFT = 0.01
+"""SM clocks further apart than this (relative) get a verdict per clock beside the wall-time one."""
+WALL, PER_CLOCK = "wall time", "per clock"
 
 RULE = (
-    "Verdict: ratio = new GFLOP/s / old GFLOP/s (medians); a run's spread = (p80 - p20) / "
-    "median of its repetitions' times; tolerance = (old spread + new spread) / 2. \"same\" "
-    "when |ratio - 1| <= tolerance, else \"faster\" or \"slower\". The same test is made on "
-    "the ratio per SM clock (ratio x old MHz / new MHz): where the two tests disagree, the "
-    "clocks moved more than the result explains and the verdict is \"ambiguous\". Also "
-    "\"ambiguous\" where the timings were not taken alike: another GPU, cold against hot L2, "
-    "interleaved (compare) against one at a time, another precision or parameters, another "
-    "clock limiter, or a kernel source whose sha256 changed; \"why\" says which, and what the "
-    "ratio alone says.")
-VERDICTS = ("same", "faster", "slower", "ambiguous", "not timed")
+    f"Verdict: ratio = new median time / old median time. Each median's relative standard "
+    f"error is the run's own (median_rel_se_pct) or, where the report has none, 1.2533 x sigma "
+    f"/ sqrt(reps) / median with sigma = (p80 - p20) / 1.683; the ratio's (the +-) is the two "
+    f"added in quadrature. \"slower\" or \"faster\" when |ratio - 1| > max({SIGMAS:g} x that, "
+    f"{100 * FLOOR:g}%), else \"same\". Where the SM clocks differ by more than "
+    f"{100 * CLOCK_SHIFT:g}%, the same test is made per clock (ratio x new MHz / old MHz: "
+    f"cycles) and shown beside; the verdict that counts (and fails --fail-on-slower) is the "
+    f"wall-time one unless --per-clock is given. What else differs between the timings "
+    f"(source, L2, interleaving, regime, precision, parameters, clock limiter, GPU) is noted "
+    f"beside the verdict and does not change it.")
+VERDICTS = ("same", "faster", "slower", "not timed")
+
+
+@dataclass(frozen=True)
+class Judgement:
+    """One ratio judged against its uncertainty."""
+
+    ratio: float
+    """New over old: median time, or cycles (time x SM clock)."""
+    rel_se: float
+    """The ratio's relative standard error (a fraction; NaN where a run gave none)."""
+    threshold: float
+    """max(SIGMAS x rel_se, FLOOR): how far from 1 the ratio must be to count."""
+    verdict: str
+
+    def describe(self) -> str:
+        """e.g. ``1.250x slower (+-0.8%)``, ``1.003x, same (+-0.2%)``."""
+        se = f"+-{100 * self.rel_se:.2g}%" if math.isfinite(self.rel_se) else "+-?"
+        if self.verdict == "slower":
+            return f"{self.ratio:.3f}x slower ({se})"
+        if self.verdict == "faster":
+            return f"{1 / self.ratio:.3f}x faster ({se})"
+        return f"{self.ratio:.3f}x, same ({se})"
 
 
 @dataclass(frozen=True)
@@ -38,13 +76,29 @@ class DiffLine:
     old: Result
     new: Result
     verdict: str
-    why: str = ""
-    ratio: float | None = None
-    """New GFLOP/s over old."""
-    per_clock_ratio: float | None = None
-    tolerance: float | None = None
+    """The verdict that counts: ``wall``'s, or ``per_clock``'s with --per-clock."""
+    judged_by: str = WALL
+    wall: Judgement | None = None
+    per_clock: Judgement | None = None
+    """Computed where the clocks differ by more than CLOCK_SHIFT, or with --per-clock."""
+    notes: tuple[str, ...] = ()
+    """What differs between the two timings besides the time, and what could not be judged."""
     baseline_ratio: float | None = None
-    """cuBLAS's new GFLOP/s over its old: a control, timed beside the kernel in each run."""
+    """cuBLAS's new median time over its old: a control, timed beside the kernel in each run."""
+
+    @property
+    def counted(self) -> Judgement | None:
+        return self.per_clock if self.judged_by == PER_CLOCK else self.wall
+
+    def describe(self) -> str:
+        """The verdict in words: the ratio, its uncertainty, which one counts."""
+        if self.wall is None:
+            return self.verdict
+        parts = [f"{self.judged_by} (counts): {self.counted.describe()}"]
+        other = self.wall if self.judged_by == PER_CLOCK else self.per_clock
+        if other is not None:
+            parts.append(f"{PER_CLOCK if self.judged_by == WALL else WALL}: {other.describe()}")
+        return "; ".join(parts)
 
 
 @dataclass(frozen=True)
@@ -56,20 +110,30 @@ class Diff:
     only_new: list[Result]
     conditions: list[str]
     """Differences that hold for every line (another GPU)."""
+    judged_by: str = WALL
 
     def counts(self) -> dict[str, int]:
         return {v: sum(1 for line in self.lines if line.verdict == v) for v in VERDICTS}
 
 
-def spread(t: Timing) -> float:
-    """(p80 - p20) / median of a timing's repetitions (NaN where it has none)."""
-    return (t.p80_ms - t.p20_ms) / t.median_ms if t.median_ms else math.nan
+def rel_se(t: Timing) -> float:
+    """The relative standard error of a timing's median (a fraction): the run's own where it
+    recorded one, else estimated from p20-p80 and the repetitions as the timer does."""
+    if math.isfinite(t.median_rel_se_pct) and t.median_rel_se_pct >= 0:
+        return t.median_rel_se_pct / 100
+    if not t.median_ms > 0:
+        return math.nan
+    pct = median_rel_se_pct(Summary(t.median_ms, t.p20_ms, t.p80_ms, t.min_ms, t.max_ms,
+                                    int(t.reps)))
+    return pct / 100 if math.isfinite(pct) and pct >= 0 else math.nan
 
 
-def classify(ratio: float, tolerance: float) -> str:
-    if abs(ratio - 1.0) <= tolerance:
-        return "same"
-    return "faster" if ratio > 1.0 else "slower"
+def judge(ratio: float, rel_se_combined: float) -> Judgement:
+    """``ratio`` (new over old time or cycles) against max(SIGMAS standard errors, FLOOR)."""
+    spread = SIGMAS * rel_se_combined if math.isfinite(rel_se_combined) else 0.0
+    threshold = max(spread, FLOOR)
+    verdict = "same" if abs(ratio - 1.0) <= threshold else ("slower" if ratio > 1 else "faster")
+    return Judgement(ratio, rel_se_combined, threshold, verdict)
 
 
 def _mode(result: Result) -> str:
@@ -83,11 +147,16 @@ def _l2(t: Timing) -> str:
 def _unlike(old: Result, new: Result) -> list[str]:
     """How the two timings were not taken alike, in words."""
     out = []
+    ko, kn = old.kernel, new.kernel
+    if ko.source_sha256 and kn.source_sha256 and ko.source_sha256 != kn.source_sha256:
+        out.append(f"source changed ({kn.file or ko.file}: sha256 "
+                   f"{ko.source_sha256[:10]} -> {kn.source_sha256[:10]})")
     if old.timing.cold_l2 != new.timing.cold_l2:
         out.append(f"{_l2(old.timing)} against {_l2(new.timing)}")
     if _mode(old) != _mode(new):
         out.append(f"{_mode(old)} against {_mode(new)}")
-    ko, kn = old.kernel, new.kernel
+    if old.timing.regime != new.timing.regime:
+        out.append(f"regime {old.timing.regime} against {new.timing.regime}")
     if ko.precision and kn.precision and ko.precision != kn.precision:
         out.append(f"precision {ko.precision} against {kn.precision}")
     # a parameter in one run only is one the spec gained or lost (at its default): the
@@ -96,50 +165,53 @@ def _unlike(old: Result, new: Result) -> list[str]:
     if changed:
         out.append("parameters differ (" + ", ".join(
             f"{k} {ko.params[k]} -> {kn.params[k]}" for k in changed) + ")")
-    if ko.source_sha256 and kn.source_sha256 and ko.source_sha256 != kn.source_sha256:
-        out.append(f"kernel source changed ({kn.file or ko.file}: sha256 "
-                   f"{ko.source_sha256[:10]} -> {kn.source_sha256[:10]})")
     lo, ln = old.timing.clock_limits, new.timing.clock_limits
     if lo and ln and lo != ln:
         out.append(f"clock held by {lo} against {ln}")
     return out
 
 
-def compare_one(old: Result, new: Result, conditions: list[str] = ()) -> DiffLine:
-    """The verdict on one kernel at one size (see RULE)."""
+def compare_one(old: Result, new: Result, conditions: list[str] = (),
+                by_clock: bool = False) -> DiffLine:
+    """The verdict on one kernel at one size (see RULE); ``by_clock``: the per-clock verdict
+    counts (--per-clock)."""
     name, size = new.kernel.name, new.size
-    timed = [r for r in (old, new) if r.passed and r.timing is not None]
-    if len(timed) < 2:
+    if not all(r.passed and r.timing is not None for r in (old, new)):
         return DiffLine(name, size, old, new, "not timed",
-                        f"old {old.status}, new {new.status}")
-    ratio = new.gflops / old.gflops
-    tolerance = (spread(old.timing) + spread(new.timing)) / 2
-    notes = []
-    if not math.isfinite(tolerance):
-        tolerance, notes = 0.0, ["no p20-p80 in one run: tolerance 0"]
-    by_time = classify(ratio, tolerance)
-    c_old, c_new = old.timing.sm_clock_mhz, new.timing.sm_clock_mhz
+                        notes=(f"old {old.status}, new {new.status}",))
+    to, tn = old.timing, new.timing
+    se_old, se_new = rel_se(to), rel_se(tn)
+    se = math.hypot(se_old, se_new)
+    notes = [*conditions, *_unlike(old, new)]
+    if not math.isfinite(se):
+        notes.append(f"no standard error of the median in one run: judged against the "
+                     f"{100 * FLOOR:g}% floor alone")
+    ratio = tn.median_ms / to.median_ms
+    wall = judge(ratio, se)
+    c_old, c_new = to.sm_clock_mhz, tn.sm_clock_mhz
     per_clock = None
     if all(math.isfinite(c) and c > 0 for c in (c_old, c_new)):
-        per_clock = ratio * c_old / c_new
-    else:
-        notes.append("no SM clock in one run: judged by time alone")
+        shifted = abs(c_new / c_old - 1.0) > CLOCK_SHIFT
+        if shifted:
+            notes.append(f"SM clock {c_old:.0f} -> {c_new:.0f} MHz")
+        if shifted or by_clock:
+            # the clock is taken as exact: its samples' spread is not in the +-
+            per_clock = judge(ratio * c_new / c_old, se)
+    elif by_clock:
+        notes.append("no SM clock in one run: judged by wall time")
+    judged_by = PER_CLOCK if by_clock and per_clock is not None else WALL
     base = None
-    if old.baseline_gflops and new.baseline_gflops:
-        base = new.baseline_gflops / old.baseline_gflops
-    reasons = [*conditions, *_unlike(old, new)]
-    if per_clock is not None and classify(per_clock, tolerance) != by_time:
-        reasons.append(f"SM clock {c_old:.0f} -> {c_new:.0f} MHz: "
-                       f"{classify(per_clock, tolerance)} per clock")
-    if reasons:
-        verdict, why = "ambiguous", "; ".join(reasons) + f"; by the ratio alone {by_time}"
-    else:
-        verdict, why = by_time, "; ".join(notes)
-    return DiffLine(name, size, old, new, verdict, why, ratio, per_clock, tolerance, base)
+    if old.baseline and new.baseline and old.baseline.timing.median_ms > 0:
+        base = new.baseline.timing.median_ms / old.baseline.timing.median_ms
+    verdict = (per_clock if judged_by == PER_CLOCK else wall).verdict
+    return DiffLine(name, size, old, new, verdict, judged_by, wall, per_clock, tuple(notes),
+                    base)
 
 
-def diff(old: RunReport, new: RunReport, size: tuple[int, int, int] | None = None) -> Diff:
-    """Every kernel and size of ``new`` matched by name and size in ``old``."""
+def diff(old: RunReport, new: RunReport, size: tuple[int, int, int] | None = None,
+         per_clock: bool = False) -> Diff:
+    """Every kernel and size of ``new`` matched by name and size in ``old``; ``per_clock``:
+    judge each by its cycles (time x SM clock) instead of its wall time."""
     def keyed(report: RunReport) -> dict:
         out: dict = {}
         for r in report.results:
@@ -152,9 +224,10 @@ def diff(old: RunReport, new: RunReport, size: tuple[int, int, int] | None = Non
     gpu_old, gpu_new = old.meta.get("gpu"), new.meta.get("gpu")
     if gpu_old and gpu_new and gpu_old != gpu_new:
         conditions.append(f"another GPU ({gpu_old} against {gpu_new})")
-    lines = [compare_one(o[key], r, conditions) for key, r in n.items() if key in o]
+    lines = [compare_one(o[key], r, conditions, per_clock) for key, r in n.items() if key in o]
     return Diff(old, new, lines, [r for key, r in o.items() if key not in n],
-                [r for key, r in n.items() if key not in o], conditions)
+                [r for key, r in n.items() if key not in o], conditions,
+                PER_CLOCK if per_clock else WALL)
 
 
 # --- output ---------------------------------------------------------------------------------
@@ -183,15 +256,13 @@ def table(result: Diff, fmt: str = "github") -> str:
         o, n = line.old, line.new
         rows.append([
             line.kernel, _size(line.size), _f(o.gflops, ".0f"), _f(n.gflops, ".0f"),
-            _f(line.ratio, ".3f"),
             _f(o.timing.sm_clock_mhz if o.timing else None, ".0f"),
             _f(n.timing.sm_clock_mhz if n.timing else None, ".0f"),
-            _f(100 * spread(o.timing) if o.timing else None, ".1f"),
-            _f(100 * spread(n.timing) if n.timing else None, ".1f"),
-            _f(line.baseline_ratio, ".3f"), line.verdict, line.why])
-    return tabulate(rows, headers=["kernel", "size", "old GFLOP/s", "new GFLOP/s", "new/old",
-                                   "old MHz", "new MHz", "old spread %", "new spread %",
-                                   "cuBLAS new/old", "verdict", "why"],
+            _f(line.baseline_ratio, ".3f"), line.verdict, line.describe(),
+            "; ".join(line.notes)])
+    return tabulate(rows, headers=["kernel", "size", "old GFLOP/s", "new GFLOP/s", "old MHz",
+                                   "new MHz", "cuBLAS new/old time", "verdict",
+                                   "new/old time (+- 1 s.e.)", "notes"],
                     tablefmt=fmt, disable_numparse=True)
 
 
@@ -204,7 +275,8 @@ def text(result: Diff) -> str:
         if only:
             out.append(f"{label}: " + ", ".join(f"{r.kernel.name} at {_size(r.size)}"
                                                 for r in only))
-    out += [f"{len(result.lines)} matched: {counts or 'none'}", "", RULE]
+    out += [f"{len(result.lines)} matched, judged by {result.judged_by}: {counts or 'none'}",
+            "", RULE]
     return "\n".join(out)
 
 
@@ -212,17 +284,26 @@ def to_json(result: Diff) -> dict:
     def side(r: Result) -> dict:
         t = r.timing
         return {"status": r.status, "gflops": r.gflops,
+                "median_ms": t.median_ms if t else None,
+                "median_rel_se_pct": 100 * rel_se(t) if t else None,
                 "sm_clock_mhz": t.sm_clock_mhz if t else None,
-                "spread": spread(t) if t else None, "cold_l2": t.cold_l2 if t else None,
+                "cold_l2": t.cold_l2 if t else None, "regime": t.regime if t else None,
                 "source_sha256": r.kernel.source_sha256 or None}
 
+    def judgement(j: Judgement | None) -> dict | None:
+        return None if j is None else {
+            "ratio": j.ratio, "rel_se_pct": 100 * j.rel_se, "threshold_pct": 100 * j.threshold,
+            "verdict": j.verdict, "text": j.describe()}
+
     return {"old": str(result.old.path), "new": str(result.new.path), "rule": RULE,
-            "conditions": result.conditions, "counts": result.counts(),
+            "judged_by": result.judged_by, "conditions": result.conditions,
+            "counts": result.counts(),
             "lines": [{"kernel": line.kernel, "size": list(line.size), "old": side(line.old),
-                       "new": side(line.new), "ratio": line.ratio,
-                       "per_clock_ratio": line.per_clock_ratio, "tolerance": line.tolerance,
-                       "baseline_ratio": line.baseline_ratio, "verdict": line.verdict,
-                       "why": line.why} for line in result.lines],
+                       "new": side(line.new), "verdict": line.verdict,
+                       "judged_by": line.judged_by, "wall_time": judgement(line.wall),
+                       "per_clock": judgement(line.per_clock),
+                       "baseline_time_ratio": line.baseline_ratio, "notes": list(line.notes),
+                       "text": line.describe()} for line in result.lines],
             "only_in_old": [{"kernel": r.kernel.name, "size": list(r.size)}
                             for r in result.only_old],
             "only_in_new": [{"kernel": r.kernel.name, "size": list(r.size)}
