@@ -1,7 +1,13 @@
-"""GPU tests carry the ``gpu`` marker and are skipped, with the reason, where no GPU is found."""
+"""GPU tests carry the ``gpu`` marker and are skipped, with the reason, where no GPU is found.
+
+A test carries the marker when it launches anything on a GPU or when what it asserts depends
+on whether a GPU is present; every test that takes the ``device`` fixture (directly or through
+another fixture) is marked here, so that ``pytest -m gpu`` selects it. A test of a command's
+no-GPU path runs the command with the GPU hidden (:func:`harness_env`), on any machine."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -13,6 +19,10 @@ FIXTURE_KERNELS = TESTS / "kernels"
 
 
 def pytest_collection_modifyitems(config, items):
+    # before the -m filter (pytest's own hook of this name runs after a conftest's)
+    for item in items:
+        if "device" in getattr(item, "fixturenames", ()) and "gpu" not in item.keywords:
+            item.add_marker(pytest.mark.gpu)
     ok, why = gpu_status()
     if ok:
         return
@@ -20,6 +30,16 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip)
+
+
+def harness_env(gpu: bool = True) -> dict[str, str]:
+    """The environment for a ``python -m harness`` subprocess: this process's, or with
+    ``gpu=False`` this process's with every GPU hidden from CUDA (``CUDA_VISIBLE_DEVICES``
+    empty: cuInit finds no device), so that the command takes its no-GPU path on any machine."""
+    env = dict(os.environ)
+    if not gpu:
+        env["CUDA_VISIBLE_DEVICES"] = ""
+    return env
 
 
 @pytest.fixture(scope="session")

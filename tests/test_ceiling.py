@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import harness_env
 
 from harness.archs import get_arch
 from harness.bench.ceiling import (
@@ -19,7 +20,6 @@ from harness.bench.ceiling import (
 from harness.build.compile import compile_kernel
 from harness.build.sass import disassemble, instruction_mix
 from harness.errors import HarnessError, SpecError
-from harness.gpu.driver import gpu_status
 from harness.kernels.registry import PROJECT_ROOT, discover
 from harness.kernels.spec import parse_spec
 from harness.report import files as report
@@ -196,9 +196,10 @@ def test_ceiling_instruction_must_be_in_the_code():
         spec_of(SPEC, BODY.replace(".bf16.bf16.", ".f16.f16."))
 
 
-def harness(*args):
+def harness(*args, gpu=True):
+    """``python -m harness ARGS``; ``gpu=False`` hides the GPU from it (its no-GPU path)."""
     return subprocess.run([sys.executable, "-m", "harness", *args], capture_output=True,
-                          text=True, cwd=PROJECT_ROOT, timeout=600)
+                          text=True, cwd=PROJECT_ROOT, timeout=600, env=harness_env(gpu))
 
 
 def test_list_shows_ceiling_kernels_with_their_kind_and_build_does_not():
@@ -225,14 +226,13 @@ def test_sass_command_shows_the_hmma():
     assert row["kernel"] == "mma_sync_bf16" and row["HMMA"] == 16 and row["STG"] == 1
 
 
-@pytest.mark.skipif(gpu_status()[0], reason="this machine has a GPU: the no-GPU path is not hit")
 def test_ceiling_without_gpu_says_so_in_one_line():
-    proc = harness("ceiling")
+    proc = harness("ceiling", gpu=False)
     assert proc.returncode == 3, proc.stderr
     (line,) = proc.stderr.splitlines()
     assert line.startswith("harness: no GPU here (") and "ceiling is measured on a GPU" in line
     assert "harness sass mma_sync_bf16 mma_sync_fp16" in line
-    bad = harness("ceiling", "--precision", "fp32")
+    bad = harness("ceiling", "--precision", "fp32", gpu=False)
     assert bad.returncode == 2 and "no mma.sync ceiling kernel for fp32" in bad.stderr
 
 

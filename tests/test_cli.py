@@ -1,14 +1,17 @@
-"""The command line as a user types it (``python -m harness``), with or without a GPU."""
+"""The command line as a user types it (``python -m harness``), with or without a GPU: a
+command's no-GPU path runs with the GPU hidden on any machine, its GPU path in a test marked
+``gpu``."""
 
 import json
+import os
 import subprocess
 import sys
+from types import SimpleNamespace
 
 import pytest
-from conftest import FIXTURE_KERNELS
+from conftest import FIXTURE_KERNELS, TESTS, harness_env
 
 from harness.build.compile import compile_kernel, target_arch
-from harness.gpu.driver import gpu_status
 from harness.kernels.registry import PROJECT_ROOT, discover
 
 BUILD_KEYS = {"kernel", "arch", "registers", "static_smem_bytes", "spill_store_bytes",
@@ -16,9 +19,10 @@ BUILD_KEYS = {"kernel", "arch", "registers", "static_smem_bytes", "spill_store_b
               "occupancy_pct", "limiter"}
 
 
-def harness(*args, check=True):
+def harness(*args, check=True, gpu=True):
+    """``python -m harness ARGS``; ``gpu=False`` hides the GPU from it (its no-GPU path)."""
     proc = subprocess.run([sys.executable, "-m", "harness", *args], capture_output=True,
-                          text=True, cwd=PROJECT_ROOT, timeout=600)
+                          text=True, cwd=PROJECT_ROOT, timeout=600, env=harness_env(gpu))
     if check:
         assert proc.returncode == 0, proc.stderr
     return proc
@@ -67,11 +71,23 @@ def test_build_table():
 
 
 def test_occupancy_offline():
-    out = harness("occupancy", "03_smem_tiled:t32", "--arch", "sm_86").stdout
+    out = harness("occupancy", "03_smem_tiled:t32", "--arch", "sm_86", gpu=False).stdout
     assert "Block Limit Registers" in out and "Theoretical Occupancy" in out
     assert "on sm_86" in out
-    data = json.loads(harness("occupancy", "01_naive", "--json", "--carveout", "50").stdout)
+    data = json.loads(harness("occupancy", "01_naive", "--json", "--carveout", "50",
+                              gpu=False).stdout)
     assert data[0]["offline"]["carveout_pct"] == 50 and data[0]["kernel"] == "01_naive"
+    assert data[0]["driver"].startswith("not queried: ")  # no GPU here (hidden)
+
+
+@pytest.mark.gpu
+def test_occupancy_asks_the_driver_on_a_gpu():
+    data = json.loads(harness("occupancy", "01_naive", "--json", "--carveout", "50").stdout)
+    (entry,) = data
+    assert entry["offline"]["carveout_pct"] == 50 and entry["launch_problems"] == []
+    driver = entry["driver"]
+    assert isinstance(driver, dict), driver
+    assert driver["agrees_with_offline"] and driver["blocks_per_sm"] > 0, entry
 
 
 def test_build_refuses_a_block_the_arch_cannot_hold():
@@ -100,32 +116,96 @@ def test_errors_are_one_clear_line(args, message):
     assert message in proc.stderr and "Traceback" not in proc.stderr
 
 
-@pytest.mark.skipif(gpu_status()[0], reason="this machine has a GPU: the no-GPU path is not hit")
 def test_run_without_gpu_says_so_and_builds():
-    proc = harness("run", check=False)
+    proc = harness("run", check=False, gpu=False)
     assert proc.returncode == 3 and "needs a GPU" in proc.stderr, proc.stderr
     first, *rest = proc.stdout.splitlines()
     assert first.startswith("no GPU here (") and "offline build report for sm_90" in first
     assert "01_naive" in proc.stdout and "limiter" in proc.stdout
 
 
-@pytest.mark.skipif(gpu_status()[0], reason="this machine has a GPU: the no-GPU path is not hit")
 @pytest.mark.parametrize("args", [["compare", "01_naive", "02_coalesced"], ["tune", "10_hoisted"],
                                   ["ceiling"], ["energy", "01_naive"], ["launch", "01_naive"],
                                   ["occupancy", "--sweep"]])
 def test_every_gpu_command_without_a_gpu_exits_3_in_one_line(args):
-    proc = harness(*args, check=False)
+    proc = harness(*args, check=False, gpu=False)
     assert proc.returncode == 3, proc.stderr
     assert "no GPU here" in proc.stderr and "Traceback" not in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
 
 
-def test_a_kernel_that_cannot_launch_fails_build_and_occupancy_alike():
+# a command that asks the driver where it finds a GPU: without one (hidden), and with one (gpu)
+WITH_AND_WITHOUT_GPU = [pytest.param(False, id="no-gpu"),
+                        pytest.param(True, id="gpu", marks=pytest.mark.gpu)]
+
+
+@pytest.mark.parametrize("gpu", WITH_AND_WITHOUT_GPU)
+def test_a_kernel_that_cannot_launch_fails_build_and_occupancy_alike(gpu):
+    """Exit status 1 (a kernel that cannot launch), not 2: with a GPU, occupancy does not hand
+    such a kernel to the driver either."""
     for command in ("build", "occupancy"):
         proc = harness("--kernel-dir", str(FIXTURE_KERNELS / "bad"), command, "big_smem",
-                       "--arch", "sm_90", check=False)
+                       "--arch", "sm_90", check=False, gpu=gpu)
         assert proc.returncode == 1, (command, proc.stdout, proc.stderr)
         assert "240 KB shared memory per block" in proc.stdout
+    assert ("not queried: the kernel cannot launch" in proc.stdout) == gpu, proc.stdout
+
+
+def test_occupancy_with_a_gpu_asks_the_driver_only_about_kernels_that_can_launch(monkeypatch,
+                                                                                capsys):
+    """The GPU path of ``harness occupancy`` on the CPU, with a stand-in session: a kernel that
+    cannot launch (its block, its grid, its min_arch) exits 1 with the reason and never reaches
+    the driver (LoadedGemm.prepare would refuse it: exit 2 before); one that can gets the
+    driver's answer beside the offline one."""
+    from harness import cli
+    from harness.build.compile import compile_kernel as compile_
+
+    asked, loaded = [], []
+
+    class Session:
+        device = SimpleNamespace(name="Stand-in H100", sm_count=132)
+
+        def __init__(self, *args, arch="sm_90", **kwargs):
+            self.arch = arch
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            pass
+
+        def load(self, kernel):
+            loaded.append(kernel.name)
+            kernel = kernel.for_arch(self.arch)
+
+            def occupancy(m, n, k):
+                asked.append(kernel.name)
+                return {"driver_blocks_per_sm": 3, "waves_per_sm": 1.5, "agree": True}
+
+            return SimpleNamespace(kernel=kernel, compiled=compile_(kernel, self.arch),
+                                   occupancy=occupancy)
+
+    monkeypatch.setattr("harness.cli.common.has_gpu", lambda: (True, "Stand-in H100"))
+    monkeypatch.setattr("harness.bench.session.BenchSession", Session)
+    bad = ["--kernel-dir", str(FIXTURE_KERNELS / "bad")]
+    for args, problem in [(["big_smem"], "needs 240 KB shared memory per block"),
+                          (["03_smem_tiled:t16", "--size", "100000000"], BIG_GRID)]:
+        assert cli.main([*bad, "occupancy", *args, "--json"]) == 1
+        (entry,) = json.loads(capsys.readouterr().out)
+        assert entry["driver"] == "not queried: the kernel cannot launch" and not asked
+        assert any(problem in p for p in entry["launch_problems"]), entry
+    assert cli.main(["occupancy", "01_naive", "--json"]) == 0
+    (entry,) = json.loads(capsys.readouterr().out)
+    assert asked == ["01_naive"] and entry["launch_problems"] == []
+    assert entry["driver"] == {"gpu": "Stand-in H100", "blocks_per_sm": 3, "waves_per_sm": 1.5,
+                               "agrees_with_offline": True}
+    # a kernel whose min_arch the GPU lacks is not even loaded
+    monkeypatch.setattr("harness.bench.session.BenchSession",
+                        lambda *a, **k: Session(arch="sm_80"))
+    loaded.clear()
+    assert cli.main(["occupancy", "12_mma_tma_bf16:m256n128e"]) == 1
+    assert not loaded and "cannot launch: needs sm_90 (min_arch in 12_mma_tma_bf16.ptx); sm_80 " \
+        "cannot run it" in capsys.readouterr().out
 
 
 def test_energy_points_build_with_their_knobs(tmp_path, monkeypatch):
@@ -168,22 +248,24 @@ BIG_GRID = ("grid (6250000, 6250000, 1) at 100000000x100000000x100000000: y = 62
             "65535")
 
 
-@pytest.mark.parametrize("command", ["build", "occupancy"])
-def test_a_grid_over_the_limits_cannot_launch(command):
-    proc = harness(command, "03_smem_tiled:t16", "--size", "100000000", check=False)
+@pytest.mark.parametrize(("command", "gpu"), [
+    pytest.param("build", False, id="build"),
+    pytest.param("occupancy", False, id="occupancy-no-gpu"),
+    pytest.param("occupancy", True, id="occupancy-gpu", marks=pytest.mark.gpu)])
+def test_a_grid_over_the_limits_cannot_launch(command, gpu):
+    proc = harness(command, "03_smem_tiled:t16", "--size", "100000000", check=False, gpu=gpu)
     assert proc.returncode == 1, proc.stderr
     assert BIG_GRID in proc.stdout and "Traceback" not in proc.stderr
 
 
 def test_tune_skips_points_whose_grid_does_not_fit():
-    proc = harness("tune", "09_cp_async", "--size", "100000000", "--dry-run")
+    proc = harness("tune", "09_cp_async", "--size", "100000000", "--dry-run", gpu=False)
     assert "y = 781250 exceeds 65535" in proc.stdout and "0 points would be timed" in proc.stdout
 
 
-@pytest.mark.skipif(gpu_status()[0], reason="this machine has a GPU: the no-GPU path is not hit")
 def test_run_without_gpu_reports_what_cannot_launch_at_the_sizes_asked():
     proc = harness("run", "03_smem_tiled:t16", "--size", "1024", "--size", "100000000",
-                   check=False)
+                   check=False, gpu=False)
     assert proc.returncode == 3, proc.stderr
     assert "offline build report for sm_90 at 100000000x100000000x100000000" in proc.stdout
     assert BIG_GRID in proc.stdout
@@ -264,3 +346,72 @@ def test_a_file_that_cannot_be_written_is_one_line_not_a_traceback(monkeypatch, 
     monkeypatch.setattr(kernel_commands, "_list", unwritable)
     assert cli.main(["list"]) == 2
     assert capsys.readouterr().err == "harness: error: Permission denied: /somewhere/report.md\n"
+
+
+# records, at the end of collection, each test's fixtures and gpu marker, selected or not
+GPU_AUDIT = """
+import json, os
+
+deselected = []
+
+
+def pytest_deselected(items):
+    deselected.extend(items)
+
+
+def pytest_collection_finish(session):
+    def row(item):
+        return {"nodeid": item.nodeid, "fixtures": list(getattr(item, "fixturenames", ())),
+                "gpu": item.get_closest_marker("gpu") is not None}
+
+    with open(os.environ["GPU_AUDIT_JSON"], "w") as f:
+        json.dump({"selected": [row(i) for i in session.items],
+                   "deselected": [row(i) for i in deselected]}, f)
+"""
+
+
+def collect_gpu_tests(folder, tmp_path, *options) -> dict:
+    """``pytest --collect-only -m gpu`` of ``folder`` in a fresh process: the tests selected
+    and deselected, each with its fixtures and whether it carries the gpu marker."""
+    (tmp_path / "gpu_audit.py").write_text(GPU_AUDIT)
+    out = tmp_path / "audit.json"
+    # the audit plugin, and the harness where it is not installed (run from the tree's root)
+    path = [str(tmp_path), str(PROJECT_ROOT), os.environ.get("PYTHONPATH")]
+    env = {**os.environ, "GPU_AUDIT_JSON": str(out),
+           "PYTHONPATH": os.pathsep.join(filter(None, path))}
+    proc = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-m", "gpu",
+                           "-p", "gpu_audit", "-p", "no:cacheprovider", *options, str(folder)],
+                          cwd=folder, env=env, capture_output=True, text=True, timeout=600)
+    assert out.exists(), proc.stdout + proc.stderr
+    return json.loads(out.read_text())
+
+
+def test_pytest_m_gpu_selects_every_test_that_takes_the_device_fixture(tmp_path):
+    # a module another change leaves unimportable fails the suite by itself; audit the rest
+    audit = collect_gpu_tests(TESTS, tmp_path, "--continue-on-collection-errors")
+    missed = [t["nodeid"] for t in audit["deselected"] if "device" in t["fixtures"]]
+    assert not missed, f"tests that take the device fixture but `pytest -m gpu` leaves out: " \
+                       f"{missed}"
+    assert all(t["gpu"] for t in audit["selected"])
+    selected = {t["nodeid"] for t in audit["selected"]}
+    assert {"tests/test_clocks.py::test_power_pass_after_a_timing",
+            "tests/test_cli.py::test_occupancy_asks_the_driver_on_a_gpu"} <= selected
+
+
+def test_conftest_marks_a_test_that_takes_the_device_fixture_without_saying_so(tmp_path):
+    """The marker comes from conftest.py, not from each test remembering it: an unmarked test
+    that takes ``device``, directly or through another fixture, is selected by ``-m gpu``."""
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "conftest.py").write_text((TESTS / "conftest.py").read_text())
+    (project / "pytest.ini").write_text("[pytest]\nmarkers =\n    gpu: needs a GPU\n")
+    (project / "test_sample.py").write_text(
+        "import pytest\n\n\n"
+        "@pytest.fixture\ndef stream(device):\n    return device\n\n\n"
+        "def test_direct(device):\n    pass\n\n\n"
+        "def test_through_a_fixture(stream):\n    pass\n\n\n"
+        "def test_no_gpu():\n    pass\n")
+    audit = collect_gpu_tests(project, tmp_path, "--strict-markers")
+    assert sorted(t["nodeid"] for t in audit["selected"]) == [
+        "test_sample.py::test_direct", "test_sample.py::test_through_a_fixture"]
+    assert [t["nodeid"] for t in audit["deselected"]] == ["test_sample.py::test_no_gpu"]

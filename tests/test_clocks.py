@@ -1,4 +1,5 @@
-"""NVML sampling (harness/clocks.py) against a stand-in NVML: no GPU needed."""
+"""NVML sampling (harness/clocks.py) against a stand-in NVML, no GPU needed; one power pass on
+a GPU."""
 
 import math
 from types import SimpleNamespace
@@ -135,22 +136,53 @@ def test_run_table_shows_power_only_where_results_have_it():
     assert "700" in line and "1.50" in line and "0.94" in line and "power cap" in line
 
 
+# Timer.power sizes its pass from 5 launches timed on an idle stream, which includes the host's
+# start-up gap: for the 35 us L2 flush the estimate came out 1.2-1.6x the pass's own ms per
+# launch on the H100, so 1.5 s asked ran 0.9-1.2 s and the span once fell under
+# MIN_POWER_SPAN_S. One write of 16x the L2 (~0.3 ms, still one operation per launch) makes the
+# gap a few percent of the estimate.
+WRITE_L2_TIMES = 16
+POWER_S = 2.0
+COUNTER_STEP_S = 0.1
+"""How often NVML's energy counter moves on the H100 (~100 ms: the power probe report)."""
+
+
 @pytest.mark.gpu
 def test_power_pass_after_a_timing(device):
-    from harness.gpu.driver import Stream
+    from harness.gpu.clocks import MIN_POWER_SPAN_S
+    from harness.gpu.driver import Buffer, Stream
     from harness.gpu.timing import Timer, TimingOptions
 
     clocks = ClockSampler(device.pci_bus_id)
     if clocks.handle is None or math.isnan(clocks.energy_mj()):
         pytest.skip(f"no NVML energy counter here: {clocks.reason or 'not supported'}")
-    timer = Timer(Stream(), device.l2_bytes, clocks,
-                  TimingOptions(cold_l2=False, warmup_ms=10, budget_ms=20, power_s=1.5))
-    timing = timer.time(timer.flush)  # writes of twice the L2 size, back to back
-    assert timing.power_span_s >= 1.0, timing
-    # a GPU writing memory flat out for 1.5 s draws well above idle, under its limit + 25%
+    stream = Stream()
+    timer = Timer(stream, device.l2_bytes, clocks,
+                  TimingOptions(cold_l2=False, warmup_ms=10, budget_ms=20, power_s=POWER_S))
+    passes = []  # the pass Timer.time runs, for its length
+    power = timer.power
+    timer.power = lambda launch, seconds: passes.append(power(launch, seconds)) or passes[-1]
+    buffer = Buffer(WRITE_L2_TIMES * device.l2_bytes)
+    try:
+        timing = timer.time(lambda: buffer.fill_u32(0x7FC00000, stream))  # memory, flat out
+    finally:
+        stream.synchronize("power pass")
+        buffer.close()
+    (done,) = passes
+    pass_s = done.launches * done.ms_per_launch / 1e3
+    assert pass_s >= 0.8 * POWER_S, done
+    # The span runs from the first move of the energy counter the sampler sees to the last: up
+    # to a counter step short of the pass at each end (0.05-0.19 s seen), and 0.1 s more for
+    # the sampler starting behind the first queued chunks and NVML's jitter; it outlasts the
+    # pass by at most the sampler's last step (a 2 ms sleep and three NVML reads).
+    assert pass_s - 2 * COUNTER_STEP_S - 0.1 <= timing.power_span_s <= pass_s + 0.05, (
+        pass_s, timing)
+    assert timing.power_span_s >= MIN_POWER_SPAN_S, timing  # so the mean power is given
+    # a GPU writing memory flat out for 2 s draws well above idle, under its limit + 25%
     limit = clocks.info()["power_limit_w"]
     assert 60 < timing.power_w < 1.25 * limit, timing
     # the pass's launches are as long as the timed ones, give or take the clock
     assert 0.5 < timing.power_ms_per_launch / timing.median_ms < 2, timing
+    assert timing.power_ms_per_launch == pytest.approx(done.ms_per_launch)
     assert timing.energy_j == pytest.approx(timing.power_w * timing.power_ms_per_launch / 1e3)
     assert timing.clock_limits, timing

@@ -1,6 +1,7 @@
 import gzip
 import json
 import math
+import subprocess
 
 import pytest
 
@@ -172,3 +173,70 @@ def test_a_report_from_a_newer_harness_is_refused(tmp_path):
     path.write_text("[1, 2]")
     with pytest.raises(Exception, match="is not a run report"):
         load_report(path)
+
+
+def _checkout(path) -> str:
+    """A git checkout of its own at ``path``, one commit of one tracked file; its full hash."""
+    git = ["git", "-C", str(path), "-c", "user.name=t", "-c", "user.email=t@t",
+           "-c", "commit.gpgsign=false"]
+    subprocess.run(["git", "init", "-q", str(path)], check=True)
+    (path / "tracked.txt").write_text("one\n")
+    subprocess.run([*git, "add", "tracked.txt"], check=True)
+    subprocess.run([*git, "commit", "-q", "-m", "one"], check=True)
+    return subprocess.run([*git, "rev-parse", "HEAD"], check=True, capture_output=True,
+                          text=True).stdout.strip()
+
+
+@pytest.fixture
+def no_commit_given(monkeypatch):
+    """git_state as it is where the environment names no commit (whatever this process has)."""
+    monkeypatch.delenv("HARNESS_GIT_COMMIT", raising=False)
+    monkeypatch.delenv("HARNESS_GIT_DIRTY", raising=False)
+
+
+def test_a_checkout_of_its_own_reports_git_s_head_in_full(tmp_path, no_commit_given):
+    head = _checkout(tmp_path)
+    assert len(head) == 40 and files.git_state(tmp_path) == {"commit": head, "dirty": False}
+    (tmp_path / "tracked.txt").write_text("two\n")
+    assert files.git_state(tmp_path) == {"commit": head, "dirty": True}
+
+
+def test_a_copy_inside_another_checkout_reports_its_own_commit(tmp_path, monkeypatch,
+                                                               no_commit_given):
+    """The GPU-host workflow copies the tree into an ignored folder of another checkout (or
+    beside a stale .git): the report names HARNESS_GIT_COMMIT when it is set, else git's HEAD
+    only where the tree is a checkout of its own."""
+    head = _checkout(tmp_path)
+    copy = tmp_path / ".wt-copy"
+    copy.mkdir()
+    assert files.git_state(copy) == {"commit": "unknown", "dirty": None}
+    monkeypatch.setenv("HARNESS_GIT_COMMIT", "abc123")
+    monkeypatch.setenv("HARNESS_GIT_DIRTY", "0")
+    assert files.git_state(copy) == {"commit": "abc123", "dirty": False}
+    # the named commit wins over the checkout's own HEAD, which may be a stale copy's
+    assert files.git_state(tmp_path) == {"commit": "abc123", "dirty": False}
+    monkeypatch.setenv("HARNESS_GIT_DIRTY", "1")
+    assert files.git_state(tmp_path)["dirty"] is True
+    monkeypatch.setenv("HARNESS_GIT_COMMIT", head[:7])  # not expanded through another checkout
+    assert files.git_state(copy)["commit"] == head[:7]
+
+
+def test_an_abbreviated_commit_is_recorded_in_full_where_the_checkout_knows_it(
+        tmp_path, monkeypatch, no_commit_given):
+    head = _checkout(tmp_path / "repo")
+    (tmp_path / "plain").mkdir()
+    for given in (head[:7], head[:12].upper(), head):
+        monkeypatch.setenv("HARNESS_GIT_COMMIT", given)
+        assert files.git_state(tmp_path / "repo") == {"commit": head, "dirty": False}, given
+    # no checkout to ask: recorded as given, the full hash included
+    for given in (head[:7], head, "rung19"):
+        monkeypatch.setenv("HARNESS_GIT_COMMIT", given)
+        assert files.git_state(tmp_path / "plain") == {"commit": given, "dirty": False}
+    # a prefix of no object in the checkout, and a name that is not a hash: as given
+    objects = subprocess.run(["git", "-C", str(tmp_path / "repo"), "cat-file",
+                              "--batch-all-objects", "--batch-check=%(objectname)"],
+                             check=True, capture_output=True, text=True).stdout.split()
+    unknown = next(c for c in "0123456789abcdef" if not any(o.startswith(c) for o in objects))
+    for given in (unknown * 7, "HEAD", "master"):
+        monkeypatch.setenv("HARNESS_GIT_COMMIT", given)
+        assert files.git_state(tmp_path / "repo")["commit"] == given

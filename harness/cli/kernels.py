@@ -9,17 +9,18 @@ from concurrent.futures import ThreadPoolExecutor
 
 from tabulate import tabulate
 
-from harness.archs import ARCHS, get_arch
+from harness.archs import ARCHS, can_run, get_arch
 from harness.build import occupancy as occ_mod
 from harness.build.compile import compile_kernel
 from harness.build.offline import DEFAULT_SIZE, build_all
 from harness.cli import common
-from harness.errors import HarnessError
+from harness.errors import HarnessError, LaunchError
 from harness.kernels.registry import DEFAULT_KERNEL_DIRS, load_registry, project_relative
 from harness.report import files, tables
 from harness.run.runner import parse_size
 
 _SIZE_HELP = "problem size for the launch shape: N or M,N,K (default 4096)"
+_CANNOT_LAUNCH = "not queried: the kernel cannot launch"
 
 
 def add_parsers(sub) -> None:
@@ -113,6 +114,8 @@ def _build(args) -> int:
 
 def _occupancy(args) -> int:
     m, n, k = parse_size(args.size)
+    if not args.kernels and not args.sweep:
+        raise HarnessError("name at least one KERNEL (see `harness list`), or pass --sweep")
     gpu, why = common.has_gpu()
     if args.sweep:
         if not gpu:
@@ -120,8 +123,6 @@ def _occupancy(args) -> int:
                                "occupancy; without --sweep, `harness occupancy KERNEL` predicts "
                                "it offline")
         return _occupancy_sweep(args, common.kernels(args))
-    if not args.kernels:
-        raise HarnessError("name at least one KERNEL (see `harness list`), or pass --sweep")
     chosen = common.kernels(args)
     if gpu:
         from harness.bench.session import BenchSession
@@ -141,25 +142,28 @@ def _occupancy(args) -> int:
 
 def _occupancy_entry(args, kernel, size, session, why: str = "") -> dict:
     """The offline breakdown of ``kernel`` at ``size``, with the driver's answer beside it when
-    a session is open; the kernel is compiled once."""
+    a session is open and the kernel can launch; the kernel is compiled once. A kernel that
+    cannot launch (its min_arch, the block's resources, the grid) gets its reasons in
+    ``launch_problems`` and is never handed to the driver, with or without a GPU."""
     m, n, k = size
     entry: dict = {"kernel": kernel.name, "size": [m, n, k]}
     if session is not None and args.arch not in (None, session.arch):
         session, why = None, f"--arch {args.arch} is not this GPU's ({session.arch})"
+    arch = session.arch if session is not None else args.arch or "sm_90"
+    need = get_arch(kernel.spec.min_arch)
+    if not can_run(need, get_arch(arch)):
+        # compiling for an arch below min_arch fails or builds code the kernel does not mean
+        entry.update(offline=None, grid_blocks=None, driver=_CANNOT_LAUNCH,
+                     launch_problems=[f"needs {need.name} (min_arch in {kernel.spec.path.name});"
+                                      f" {arch} cannot run it"])
+        return entry
     if session is not None:
         gemm = session.load(kernel)
-        kernel, compiled, arch = gemm.kernel, gemm.compiled, session.arch
-        driver = gemm.occupancy(m, n, k)
-        entry["driver"] = {"gpu": session.device.name,
-                           "blocks_per_sm": driver["driver_blocks_per_sm"],
-                           "waves_per_sm": driver["waves_per_sm"],
-                           "agrees_with_offline": driver["agree"]}
-        sm_count = session.device.sm_count
+        kernel, compiled, sm_count = gemm.kernel, gemm.compiled, session.device.sm_count
     else:
-        arch, sm_count = args.arch or "sm_90", None
+        sm_count = None
         kernel = kernel.for_arch(arch)
         compiled = compile_kernel(kernel, arch)
-        entry["driver"] = f"not queried: {why}"
     res = compiled.resources
     dynamic = kernel.dynamic_smem_bytes(m, n, k)
     carveout = args.carveout if args.carveout is not None else kernel.spec.carveout_pct
@@ -171,13 +175,36 @@ def _occupancy_entry(args, kernel, size, session, why: str = "") -> dict:
     if sm_count and pred.blocks_per_sm:
         entry["offline"]["waves_per_sm"] = occ_mod.waves_per_sm(
             entry["grid_blocks"], pred.blocks_per_sm, sm_count)
-    entry["launch_problems"] = occ_mod.kernel_launch_problems(
+    problems = occ_mod.kernel_launch_problems(
         kernel, get_arch(arch), m, n, k, res.registers, res.static_smem_bytes, sm_count)
+    if session is None:
+        entry["driver"] = f"not queried: {why}"
+    elif problems:
+        # the driver is asked through LoadedGemm.prepare, which refuses the same launch
+        entry["driver"] = _CANNOT_LAUNCH
+    else:
+        try:
+            driver = gemm.occupancy(m, n, k)
+        except LaunchError as exc:  # a limit the offline check missed: still a kernel failure
+            problems.append(str(exc))
+            entry["driver"] = _CANNOT_LAUNCH
+        else:
+            entry["driver"] = {"gpu": session.device.name,
+                               "blocks_per_sm": driver["driver_blocks_per_sm"],
+                               "waves_per_sm": driver["waves_per_sm"],
+                               "agrees_with_offline": driver["agree"]}
+    entry["launch_problems"] = problems
     return entry
 
 
 def _print_occupancy(entry: dict) -> None:
     p = entry["offline"]
+    if p is None:  # not built for an arch below its min_arch
+        print(f"{entry['kernel']} at {'x'.join(map(str, entry['size']))}")
+        for problem in entry["launch_problems"]:
+            print(f"cannot launch: {problem}")
+        print()
+        return
     rows = [
         ("Registers Per Thread", p["registers_per_thread"]),
         ("Static Shared Memory Per Block", f"{p['static_smem_bytes']} B"),

@@ -40,27 +40,48 @@ def git_state(root: Path = PROJECT_ROOT) -> dict:
     """The commit the project's tree is at and whether it has uncommitted changes to tracked
     files. ``HARNESS_GIT_COMMIT`` (and ``HARNESS_GIT_DIRTY``) first, when set: a copy of the
     tree sent to a GPU host names its commit that way, since a .git beside it may be a stale
-    copy (seen: the host's copy kept the .git of the session's first transfer); else git, where
-    the tree is its own checkout."""
-    if os.environ.get("HARNESS_GIT_COMMIT"):
-        return {"commit": os.environ["HARNESS_GIT_COMMIT"],
+    copy (seen: the host's copy kept the .git of the session's first transfer). An abbreviated
+    hash there is recorded in full where the tree is its own checkout and git knows the one
+    commit it abbreviates, else as given. Without it, git's HEAD where the tree is its own
+    checkout; else "unknown"."""
+    given = os.environ.get("HARNESS_GIT_COMMIT", "").strip()
+    if given:
+        return {"commit": _full_commit(root, given),
                 "dirty": os.environ.get("HARNESS_GIT_DIRTY", "") not in ("", "0")}
-    try:
-        top = subprocess.run(["git", "-C", str(root), "rev-parse", "--show-toplevel"],
-                             capture_output=True, text=True, timeout=10)
-        commit = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"],
-                                capture_output=True, text=True, timeout=10)
-        status = subprocess.run(["git", "-C", str(root), "status", "--porcelain",
-                                 "--untracked-files=no"], capture_output=True, text=True,
-                                timeout=10)
-        # a copy of the tree inside another checkout (sent to a GPU host in an ignored
-        # folder) must not report that checkout's commit
-        own = top.returncode == 0 and Path(top.stdout.strip()).resolve() == Path(root).resolve()
-        if own and commit.returncode == 0 and status.returncode == 0:
-            return {"commit": commit.stdout.strip(), "dirty": bool(status.stdout.strip())}
-    except (OSError, subprocess.SubprocessError):
-        pass
+    # a copy of the tree inside another checkout (sent to a GPU host in an ignored folder)
+    # must not report that checkout's commit
+    if _own_checkout(root):
+        commit = _git(root, "rev-parse", "HEAD")
+        status = _git(root, "status", "--porcelain", "--untracked-files=no")
+        if commit is not None and status is not None:
+            return {"commit": commit, "dirty": bool(status)}
     return {"commit": "unknown", "dirty": None}
+
+
+def _full_commit(root: Path, given: str) -> str:
+    """``given`` (a commit as HARNESS_GIT_COMMIT names it) as the full hash where it is an
+    abbreviated one that the checkout at ``root`` resolves to exactly one commit; else as
+    given (a name that is not a hash, a hash git does not know or finds ambiguous, no git)."""
+    if not re.fullmatch(r"[0-9a-fA-F]{4,39}", given) or not _own_checkout(root):
+        return given
+    full = _git(root, "rev-parse", "--verify", "--quiet", f"{given}^{{commit}}")
+    return full if full and full.startswith(given.lower()) else given
+
+
+def _own_checkout(root: Path) -> bool:
+    """Whether ``root`` is the top of a git checkout (not a folder inside another one)."""
+    top = _git(root, "rev-parse", "--show-toplevel")
+    return top is not None and Path(top).resolve() == Path(root).resolve()
+
+
+def _git(root: Path, *args: str) -> str | None:
+    """What ``git -C root ARGS`` prints, stripped; None where git is missing or fails."""
+    try:
+        proc = subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True,
+                              timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return proc.stdout.strip() if proc.returncode == 0 else None
 
 
 @contextmanager
