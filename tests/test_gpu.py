@@ -405,3 +405,25 @@ def test_compare_gives_each_kernel_the_cublas_of_its_own_types(tmp_path):
     assert 0.5 < bf16c.comparison.speedup < 2.0
     lazy = rows["lazy_after_n"]
     assert lazy.status == "FAIL" and lazy.checks.finding == "keeps state between launches", lazy
+
+
+def test_known_duration_kernels_read_their_duration(device, stream):
+    """A %globaltimer spin of 2, 5, 20 and 200 us and a 64 MB copy read within max(2%, 0.3 us)
+    of their duration in every regime (cold and hot L2, sustained from graphs, isolated)."""
+    from harness.bench import known
+    from harness.gpu.clocks import ClockSampler
+    from harness.gpu.timing import Timer
+
+    kernels = known.KnownKernels(device.arch.name, stream, device.sm_count)
+    clocks = ClockSampler(device.pci_bus_id)
+    regimes = {"cold, sustained": TimingOptions(budget_ms=100),
+               "hot, sustained": TimingOptions(budget_ms=100, cold_l2=False),
+               "cold, isolated": TimingOptions(budget_ms=100, isolated_gap_ms=2.0),
+               "hot, isolated": TimingOptions(budget_ms=100, cold_l2=False,
+                                              isolated_gap_ms=2.0)}
+    rows = known.measure(kernels, {name: Timer(stream, device.l2_bytes, clocks, options)
+                                   for name, options in regimes.items()})
+    assert len(rows) == 5 * len(regimes)
+    failed = [r.to_json() for r in rows if not r.passed]
+    assert not failed, failed
+    assert all(r.graph for r in rows if "sustained" in r.regime)

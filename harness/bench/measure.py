@@ -263,8 +263,9 @@ def verify_timed(session: BenchSession, prep: Prepared, ready: Ready, launches: 
     checked before timing (or, for a kernel that declares itself nondeterministic, pass the
     check); then one more launch, with A's rows in reverse order in the same buffer and C
     poisoned, must give the reference's rows reversed (a kernel that replays a result kept in
-    device memory, or that counts its launches, gives something else). None when all is
-    right."""
+    device memory, or that counts its launches, gives something else), and the launch after
+    it, on A as timed, the checked result (a kernel wrong every other launch). None when all
+    is right."""
     gemm, ops, stream = prep.gemm, ready.ops, session.stream
     spec, (m, n, k) = prep.kernel.spec, (ops.m, ops.n, ops.k)
     if last_output:
@@ -293,10 +294,19 @@ def verify_timed(session: BenchSession, prep: Prepared, ready: Ready, launches: 
     result = numerics.compare(out, ref[::-1], spec.precision, k=k, seed=ready.seed, alpha=1.0,
                               beta=0.0, c_type=spec.c_type, initial=ops.initial(),
                               scale=scale[::-1])
-    if result.passed:
-        return None
-    return _state_finding(ops, ready.seed, launches + 1, "one more launch with A's rows "
-                          "reversed in the same buffer (C poisoned before it)", result)
+    if not result.passed:
+        return _state_finding(ops, ready.seed, launches + 1, "one more launch with A's rows "
+                              "reversed in the same buffer (C poisoned before it)", result)
+    ops.poison_c(stream)
+    gemm_launch(gemm, ops, stream)()
+    out = ops.result(stream)[0]
+    changed = numerics.bits(out) != numerics.bits(ready.golden)
+    if changed.any():
+        result = compare_to_reference(gemm, ops, out, ready.seed, 1.0, 0.0, ops.initial())
+        if not result.passed:
+            return _state_finding(ops, ready.seed, launches + 2, "the launch after it, on A "
+                                  "as timed (C poisoned before it)", result)
+    return None
 
 
 def _state_finding(ops, seed: int, launches: int, what: str, result: CheckResult
@@ -340,26 +350,39 @@ def timed(session: BenchSession, prep: Prepared, res: Result, kernel_timing: Tim
 
 def measure(session: BenchSession, prep: Prepared, m: int, n: int, k: int,
             reuse_baseline: bool = False, say: Say = lambda *_, **__: None) -> Result:
-    """Check ``prep``'s kernel at one size, time it and then cuBLAS, and check its timed
-    launches."""
+    """Check ``prep``'s kernel at one size, time it and cuBLAS interleaved round by round (so
+    that clock and power drift touch both alike, whichever ran first), and check its timed
+    launches. ``reuse_baseline`` (tuning sweeps): the kernel timed alone, cuBLAS once per
+    shape and types in the session."""
     res, ready = checked(session, prep, m, n, k, say)
     if ready is None:
         return res
-    opts = session.timer.options
-    ops = ready.ops
+    timer, ops = session.timer, ready.ops
     poison = partial(ops.poison_c, session.stream)
     launch = _Counted(launcher(prep.gemm, ops, session))
-    say("timing", limit_s=timing_limit_s(opts, ready.launch_ms))
-    with PHASES("timing"):
-        kernel_timing = session.timer.time(launch, before=poison)
-    say("checking the timed launches", limit_s=launches_limit_s(m, n, k, 2))
+    blas = session.baseline_launcher(prep.kernel, ops)
+    if reuse_baseline:
+        say("timing", limit_s=timing_limit_s(timer.options, ready.launch_ms))
+        with PHASES("timing"):
+            kernel_timing = timer.time(launch, before=poison)
+    else:
+        say("timing the kernel and cuBLAS interleaved",
+            limit_s=timing_limit_s(timer.options, ready.launch_ms, 2))
+        with PHASES("timing"):
+            (kernel_timing, baseline_timing), _ = timer.time_interleaved(
+                [launch, blas], [poison, poison])
+            kernel_timing = timer.with_power(kernel_timing, launch)
+    say("checking the timed launches", limit_s=launches_limit_s(m, n, k, 3))
     with PHASES("checks"):
-        found = verify_timed(session, prep, ready, launch.count)
+        found = verify_timed(session, prep, ready, launch.count, last_output=reuse_baseline)
     if found is not None:
         return _with_failure(res, found)
-    say("timing cuBLAS", limit_s=timing_limit_s(opts, ready.launch_ms))
     with PHASES("cuBLAS timing"):
-        baseline_timing = session.time_baseline(prep.kernel, ops, reuse=reuse_baseline)
+        if reuse_baseline:
+            say("timing cuBLAS", limit_s=timing_limit_s(timer.options, ready.launch_ms))
+            baseline_timing = session.time_baseline(prep.kernel, ops, reuse=True)
+        else:
+            baseline_timing = timer.with_power(baseline_timing, blas)
     return timed(session, prep, res, kernel_timing, baseline_timing)
 
 

@@ -20,7 +20,7 @@ from harness.kernels.registry import Kernel, representatives
 from harness.report import files, tables
 from harness.run.runner import RunOptions, RunRecord, parse_size, run
 
-DEFAULT_RUN_SIZES = ("1024", "2048", "4096")
+DEFAULT_RUN_SIZES = ("512", "1024", "2048", "4096")
 WRONG_BY_DESIGN = {"NOLOAD", "NOSTORE"}
 """Measurement knobs that skip work: a kernel with one set must fail its check."""
 ISOLATED_GAP_MS = 5.0

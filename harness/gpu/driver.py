@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import ctypes
 import weakref
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import cached_property
@@ -271,8 +271,16 @@ class Event:
         self.handle = check(cu.cuEventCreate(cu.CUevent_flags.CU_EVENT_DEFAULT), "cuEventCreate")
         self._destroy = context_resource(self, cu.cuEventDestroy, self.handle)
 
-    def record(self, stream: Stream) -> None:
-        check(cu.cuEventRecord(self.handle, stream.handle), "cuEventRecord")
+    def record(self, stream: Stream, in_graph: bool = False) -> None:
+        """Record on ``stream``; ``in_graph`` while the stream is captured (Graph): a plain
+        record there only joins streams inside the capture, an EXTERNAL one becomes an event
+        record node, recorded on every replay (and is refused outside a capture)."""
+        if in_graph:
+            check(cu.cuEventRecordWithFlags(self.handle, stream.handle,
+                                            cu.CUevent_record_flags.CU_EVENT_RECORD_EXTERNAL),
+                  "cuEventRecordWithFlags")
+        else:
+            check(cu.cuEventRecord(self.handle, stream.handle), "cuEventRecord")
 
     def done(self) -> bool:
         (status,) = cu.cuEventQuery(self.handle)
@@ -283,6 +291,55 @@ class Event:
 
     def elapsed_ms(self, since: Event) -> float:
         return check(cu.cuEventElapsedTime(since.handle, self.handle), "cuEventElapsedTime")
+
+
+class Graph:
+    """Work enqueued on a stream once, captured (cuStreamBeginCapture .. cuStreamEndCapture)
+    and instantiated, then replayed as one launch: a whole batch of timed repetitions costs the
+    host one driver call, so no repetition in it can wait on the host."""
+
+    def __init__(self, stream: Stream, enqueue: Callable[[], None], label: str):
+        mode = cu.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_THREAD_LOCAL
+        check(cu.cuStreamBeginCapture(stream.handle, mode), "cuStreamBeginCapture", label)
+        try:
+            enqueue()
+        except BaseException:
+            cu.cuStreamEndCapture(stream.handle)  # leave the stream usable; the error stands
+            raise
+        graph = check(cu.cuStreamEndCapture(stream.handle), "cuStreamEndCapture", label)
+        try:
+            self.handle = check(cu.cuGraphInstantiate(graph, 0), "cuGraphInstantiate", label)
+        finally:
+            cu.cuGraphDestroy(graph)
+        self.label = label
+        self._destroy = context_resource(self, cu.cuGraphExecDestroy, self.handle)
+
+    def launch(self, stream: Stream) -> None:
+        check(cu.cuGraphLaunch(self.handle, stream.handle), "cuGraphLaunch", self.label)
+
+    def close(self) -> None:
+        self._destroy()
+
+
+def empty_launch(stream: Stream):
+    """A no-argument launch of an empty one-thread kernel on ``stream`` (compiled for the
+    current device): what a launch costs the GPU with no work in it."""
+    from harness.gpu.compilers import nvrtc_compile
+
+    ordinal = check(cu.cuCtxGetDevice(), "cuCtxGetDevice")
+    out = nvrtc_compile(b'extern "C" __global__ void empty() {}', "empty.cu",
+                        [f"-arch={device_arch_name(int(ordinal))}"])
+    if not out.ok:
+        raise HarnessError(f"the empty kernel did not compile: {out.log or out.status}")
+    module = Module(out.cubin, "empty kernel")
+    function = module.function("empty")
+    shape = LaunchShape((1, 1, 1), (1, 1, 1), 0)
+
+    def launch() -> None:
+        function.launch(shape, stream, ())
+
+    launch.module = module  # lives as long as the launch
+    return launch
 
 
 class Module:

@@ -34,7 +34,7 @@ from dataclasses import dataclass, replace
 
 from harness.errors import HarnessError
 from harness.gpu.clocks import ClockSampler
-from harness.gpu.driver import Buffer, Event, Stream
+from harness.gpu.driver import Buffer, Event, Graph, Stream, empty_launch
 from harness.stats import Summary
 
 FLUSH_WORD = 0x3F800000
@@ -47,6 +47,9 @@ enqueue one (``_Isolated``)."""
 ISOLATED_MAX_REPS = 200
 """Isolated repetitions each cost a sleep: their count is capped lower than back to back."""
 SUSTAINED, ISOLATED = "sustained", "isolated"
+GRAPH_IDLE_TOLERANCE_MS = 0.02
+"""Graphs: an idle time between batches above this is the GPU waiting on the host (one graph
+launch after another in a stream starts within a few microseconds)."""
 
 
 @dataclass(frozen=True)
@@ -69,6 +72,14 @@ class TimingOptions:
     power_s: float = 0.0
     """After timing one launch, run it back to back this long for the board's mean power
     (``Timer.power``); 0 skips it. Launches timed interleaved get none."""
+    graph: bool = True
+    """Sustained: capture each batch of repetitions (C poisoned, L2 flush, events, launch)
+    once in a CUDA graph and replay it, one driver call per batch, so that no repetition
+    waits on the host however short the kernel; False enqueues every launch from the host."""
+    subtract_launch_overhead: bool = True
+    """Subtract from every repetition the time an empty one-thread kernel reads when timed the
+    same way (the events' and the launch's own cost, about 3.7 us on an H100): what remains is
+    the kernel's duration, as Nsight Compute's gpu__time_duration reads it."""
     isolated_gap_ms: float = 0.0
     """``--isolated`` with ``--gap-ms``: 0 times the sustained regime (the queue kept full);
     above 0, each repetition is an isolated launch after the stream is synchronised and the
@@ -109,8 +120,12 @@ class Timing:
     sm_clock_min_mhz: float
     sm_clock_max_mhz: float
     queue_ahead_ms: float
-    """GPU work still queued ahead of the timed region when the host finished enqueueing it.
-    Positive: no repetition waited on the host. Negative: launches may include host latency."""
+    """Positive: no repetition waited on the host. Enqueued from the host: the GPU work still
+    queued ahead of the timed region when the host finished enqueueing the first two batches;
+    negative, launches may include host latency. Replayed from graphs: the GPU time of one
+    batch when the GPU never idled between batches (every batch is one driver call, so no
+    repetition inside one can wait); negative, the longest it idled between two batches
+    waiting on the host (the repetitions' own times are unaffected, their clocks may be)."""
     clock_limits: str = ""
     """What held the SM clock during the repetitions ("power cap", "none", ...); "" unknown."""
     power_w: float = math.nan
@@ -129,6 +144,11 @@ class Timing:
     GPU idled ``gap_ms``); reports written before there was a choice were sustained."""
     gap_ms: float = 0.0
     """Isolated: the idle time before each repetition."""
+    graph: bool = False
+    """The repetitions were replayed from CUDA graphs (TimingOptions.graph)."""
+    launch_overhead_ms: float = 0.0
+    """What an empty kernel read when timed the same way, subtracted from every repetition
+    (TimingOptions.subtract_launch_overhead); 0 when nothing was subtracted."""
 
     @property
     def energy_j(self) -> float:
@@ -165,6 +185,24 @@ class Timer:
         self.stream, self.clocks, self.options = stream, clocks, options
         self.flush_buffer = Buffer(max(2 * l2_bytes, 1 << 20))
         self._flush_ms: float | None = None
+        self._overhead_ms: float | None = None
+
+    def overhead_ms(self) -> float:
+        """The median an empty kernel reads under these options (once per Timer), to be
+        subtracted from every repetition; 0 when the options say not to."""
+        if not self.options.subtract_launch_overhead:
+            return 0.0
+        if self._overhead_ms is None:
+            bare = replace(self.options, subtract_launch_overhead=False, power_s=0.0,
+                           budget_ms=min(self.options.budget_ms, 50.0))
+            self._overhead_ms = 0.0  # the calibration itself is not corrected
+            saved, self.options = self.options, bare
+            try:
+                timing = self.time_interleaved([empty_launch(self.stream)])[0][0]
+            finally:
+                self.options = saved
+            self._overhead_ms = timing.median_ms
+        return self._overhead_ms
 
     def flush(self) -> None:
         self.flush_buffer.fill_u32(FLUSH_WORD, self.stream)
@@ -193,11 +231,15 @@ class Timer:
         power if the options ask for it. ``before`` enqueues work before every timed
         repetition, outside its events (poisoning C)."""
         timing = self.time_interleaved([launch], None if before is None else [before])[0][0]
-        if self.options.power_s > 0:
-            p = self.power(launch, self.options.power_s)
-            timing = replace(timing, power_w=p.power_w, power_span_s=p.span_s,
-                             power_ms_per_launch=p.ms_per_launch)
-        return timing
+        return self.with_power(timing, launch)
+
+    def with_power(self, timing: Timing, launch: Callable[[], None]) -> Timing:
+        """``timing`` with the power pass of ``launch`` when the options ask for one."""
+        if self.options.power_s <= 0:
+            return timing
+        p = self.power(launch, self.options.power_s)
+        return replace(timing, power_w=p.power_w, power_span_s=p.span_s,
+                       power_ms_per_launch=p.ms_per_launch)
 
     def power(self, launch: Callable[[], None], seconds: float) -> PowerPass:
         """``launch`` back to back for ``seconds`` (warm L2, no events between launches)."""
@@ -254,7 +296,9 @@ class Timer:
         cap = int(min(opts.max_reps, max(opts.min_reps, opts.budget_ms / estimate_ms)))
         floor = int(min(cap, max(opts.min_reps, math.ceil(opts.min_ms / estimate_ms))))
         per_batch = int(min(cap, max(5, math.ceil(BATCH_MS / estimate_ms))))
-        batches = _Batches(self, launches, before, cap, floor, per_batch)
+        batches = _Batches(self, launches, before, cap, floor, per_batch, opts.graph)
+        if batches.sets:
+            return self._replayed(batches, launches, estimate_ms * per_batch)
 
         # Work ahead of the first two batches: enough flushes to outlast the host's enqueueing
         # of them (about 4 driver calls per launch), with a 2x margin; later batches are
@@ -273,20 +317,49 @@ class Timer:
         clocks = self.clocks.sample_until(batches.finished, tick=batches.tick)
         self.stream.synchronize("timed repetitions")
         batches.tick()
-        per_round = batches.times
         ahead_ms = ahead_end.elapsed_ms(ahead_start) - host_ms
+        return self._timings(batches, launches, clocks, ahead_ms), batches.times
+
+    def _replayed(self, batches: _Batches, launches, batch_ms: float
+                  ) -> tuple[list[Timing], list[list[float]]]:
+        """The batches replayed from their graphs, two in flight; queue-ahead from the GPU's
+        idle time between batches, measured for every batch."""
+        batches.enqueue()
+        batches.enqueue()
+        clocks = self.clocks.sample_until(batches.finished, tick=batches.tick)
+        self.stream.synchronize("timed repetitions")
+        batches.tick()
+        idle = max(batches.idle_ms, default=0.0)
+        ahead_ms = -idle if idle > GRAPH_IDLE_TOLERANCE_MS else batch_ms
+        batches.close()
+        return self._timings(batches, launches, clocks, ahead_ms, graph=True), batches.times
+
+    def _timings(self, batches: _Batches, launches, clocks, ahead_ms: float,
+                 graph: bool = False) -> list[Timing]:
+        opts = self.options
+        overhead = self._corrected(batches.times)
         timings = []
         for i in range(len(launches)):
-            summary = Summary.of([r[i] for r in per_round])
-            if summary.median <= 0:
+            summary = Summary.of([r[i] for r in batches.times])
+            timings.append(Timing(summary.median, summary.p20, summary.p80, summary.minimum,
+                                  summary.maximum, len(batches.times), opts.cold_l2,
+                                  clocks.median, clocks.minimum, clocks.maximum, ahead_ms,
+                                  clocks.limits, stop=batches.stop,
+                                  median_rel_se_pct=median_rel_se_pct(summary), graph=graph,
+                                  launch_overhead_ms=overhead))
+        return timings
+
+    def _corrected(self, per_round: list[list[float]]) -> float:
+        """``per_round`` less the launch overhead, in place; the overhead subtracted. A
+        repetition never reads below zero (a launch that did nothing)."""
+        for i in range(len(per_round[0]) if per_round else 0):
+            if Summary.of([r[i] for r in per_round]).median <= 0:
                 raise HarnessError("timing: the median repetition took no time; the launch "
                                    "enqueued nothing on the timer's stream")
-            timings.append(Timing(summary.median, summary.p20, summary.p80, summary.minimum,
-                                  summary.maximum, len(per_round), opts.cold_l2, clocks.median,
-                                  clocks.minimum, clocks.maximum, ahead_ms, clocks.limits,
-                                  stop=batches.stop,
-                                  median_rel_se_pct=median_rel_se_pct(summary)))
-        return timings, per_round
+        overhead = self.overhead_ms()
+        for r in per_round:
+            r[:] = [max(t - overhead, 0.0) for t in r]
+        return overhead
 
     def _time_isolated(self, launches: Sequence[Callable[[], None]], before: list
                        ) -> tuple[list[Timing], list[list[float]]]:
@@ -305,6 +378,7 @@ class Timer:
         reps = _Isolated(self, launches, before, measured, cap, min(cap, opts.min_reps))
         clocks = self.clocks.sample_until(reps.finished, interval_s=0.0, tick=reps.step)
         self.stream.synchronize("isolated repetitions")
+        overhead = self._corrected(reps.times)
         timings = []
         for i in range(len(launches)):
             summary = Summary.of([r[i] for r in reps.times])
@@ -313,7 +387,8 @@ class Timer:
                                   clocks.minimum, clocks.maximum, reps.least_ahead_ms,
                                   clocks.limits, stop=reps.stop,
                                   median_rel_se_pct=median_rel_se_pct(summary),
-                                  regime=ISOLATED, gap_ms=opts.isolated_gap_ms))
+                                  regime=ISOLATED, gap_ms=opts.isolated_gap_ms,
+                                  launch_overhead_ms=overhead))
         return timings, reps.times
 
 
@@ -327,23 +402,34 @@ def median_rel_se_pct(summary: Summary) -> float:
 
 
 class _Batches:
-    """The timed repetitions, enqueued a batch at a time with two batches in flight, collected
-    as they finish, and stopped by the rule (``TimingOptions``)."""
+    """The timed repetitions, a batch at a time with two batches in flight, collected as they
+    finish, and stopped by the rule (``TimingOptions``). A batch is enqueued from the host
+    launch by launch, or, with graphs, captured once and replayed: three captured batches
+    (each with its own events) take turns, so a finished batch's events are read before its
+    graph runs again, and the one before it still holds its end for the idle-time measure."""
 
-    def __init__(self, timer: Timer, launches, before, cap: int, floor: int, per_batch: int):
+    def __init__(self, timer: Timer, launches, before, cap: int, floor: int, per_batch: int,
+                 graph: bool = False):
         self.timer, self.launches, self.before = timer, launches, before
         self.cap, self.floor, self.per_batch = cap, floor, per_batch
         self.enqueued = 0
         self.in_flight: list[list[list[tuple[Event, Event]]]] = []
         self.times: list[list[float]] = []
         self.stop = ""
+        self.sets: list[_Captured] = []
+        self.idle_ms: list[float] = []
+        """Graphs: the GPU's idle time between one batch's end and the next one's start."""
+        self._last: _Captured | None = None
+        self.graph_error = ""
+        if graph:
+            try:
+                self.sets = [self._capture() for _ in range(3)]
+            except HarnessError as exc:  # e.g. a library call that refuses capture
+                self.close()
+                self.sets, self.graph_error = [], str(exc)
 
-    def enqueue(self) -> None:
-        count = min(self.per_batch, self.cap - self.enqueued)
-        if count <= 0 or self.stop:
-            return
+    def _rounds(self, batch, in_graph: bool = False) -> None:
         stream, cold = self.timer.stream, self.timer.options.cold_l2
-        batch = [[(Event(), Event()) for _ in self.launches] for _ in range(count)]
         for round_events in batch:
             for launch, before, (start, end) in zip(self.launches, self.before, round_events,
                                                     strict=True):
@@ -351,9 +437,33 @@ class _Batches:
                     before()
                 if cold:
                     self.timer.flush()
-                start.record(stream)
+                start.record(stream, in_graph)
                 launch()
-                end.record(stream)
+                end.record(stream, in_graph)
+
+    def _capture(self) -> _Captured:
+        batch = [[(Event(), Event()) for _ in self.launches] for _ in range(self.per_batch)]
+        mark = Event()
+
+        def enqueue() -> None:
+            mark.record(self.timer.stream, in_graph=True)
+            self._rounds(batch, in_graph=True)
+
+        return _Captured(Graph(self.timer.stream, enqueue, "timed repetitions"), mark, batch)
+
+    def enqueue(self) -> None:
+        if self.stop or self.enqueued >= self.cap:
+            return
+        if self.sets:
+            busy = [id(b) for b in self.in_flight]
+            free = next(c for c in self.sets if id(c.batch) not in busy and c is not self._last)
+            free.graph.launch(self.timer.stream)
+            self.in_flight.append(free.batch)
+            self.enqueued += self.per_batch
+            return
+        count = min(self.per_batch, self.cap - self.enqueued)
+        batch = [[(Event(), Event()) for _ in self.launches] for _ in range(count)]
+        self._rounds(batch)
         self.in_flight.append(batch)
         self.enqueued += count
 
@@ -363,10 +473,19 @@ class _Batches:
             batch = self.in_flight.pop(0)
             self.times += [[end.elapsed_ms(start) for start, end in round_events]
                            for round_events in batch]
+            if self.sets:
+                done = next(c for c in self.sets if c.batch is batch)
+                if self._last is not None:
+                    self.idle_ms.append(done.mark.elapsed_ms(self._last.batch[-1][-1][1]))
+                self._last = done
             if not self.stop:
                 self.stop = self._verdict()
         while not self.stop and len(self.in_flight) < 2 and self.enqueued < self.cap:
             self.enqueue()
+
+    def close(self) -> None:
+        for captured in self.sets:
+            captured.graph.close()
 
     def _verdict(self) -> str:
         n = len(self.times)
@@ -381,6 +500,16 @@ class _Batches:
 
     def finished(self) -> bool:
         return not self.in_flight and (bool(self.stop) or self.enqueued >= self.cap)
+
+
+@dataclass
+class _Captured:
+    """One batch of repetitions captured in a graph, with its events."""
+
+    graph: Graph
+    mark: Event
+    """Recorded first in the batch: when the GPU started it."""
+    batch: list
 
 
 class _Isolated:

@@ -145,12 +145,20 @@ def _stopping(timing: dict) -> str:
 def timing_method(timing: dict) -> str:
     """How a report's timings were taken, in words (``timing``: TimingOptions as a dict)."""
     gap = timing.get("isolated_gap_ms") or 0
+    less = ("; C poisoned before every repetition"
+            + ("; every repetition less what an empty kernel reads when timed the same way "
+               "(the launch's own overhead)" if timing.get("subtract_launch_overhead") else ""))
     if gap > 0:
         return (f"isolated launches: before each repetition the stream is synchronised and the "
                 f"GPU left idle {gap:g} ms, then CUDA events around the launch with a little "
-                "work queued ahead of it; median and p20/p80 of the repetitions")
+                f"work queued ahead of it; median and p20/p80 of the repetitions{less}")
+    if timing.get("graph"):
+        return ("sustained: each batch of repetitions (C poisoned, L2 flushed in cold mode, "
+                "CUDA events around each launch) captured once in a CUDA graph and replayed, "
+                "so that no repetition waits on the host; median and p20/p80 of the "
+                f"repetitions{less}")
     return ("sustained: CUDA events around each launch with the queue kept full behind "
-            "L2-flush work; median and p20/p80 of the repetitions")
+            f"L2-flush work; median and p20/p80 of the repetitions{less}")
 
 
 def header(meta: dict, title: str) -> list[str]:

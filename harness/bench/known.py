@@ -1,0 +1,149 @@
+"""Kernels of known duration, to prove the timer: a single thread that spins on ``%globaltimer``
+for a requested time, and a copy of known bytes.
+
+The spin's duration is what it measures of itself: ``%globaltimer`` at exit minus at entry,
+written to memory on every launch (its median over the timing's launches is the expected
+value); the timer must read it within max(2%, 0.3 us) in every regime: cold and hot L2,
+sustained and isolated. The copy has no duration of its own to report: its expected time is
+the same launch's GPU time over a long back-to-back run (total elapsed / launches, no events
+between launches), which the per-launch timing must match.
+"""
+
+from __future__ import annotations
+
+import ctypes
+from dataclasses import asdict, dataclass
+
+import numpy as np
+
+from harness.errors import CompileError
+from harness.gpu.compilers import nvrtc_compile
+from harness.gpu.driver import Buffer, Event, Function, LaunchShape, Module, Stream
+from harness.gpu.timing import Timer, Timing
+
+SOURCE = r"""
+__device__ __forceinline__ unsigned long long now_ns() {
+    unsigned long long t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    return t;
+}
+
+extern "C" __global__ void spin(unsigned long long ns, unsigned long long* spent) {
+    const unsigned long long t0 = now_ns();
+    unsigned long long t = t0;
+    while (t - t0 < ns) t = now_ns();
+    *spent = t - t0;
+}
+
+extern "C" __global__ void copy(const float4* src, float4* dst, unsigned long long n) {
+    for (unsigned long long i = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x;
+         i < n; i += (unsigned long long)gridDim.x * blockDim.x)
+        dst[i] = src[i];
+}
+"""
+SPIN_US = (2.0, 5.0, 20.0, 200.0)
+COPY_MB = (64.0,)
+TOLERANCE_PCT, TOLERANCE_US = 2.0, 0.3
+"""A reading passes within max(2%, 0.3 us) of the expected duration."""
+
+
+def tolerance_us(expected_us: float) -> float:
+    return max(TOLERANCE_PCT / 100 * expected_us, TOLERANCE_US)
+
+
+@dataclass(frozen=True)
+class KnownRow:
+    """One known-duration kernel timed in one regime."""
+
+    kernel: str
+    regime: str
+    """``cold``/``hot`` L2, ``sustained``/``isolated``."""
+    expected_us: float
+    measured_us: float
+    p20_us: float
+    p80_us: float
+    reps: int
+    queue_ahead_ms: float
+    graph: bool
+
+    @property
+    def error_us(self) -> float:
+        return self.measured_us - self.expected_us
+
+    @property
+    def passed(self) -> bool:
+        return abs(self.error_us) <= tolerance_us(self.expected_us)
+
+    def to_json(self) -> dict:
+        return {**asdict(self), "error_us": self.error_us,
+                "tolerance_us": tolerance_us(self.expected_us), "passed": self.passed}
+
+
+class KnownKernels:
+    """The spin and copy kernels compiled for ``arch`` and loaded."""
+
+    def __init__(self, arch: str, stream: Stream, sm_count: int):
+        out = nvrtc_compile(SOURCE.encode(), "known.cu", [f"-arch={arch}", "-std=c++17"])
+        if not out.ok:
+            raise CompileError(f"harness/bench/known.py: {out.log}")
+        self.module = Module(out.cubin, "known-duration kernels")
+        self.stream, self.sm_count = stream, sm_count
+        self.spent = Buffer(8)
+
+    def spin(self, us: float):
+        """A launch that spins ``us`` microseconds on one thread."""
+        function: Function = self.module.function("spin")
+        args = (ctypes.c_uint64(int(us * 1e3)), ctypes.c_uint64(self.spent.address))
+        shape = LaunchShape((1, 1, 1), (1, 1, 1), 0)
+        return lambda: function.launch(shape, self.stream, args)
+
+    def spent_us(self) -> float:
+        """What the last spin measured of itself."""
+        return float(self.spent.download(np.uint64, (1,), self.stream)[0]) / 1e3
+
+    def copy(self, mb: float) -> tuple:
+        """A launch copying ``mb`` MB between two buffers (kept alive with it)."""
+        function: Function = self.module.function("copy")
+        n = int(mb * 1e6) // 16
+        src, dst = Buffer(n * 16), Buffer(n * 16)
+        src.fill_u32(0x3F800000, self.stream)
+        args = (ctypes.c_uint64(src.address), ctypes.c_uint64(dst.address), ctypes.c_uint64(n))
+        shape = LaunchShape((4 * self.sm_count, 1, 1), (512, 1, 1), 0)
+        return (lambda: function.launch(shape, self.stream, args)), (src, dst)
+
+
+def back_to_back_us(launch, stream: Stream, count: int = 200) -> float:
+    """GPU time per launch over ``count`` launches with no events between them."""
+    for _ in range(10):
+        launch()
+    start, end = Event(), Event()
+    start.record(stream)
+    for _ in range(count):
+        launch()
+    end.record(stream)
+    stream.synchronize("back to back")
+    return end.elapsed_ms(start) / count * 1e3
+
+
+def row(kernel: str, regime: str, expected_us: float, t: Timing) -> KnownRow:
+    return KnownRow(kernel, regime, expected_us, t.median_ms * 1e3, t.p20_ms * 1e3,
+                    t.p80_ms * 1e3, t.reps, t.queue_ahead_ms, t.graph)
+
+
+def measure(known: KnownKernels, timers: dict[str, Timer]) -> list[KnownRow]:
+    """Every known kernel timed by every timer (regime name -> Timer)."""
+    rows = []
+    for us in SPIN_US:
+        launch = known.spin(us)
+        for regime, timer in timers.items():
+            t = timer.time(launch)
+            rows.append(row(f"spin {us:g} us", regime, known.spent_us(), t))
+    for mb in COPY_MB:
+        launch, _buffers = known.copy(mb)
+        for regime, timer in timers.items():
+            expected = back_to_back_us(launch, known.stream)
+            t = timer.time(launch)
+            if timer.options.cold_l2:  # back to back, the copy's source stays in L2 (50 MB)
+                regime += " (expected: back to back, warm)"
+            rows.append(row(f"copy {mb:g} MB", regime, expected, t))
+    return rows

@@ -1,0 +1,160 @@
+"""The timer on a simulated GPU and host (no GPU): when enqueueing a launch costs the host more
+than the kernel takes, launches enqueued one by one read the host's time, and batches replayed
+from a CUDA graph read the kernel's."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+
+from harness.gpu import timing
+from harness.gpu.timing import Timer, TimingOptions
+
+
+class Line:
+    """A GPU and a host in simulated time (ms). A driver call costs the host its time; GPU
+    work starts when the GPU is free and the host has enqueued it. While a graph is captured,
+    calls are recorded instead; a replay runs them on the GPU with no host time between."""
+
+    def __init__(self, launch_host_ms: float, kernel_ms: float):
+        self.host = self.gpu = 0.0
+        self.launch_host_ms, self.kernel_ms = launch_host_ms, kernel_ms
+        self.capturing: list | None = None
+        self.launch_overhead_ms = 0.0
+        """What every kernel launch costs the GPU besides its work."""
+
+    def kernel(self, host_ms: float, gpu_ms: float) -> None:
+        self.call(host_ms, gpu_ms + self.launch_overhead_ms)
+
+    def call(self, host_ms: float, gpu_ms: float, then=None) -> None:
+        def on_gpu() -> None:
+            self.gpu += gpu_ms
+            if then:
+                then()
+
+        if self.capturing is not None:
+            self.capturing.append(on_gpu)
+            return
+        self.host += host_ms
+        self.gpu = max(self.gpu, self.host)
+        on_gpu()
+
+
+@pytest.fixture
+def line(monkeypatch):
+    line = Line(launch_host_ms=0.05, kernel_ms=0.005)
+
+    class Event:
+        at = None
+
+        def record(self, stream, in_graph=False):
+            assert in_graph == (line.capturing is not None)
+            line.call(0.002, 0.0, then=lambda: setattr(self, "at", line.gpu))
+
+        def done(self):
+            return self.at is not None and line.host >= self.at
+
+        def elapsed_ms(self, since):
+            return self.at - since.at
+
+    class Buffer:
+        def __init__(self, nbytes):
+            pass
+
+        def fill_u32(self, word, stream):
+            line.call(0.005, 0.03)
+
+    class Graph:
+        def __init__(self, stream, enqueue, label):
+            line.capturing = self.ops = []
+            enqueue()
+            line.capturing = None
+
+        def launch(self, stream):
+            line.call(0.01, 0.0)
+            for op in self.ops:
+                op()
+
+        def close(self):
+            pass
+
+    class Clocks:
+        def sample_until(self, finished, interval_s=0.002, tick=None):
+            while not finished():
+                line.host = max(line.host + 0.1, min(line.gpu, line.host + 0.1))
+                if tick:
+                    tick()
+            return SimpleNamespace(median=1980.0, minimum=1980.0, maximum=1980.0, limits="")
+
+    monkeypatch.setattr(timing, "Event", Event)
+    monkeypatch.setattr(timing, "Buffer", Buffer)
+    monkeypatch.setattr(timing, "Graph", Graph)
+    monkeypatch.setattr(timing.time, "perf_counter", lambda: line.host / 1e3)
+    line.stream = SimpleNamespace(synchronize=lambda what="": setattr(
+        line, "host", max(line.host, line.gpu)))
+    line.clocks = Clocks()
+    return line
+
+
+def _time(line, graph: bool, cold: bool = True, **options):
+    options = {"budget_ms": 20, "subtract_launch_overhead": False, **options}
+    timer = Timer(line.stream, 50 << 20, line.clocks,
+                  TimingOptions(graph=graph, cold_l2=cold, warmup_ms=1, min_ms=1, **options))
+    return timer.time(lambda: line.kernel(line.launch_host_ms, line.kernel_ms))
+
+
+@pytest.mark.parametrize("cold", [True, False])
+def test_replayed_batches_read_the_kernel_not_the_host(line, cold):
+    t = _time(line, graph=True, cold=cold)
+    assert t.graph and t.reps >= 10
+    assert t.median_ms == pytest.approx(line.kernel_ms, abs=1e-9)
+    assert t.queue_ahead_ms > 0  # the GPU never idled between batches
+
+
+def test_launches_enqueued_one_by_one_read_the_host_when_it_is_slower(line, monkeypatch):
+    """What graphs fix: a host whose launches cost more during the repetitions than when the
+    timer sized the work queued ahead of them (NVML sampling, the interpreter) starves the GPU;
+    the same kernel then reads about the host's cost of a launch, 100x the kernel."""
+    real = timing._Batches.enqueue
+    line.launch_host_ms = 0.002  # calibration: cheap
+
+    def slower(self):
+        line.launch_host_ms = 0.5  # a cuBLAS call costs the host ~0.2 ms on a good day
+        real(self)
+
+    monkeypatch.setattr(timing._Batches, "enqueue", slower)
+    t = _time(line, graph=False, cold=False, max_rel_se_pct=0, budget_ms=40)
+    assert not t.graph
+    assert t.median_ms > 5 * line.kernel_ms
+    line.launch_host_ms = 0.002
+    replayed = _time(line, graph=True, cold=False, max_rel_se_pct=0, budget_ms=40)
+    assert replayed.median_ms == pytest.approx(line.kernel_ms, abs=1e-9)
+
+
+def test_a_host_that_falls_behind_between_batches_is_reported(line, monkeypatch):
+    """Graph batches keep their repetitions' times, and the idle time between batches (the
+    host late to launch the next one) is measured for every batch and reported."""
+    real = timing._Batches.tick
+
+    def slow_tick(self):
+        line.host += 25.0  # the host stalls longer than a batch whenever it looks
+        real(self)
+
+    monkeypatch.setattr(timing._Batches, "tick", slow_tick)
+    t = _time(line, graph=True, budget_ms=80, max_rel_se_pct=0)
+    assert t.median_ms == pytest.approx(line.kernel_ms, abs=1e-9)
+    assert t.queue_ahead_ms < -1.0
+
+
+@pytest.mark.parametrize("isolated", [0.0, 2.0])
+def test_the_launch_overhead_of_an_empty_kernel_is_subtracted(line, monkeypatch, isolated):
+    """Every launch costs the GPU a fixed time besides its work (the events' and the launch's
+    own: about 3.7 us on an H100); an empty kernel timed the same way reads it, and it is
+    taken off every repetition, so a kernel reads its own duration."""
+    overhead_ms = line.launch_overhead_ms = 0.0037
+    monkeypatch.setattr(timing, "empty_launch",
+                        lambda stream: lambda: line.kernel(line.launch_host_ms, 0.0))
+    t = _time(line, graph=True, subtract_launch_overhead=True, isolated_gap_ms=isolated)
+    assert t.launch_overhead_ms == pytest.approx(overhead_ms, abs=1e-9)
+    assert t.median_ms == pytest.approx(line.kernel_ms, abs=1e-9)
