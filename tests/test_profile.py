@@ -341,7 +341,8 @@ def test_timing_regimes_are_labelled_and_old_reports_read_as_sustained():
     from harness.report.files import timing_method
     from harness.report.tables import table
 
-    assert timing_method(asdict(TimingOptions())).startswith("sustained: CUDA events")
+    assert timing_method(asdict(TimingOptions())).startswith("sustained: each batch of repetitions")
+    assert timing_method(asdict(TimingOptions(graph=False))).startswith("sustained: CUDA events")
     assert timing_method(asdict(TimingOptions(isolated_gap_ms=5))).startswith(
         "isolated launches: before each repetition the stream is synchronised and the GPU "
         "left idle 5 ms")

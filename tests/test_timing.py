@@ -153,8 +153,23 @@ def test_the_launch_overhead_of_an_empty_kernel_is_subtracted(line, monkeypatch,
     own: about 3.7 us on an H100); an empty kernel timed the same way reads it, and it is
     taken off every repetition, so a kernel reads its own duration."""
     overhead_ms = line.launch_overhead_ms = 0.0037
-    monkeypatch.setattr(timing, "empty_launch",
-                        lambda stream: lambda: line.kernel(line.launch_host_ms, 0.0))
+    kernels = SimpleNamespace(empty=lambda: line.kernel(line.launch_host_ms, 0.0),
+                              spin=lambda ms: line.kernel(line.launch_host_ms, ms))
+    monkeypatch.setattr(Timer, "kernels", kernels)
     t = _time(line, graph=True, subtract_launch_overhead=True, isolated_gap_ms=isolated)
     assert t.launch_overhead_ms == pytest.approx(overhead_ms, abs=1e-9)
+    assert t.median_ms == pytest.approx(line.kernel_ms, abs=1e-9)
+
+
+def test_hot_isolated_launches_of_a_kernel_shorter_than_its_enqueueing_finish(line, monkeypatch):
+    """Hot and isolated, the work queued ahead of a timed launch was more launches of the
+    kernel itself: a kernel shorter than the host's cost of enqueueing it never got ahead, and
+    the doubling retries never ended. A spin of the wanted time gets ahead in one launch."""
+    kernels = SimpleNamespace(empty=lambda: line.kernel(line.launch_host_ms, 0.0),
+                              spin=lambda ms: line.kernel(line.launch_host_ms, ms))
+    monkeypatch.setattr(Timer, "kernels", kernels)
+    monkeypatch.setattr(timing.time, "sleep", lambda s: line.call(s * 1e3, 0.0))
+    t = _time(line, graph=True, cold=False, isolated_gap_ms=1.0)
+    assert t.regime == "isolated" and t.reps >= 10
+    assert t.queue_ahead_ms > 0
     assert t.median_ms == pytest.approx(line.kernel_ms, abs=1e-9)

@@ -321,25 +321,39 @@ class Graph:
         self._destroy()
 
 
-def empty_launch(stream: Stream):
-    """A no-argument launch of an empty one-thread kernel on ``stream`` (compiled for the
-    current device): what a launch costs the GPU with no work in it."""
-    from harness.gpu.compilers import nvrtc_compile
+_TIMER_SOURCE = rb"""
+extern "C" __global__ void empty() {}
+extern "C" __global__ void spin(unsigned long long ns) {
+    unsigned long long t0, t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+    do { asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t)); } while (t - t0 < ns);
+}
+"""
 
-    ordinal = check(cu.cuCtxGetDevice(), "cuCtxGetDevice")
-    out = nvrtc_compile(b'extern "C" __global__ void empty() {}', "empty.cu",
-                        [f"-arch={device_arch_name(int(ordinal))}"])
-    if not out.ok:
-        raise HarnessError(f"the empty kernel did not compile: {out.log or out.status}")
-    module = Module(out.cubin, "empty kernel")
-    function = module.function("empty")
-    shape = LaunchShape((1, 1, 1), (1, 1, 1), 0)
 
-    def launch() -> None:
-        function.launch(shape, stream, ())
+class TimerKernels:
+    """Two one-thread kernels the timer launches (compiled for the current device): ``empty``
+    (what a launch costs the GPU with no work in it) and ``spin`` (GPU time with no memory
+    traffic, queued ahead of a timed launch so that it never waits on the host)."""
 
-    launch.module = module  # lives as long as the launch
-    return launch
+    def __init__(self, stream: Stream):
+        from harness.gpu.compilers import nvrtc_compile
+
+        ordinal = check(cu.cuCtxGetDevice(), "cuCtxGetDevice")
+        out = nvrtc_compile(_TIMER_SOURCE, "timer_kernels.cu",
+                            [f"-arch={device_arch_name(int(ordinal))}"])
+        if not out.ok:
+            raise HarnessError(f"the timer's kernels did not compile: {out.log or out.status}")
+        self.module = Module(out.cubin, "timer kernels")
+        self.stream = stream
+        self._empty, self._spin = self.module.function("empty"), self.module.function("spin")
+        self._one = LaunchShape((1, 1, 1), (1, 1, 1), 0)
+
+    def empty(self) -> None:
+        self._empty.launch(self._one, self.stream, ())
+
+    def spin(self, ms: float) -> None:
+        self._spin.launch(self._one, self.stream, (ctypes.c_uint64(int(ms * 1e6)),))
 
 
 class Module:

@@ -34,7 +34,7 @@ from dataclasses import dataclass, replace
 
 from harness.errors import HarnessError
 from harness.gpu.clocks import ClockSampler
-from harness.gpu.driver import Buffer, Event, Graph, Stream, empty_launch
+from harness.gpu.driver import Buffer, Event, Graph, Stream, TimerKernels
 from harness.stats import Summary
 
 FLUSH_WORD = 0x3F800000
@@ -44,6 +44,8 @@ BATCH_MS = 10.0
 ISOLATED_AHEAD_MS = 0.05
 """Isolated: GPU work queued ahead of each timed launch beyond three times the host's time to
 enqueue one (``_Isolated``)."""
+ISOLATED_AHEAD_MAX_MS = 20.0
+"""The most queued work a repetition's retries double up to."""
 ISOLATED_MAX_REPS = 200
 """Isolated repetitions each cost a sleep: their count is capped lower than back to back."""
 SUSTAINED, ISOLATED = "sustained", "isolated"
@@ -186,6 +188,14 @@ class Timer:
         self.flush_buffer = Buffer(max(2 * l2_bytes, 1 << 20))
         self._flush_ms: float | None = None
         self._overhead_ms: float | None = None
+        self._kernels: TimerKernels | None = None
+
+    @property
+    def kernels(self) -> TimerKernels:
+        """The empty and spin kernels, compiled the first time they are needed."""
+        if self._kernels is None:
+            self._kernels = TimerKernels(self.stream)
+        return self._kernels
 
     def overhead_ms(self) -> float:
         """The median an empty kernel reads under these options (once per Timer), to be
@@ -198,7 +208,7 @@ class Timer:
             self._overhead_ms = 0.0  # the calibration itself is not corrected
             saved, self.options = self.options, bare
             try:
-                timing = self.time_interleaved([empty_launch(self.stream)])[0][0]
+                timing = self.time_interleaved([self.kernels.empty])[0][0]
             finally:
                 self.options = saved
             self._overhead_ms = timing.median_ms
@@ -537,13 +547,16 @@ class _Isolated:
         self.stop = ""
 
     def _ahead(self, i: int) -> None:
-        cold = self.timer.options.cold_l2
-        unit_ms = self.timer.flush_ms() if cold else self.gpu_ms[i]
-        for _ in range(max(1, math.ceil(self.ahead_ms[i] / max(unit_ms, 1e-4)))):
-            if cold:
+        """Cold: L2 flushes (each costs the GPU far more than the host). Hot: one launch of
+        the kernel itself (L2 warm with its data), then a spin of the time wanted (a kernel
+        shorter than its own enqueueing could never get ahead of the host by repetition)."""
+        if self.timer.options.cold_l2:
+            flush_ms = max(self.timer.flush_ms(), 1e-4)
+            for _ in range(max(1, math.ceil(self.ahead_ms[i] / flush_ms))):
                 self.timer.flush()
-            else:
-                self.launches[i]()
+            return
+        self.launches[i]()
+        self.timer.kernels.spin(self.ahead_ms[i])
 
     def _collect(self) -> None:
         if not self.pending:
@@ -556,7 +569,7 @@ class _Isolated:
             # the launch: positive means the launch never waited on the host
             aheads.append(start.elapsed_ms(mark) - host_ms)
             if aheads[-1] <= 0:
-                self.ahead_ms[i] *= 2
+                self.ahead_ms[i] = min(2 * self.ahead_ms[i], ISOLATED_AHEAD_MAX_MS)
         self.pending = []
         self.attempts += 1
         if min(aheads) > 0 or self.attempts >= self.max_attempts:
