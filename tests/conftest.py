@@ -48,3 +48,22 @@ def device():
 
     with Device(0) as dev:
         yield dev
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _compile_cache_filled(request):
+    """With a GPU, every kernel the GPU tests load is compiled up front in parallel processes
+    (as is and with the device's tuned parameters): compiled one by one, a GPU host's cold
+    compile cache costs minutes of the suite. Without one, tests compile as they go."""
+    ok, _ = gpu_status()
+    if not ok or not any("gpu" in item.keywords for item in request.session.items):
+        return
+    from harness.build.compile import compile_all
+    from harness.gpu.driver import device_arch_name
+    from harness.kernels.registry import discover
+
+    arch = device_arch_name()
+    folders = [FIXTURE_KERNELS / name for name in ("bad", "classes", "isolation", "adversarial",
+                                                   "headers")]
+    kernels = discover() + [k for folder in folders for k in discover([folder])]
+    compile_all(kernels + [k.for_arch(arch) for k in kernels], arch)

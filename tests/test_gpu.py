@@ -408,7 +408,7 @@ def test_compare_gives_each_kernel_the_cublas_of_its_own_types(tmp_path):
 
 
 def test_known_duration_kernels_read_their_duration(device, stream):
-    """A %globaltimer spin of 2, 5, 20 and 200 us and a 64 MB copy read within max(2%, 0.3 us)
+    """A %globaltimer spin of 2, 5, 20 and 200 us and a 256 MB copy read within max(2%, 0.3 us)
     of their duration in every regime (cold and hot L2, sustained from graphs, isolated)."""
     from harness.bench import known
     from harness.gpu.clocks import ClockSampler

@@ -9,16 +9,19 @@ from __future__ import annotations
 
 import hashlib
 import json
+import multiprocessing
 import os
 import re
 import tempfile
+from collections.abc import Sequence
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness.archs import ARCHS, can_run, get_arch
 from harness.build import headers
 from harness.build.ptxas import Resources, parse_report
-from harness.errors import CompileError
+from harness.errors import CompileError, HarnessError
 from harness.gpu.compilers import (
     compiler_versions,
     cuda_version_for_ptx,
@@ -27,6 +30,7 @@ from harness.gpu.compilers import (
 )
 from harness.kernels import ptxpp
 from harness.kernels.registry import Kernel
+from harness.kernels.spec import read_spec
 
 CACHE_SCHEMA = 1
 
@@ -286,3 +290,23 @@ def explain_ptx_error(log: str, path: Path, source: str, flags: list[str], statu
     head = "\n".join(parts) or log.strip() or status
     return (f"{path}: nvJitLink could not assemble the PTX (flags: {' '.join(flags)})\n{head}\n"
             f"--- full linker log ---\n{log.strip()}")
+
+
+def _compile_one(job: tuple[str, str, tuple, str]) -> str:
+    path, name, params, arch = job
+    kernel = Kernel(name, read_spec(Path(path)), params)
+    try:
+        compile_kernel(kernel, arch)
+    except HarnessError as exc:  # the caller's own compile reports it
+        return f"{name}: {exc}"
+    return ""
+
+
+def compile_all(kernels: Sequence[Kernel], arch: str, jobs: int | None = None) -> list[str]:
+    """Fill the compile cache for ``kernels`` in ``jobs`` processes (every core by default):
+    a GPU host's cold cache costs minutes compiled one by one. The errors, one line each (a
+    kernel that does not compile is reported again where it is used)."""
+    work = list(dict.fromkeys((str(k.spec.path), k.name, k.params, arch) for k in kernels))
+    context = multiprocessing.get_context("fork")
+    with ProcessPoolExecutor(max_workers=jobs or os.cpu_count() or 1, mp_context=context) as pool:
+        return [e for e in pool.map(_compile_one, work) if e]
