@@ -13,6 +13,7 @@ launches keeps state between them); and the figure must not pass what the hardwa
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -48,6 +49,7 @@ from harness.bench.result import (
     Result,
 )
 from harness.bench.session import BenchSession
+from harness.build.compile import cache_dir
 from harness.build.sass import disassemble, opcodes
 from harness.errors import HarnessError, LaunchError
 from harness.gpu.cublas import compute_name
@@ -107,11 +109,26 @@ class Prepared:
 
 
 def instruction_family(gemm: LoadedGemm) -> str:
-    """Which peak a kernel is held to, from its SASS (limits.family)."""
+    """Which peak a kernel is held to, from its SASS (limits.family), kept beside the compile
+    cache by the cubin's hash: a disassembly costs the host most of a second."""
+    cubin = gemm.compiled.cubin
+    path = cache_dir() / f"{hashlib.sha256(cubin).hexdigest()[:32]}.family"
     try:
-        return limits.family(opcodes(disassemble(gemm.compiled.cubin)))
+        known = path.read_text()
+        if known in ("simt", "tensor"):
+            return known
+    except OSError:
+        pass
+    try:
+        found = limits.family(opcodes(disassemble(cubin)))
     except HarnessError:
         return "unknown"
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(found)
+    except OSError:
+        pass  # an unwritable cache costs the next run the disassembly, nothing else
+    return found
 
 
 def prepare(session: BenchSession, kernel: Kernel, strict_blas: bool = False,
