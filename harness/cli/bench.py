@@ -6,12 +6,14 @@ import argparse
 import statistics
 import sys
 import tempfile
+from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
 
 from tabulate import tabulate
 
 from harness.archs import get_arch
+from harness.bench.result import Result
 from harness.build.offline import build_all
 from harness.cli import common
 from harness.errors import HarnessError
@@ -254,11 +256,9 @@ def _run(args) -> int:
                f"{'cold' if args.cold_l2 else 'hot'} L2, {timing.regime} launches; results "
                f"stream to {jsonl}")
     record = run(chosen, arch, options, jsonl, common.say)
-    meta = files.metadata(record.device, ["harness", *sys.argv[1:]], asdict(timing), sizes,
-                          _infos(record))
-    meta["wall_s"], meta["phases_s"] = record.wall_s, record.phases
-    json_path, md_path = files.write_run(meta, record.results, jsonl.with_suffix(""),
-                                         stream=None if args.json else jsonl)
+    json_path, md_path = write_run_report(record, ["harness", *sys.argv[1:]], timing, sizes,
+                                          jsonl.with_suffix(""),
+                                          stream=None if args.json else jsonl)
     print(tables.table(record.results))
     fails = tables.failures(record.results)
     if fails:
@@ -310,9 +310,41 @@ def _infos(record: RunRecord) -> list:
     return list({r.kernel.name: r.kernel for r in record.results}.values())
 
 
-def _compare(args) -> int:
+def write_run_report(record: RunRecord, command: Sequence[str], timing: TimingOptions,
+                     sizes, stem: Path, stream: Path | None) -> tuple[Path, Path]:
+    """``harness run``'s report of ``record``: ``stem.json`` and ``stem.md``; ``stream`` (the
+    JSON-lines file the results came in through) is removed once the JSON holds them."""
+    meta = files.metadata(record.device, command, asdict(timing), sizes, _infos(record))
+    meta["wall_s"], meta["phases_s"] = record.wall_s, record.phases
+    return files.write_run(meta, record.results, stem, stream=stream)
+
+
+def with_sass(results: Sequence[Result], kernels: Sequence[Kernel], arch: str) -> list[Result]:
+    """``results`` with each kernel's SASS instruction mix (the compare table's last column)."""
     from harness.build.compile import compile_kernel
     from harness.build.sass import disassemble, instruction_mix
+
+    mixes = {}
+    for kernel in kernels:
+        kernel = kernel.for_arch(arch)
+        mixes[kernel.name] = instruction_mix(disassemble(compile_kernel(kernel, arch).cubin))
+    return [r.with_parts(sass=mixes.get(r.kernel.name, {})) for r in results]
+
+
+def write_compare_report(record: RunRecord, results: Sequence[Result], command: Sequence[str],
+                         timing: TimingOptions, sizes, stem: Path) -> None:
+    """``harness compare``'s report: ``stem.json`` and ``stem.md``, side by side first; the
+    JSON-lines stream ``stem.jsonl`` is removed once the JSON holds the results."""
+    meta = {**files.metadata(record.device, command, asdict(timing), sizes, _infos(record)),
+            "mode": "interleaved: each round launches every kernel and cuBLAS once, in order; "
+                    "speedup = median over rounds of (first kernel's time / this one's), "
+                    "p20-p80 of those ratios; 'within noise' when that range holds 1"}
+    files.write_run(meta, results, stem, title="harness compare",
+                    sections=["## Side by side", "", tables.compare_table(results), "",
+                              "## Every result", ""], stream=stem.with_suffix(".jsonl"))
+
+
+def _compare(args) -> int:
     from harness.gpu.driver import device_arch_name
 
     chosen = common.kernels(args)
@@ -327,19 +359,8 @@ def _compare(args) -> int:
     options = RunOptions(sizes=sizes, timeout_s=args.timeout_s, timing=timing,
                          strict_blas=args.blas_strict)
     record = run(chosen, arch, options, stem.with_suffix(".jsonl"), common.say, mode="compare")
-    mixes = {}
-    for kernel in chosen:
-        kernel = kernel.for_arch(arch)
-        mixes[kernel.name] = instruction_mix(disassemble(compile_kernel(kernel, arch).cubin))
-    results = [r.with_parts(sass=mixes.get(r.kernel.name, {})) for r in record.results]
-    meta = {**files.metadata(record.device, ["harness", *sys.argv[1:]], asdict(timing), sizes,
-                             _infos(record)),
-            "mode": "interleaved: each round launches every kernel and cuBLAS once, in order; "
-                    "speedup = median over rounds of (first kernel's time / this one's), "
-                    "p20-p80 of those ratios; 'within noise' when that range holds 1"}
-    files.write_run(meta, results, stem, title="harness compare",
-                    sections=["## Side by side", "", tables.compare_table(results), "",
-                              "## Every result", ""], stream=stem.with_suffix(".jsonl"))
+    results = with_sass(record.results, chosen, arch)
+    write_compare_report(record, results, ["harness", *sys.argv[1:]], timing, sizes, stem)
     print(tables.compare_table(results))
     print(f"\nwritten: {stem}.json, {stem}.md")
     passed = all(r.status in ("pass", "skipped") for r in results)

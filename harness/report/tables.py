@@ -127,11 +127,11 @@ _CHECKS = Column("checks", "checks passed",
                  lambda r: f"{r.checks.passed}/{r.checks.total}" if r.checks else None)
 
 
-def check_table(results: Sequence[Result]) -> str:
+def check_table(results: Sequence[Result], fmt: str = "simple") -> str:
     """``harness check``: the checks of each kernel and size, no timing."""
     columns = [c for c in RUN_COLUMNS if c.key in _CHECK_KEYS]
     columns.insert(columns.index(next(c for c in columns if c.key == "status")), _CHECKS)
-    return table(results, columns)
+    return table(results, columns, fmt)
 
 
 def plan_table(plan) -> str:
