@@ -35,7 +35,7 @@ _REQUIRED = ("entry", "summary", "precision", "min_arch", "block", "grid")
 _OPTIONAL = ("layout_b", "c_type", "blas_strict", "nondeterministic", "representative",
              "dynamic_smem_bytes",
              "constraints", "carveout_pct", "predicted", "params", "variants", "tune",
-             "tuned", "model", "kind", "ceiling", "tma")
+             "tuned", "model", "kind", "ceiling", "tma", "budget")
 C_TYPES = ("fp32", "bf16", "fp16")
 """Element types of C a kernel may declare (``c_type``); a 16-bit C goes with inputs of the
 same type (what cuBLAS offers: FP32 inputs write FP32)."""
@@ -50,6 +50,11 @@ _MMA = re.compile(r"^(?P<family>mma\.sync|wgmma\.mma_async\.sync)\.aligned"
 _WARPS_PER_MMA = {"mma.sync": 1, "wgmma": 4}
 _SPEC_BLOCK = re.compile(r"\A\s*/\*\s*harness[ \t]*\n(?P<body>.*?)\*/", re.DOTALL)
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+BUDGET_KEYS = ("max_registers", "max_spill_bytes", "max_smem_bytes", "min_occupancy_pct")
+"""Keys of the optional ``[budget]`` table: limits the offline build must stay within (registers
+per thread, spill stores + loads in bytes, static + dynamic shared memory per block at the size
+built for, and the least predicted occupancy in percent); the pytest plugin and
+``harness.testing`` check them (:func:`harness.testing.budget_problems`)."""
 TMA_OPERANDS = ("A", "B", "C")
 """Operands a kernel may take as TMA tensor maps ([tma]), passed after C in this order."""
 TMA_SWIZZLES = ("128B", "64B", "32B", "none")
@@ -145,6 +150,9 @@ class KernelSpec:
     """One of :data:`KINDS`; only ``gemm`` kernels take the GEMM ABI."""
     ceiling: CeilingSpec | None = None
     """The ``[ceiling]`` table (kind = "ceiling" only)."""
+    budget: dict[str, int] = field(default_factory=dict)
+    """``[budget]``: key of :data:`BUDGET_KEYS` -> its limit (an integer); the build must stay
+    within every one declared (checked by the pytest plugin and ``harness.testing``)."""
     tma: dict[str, TmaMap] = field(default_factory=dict)
     """``[tma]``: operand (A, B, C) -> its 2-D tensor map (box and swizzle; zero fill outside
     the matrix for loads, stores clipped to it), which the harness builds for every launch and
@@ -336,6 +344,7 @@ def parse_spec(source: str, path: Path) -> KernelSpec:
         ceiling=(_ceiling_table(table["ceiling"], precision, source[match.end():], fail)
                  if kind == "ceiling" else None),
         tma=_tma_table(table.get("tma", {}), param_names, fail),
+        budget=parse_budget(table.get("budget", {}), fail),
     )
 
 
@@ -381,6 +390,27 @@ def _with_nearest(key: str, allowed) -> str:
 def _line(source: str, number: int) -> str:
     lines = source.splitlines()
     return lines[number - 1].strip() if 0 < number <= len(lines) else ""
+
+
+def parse_budget(raw, fail=SpecError) -> dict[str, int]:
+    """A ``[budget]`` table (or the keyword arguments of ``harness.testing.assert_builds``)
+    checked: keys among :data:`BUDGET_KEYS`, values non-negative integers (a percent at most
+    100 for ``min_occupancy_pct``). ``fail(message)`` makes the exception raised."""
+    if not isinstance(raw, dict):
+        raise fail(f"budget must be a table with keys among {', '.join(BUDGET_KEYS)}, found "
+                   f"{raw!r}")
+    unknown = sorted(set(raw) - set(BUDGET_KEYS))
+    if unknown:
+        raise fail("budget: unknown key(s) " + ", ".join(_with_nearest(k, BUDGET_KEYS)
+                                                         for k in unknown)
+                   + f"; allowed keys: {', '.join(BUDGET_KEYS)}")
+    for key, value in raw.items():
+        top = 100 if key == "min_occupancy_pct" else None
+        if (isinstance(value, bool) or not isinstance(value, int) or value < 0
+                or (top is not None and value > top)):
+            what = "an integer percent 0..100" if top else "a non-negative integer"
+            raise fail(f"budget.{key} must be {what}, found {value!r}")
+    return {key: raw[key] for key in BUDGET_KEYS if key in raw}
 
 
 def _tma_table(raw, names: frozenset[str], fail) -> dict[str, TmaMap]:

@@ -1,0 +1,294 @@
+"""The pytest plugin: one test per kernel file and variant, ``pytest --harness-kernels DIR``.
+
+Installed with the package (a ``pytest11`` entry point); it does nothing unless asked, by
+``--harness-kernels DIR`` (repeatable) or by the rootdir's ``pyproject.toml``::
+
+    [tool.harness]
+    kernels = ["kernels/"]      # folders, relative to the rootdir
+    arch = "sm_90"              # optional: --harness-arch
+    size = "1024"               # optional: --harness-size (N or M,N,K)
+
+Each kernel file under the folders gives one test per variant, ``<file>::<registry key>``; a
+file whose spec cannot be read gives one test that fails with the registry's message. Without
+a GPU a test compiles its kernel for the target arch, reads the ptxas report, checks the launch
+limits at the size and the spec's ``[budget]``; with one it also runs the check battery
+(``harness check``) at the size. A failure prints the harness's finding, not a traceback.
+The ``harness_gpu`` fixture (:mod:`harness.testing`) comes with the plugin.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from harness.errors import HarnessError
+from harness.testing import DEFAULT_ARCH, DEFAULT_SIZE, budget_problems, short_message
+from harness.testing import harness_gpu as harness_gpu  # registered as a fixture with the plugin
+
+_TOOL_KEYS = ("kernels", "arch", "size")
+
+
+@dataclass(frozen=True)
+class _Settings:
+    """What the plugin was asked to do in this session."""
+
+    kernel_dirs: tuple[Path, ...]
+    arch: str
+    size: tuple[int, int, int]
+    origin: str
+    """Where the folders were named: ``--harness-kernels`` or the pyproject.toml table."""
+    only_under: tuple[Path, ...] | None = None
+    """Paths named on the command line, when the folders come from pyproject.toml: only the
+    kernel files under them are collected (as pytest collects test files)."""
+
+
+@dataclass
+class _State:
+    gpu: tuple[bool, str, str] | None = None
+    """(usable, name or why not, arch), probed once, by the first kernel test to run."""
+    tests_run: int = 0
+
+
+_SETTINGS = pytest.StashKey[_Settings]()
+_STATE = pytest.StashKey[_State]()
+
+
+class KernelFinding(Exception):
+    """A kernel test's failure: the harness's finding, shown as it is (no traceback)."""
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("harness", "kernel harness: one test per kernel file and variant")
+    group.addoption("--harness-kernels", action="append", metavar="DIR",
+                    help="collect one test per kernel file (.cu, .ptx) and variant under DIR "
+                         "(repeatable; default: [tool.harness] kernels in pyproject.toml, "
+                         "else none)")
+    group.addoption("--harness-arch", metavar="ARCH",
+                    help=f"compile target of the kernel tests (default {DEFAULT_ARCH})")
+    group.addoption("--harness-size", metavar="N|M,N,K",
+                    help="problem size of the launch checks and of the GPU check battery "
+                         f"(default {DEFAULT_SIZE[0]})")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    settings = _settings(config)
+    if settings is not None:
+        config.stash[_SETTINGS] = settings
+        config.stash[_STATE] = _State()
+
+
+def _settings(config: pytest.Config) -> _Settings | None:
+    """The session's settings, or None when no kernel folder is named (nothing to do)."""
+    table = _tool_table(config.rootpath / "pyproject.toml")
+    given = config.getoption("harness_kernels")
+    if given:
+        base, raw_dirs, origin = config.invocation_params.dir, given, "--harness-kernels"
+    elif table.get("kernels"):
+        base, raw_dirs, origin = config.rootpath, table["kernels"], "[tool.harness] kernels"
+    else:
+        return None
+    dirs = []
+    for raw in raw_dirs:
+        folder = (base / raw).resolve()
+        if not folder.is_dir():
+            found = "a file" if folder.exists() else "nothing"
+            raise pytest.UsageError(f"{origin} {raw}: expected a folder of kernel files "
+                                    f"(.cu, .ptx), found {found} at {folder}")
+        dirs.append(folder)
+    arch = config.getoption("harness_arch") or table.get("arch") or DEFAULT_ARCH
+    size_text = config.getoption("harness_size") or str(table.get("size", DEFAULT_SIZE[0]))
+    try:
+        from harness.archs import get_arch
+        from harness.run.runner import parse_size
+
+        get_arch(arch)
+        size = parse_size(size_text)
+    except HarnessError as exc:
+        raise pytest.UsageError(f"harness plugin: {exc}") from None
+    only_under = None
+    if not given and config.args_source == pytest.Config.ArgsSource.ARGS:
+        only_under = tuple((config.invocation_params.dir / arg.split("::")[0]).resolve()
+                           for arg in config.args)
+    return _Settings(tuple(dirs), arch, size, origin, only_under)
+
+
+def _tool_table(pyproject: Path) -> dict:
+    """``[tool.harness]`` of ``pyproject`` (empty when there is none), its keys checked."""
+    try:
+        with pyproject.open("rb") as f:
+            table = tomllib.load(f).get("tool", {}).get("harness", {})
+    except (OSError, tomllib.TOMLDecodeError):
+        return {}  # no file, or not ours to judge: pytest reports a bad ini file itself
+    where = f"{pyproject} [tool.harness]"
+    if not isinstance(table, dict):
+        raise pytest.UsageError(f"{where}: expected a table with keys among "
+                                f"{', '.join(_TOOL_KEYS)}, found {table!r}")
+    unknown = sorted(set(table) - set(_TOOL_KEYS))
+    if unknown:
+        raise pytest.UsageError(f"{where}: unknown key(s) {', '.join(unknown)}; allowed keys: "
+                                f"{', '.join(_TOOL_KEYS)}")
+    kernels = table.get("kernels", [])
+    if not isinstance(kernels, list) or not all(isinstance(d, str) for d in kernels):
+        raise pytest.UsageError(f'{where}: kernels must be a list of folders, e.g. ["kernels/"]'
+                                f", found {kernels!r}")
+    for key in ("arch", "size"):
+        if key in table and not isinstance(table[key], str | int):
+            raise pytest.UsageError(f"{where}: {key} must be a string, found {table[key]!r}")
+    return table
+
+
+def pytest_report_header(config: pytest.Config) -> str | None:
+    settings = config.stash.get(_SETTINGS, None)
+    if settings is None:
+        return None
+    return (f"harness: kernels under {', '.join(map(str, settings.kernel_dirs))} "
+            f"({settings.origin}), built for {settings.arch} at "
+            f"{'x'.join(map(str, settings.size))}")
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_make_collect_report(collector: pytest.Collector):
+    report = yield
+    settings = collector.config.stash.get(_SETTINGS, None)
+    if settings is not None and isinstance(collector, pytest.Session) and report.passed:
+        report.result.extend(_kernel_files(collector, settings))
+    return report
+
+
+def _kernel_files(session: pytest.Session, settings: _Settings) -> list[KernelFile]:
+    """One collector per kernel file under the folders (the registry's order)."""
+    from harness.kernels.registry import load_registry
+
+    registry = load_registry(settings.kernel_dirs, kind=None)
+    by_file: dict[Path, list] = {}
+    for kernel in registry.kernels:
+        by_file.setdefault(kernel.spec.path, []).append(kernel)
+    broken = {bad.path: bad.error for bad in registry.broken}
+    files = []
+    for path in sorted(set(by_file) | set(broken)):
+        path = path.resolve()
+        if settings.only_under is not None and not any(
+                path == top or path.is_relative_to(top) for top in settings.only_under):
+            continue
+        nodeid = Path(os.path.relpath(path, session.config.rootpath)).as_posix()
+        files.append(KernelFile.from_parent(session, path=path, nodeid=nodeid,
+                                            kernels=by_file.get(path, []),
+                                            error=broken.get(path)))
+    return files
+
+
+class KernelFile(pytest.File):
+    """A kernel file: a test per variant, or one failing test when its spec cannot be read."""
+
+    def __init__(self, *, kernels=(), error: str | None = None, **kwargs):
+        super().__init__(**kwargs)
+        self.kernels = kernels
+        self.error = error
+
+    def collect(self):
+        from harness.archs import can_run, get_arch
+
+        if self.error is not None:
+            yield BrokenKernelTest.from_parent(self, name=self.path.stem, error=self.error)
+        arch = self.config.stash[_SETTINGS].arch
+        for kernel in self.kernels:
+            test = KernelTest.from_parent(self, name=kernel.name, kernel=kernel)
+            need = get_arch(kernel.spec.min_arch)
+            # skips known before a compile are marks: pytest reports them at the kernel file
+            if kernel.spec.kind != "gemm":
+                test.add_marker(pytest.mark.skip(
+                    reason=f"a {kernel.spec.kind} kernel: `harness {kernel.spec.kind}` measures "
+                           "it; the plugin tests GEMM kernels"))
+            elif not can_run(need, get_arch(arch)):
+                test.add_marker(pytest.mark.skip(
+                    reason=f"needs {need.name} (min_arch), not built for {arch}"))
+            yield test
+
+
+class _HarnessTest(pytest.Item):
+    def repr_failure(self, excinfo, style=None):
+        if isinstance(excinfo.value, KernelFinding | HarnessError):
+            return str(excinfo.value)
+        return super().repr_failure(excinfo, style)
+
+    def reportinfo(self):
+        return self.path, 0, f"kernel {self.name}"
+
+
+class BrokenKernelTest(_HarnessTest):
+    """A kernel file the registry could not read: fails with the registry's message."""
+
+    def __init__(self, *, error: str, **kwargs):
+        super().__init__(**kwargs)
+        self.error = error
+
+    def runtest(self) -> None:
+        raise KernelFinding(self.error)
+
+
+class KernelTest(_HarnessTest):
+    """One kernel (a file, or one variant of it): the offline build, its launch limits and
+    ``[budget]``, then the check battery where a GPU is found."""
+
+    def __init__(self, *, kernel, **kwargs):
+        super().__init__(**kwargs)
+        self.kernel = kernel
+
+    def runtest(self) -> None:
+        from harness.build.offline import build_row
+
+        settings, state = self.config.stash[_SETTINGS], self.config.stash[_STATE]
+        state.tests_run += 1
+        row = build_row(self.kernel, settings.arch, settings.size)
+        label = f"{row['kernel']} ({row['arch']})"
+        if row["status"] == "skipped":
+            pytest.skip(row["message"])
+        if row["status"] != "ok":
+            raise KernelFinding(f"{label}: {row['status']}: {short_message(row['message'])}")
+        problems = budget_problems(row, self.kernel.spec.budget)
+        if problems:
+            raise KernelFinding(f"{label} is over its [budget]: " + "; ".join(problems))
+        if state.gpu is None:
+            state.gpu = _probe_gpu()
+        if state.gpu[0]:
+            self._check_on_gpu(settings.size, state.gpu[2])
+
+    def _check_on_gpu(self, size: tuple[int, int, int], arch: str) -> None:
+        from harness.bench.result import PASSED
+        from harness.run.runner import RunOptions, run
+
+        log: list[str] = []
+        with tempfile.TemporaryDirectory(prefix="harness-pytest-") as folder:
+            record = run([self.kernel], arch, RunOptions(sizes=(size,)),
+                         Path(folder) / "check.jsonl", log.append, mode="check")
+        self.add_report_section("call", "harness", "\n".join(log))
+        failed = [r for r in record.results if r.status not in PASSED]
+        if failed or not record.results:
+            raise KernelFinding("\n".join(
+                f"{r.kernel.name} at {'x'.join(map(str, r.size))} on {arch}: {r.status}: "
+                f"{short_message(r.message)}" for r in failed) or "the check produced no result")
+
+
+def _probe_gpu() -> tuple[bool, str, str]:
+    from harness.gpu.driver import device_arch_name, gpu_status
+
+    ok, why = gpu_status()
+    return ok, why, device_arch_name() if ok else ""
+
+
+def pytest_terminal_summary(terminalreporter, config: pytest.Config) -> None:
+    settings, state = config.stash.get(_SETTINGS, None), config.stash.get(_STATE, None)
+    if settings is None or state is None or not state.tests_run:
+        return
+    ok, what, arch = state.gpu or (False, "", "")
+    battery = ("no kernel got as far as the check battery" if state.gpu is None
+               else f"the check battery ran on {what} ({arch})" if ok
+               else f"no check battery (no GPU: {what}): built and checked offline only")
+    terminalreporter.write_line(f"harness: {state.tests_run} kernel test(s) built for "
+                                f"{settings.arch} at {'x'.join(map(str, settings.size))}; "
+                                f"{battery}")

@@ -1,0 +1,137 @@
+"""Helpers for your own pytest tests of kernels: build offline, assert a budget, need a GPU.
+
+    import harness
+    from harness.testing import assert_builds
+
+    def test_my_kernel_fits():
+        row = assert_builds("kernels/my.cu", max_registers=128, max_spill_bytes=0)
+        assert row["occupancy_pct"] >= 50
+
+    def test_my_kernel_checks(harness_gpu):     # skipped, with the reason, without a GPU
+        harness.kernel("kernels/my.cu").check().raise_for_status()
+
+The ``harness_gpu`` fixture comes with the pytest plugin (``harness.pytest_plugin``, installed
+with the package); nothing here loads a CUDA library until it is called.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import Any
+
+import pytest
+
+from harness.errors import HarnessError
+
+DEFAULT_ARCH = "sm_90"
+DEFAULT_SIZE = (1024, 1024, 1024)
+"""The problem size (M, N, K) builds are judged at: grid, dynamic shared memory, and the size
+the pytest plugin's GPU check battery runs at."""
+
+
+def budget_problems(build_row: Mapping[str, Any] | Any, budget: Mapping[str, int]) -> list[str]:
+    """Every limit of ``budget`` (keys of ``[budget]``) that the build exceeds, one line each,
+    e.g. ``"registers 168 > max_registers 128"``. ``build_row``: a row of
+    :func:`harness.build.offline.build_row` (or a record with ``to_dict()``, the API's Build);
+    a row that did not build has nothing to judge (no problems)."""
+    from harness.kernels.spec import parse_budget
+
+    budget = parse_budget(dict(budget), HarnessError)
+    row = build_row.to_dict() if hasattr(build_row, "to_dict") else build_row
+    if row.get("registers") is None:
+        return []
+    problems = []
+    limit = budget.get("max_registers")
+    if limit is not None and row["registers"] > limit:
+        problems.append(f"registers {row['registers']} > max_registers {limit}")
+    limit = budget.get("max_spill_bytes")
+    stores, loads = row["spill_store_bytes"], row["spill_load_bytes"]
+    if limit is not None and stores + loads > limit:
+        problems.append(f"spill bytes {stores + loads} > max_spill_bytes {limit} "
+                        f"(stores {stores}, loads {loads})")
+    limit = budget.get("max_smem_bytes")
+    static, dynamic = row["static_smem_bytes"], row["dynamic_smem_bytes"]
+    if limit is not None and static + dynamic > limit:
+        size = "x".join(map(str, row.get("size") or ()))
+        problems.append(f"smem bytes {static + dynamic} > max_smem_bytes {limit} "
+                        f"(static {static} + dynamic {dynamic} at {size})")
+    limit = budget.get("min_occupancy_pct")
+    if limit is not None and row["occupancy_pct"] < limit:
+        problems.append(f"occupancy {row['occupancy_pct']:g}% < min_occupancy_pct {limit} "
+                        f"(limited by {row['limiter']})")
+    return problems
+
+
+def _one_kernel(kernel):
+    """The registry Kernel that ``kernel`` names: a Kernel, a handle of one kernel (the API's
+    ``harness.kernel(...)``), a kernel file's path or a registry key (``stem:variant``)."""
+    from harness.kernels.registry import Kernel, load_registry
+
+    if isinstance(kernel, Kernel):
+        return kernel
+    if isinstance(kernel, str | os.PathLike):
+        found = load_registry().select([os.fspath(kernel)])
+    elif hasattr(kernel, "kernels"):
+        found = list(kernel.kernels)
+    else:
+        raise HarnessError(f"{kernel!r}: expected a kernel file's path, a registry key, or a "
+                           "kernel handle (harness.kernel)")
+    if len(found) != 1:
+        names = ", ".join(k.name for k in found[:6])
+        raise HarnessError(f"{kernel!r} names {len(found)} kernels ({names}); name one variant "
+                           "(path.cu:variant, or stem:variant)")
+    return found[0]
+
+
+def build(kernel, arch: str = DEFAULT_ARCH, size: tuple[int, int, int] = DEFAULT_SIZE) -> dict:
+    """Compile one kernel for ``arch`` (no GPU): the ``harness build`` row, with ``status``
+    (ok, cannot launch, compile error, skipped), ``message``, registers, shared memory, spills
+    and the predicted occupancy at ``size``."""
+    from harness.archs import get_arch
+    from harness.build.offline import build_row
+
+    get_arch(arch)
+    return build_row(_one_kernel(kernel), arch, tuple(size))
+
+
+def assert_builds(kernel, arch: str = DEFAULT_ARCH, size: tuple[int, int, int] = DEFAULT_SIZE,
+                  **budget: int) -> dict:
+    """:func:`build` and assert the kernel compiled, can launch at ``size`` and stays within
+    ``budget`` (keywords of ``[budget]``: max_registers, max_spill_bytes, max_smem_bytes,
+    min_occupancy_pct) and its spec's own ``[budget]``; returns the build row."""
+    from harness.kernels.spec import parse_budget
+
+    parse_budget(budget, lambda message: TypeError(f"assert_builds: {message}"))
+    chosen = _one_kernel(kernel)
+    row = build(chosen, arch, size)
+    if row["status"] != "ok":
+        raise AssertionError(f"{row['kernel']} ({row['arch']}): {row['status']}: "
+                             f"{short_message(row['message'])}")
+    problems = budget_problems(row, {**chosen.spec.budget, **budget})
+    if problems:
+        raise AssertionError(f"{row['kernel']} ({row['arch']}) is over its budget: "
+                             + "; ".join(problems))
+    return row
+
+
+def short_message(message: str) -> str:
+    """A harness message without the full compiler or linker log it may end with (the lines
+    before it name the file, the line and the error)."""
+    return message.split("\n--- full ", 1)[0].rstrip()
+
+
+@pytest.fixture(scope="session")
+def harness_gpu() -> str:
+    """The GPU's compile target (``sm_90`` on an H100); skips the test, with the reason, where
+    no GPU can be used."""
+    from harness.gpu.driver import device_arch_name, gpu_status
+
+    ok, why = gpu_status()
+    if not ok:
+        pytest.skip(f"needs a GPU: {why}")
+    return device_arch_name()
+
+
+__all__ = ["DEFAULT_ARCH", "DEFAULT_SIZE", "assert_builds", "budget_problems", "build",
+           "harness_gpu", "short_message"]
