@@ -145,3 +145,33 @@ def test_a_fixed_timeout_overrides_the_stage_limits(tmp_path, monkeypatch):
                             runner.RunRecord(), kept.append, lambda line: None, False, "run")
     worker.run()
     assert kept[0].status == "timeout" and "no progress for 1 s" in kept[0].message
+
+
+def test_an_interrupt_takes_the_worker_with_it(tmp_path, monkeypatch):
+    """A notebook's interrupt reaches only the Python process: the worker it started must not
+    go on running on the GPU."""
+    from harness.kernels.registry import discover, select
+    from harness.run import runner
+
+    script = tmp_path / "fake_worker.py"
+    script.write_text(FAKE_WORKER.replace("limit_s=1.5", "limit_s=600"))
+    monkeypatch.setattr(runner, "WORKER_COMMAND", (sys.executable, str(script)))
+    started = []
+    real_popen = runner.subprocess.Popen
+
+    def popen(*args, **kwargs):
+        started.append(real_popen(*args, **kwargs))
+        return started[-1]
+
+    monkeypatch.setattr(runner.subprocess, "Popen", popen)
+    (kernel,) = select(discover(), ["01_naive"])
+
+    def interrupt(line):
+        raise KeyboardInterrupt
+
+    worker = runner._Worker([kernel], runner.RunOptions(sizes=((128,) * 3,)),
+                            runner.RunRecord(), lambda r: None, interrupt, False, "run")
+    monkeypatch.setattr(worker, "_on", lambda kind, event: interrupt(None))
+    with pytest.raises(KeyboardInterrupt):
+        worker.run()
+    assert started and started[0].poll() is not None  # the worker was ended

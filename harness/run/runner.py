@@ -149,7 +149,6 @@ class _Worker:
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join([str(PROJECT_ROOT), env.get("PYTHONPATH", "")])
         env["PYTHONUNBUFFERED"] = "1"
-        error, hung = None, False
         with tempfile.TemporaryFile(mode="w+") as stderr:
             proc = subprocess.Popen(list(WORKER_COMMAND),
                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE,
@@ -159,28 +158,36 @@ class _Worker:
             proc.stdin.write(self.job.to_json())
             proc.stdin.close()
             self.limit_s = self.options.timeout_s or STARTUP_LIMIT_S
-            deadline = time.monotonic() + self.limit_s
-            while True:
-                try:
-                    line = lines.get(timeout=max(0.0, deadline - time.monotonic()))
-                except queue.Empty:
-                    hung = True
-                    proc.kill()
-                    break
-                if line is None:
-                    break
-                event = parse(line)
-                if event is None:
-                    continue
-                self.limit_s = self.options.timeout_s or event[1].get("limit_s") or \
-                    DEFAULT_LIMIT_S
-                deadline = time.monotonic() + self.limit_s
-                error = self._on(*event) or error
+            try:
+                hung, error = self._follow(proc, lines)
+            except BaseException:  # an interrupt (a notebook's too): the worker goes with it
+                proc.kill()
+                proc.wait()
+                raise
             returncode = proc.wait()
             stderr.seek(0)
             tail = stderr.read()[-2000:].strip()
         self._record_unreported(error, hung, returncode, tail)
         return self.finished
+
+    def _follow(self, proc: subprocess.Popen, lines: queue.Queue) -> tuple[bool, dict | None]:
+        """The worker's events until it ends; (hung, the error it reported)."""
+        error = None
+        deadline = time.monotonic() + self.limit_s
+        while True:
+            try:
+                line = lines.get(timeout=max(0.0, deadline - time.monotonic()))
+            except queue.Empty:
+                proc.kill()
+                return True, error
+            if line is None:
+                return False, error
+            event = parse(line)
+            if event is None:
+                continue
+            self.limit_s = self.options.timeout_s or event[1].get("limit_s") or DEFAULT_LIMIT_S
+            deadline = time.monotonic() + self.limit_s
+            error = self._on(*event) or error
 
     def _on(self, kind: str, event: dict) -> dict | None:
         if kind == "device":
