@@ -7,12 +7,31 @@
 #   export PYTHONPATH=/tmp/site:$PWD
 # --no-deps: the host must already have what nvmath-python needs (cuda-bindings, cuda-core,
 # cuda-pathfinder, numpy). PYTHON_VERSION picks another CPython (default 3.12).
+#
+# --notebook (before any extra requirement) also downloads what executing
+# examples/seeds_story.ipynb with nbclient needs, about 6 MB: nbclient, nbformat, ipykernel and
+# their dependencies, pinned to the versions it was executed with, less the optional ones
+# (debugpy, jedi) and those the host's matplotlib brings (packaging, python-dateutil).
 set -euo pipefail
 dest=${WHEEL_DIR:-.whl}
 version=${PYTHON_VERSION:-3.12}
+notebook=()
+if [[ ${1:-} == --notebook ]]; then
+  shift
+  notebook=(
+    nbclient==0.11.0 nbformat==5.11.1 fastjsonschema==2.22.3 jsonschema==4.26.0
+    jsonschema-specifications==2025.9.1 referencing==0.37.0 rpds-py==2026.9.1 attrs==26.1.0
+    typing_extensions==4.16.0 jupyter_client==8.10.0 jupyter_core==5.9.1 platformdirs==4.14.8
+    traitlets==5.16.1 pyzmq==27.3.0 tornado==6.6.1 ipykernel==7.4.0 comm==0.2.3
+    nest-asyncio2==1.7.4 matplotlib-inline==0.2.2 ipython==9.18.1
+    ipython-pygments-lexers==1.1.1 pygments==2.21.0 prompt_toolkit==3.0.53 wcwidth==0.9.4
+    pexpect==4.9.0 ptyprocess==0.7.0 stack_data==0.6.3 executing==2.3.0 asttokens==3.0.2
+    pure_eval==0.2.4
+  )
+fi
 mkdir -p "$dest"
 python3 -m pip download -q --no-deps --only-binary=:all: --python-version "$version" \
   --implementation cp --platform manylinux_2_28_x86_64 --platform manylinux_2_27_x86_64 \
   --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 -d "$dest" \
-  "nvmath-python==1.0.*" "$@"
+  "nvmath-python==1.0.*" ${notebook[@]+"${notebook[@]}"} "$@"
 ls -la "$dest"
