@@ -5,19 +5,107 @@ by 128-byte TMA tensor maps of A, B and/or C when the spec's [tma] asks for them
 launch the block is checked against the device's limits (refused with the reason), the
 dynamic shared-memory limit is raised when the kernel needs more than 48 KB, and the carve-out
 the spec or the user asks for is set.
+
+A spec that declares ``signature = [...]`` is packed in its own order instead
+(:func:`launch_arguments`, harness.kernels.signature), its tensor maps where ``tmap_X`` says,
+and a spec's ``cluster_dims`` is launched with a cluster-dimension launch attribute.
 """
 
 from __future__ import annotations
-
-import ctypes
 
 from harness.archs import can_run, cubin_runs_on, get_arch
 from harness.build import occupancy
 from harness.build.compile import CompiledKernel
 from harness.errors import LaunchError
-from harness.gpu.driver import Device, Function, LaunchShape, Module, Stream, tensor_map_2d
+from harness.gpu.driver import (
+    Buffer,
+    Device,
+    Function,
+    LaunchShape,
+    Module,
+    Stream,
+    tensor_map,
+    tensor_map_2d,
+)
 from harness.kernels.registry import Kernel
+from harness.kernels.signature import DEFAULT_SIGNATURE, leading_dimensions, pack
 from harness.kernels.spec import TMA_OPERANDS
+
+
+def legacy_tensor_maps(kernel: Kernel, m: int, n: int, k: int, a: int, b: int, c: int,
+                       encode=tensor_map_2d, operands=TMA_OPERANDS) -> list:
+    """The [tma] tensor maps of ``operands`` (default: every one [tma] declares, in A, B, C
+    order) for these buffers: A and B of the input precision, C (M x N) of the ``c_type``."""
+    spec = kernel.spec
+    # (address, inner, outer, element) of each operand as stored: A is M x K; B is K x N,
+    # or N x K in "col"; C is M x N
+    dims = {"A": (a, k, m, spec.precision),
+            "B": (b, n, k, spec.precision) if spec.layout_b == "row"
+            else (b, k, n, spec.precision),
+            "C": (c, n, m, spec.c_type)}
+    maps = []
+    for operand in operands:
+        if operand in spec.tma:
+            address, inner, outer, element = dims[operand]
+            box_inner, box_outer = kernel.tma_box(operand)
+            maps.append(encode(element, address, inner, outer, box_inner, box_outer,
+                               f"{kernel.name} tensor map {operand}",
+                               spec.tma[operand].swizzle))
+    return maps
+
+
+def launch_arguments(kernel: Kernel, m: int, n: int, k: int, alpha: float, a: int, b: int,
+                     beta: float, c: int, *, d: int | None = None, workspace: int | None = None,
+                     encode_2d=tensor_map_2d, encode=tensor_map) -> list:
+    """The ctypes arguments of one launch. Without a declared signature: the common ABI
+    followed by the [tma] maps (exactly what every kernel took before signatures existed);
+    with one, its parameters in declared order. ``encode_2d`` / ``encode`` build tensor maps
+    (``driver.tensor_map_2d`` / ``driver.tensor_map``; fakes in CPU tests)."""
+    spec = kernel.spec
+    values = {"M": m, "N": n, "K": k, "alpha": alpha, "beta": beta, "A": a, "B": b, "C": c}
+    if spec.signature is None:
+        return [*pack(DEFAULT_SIGNATURE, values),
+                *legacy_tensor_maps(kernel, m, n, k, a, b, c, encode_2d)]
+    values.update(leading_dimensions(m, n, k, spec.layout_a, spec.layout_b, spec.layout_c),
+                  D=d, workspace=workspace)
+    addresses = {"A": a, "B": b, "C": c, "D": d}
+
+    def make(operand: str):
+        if operand in spec.tma:
+            return legacy_tensor_maps(kernel, m, n, k, a, b, c, encode_2d, (operand,))[0]
+        dtype = spec.precision if operand in ("A", "B") else spec.c_type
+        try:
+            desc = spec.tmaps[operand].evaluate({**kernel.env(m, n, k)})
+        except Exception as exc:
+            raise LaunchError(f"{kernel.name}: [tmaps.{operand}] at {m}x{n}x{k}: {exc}") from None
+        if addresses[operand] is None:
+            raise LaunchError(f"{kernel.name}: no buffer for tensor map {operand}")
+        return encode(desc, addresses[operand], dtype, f"{kernel.name} tensor map {operand}")
+
+    return pack(spec.signature, values, make)
+
+
+def cluster_dims(kernel: Kernel) -> tuple[int, int, int] | None:
+    """The kernel's thread-block cluster (``cluster_dims`` or ``__cluster_dims__``), or None."""
+    if not kernel.spec.cluster:
+        return None
+    dims = tuple(int(kernel.evaluate(e, kernel.param_env)) for e in kernel.spec.cluster)
+    return (*dims, 1, 1)[:3]
+
+
+def declared_launch_problems(kernel: Kernel) -> list[str]:
+    """What a declared signature asks for that this harness does not run yet (issue 22):
+    column-major A or C, a separate output D, a host-filled workspace."""
+    spec = kernel.spec
+    problems = [f"{key} = \"col\" (declared; the checks and cuBLAS baseline prepare "
+                "row-major A and C only so far)"
+                for key in ("layout_a", "layout_c") if getattr(spec, key) == "col"]
+    names = {p.name: p for p in spec.abi}
+    if "D" in names or "tmap_D" in names:
+        problems.append("a separate output D (declared; the checks do not allocate D yet)")
+    if "workspace" in names and names["workspace"].fill == "host":
+        problems.append('workspace fill = "host" (needs host set-up, <kernel>.py: not yet)')
+    return problems
 
 
 class LoadedGemm:
@@ -69,34 +157,51 @@ class LoadedGemm:
                  c: int, stream: Stream):
         """A no-argument callable that enqueues this GEMM (arguments packed once)."""
         shape = self.prepare(m, n, k)
-        args = (ctypes.c_int(m), ctypes.c_int(n), ctypes.c_int(k), ctypes.c_float(alpha),
-                ctypes.c_uint64(a), ctypes.c_uint64(b), ctypes.c_float(beta), ctypes.c_uint64(c),
-                *self.tensor_maps(m, n, k, a, b, c))
+        if self.kernel.spec.signature is None and not self.kernel.spec.cluster:
+            args = launch_arguments(self.kernel, m, n, k, alpha, a, b, beta, c)
+
+            def launch() -> None:
+                self.function.launch(shape, stream, args)
+
+            return launch
+        return self._declared_launcher(shape, m, n, k, alpha, a, b, beta, c, stream)
+
+    def _declared_launcher(self, shape: LaunchShape, m, n, k, alpha, a, b, beta, c,
+                           stream: Stream):
+        """A declared signature's or a cluster kernel's launch (issue 22)."""
+        problems = declared_launch_problems(self.kernel)
+        if problems:
+            raise LaunchError(f"{self.kernel.name} cannot launch yet: " + "; ".join(problems))
+        workspace = None
+        param = next((p for p in self.kernel.spec.abi if p.name == "workspace"), None)
+        if param is not None:
+            nbytes = int(self.kernel.evaluate(param.bytes, self.kernel.env(m, n, k)))
+            workspace = Buffer(max(4, -(-nbytes // 4) * 4))  # whole words: zeroed by D32
+            self._workspaces = [*getattr(self, "_workspaces", []), workspace]
+        args = launch_arguments(self.kernel, m, n, k, alpha, a, b, beta, c,
+                                workspace=workspace.address if workspace else None)
+        cluster = cluster_dims(self.kernel)
+        if cluster is not None and any(g % d for g, d in zip(shape.grid, cluster, strict=True)):
+            raise LaunchError(f"{self.kernel.name} at {m}x{n}x{k}: grid {shape.grid} is not a "
+                              f"whole number of clusters {cluster}; round the grid formulas up "
+                              "to whole clusters")
+        # a __cluster_dims__ compiled into the kernel forms the clusters by itself
+        attribute = cluster if self.kernel.spec.cluster_from == "spec" else None
 
         def launch() -> None:
-            self.function.launch(shape, stream, args)
+            if workspace is not None:  # fill = "zero": before every launch
+                workspace.fill_u32(0, stream)
+            if attribute is None:
+                self.function.launch(shape, stream, args)
+            else:
+                self.function.launch(shape, stream, args, cluster=attribute)
 
         return launch
 
     def tensor_maps(self, m: int, n: int, k: int, a: int, b: int, c: int) -> list:
         """The TMA tensor maps the spec's [tma] asks for, in A, B, C order, for these buffers:
         A and B of the input precision, C (M x N) of the spec's ``c_type``."""
-        spec = self.kernel.spec
-        # (address, inner, outer, element) of each operand as stored: A is M x K; B is K x N,
-        # or N x K in "col"; C is M x N
-        dims = {"A": (a, k, m, spec.precision),
-                "B": (b, n, k, spec.precision) if spec.layout_b == "row"
-                else (b, k, n, spec.precision),
-                "C": (c, n, m, spec.c_type)}
-        maps = []
-        for operand in TMA_OPERANDS:
-            if operand in spec.tma:
-                address, inner, outer, element = dims[operand]
-                box_inner, box_outer = self.kernel.tma_box(operand)
-                maps.append(tensor_map_2d(element, address, inner, outer, box_inner, box_outer,
-                                          f"{self.kernel.name} tensor map {operand}",
-                                          spec.tma[operand].swizzle))
-        return maps
+        return legacy_tensor_maps(self.kernel, m, n, k, a, b, c)
 
     def occupancy(self, m: int, n: int, k: int) -> dict:
         """Driver and offline occupancy for the launch at m x n x k, side by side."""

@@ -429,14 +429,20 @@ class Function:
             "cuOccupancyMaxActiveBlocksPerMultiprocessor",
             f"{self.label}: {block_threads} threads, {dynamic_smem_bytes} B dynamic smem")
 
-    def launch(self, shape: LaunchShape, stream: Stream, args: Sequence[ctypes._SimpleCData]):
-        """Launch with ``cuLaunchKernelEx``; ``args`` are ctypes values in parameter order."""
+    def launch(self, shape: LaunchShape, stream: Stream, args: Sequence[ctypes._SimpleCData],
+               cluster: tuple[int, int, int] | None = None):
+        """Launch with ``cuLaunchKernelEx``; ``args`` are ctypes values in parameter order;
+        ``cluster``: thread-block cluster dimensions (CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION),
+        None for none (no launch attribute at all)."""
         config = cu.CUlaunchConfig()
         config.gridDimX, config.gridDimY, config.gridDimZ = shape.grid
         config.blockDimX, config.blockDimY, config.blockDimZ = shape.block
         config.sharedMemBytes = shape.dynamic_smem_bytes
         config.hStream = stream.handle
         config.numAttrs = 0
+        if cluster is not None:
+            attrs = launch_attributes(cluster)
+            config.attrs, config.numAttrs = attrs, len(attrs)
         pointers = (ctypes.c_void_p * len(args))(*[ctypes.addressof(a) for a in args])
         check(cu.cuLaunchKernelEx(config, self.handle, ctypes.addressof(pointers), 0),
               "cuLaunchKernelEx", f"{self.label}: {shape}")
@@ -487,4 +493,77 @@ def tensor_map_2d(element: str, address: int, inner: int, outer: int, box_inner:
         cu.CUtensorMapFloatOOBfill.CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE),
         "cuTensorMapEncodeTiled",
         f"{label}: {outer} x {inner} {element}, box {box_inner} x {box_outer}, swizzle {swizzle}")
+    return (ctypes.c_ubyte * 128).from_buffer_copy(ctypes.string_at(tmap.getPtr(), 128))
+
+
+def launch_attributes(cluster: Sequence[int] | None, api=None) -> list:
+    """The ``CUlaunchAttribute`` list of a launch: one CLUSTER_DIMENSION attribute when
+    ``cluster`` (x, y, z; missing trailing dimensions are 1) is given, else none. ``api`` is
+    ``cuda.bindings.driver`` (a fake one in CPU tests)."""
+    api = api or cu
+    if cluster is None:
+        return []
+    dims = (*tuple(int(d) for d in cluster), 1, 1)[:3]
+    if any(d < 1 for d in dims):
+        raise HarnessError(f"cluster dimensions {dims} must all be at least 1")
+    attr = api.CUlaunchAttribute()
+    attr.id = api.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION
+    attr.value.clusterDim.x, attr.value.clusterDim.y, attr.value.clusterDim.z = dims
+    return [attr]
+
+
+_ELEMENT_BYTES = {"bf16": 2, "fp16": 2, "fp32": 4, "tf32": 4}
+_INTERLEAVES = {"none": "NONE", "16B": "16B", "32B": "32B"}
+_L2_PROMOTIONS = {"none": "NONE", "64B": "L2_64B", "128B": "L2_128B", "256B": "L2_256B"}
+_OOB_FILLS = {"none": "NONE", "nan": "NAN_REQUEST_ZERO_FMA"}
+
+
+def tensor_map(desc, address: int, dtype: str, label: str = "tensor map",
+               api=None) -> ctypes.Array:
+    """A tensor map of rank 1..5 (``cuTensorMapEncodeTiled``) as a kernel's ``[tmaps.X]``
+    describes it, evaluated (``harness.kernels.signature.TensorMapDesc``: shape, strides in
+    elements, box, element strides, swizzle, interleave, L2 promotion, OOB fill), over
+    ``dtype`` elements (a precision or C type) at ``address``. Returned as the 128 bytes a
+    kernel takes by value. ``api`` is ``cuda.bindings.driver`` (a fake one in CPU tests)."""
+    api = api or cu
+    if dtype not in _TMA_TYPES:
+        raise HarnessError(f"{label}: no tensor-map element type for {dtype!r}; expected one "
+                           f"of {', '.join(_TMA_TYPES)}")
+    rank, element_bytes = desc.rank, _ELEMENT_BYTES[dtype]
+    lengths = {"shape": len(desc.shape), "strides": len(desc.strides) + 1,
+               "box": len(desc.box), "element_strides": len(desc.element_strides)}
+    if not 1 <= rank <= 5 or any(n != rank for n in lengths.values()):
+        raise HarnessError(f"{label}: rank {rank} with shape, strides (+1), box and element "
+                           f"strides of lengths {lengths}; each must have rank entries")
+    stride_bytes = [s * element_bytes for s in desc.strides]
+    if any(b % 16 or b <= 0 for b in stride_bytes):
+        raise HarnessError(f"{label}: global strides {list(desc.strides)} elements are "
+                           f"{stride_bytes} bytes; each must be a positive multiple of 16")
+    if any(not 1 <= b <= 256 for b in desc.box) or any(
+            not 1 <= e <= 8 for e in desc.element_strides):
+        raise HarnessError(f"{label}: box {list(desc.box)} (each 1..256) or element strides "
+                           f"{list(desc.element_strides)} (each 1..8) out of range")
+    if address % 16:
+        raise HarnessError(f"{label}: address 0x{address:x} is not 16-byte aligned")
+    for key, table in (("swizzle", _SWIZZLE_BYTES), ("interleave", _INTERLEAVES),
+                       ("l2_promotion", _L2_PROMOTIONS), ("oob_fill", _OOB_FILLS)):
+        if getattr(desc, key) not in table:
+            raise HarnessError(f"{label}: {key} must be one of {', '.join(table)}, found "
+                               f"{getattr(desc, key)!r}")
+    u64, u32 = api.cuuint64_t, api.cuuint32_t
+    swizzle = "NONE" if desc.swizzle == "none" else desc.swizzle
+    tmap = check(api.cuTensorMapEncodeTiled(
+        getattr(api.CUtensorMapDataType, f"CU_TENSOR_MAP_DATA_TYPE_{_TMA_TYPES[dtype]}"),
+        rank, address, [u64(d) for d in desc.shape], [u64(b) for b in stride_bytes],
+        [u32(b) for b in desc.box], [u32(e) for e in desc.element_strides],
+        getattr(api.CUtensorMapInterleave,
+                f"CU_TENSOR_MAP_INTERLEAVE_{_INTERLEAVES[desc.interleave]}"),
+        getattr(api.CUtensorMapSwizzle, f"CU_TENSOR_MAP_SWIZZLE_{swizzle}"),
+        getattr(api.CUtensorMapL2promotion,
+                f"CU_TENSOR_MAP_L2_PROMOTION_{_L2_PROMOTIONS[desc.l2_promotion]}"),
+        getattr(api.CUtensorMapFloatOOBfill,
+                f"CU_TENSOR_MAP_FLOAT_OOB_FILL_{_OOB_FILLS[desc.oob_fill]}")),
+        "cuTensorMapEncodeTiled",
+        f"{label}: rank {rank} {dtype}, shape {list(desc.shape)}, box {list(desc.box)}, "
+        f"swizzle {desc.swizzle}")
     return (ctypes.c_ubyte * 128).from_buffer_copy(ctypes.string_at(tmap.getPtr(), 128))

@@ -15,6 +15,16 @@ from pathlib import Path
 from harness.archs import ARCHS
 from harness.errors import SpecError
 from harness.kernels import expr
+from harness.kernels.signature import (
+    DEFAULT_SIGNATURE,
+    Param,
+    TensorMapSpec,
+    has_alpha,
+    has_beta,
+    parse_signature,
+    parse_tmaps,
+    tensor_map_operands,
+)
 
 PRECISIONS = ("fp32", "tf32", "bf16", "fp16")
 LAYOUTS = ("row", "col")
@@ -35,7 +45,8 @@ _REQUIRED = ("entry", "summary", "precision", "min_arch", "block", "grid")
 _OPTIONAL = ("layout_b", "c_type", "blas_strict", "nondeterministic", "representative",
              "dynamic_smem_bytes",
              "constraints", "carveout_pct", "predicted", "params", "variants", "tune",
-             "tuned", "model", "kind", "ceiling", "tma", "budget")
+             "tuned", "model", "kind", "ceiling", "tma", "budget",
+             "signature", "layout_a", "layout_c", "tmaps", "cluster_dims")
 C_TYPES = ("fp32", "bf16", "fp16")
 """Element types of C a kernel may declare (``c_type``); a 16-bit C goes with inputs of the
 same type (what cuBLAS offers: FP32 inputs write FP32)."""
@@ -122,6 +133,10 @@ class KernelSpec:
     grid: tuple[expr.Expr, ...]
     dynamic_smem_bytes: expr.Expr
     layout_b: str = "row"
+    layout_a: str = "row"
+    """A (M x K) as stored: ``row`` (lda = K) or ``col`` (lda = M)."""
+    layout_c: str = "row"
+    """C (and D) (M x N) as stored: ``row`` (ldc = N) or ``col`` (ldc = M)."""
     c_type: str = "fp32"
     """The element type the kernel writes C in (and reads it in, when beta != 0)."""
     blas_strict: bool = False
@@ -159,7 +174,36 @@ class KernelSpec:
     passes after C (``.param .align 64 .b8 name[128]``, in TMA_OPERANDS order). A and B hold
     the input precision's elements (B as ``layout_b`` stores it), C the ``c_type``'s: a kernel
     writes C with TMA tensor stores (``cp.async.bulk.tensor...global.shared::cta``), and may
-    load it through the same map when beta != 0."""
+    load it through the same map when beta != 0. With a declared ``signature`` the maps go
+    where its ``tmap_X`` entries say instead."""
+    signature: tuple[Param, ...] | None = None
+    """The declared parameter list (``signature = [...]``, harness.kernels.signature); None:
+    the common GEMM ABI (:data:`DEFAULT_SIGNATURE`)."""
+    tmaps: dict[str, TensorMapSpec] = field(default_factory=dict)
+    """``[tmaps.X]``: operand -> its tensor map as the kernel wants it (rank 1..5, shape,
+    strides, box, ...), for a signature's ``tmap_X``."""
+    cluster: tuple[expr.Expr, ...] = ()
+    """Thread-block cluster dimensions (``cluster_dims = ["2", "1", "1"]``, formulas over the
+    parameters), or those of ``__cluster_dims__(x, y, z)`` in a .cu source when the spec
+    says nothing; empty: no cluster."""
+    cluster_from: str = ""
+    """Where :attr:`cluster` came from: ``spec``, ``source`` (``__cluster_dims__``) or ``""``."""
+
+    @property
+    def abi(self) -> tuple[Param, ...]:
+        """The kernel's parameters in order: the declared signature or the common ABI."""
+        return self.signature if self.signature is not None else DEFAULT_SIGNATURE
+
+    @property
+    def has_beta(self) -> bool:
+        """Whether the kernel takes beta. Without it the kernel computes alpha A B with
+        beta = 0 (C not read): the check battery skips its beta checks for that reason."""
+        return has_beta(self.abi)
+
+    @property
+    def has_alpha(self) -> bool:
+        """Whether the kernel takes alpha (absent: alpha = 1)."""
+        return has_alpha(self.abi)
 
     @property
     def stem(self) -> str:
@@ -231,7 +275,8 @@ def parse_spec(source: str, path: Path) -> KernelSpec:
     missing = [k for k in required if k not in table]
     if missing:
         raise fail(f"missing required key(s) {', '.join(missing)}")
-    for key in ("entry", "summary", "precision", "min_arch", "layout_b", "c_type", "predicted"):
+    for key in ("entry", "summary", "precision", "min_arch", "layout_a", "layout_b", "layout_c",
+                "c_type", "predicted"):
         if key in table and not isinstance(table[key], str):
             raise fail(f"{key} must be a string, found {table[key]!r}")
 
@@ -245,6 +290,9 @@ def parse_spec(source: str, path: Path) -> KernelSpec:
     layout_b = table.get("layout_b", "row")
     if layout_b not in LAYOUTS:
         raise fail(f"layout_b must be 'row' or 'col', found {layout_b!r}")
+    for key in ("layout_a", "layout_c"):
+        if table.get(key, "row") not in LAYOUTS:
+            raise fail(f"{key} must be 'row' or 'col', found {table[key]!r}")
     if table["min_arch"] not in ARCHS:
         raise fail(f"min_arch {table['min_arch']!r} is not an architecture the harness knows; "
                    f"expected one of {', '.join(ARCHS)}")
@@ -332,6 +380,10 @@ def parse_spec(source: str, path: Path) -> KernelSpec:
     dynamic_smem = _one_formula(table.get("dynamic_smem_bytes", "0"), param_names | SHAPE_NAMES,
                                 fail)
 
+    tma = _tma_table(table.get("tma", {}), param_names, fail)
+    signature, tmaps = _signature_and_maps(table, param_names | SHAPE_NAMES, tma, fail)
+    cluster, cluster_from = _cluster(table, source[match.end():], path, param_names, fail)
+
     return KernelSpec(
         path=path, entry=entry, summary=table["summary"].strip(), precision=precision,
         min_arch=table["min_arch"], block=block, grid=grid, dynamic_smem_bytes=dynamic_smem,
@@ -343,9 +395,67 @@ def parse_spec(source: str, path: Path) -> KernelSpec:
         tune=tune, tuned=tuned, model=model, kind=kind,
         ceiling=(_ceiling_table(table["ceiling"], precision, source[match.end():], fail)
                  if kind == "ceiling" else None),
-        tma=_tma_table(table.get("tma", {}), param_names, fail),
+        tma=tma,
         budget=parse_budget(table.get("budget", {}), fail),
+        layout_a=table.get("layout_a", "row"), layout_c=table.get("layout_c", "row"),
+        signature=signature, tmaps=tmaps, cluster=cluster, cluster_from=cluster_from,
     )
+
+
+def _signature_and_maps(table, names: frozenset[str], tma: dict, fail):
+    """``signature`` and ``[tmaps]``, checked against each other and [tma]: every ``tmap_X``
+    has a map description ([tmaps.X], or [tma].X for a 2-D map of A, B or C), and every map
+    described is passed."""
+    if "signature" not in table:
+        if "tmaps" in table:
+            raise fail("[tmaps] describes tensor maps a declared signature passes (tmap_X); add "
+                       "signature = [...] with them, or use [tma] for the common ABI")
+        return None, {}
+    signature = parse_signature(table["signature"], names, fail)
+    tmaps = parse_tmaps(table.get("tmaps", {}), names, fail)
+    passed = set(tensor_map_operands(signature))
+    for operand in sorted(set(tma) & set(tmaps)):
+        raise fail(f"tensor map {operand} is described twice, in [tma] and [tmaps.{operand}]; "
+                   "keep one")
+    for operand in sorted((set(tma) | set(tmaps)) - passed):
+        raise fail(f"a tensor map of {operand} is described but the signature does not pass "
+                   f"tmap_{operand}; add it where the kernel takes it, or remove the map")
+    for operand in sorted(passed - set(tma) - set(tmaps)):
+        raise fail(f"signature passes tmap_{operand} but no map describes it; add "
+                   f"[tmaps.{operand}] (rank, shape, strides, box, ...) or [tma] {operand}")
+    return signature, tmaps
+
+
+_CLUSTER_DIMS = re.compile(r"__cluster_dims__\s*\(([^()]*)\)")
+
+
+def _cluster(table, body: str, path: Path, names: frozenset[str], fail):
+    """``cluster_dims`` from the spec (formulas over the parameters), else the
+    ``__cluster_dims__(x, y, z)`` of a .cu source (its arguments as formulas: literals or
+    [params] names, which the build passes as -D defines)."""
+    if "cluster_dims" in table:
+        raw = table["cluster_dims"]
+        if not isinstance(raw, list) or not 1 <= len(raw) <= 3:
+            raise fail(f"cluster_dims must list 1 to 3 dimensions (x, y, z), found {raw!r}")
+        return tuple(_one_formula(d, names, fail, "cluster_dims") for d in raw), "spec"
+    if path.suffix != ".cu":
+        return (), ""
+    found = {tuple(a.strip() for a in m[1].split(",")) for m in _CLUSTER_DIMS.finditer(body)}
+    if not found:
+        return (), ""
+    if len(found) > 1:
+        raise fail("the source declares different __cluster_dims__ "
+                   f"({'; '.join(', '.join(f) for f in sorted(found))}); say which with "
+                   'cluster_dims = ["x", "y", "z"] in the spec')
+    dims = found.pop()
+    try:
+        parsed = tuple(expr.parse(d) for d in dims)
+    except SpecError:
+        parsed = ()
+    if not 1 <= len(parsed) <= 3 or any(e.names - names for e in parsed):
+        raise fail(f"__cluster_dims__({', '.join(dims)}) in the source is not integers or "
+                   '[params] names; declare cluster_dims = ["x", "y", "z"] in the spec')
+    return parsed, "source"
 
 
 _BOUNDS = r"(?:__launch_bounds__\s*\([^)]*\)\s*)?"
@@ -383,8 +493,11 @@ def _no_spec_block(source: str, path: Path) -> str:
 
 def _with_nearest(key: str, allowed) -> str:
     """``key``, with the closest allowed key when one is close (a misspelling)."""
-    close = difflib.get_close_matches(key, allowed, n=1, cutoff=0.6)
-    return f"{key!r} (did you mean {close[0]!r}?)" if close else repr(key)
+    # ties go to the key listed first (layout_b before the rarer layout_a, layout_c)
+    scored = [(difflib.SequenceMatcher(None, key, a).ratio(), -i, a)
+              for i, a in enumerate(allowed)]
+    score, _, best = max(scored)
+    return f"{key!r} (did you mean {best!r}?)" if score >= 0.6 else repr(key)
 
 
 def _line(source: str, number: int) -> str:

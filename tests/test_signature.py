@@ -1,0 +1,368 @@
+"""Declared signatures (issue 22): spec keys, packing, tensor-map encoding arguments and
+cluster launch attributes, all on the CPU (fake tensor-map encoders, a fake driver module)."""
+
+import ctypes
+import hashlib
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from harness.bench import gemm
+from harness.errors import HarnessError, SpecError
+from harness.gpu import driver
+from harness.kernels.registry import Kernel, discover
+from harness.kernels.signature import (
+    DEFAULT_SIGNATURE,
+    TensorMapDesc,
+    leading_dimensions,
+    pack,
+    parse_signature,
+)
+from harness.kernels.spec import TMA_OPERANDS, parse_spec
+
+NAMES = frozenset({"M", "N", "K", "BM"})
+HEAD = """/* harness
+entry = "k"
+summary = "A test kernel."
+precision = "bf16"
+min_arch = "sm_90"
+block = ["128"]
+grid = ["cdiv(N, BM)", "cdiv(M, BM)"]
+[params]
+BM = 128
+"""
+BODY = 'extern "C" __global__ void k() {}\n'
+
+
+def spec_of(extra: str, body: str = BODY, before_params: str = ""):
+    text = HEAD.replace("[params]", before_params + "[params]") + extra + "*/\n"
+    return parse_spec(text + body, Path("k.cu"))
+
+
+def fake_map(label) -> ctypes.Array:
+    digest = hashlib.sha512(repr(label).encode()).digest()
+    return (ctypes.c_ubyte * 128).from_buffer_copy(digest + digest)
+
+
+def fake_encode_2d(*args):
+    return fake_map(("2d", args))
+
+
+def fake_encode(desc, address, dtype, label):
+    return fake_map(("nd", desc, address, dtype))
+
+
+# ---- the default signature packs as before -------------------------------------------------
+
+def legacy_arguments(kernel, m, n, k, alpha, a, b, beta, c, encode):
+    """LoadedGemm.launcher's arguments as written before signatures (a copy, kept frozen)."""
+    spec = kernel.spec
+    dims = {"A": (a, k, m, spec.precision),
+            "B": (b, n, k, spec.precision) if spec.layout_b == "row"
+            else (b, k, n, spec.precision),
+            "C": (c, n, m, spec.c_type)}
+    maps = []
+    for operand in TMA_OPERANDS:
+        if operand in spec.tma:
+            address, inner, outer, element = dims[operand]
+            box_inner, box_outer = kernel.tma_box(operand)
+            maps.append(encode(element, address, inner, outer, box_inner, box_outer,
+                               f"{kernel.name} tensor map {operand}", spec.tma[operand].swizzle))
+    return (ctypes.c_int(m), ctypes.c_int(n), ctypes.c_int(k), ctypes.c_float(alpha),
+            ctypes.c_uint64(a), ctypes.c_uint64(b), ctypes.c_float(beta), ctypes.c_uint64(c),
+            *maps)
+
+
+def test_default_signature_packs_byte_identically_for_every_builtin_kernel():
+    kernels = discover()
+    assert kernels and any(k.spec.tma for k in kernels)
+    a, b, c = 0x7F0000000000, 0x7F0000100000, 0x7F0000200000
+    for kernel in kernels:
+        assert kernel.spec.signature is None and kernel.spec.abi == DEFAULT_SIGNATURE
+        assert kernel.spec.has_beta and kernel.spec.has_alpha
+        m, n, k = 1000, 776, 520
+        old = legacy_arguments(kernel, m, n, k, 1.5, a, b, -0.25, c, fake_encode_2d)
+        new = gemm.launch_arguments(kernel, m, n, k, 1.5, a, b, -0.25, c,
+                                    encode_2d=fake_encode_2d, encode=None)
+        assert [type(x) for x in new] == [type(x) for x in old], kernel.name
+        assert [bytes(x) for x in new] == [bytes(x) for x in old], kernel.name
+
+
+# ---- signature parsing -----------------------------------------------------------------------
+
+def test_every_vocabulary_entry_packs_in_order_with_its_type():
+    sig = parse_signature(
+        [{"name": "M", "type": "i64"}, "N", "K", "lda", {"name": "ldb", "type": "i64"}, "ldc",
+         "alpha", "beta", "A", "B", "C", "D", "tmap_A", "tmap_D",
+         {"name": "workspace", "bytes": "M * 4", "fill": "zero"},
+         {"const": 7}, {"const": 2.5, "type": "f32"}, {"const": 9, "type": "u64"}], NAMES)
+    values = {"M": 64, "N": 32, "K": 16, "lda": 16, "ldb": 32, "ldc": 32, "alpha": 2.0,
+              "beta": 0.5, "A": 0x1000, "B": 0x2000, "C": 0x3000, "D": 0x4000,
+              "workspace": 0x5000, "tmap_A": bytes(range(128))}
+    asked = []
+    args = pack(sig, values, lambda operand: asked.append(operand) or fake_map(operand))
+    assert asked == ["D"]  # tmap_A came with the values
+    expected = [(ctypes.c_int64, 64), (ctypes.c_int, 32), (ctypes.c_int, 16),
+                (ctypes.c_int, 16), (ctypes.c_int64, 32), (ctypes.c_int, 32),
+                (ctypes.c_float, 2.0), (ctypes.c_float, 0.5), (ctypes.c_uint64, 0x1000),
+                (ctypes.c_uint64, 0x2000), (ctypes.c_uint64, 0x3000), (ctypes.c_uint64, 0x4000)]
+    for arg, (ctype, value) in zip(args[:12], expected, strict=True):
+        assert type(arg) is ctype and arg.value == value
+    assert bytes(args[12]) == bytes(range(128)) and bytes(args[13]) == bytes(fake_map("D"))
+    assert all(ctypes.sizeof(x) == 128 and ctypes.alignment(type(x)) == 1 for x in args[12:14])
+    assert type(args[14]) is ctypes.c_uint64 and args[14].value == 0x5000
+    assert [(type(x), x.value) for x in args[15:]] == [
+        (ctypes.c_int, 7), (ctypes.c_float, 2.5), (ctypes.c_uint64, 9)]
+    assert sig[14].fill == "zero" and sig[14].bytes({"M": 3}) == 12
+
+
+def test_pack_names_a_missing_value():
+    sig = parse_signature(["A", "B", "C", "M"], NAMES)
+    with pytest.raises(SpecError, match="no value for signature parameter 'M'"):
+        pack(sig, {"A": 1, "B": 2, "C": 3})
+    sig = parse_signature(["tmap_A", "B", "C"], NAMES)
+    with pytest.raises(SpecError, match="no tensor map for tmap_A"):
+        pack(sig, {"B": 2, "C": 3})
+    with pytest.raises(SpecError, match="is 64 bytes; a CUtensorMap is 128"):
+        pack(sig, {"B": 2, "C": 3}, lambda op: bytes(64))
+
+
+def test_leading_dimensions_follow_the_layouts():
+    assert leading_dimensions(10, 20, 30) == {"lda": 30, "ldb": 20, "ldc": 20}
+    assert leading_dimensions(10, 20, 30, "col", "col", "col") == {"lda": 10, "ldb": 30,
+                                                                    "ldc": 10}
+
+
+@pytest.mark.parametrize(("raw", "match"), [
+    (["M", "N", "K", "A", "B", "C", "colour"], r"unknown signature entry 'colour'"),
+    (["M", "N", "K", "A", "B", "C", "alpah"], r"'alpah' \(did you mean 'alpha'\?\)"),
+    (["M", "M", "A", "B", "C"], r"'M' appears twice"),
+    (["A", "B", "D"], r"D without C"),
+    (["A", "B", "beta"], r"beta without C"),
+    (["A", "B", "alpha"], r"neither C nor tmap_C"),
+    (["B", "C"], r"neither A nor tmap_A"),
+    ([], r"non-empty list"),
+    (["A", "B", "C", {"name": "M", "type": "f32"}], r"M's type must be i32 or i64"),
+    (["A", "B", "C", {"name": "alpha", "type": "f64"}], r"alpha takes no type"),
+    (["A", "B", "C", {"name": "workspace"}], r"workspace needs bytes"),
+    (["A", "B", "C", {"name": "workspace", "bytes": "4", "fill": "ones"}],
+     r"workspace fill must be one of zero, host"),
+    (["A", "B", "C", {"name": "workspace", "bytes": "TILE * 4"}], r"uses TILE"),
+    (["A", "B", "C", {"const": 1.5}], r"constant 1.5 is not an integer of type i32"),
+    (["A", "B", "C", {"const": 1, "type": "i16"}], r"constant type must be one of"),
+    (["A", "B", "C", 7], r"must be a name or an inline table"),
+])
+def test_bad_signatures_are_named(raw, match):
+    with pytest.raises(SpecError, match=match):
+        parse_signature(raw, NAMES)
+
+
+# ---- spec keys -----------------------------------------------------------------------------
+
+TMAPS = """[tmaps.A]
+rank = 3
+shape = ["64", "M", "K // 64"]
+strides = ["K", "64"]
+box = ["64", "BM", "1"]
+swizzle = "128B"
+l2_promotion = "128B"
+oob_fill = "nan"
+"""
+
+
+def test_a_declared_signature_with_maps_and_cluster_parses():
+    spec = spec_of(TMAPS, before_params=(
+        'signature = ["M", "N", "K", "tmap_A", "B", "C"]\n'
+        'layout_a = "col"\nlayout_c = "col"\ncluster_dims = ["2", "1"]\n'
+        'c_type = "bf16"\n'))
+    assert [p.name for p in spec.abi] == ["M", "N", "K", "tmap_A", "B", "C"]
+    assert not spec.has_beta and not spec.has_alpha
+    assert spec.layout_a == "col" and spec.layout_c == "col"
+    assert [e.text for e in spec.cluster] == ["2", "1"] and spec.cluster_from == "spec"
+    desc = spec.tmaps["A"].evaluate({"M": 256, "N": 8, "K": 512, "BM": 128})
+    assert desc == TensorMapDesc(3, (64, 256, 8), (512, 64), (64, 128, 1), (1, 1, 1), "128B",
+                                 "none", "128B", "nan")
+    kernel = Kernel("k", spec, tuple(sorted(spec.params.items())))
+    assert gemm.cluster_dims(kernel) == (2, 1, 1)
+    problems = gemm.declared_launch_problems(kernel)
+    assert len(problems) == 2 and "layout_a" in problems[0] and "layout_c" in problems[1]
+
+
+def test_a_declared_signature_packs_through_launch_arguments():
+    spec = spec_of(TMAPS, before_params=(
+        'signature = ["N", { name = "M", type = "i64" }, "K", "tmap_A", "alpha", "B", "ldb", '
+        '"C", { const = 3 }]\nlayout_b = "col"\n'))
+    kernel = Kernel("k", spec, tuple(sorted(spec.params.items())))
+    seen = []
+
+    def encode(desc, address, dtype, label):
+        seen.append((desc.shape, address, dtype, label))
+        return fake_map(label)
+
+    args = gemm.launch_arguments(kernel, 256, 128, 512, 2.0, 0x100, 0x200, 0.0, 0x300,
+                                 encode_2d=None, encode=encode)
+    assert seen == [((64, 256, 8), 0x100, "bf16", "k tensor map A")]
+    assert [type(x) for x in args] == [ctypes.c_int, ctypes.c_int64, ctypes.c_int,
+                                       type(args[3]), ctypes.c_float, ctypes.c_uint64,
+                                       ctypes.c_int, ctypes.c_uint64, ctypes.c_int]
+    assert [x.value for i, x in enumerate(args) if i != 3] == [128, 256, 512, 2.0, 0x200, 512,
+                                                               0x300, 3]
+    assert bytes(args[3]) == bytes(fake_map("k tensor map A"))
+    assert gemm.declared_launch_problems(kernel) == []
+
+
+def test_a_tma_map_goes_where_the_signature_says():
+    spec = spec_of('[tma]\nB = ["64", "64"]\n', before_params=(
+        'signature = ["tmap_B", "A", "C", "M", "N", "K"]\n'))
+    kernel = Kernel("k", spec, tuple(sorted(spec.params.items())))
+    args = gemm.launch_arguments(kernel, 256, 128, 512, 1.0, 0x100, 0x200, 0.0, 0x300,
+                                 encode_2d=fake_encode_2d, encode=None)
+    assert bytes(args[0]) == bytes(fake_encode_2d("bf16", 0x200, 128, 512, 64, 64,
+                                                  "k tensor map B", "128B"))
+    assert [x.value for x in args[1:]] == [0x100, 0x300, 256, 128, 512]
+
+
+def test_cluster_dims_come_from_the_source_when_the_spec_is_silent():
+    body = ('extern "C" __global__ void __cluster_dims__(CL, 1, 1) k() {}\n')
+    spec = spec_of("CL = 2\n", body)
+    assert [e.text for e in spec.cluster] == ["CL", "1", "1"] and spec.cluster_from == "source"
+    kernel = Kernel("k", spec, tuple(sorted(spec.params.items())))
+    assert gemm.cluster_dims(kernel) == (2, 1, 1)
+    spec = spec_of("CL = 2\n", body, 'cluster_dims = ["4"]\n')
+    assert [e.text for e in spec.cluster] == ["4"] and spec.cluster_from == "spec"
+    assert spec_of("").cluster == () and spec_of("").cluster_from == ""
+    with pytest.raises(SpecError, match=r"__cluster_dims__\(WIDTH, 1, 1\) in the source"):
+        spec_of("", body.replace("CL", "WIDTH"))
+
+
+@pytest.mark.parametrize(("extra", "before", "match"), [
+    ("", 'signature = ["A", "B", "C", "lda", "lda"]\n', r"'lda' appears twice"),
+    ("", 'signature = "M, N, K"\n', r"signature must be a non-empty list"),
+    ("", 'layout_a = "diagonal"\n', r"layout_a must be 'row' or 'col'"),
+    ("", 'layout_c = "diagonal"\n', r"layout_c must be 'row' or 'col'"),
+    ("", 'cluster_dims = ["2", "1", "1", "1"]\n', r"cluster_dims must list 1 to 3"),
+    ("", 'cluster_dims = ["CLUSTER"]\n', r"cluster_dims: formula 'CLUSTER' uses CLUSTER"),
+    (TMAPS, "", r"\[tmaps\] describes tensor maps a declared signature passes"),
+    (TMAPS, 'signature = ["A", "B", "C"]\n', r"signature does not pass tmap_A"),
+    ("", 'signature = ["tmap_A", "B", "C"]\n', r"passes tmap_A but no map describes it"),
+    (TMAPS + '[tma]\nA = ["64", "64"]\n', 'signature = ["tmap_A", "B", "C"]\n',
+     r"described twice"),
+    (TMAPS.replace("rank = 3", "rank = 6"), 'signature = ["tmap_A", "B", "C"]\n',
+     r"tmaps.A.rank must be an integer 1..5"),
+    (TMAPS.replace('strides = ["K", "64"]', 'strides = ["K"]'),
+     'signature = ["tmap_A", "B", "C"]\n', r"tmaps.A.strides must list 2 formula"),
+    (TMAPS.replace('"128B"\nl2', '"96B"\nl2'), 'signature = ["tmap_A", "B", "C"]\n',
+     r"tmaps.A.swizzle must be one of"),
+    (TMAPS.replace('oob_fill = "nan"', 'oob = "nan"'), 'signature = ["tmap_A", "B", "C"]\n',
+     r"tmaps.A: unknown key\(s\) oob"),
+    (TMAPS.replace("[tmaps.A]", "[tmaps.E]"), 'signature = ["tmap_A", "B", "C"]\n',
+     r"'E' is not an operand"),
+    (TMAPS.replace('"K // 64"', '"K // TILE"'), 'signature = ["tmap_A", "B", "C"]\n',
+     r"tmaps.A.shape: formula 'K // TILE' uses TILE"),
+])
+def test_bad_signature_specs_are_named(extra, before, match):
+    with pytest.raises(HarnessError, match=match):
+        spec_of(extra, before_params=before)
+
+
+# ---- driver: tensor-map encoding arguments and launch attributes ----------------------------
+
+class _Enum:
+    def __init__(self, kind):
+        self.kind = kind
+
+    def __getattr__(self, name):
+        return f"{self.kind}.{name}"
+
+
+class FakeCu:
+    """Just enough of cuda.bindings.driver to see what the harness asks of it."""
+
+    def __init__(self):
+        self.calls = []
+        self.cuuint64_t = lambda v: ("u64", v)
+        self.cuuint32_t = lambda v: ("u32", v)
+        for kind in ("CUtensorMapDataType", "CUtensorMapInterleave", "CUtensorMapSwizzle",
+                     "CUtensorMapL2promotion", "CUtensorMapFloatOOBfill", "CUlaunchAttributeID"):
+            setattr(self, kind, _Enum(kind))
+        self._map = (ctypes.c_ubyte * 128)(*range(128))
+
+    def cuTensorMapEncodeTiled(self, *args):
+        self.calls.append(args)
+        return 0, SimpleNamespace(getPtr=lambda: ctypes.addressof(self._map))
+
+    @staticmethod
+    def CUlaunchAttribute():
+        return SimpleNamespace(id=None, value=SimpleNamespace(
+            clusterDim=SimpleNamespace(x=0, y=0, z=0)))
+
+
+def test_tensor_map_translates_the_description_into_encode_arguments():
+    api = FakeCu()
+    desc = TensorMapDesc(3, (64, 256, 8), (512, 64), (64, 128, 1), (1, 1, 1), "128B",
+                         "none", "128B", "nan")
+    tmap = driver.tensor_map(desc, 0x7F0000000000, "bf16", "k tensor map A", api=api)
+    assert bytes(tmap) == bytes(range(128)) and ctypes.sizeof(tmap) == 128
+    (args,) = api.calls
+    assert args == (
+        "CUtensorMapDataType.CU_TENSOR_MAP_DATA_TYPE_BFLOAT16", 3, 0x7F0000000000,
+        [("u64", 64), ("u64", 256), ("u64", 8)], [("u64", 1024), ("u64", 128)],
+        [("u32", 64), ("u32", 128), ("u32", 1)], [("u32", 1)] * 3,
+        "CUtensorMapInterleave.CU_TENSOR_MAP_INTERLEAVE_NONE",
+        "CUtensorMapSwizzle.CU_TENSOR_MAP_SWIZZLE_128B",
+        "CUtensorMapL2promotion.CU_TENSOR_MAP_L2_PROMOTION_L2_128B",
+        "CUtensorMapFloatOOBfill.CU_TENSOR_MAP_FLOAT_OOB_FILL_NAN_REQUEST_ZERO_FMA")
+    one = TensorMapDesc(1, (1000,), (), (256,), (2,), "none", "16B", "none", "none")
+    driver.tensor_map(one, 0x1000, "fp32", api=api)
+    assert api.calls[1][1:4] == (1, 0x1000, [("u64", 1000)]) and api.calls[1][4] == []
+    assert api.calls[1][7:10] == ("CUtensorMapInterleave.CU_TENSOR_MAP_INTERLEAVE_16B",
+                                  "CUtensorMapSwizzle.CU_TENSOR_MAP_SWIZZLE_NONE",
+                                  "CUtensorMapL2promotion.CU_TENSOR_MAP_L2_PROMOTION_NONE")
+
+
+@pytest.mark.parametrize(("desc", "match"), [
+    (TensorMapDesc(2, (64, 64), (60,), (64, 64), (1, 1)), r"multiple of 16"),
+    (TensorMapDesc(2, (64, 64), (64,), (512, 64), (1, 1)), r"box \[512, 64\]"),
+    (TensorMapDesc(2, (64, 64), (64,), (64,), (1, 1)), r"rank 2 with shape"),
+    (TensorMapDesc(2, (64, 64), (64,), (64, 64), (1, 1), swizzle="96B"), r"swizzle must be"),
+])
+def test_tensor_map_refuses_what_the_driver_would(desc, match):
+    with pytest.raises(HarnessError, match=match):
+        driver.tensor_map(desc, 0x1000, "fp16", api=FakeCu())
+    with pytest.raises(HarnessError, match="no tensor-map element type"):
+        driver.tensor_map(desc, 0x1000, "int8", api=FakeCu())
+
+
+def test_cluster_launch_attribute():
+    api = FakeCu()
+    assert driver.launch_attributes(None, api=api) == []
+    (attr,) = driver.launch_attributes((2, 1), api=api)
+    assert attr.id == "CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION"
+    dim = attr.value.clusterDim
+    assert (dim.x, dim.y, dim.z) == (2, 1, 1)
+    with pytest.raises(HarnessError, match="at least 1"):
+        driver.launch_attributes((0, 1, 1), api=api)
+
+
+def test_function_launch_adds_the_attribute_only_when_asked(monkeypatch):
+    launched = []
+    fake = FakeCu()
+    fake.CUlaunchConfig = SimpleNamespace
+    fake.cuLaunchKernelEx = lambda config, handle, args, extra: launched.append(config) or (0,)
+    monkeypatch.setattr(driver, "cu", fake)
+    function = driver.Function("handle", "k", None)
+    shape = driver.LaunchShape((4, 2, 1), (128, 1, 1), 0)
+    stream = SimpleNamespace(handle="stream")
+    function.launch(shape, stream, [ctypes.c_int(1)])
+    function.launch(shape, stream, [ctypes.c_int(1)], cluster=(2, 1, 1))
+    plain, clustered = launched
+    assert plain.numAttrs == 0 and not hasattr(plain, "attrs")
+    assert clustered.numAttrs == 1 and clustered.attrs[0].value.clusterDim.x == 2
+
+
+def test_real_bindings_build_the_cluster_attribute():
+    cu = pytest.importorskip("cuda.bindings.driver")
+    (attr,) = driver.launch_attributes((2, 1, 1), api=cu)
+    assert attr.id == cu.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION
+    assert (attr.value.clusterDim.x, attr.value.clusterDim.y) == (2, 1)
