@@ -178,6 +178,7 @@ def test_a_declared_signature_with_maps_and_cluster_parses():
         'c_type = "bf16"\n'))
     assert [p.name for p in spec.abi] == ["M", "N", "K", "tmap_A", "B", "C"]
     assert not spec.has_beta and not spec.has_alpha
+    assert "no beta" in spec.no_beta_reason and spec_of("").no_beta_reason == ""
     assert spec.layout_a == "col" and spec.layout_c == "col"
     assert [e.text for e in spec.cluster] == ["2", "1"] and spec.cluster_from == "spec"
     desc = spec.tmaps["A"].evaluate({"M": 256, "N": 8, "K": 512, "BM": 128})
@@ -210,6 +211,9 @@ def test_a_declared_signature_packs_through_launch_arguments():
                                                                0x300, 3]
     assert bytes(args[3]) == bytes(fake_map("k tensor map A"))
     assert gemm.declared_launch_problems(kernel) == []
+    assert gemm.scalar_problems(kernel, 2.0, 0.0) == []  # it takes alpha
+    (problem,) = gemm.scalar_problems(kernel, 1.0, 0.5)
+    assert "no beta" in problem and "beta = 0.5" in problem
 
 
 def test_a_tma_map_goes_where_the_signature_says():
@@ -366,3 +370,21 @@ def test_real_bindings_build_the_cluster_attribute():
     (attr,) = driver.launch_attributes((2, 1, 1), api=cu)
     assert attr.id == cu.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION
     assert (attr.value.clusterDim.x, attr.value.clusterDim.y) == (2, 1)
+
+
+def test_the_signature_examples_pack_as_their_sources_declare():
+    from harness.kernels.registry import PROJECT_ROOT, load_registry
+
+    registry = load_registry([])
+    (colmajor,) = registry.select([str(PROJECT_ROOT / "examples" / "colmajor_sgemm.cu")])
+    args = gemm.launch_arguments(colmajor, 100, 60, 40, 2.0, 0x100, 0x200, 0.5, 0x300)
+    assert [(type(x), x.value) for x in args] == [
+        (ctypes.c_int, 100), (ctypes.c_int, 60), (ctypes.c_int, 40), (ctypes.c_float, 2.0),
+        (ctypes.c_uint64, 0x100), (ctypes.c_int, 100), (ctypes.c_uint64, 0x200),
+        (ctypes.c_int, 40), (ctypes.c_float, 0.5), (ctypes.c_uint64, 0x300), (ctypes.c_int, 100)]
+    assert len(gemm.declared_launch_problems(colmajor)) == 2  # column-major A and C: not yet
+    (abt,) = registry.select([str(PROJECT_ROOT / "examples" / "abt_bf16.cu")])
+    args = gemm.launch_arguments(abt, 100, 60, 40, 1.0, 0x100, 0x200, 0.0, 0x300)
+    assert [x.value for x in args] == [0x100, 0x200, 0x300, 100, 60, 40]
+    assert gemm.declared_launch_problems(abt) == [] and gemm.scalar_problems(abt, 1.0, 0.0) == []
+    assert not abt.spec.has_beta and abt.spec.c_type == "bf16" and abt.spec.layout_b == "col"

@@ -16,7 +16,7 @@ from __future__ import annotations
 from harness.archs import can_run, cubin_runs_on, get_arch
 from harness.build import occupancy
 from harness.build.compile import CompiledKernel
-from harness.errors import LaunchError
+from harness.errors import LaunchError, SpecError
 from harness.gpu.driver import (
     Buffer,
     Device,
@@ -75,8 +75,8 @@ def launch_arguments(kernel: Kernel, m: int, n: int, k: int, alpha: float, a: in
             return legacy_tensor_maps(kernel, m, n, k, a, b, c, encode_2d, (operand,))[0]
         dtype = spec.precision if operand in ("A", "B") else spec.c_type
         try:
-            desc = spec.tmaps[operand].evaluate({**kernel.env(m, n, k)})
-        except Exception as exc:
+            desc = spec.tmaps[operand].evaluate(kernel.env(m, n, k))
+        except SpecError as exc:
             raise LaunchError(f"{kernel.name}: [tmaps.{operand}] at {m}x{n}x{k}: {exc}") from None
         if addresses[operand] is None:
             raise LaunchError(f"{kernel.name}: no buffer for tensor map {operand}")
@@ -91,6 +91,19 @@ def cluster_dims(kernel: Kernel) -> tuple[int, int, int] | None:
         return None
     dims = tuple(int(kernel.evaluate(e, kernel.param_env)) for e in kernel.spec.cluster)
     return (*dims, 1, 1)[:3]
+
+
+def scalar_problems(kernel: Kernel, alpha: float, beta: float) -> list[str]:
+    """A kernel whose signature has no alpha (beta) computes with alpha = 1 (beta = 0): a
+    launch asking for another value cannot be honoured."""
+    spec, problems = kernel.spec, []
+    if not spec.has_alpha and alpha != 1.0:
+        problems.append(f"its signature has no alpha (it computes alpha = 1), asked for "
+                        f"alpha = {alpha}")
+    if not spec.has_beta and beta != 0.0:
+        problems.append(f"its signature has no beta (it computes beta = 0, C not read), asked "
+                        f"for beta = {beta}")
+    return problems
 
 
 def declared_launch_problems(kernel: Kernel) -> list[str]:
@@ -169,15 +182,16 @@ class LoadedGemm:
     def _declared_launcher(self, shape: LaunchShape, m, n, k, alpha, a, b, beta, c,
                            stream: Stream):
         """A declared signature's or a cluster kernel's launch (issue 22)."""
-        problems = declared_launch_problems(self.kernel)
+        problems = declared_launch_problems(self.kernel) + scalar_problems(self.kernel, alpha,
+                                                                           beta)
         if problems:
             raise LaunchError(f"{self.kernel.name} cannot launch yet: " + "; ".join(problems))
         workspace = None
         param = next((p for p in self.kernel.spec.abi if p.name == "workspace"), None)
         if param is not None:
             nbytes = int(self.kernel.evaluate(param.bytes, self.kernel.env(m, n, k)))
-            workspace = Buffer(max(4, -(-nbytes // 4) * 4))  # whole words: zeroed by D32
-            self._workspaces = [*getattr(self, "_workspaces", []), workspace]
+            # whole words (zeroed by cuMemsetD32); the launch closure keeps it alive
+            workspace = Buffer(max(4, -(-nbytes // 4) * 4))
         args = launch_arguments(self.kernel, m, n, k, alpha, a, b, beta, c,
                                 workspace=workspace.address if workspace else None)
         cluster = cluster_dims(self.kernel)

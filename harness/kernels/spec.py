@@ -201,6 +201,12 @@ class KernelSpec:
         return has_beta(self.abi)
 
     @property
+    def no_beta_reason(self) -> str:
+        """Why the beta checks are skipped for this kernel; empty when it takes beta."""
+        return ("" if self.has_beta else "its signature has no beta: it computes beta = 0 "
+                "and does not read C")
+
+    @property
     def has_alpha(self) -> bool:
         """Whether the kernel takes alpha (absent: alpha = 1)."""
         return has_alpha(self.abi)
