@@ -118,3 +118,41 @@ def test_check_json_without_plan_is_bad_input():
     proc = subprocess.run([sys.executable, "-m", "harness", "check", "01_naive", "--json"],
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2 and "--json goes with --plan" in proc.stderr
+
+
+def _signed(signature: list[str]):
+    return kernel_with([], params=f"signature = {json.dumps(signature)}\n")
+
+
+def test_a_signature_without_beta_gets_no_beta_checks_and_says_why():
+    kernel = _signed(["A", "B", "C", "M", "N", "K"])
+    p = plan(kernel)
+    classes = _classes(p)
+    assert not classes["beta"] and not classes["reads C"] and not classes["alpha"]
+    assert classes["repeats"] and classes["stale C"] and classes["seeds"]
+    assert all(c.beta == 0 and c.alpha == 1 for c in p.checks)
+    assert any(kernel.spec.no_beta_reason in s for s in p.skipped)
+    assert any(s.startswith("alpha checks: ") and "no alpha" in s for s in p.skipped)
+    assert kernel.spec.no_beta_reason in p.summary()
+
+
+def test_a_signature_with_alpha_but_no_beta_keeps_the_alpha_check():
+    p = plan(_signed(["M", "N", "K", "alpha", "A", "B", "C"]))
+    classes = _classes(p)
+    assert classes["alpha"] and classes["alpha alone"]
+    assert not classes["beta"] and not classes["reads C"]
+    assert all(c.beta == 0 for c in p.checks)
+    assert len(p.skipped) == 1 and "no beta" in p.skipped[0]
+
+
+def test_a_signature_with_beta_but_no_alpha_checks_beta_at_alpha_one():
+    p = plan(_signed(["M", "N", "K", "A", "B", "beta", "C"]))
+    classes = _classes(p)
+    assert classes["beta"] and classes["reads C"] and not classes["alpha"]
+    assert all(c.alpha == 1 for c in p.checks)
+    assert len(p.skipped) == 1 and "no alpha" in p.skipped[0]
+
+
+def test_the_common_signature_declared_is_the_default_battery():
+    declared = plan(_signed(["M", "N", "K", "alpha", "A", "B", "beta", "C"]))
+    assert declared.checks == plan(kernel_with([])).checks and not declared.skipped

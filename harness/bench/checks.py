@@ -147,7 +147,8 @@ def check_one(gemm: LoadedGemm, stream: Stream, m: int, n: int, k: int, seed: in
     and compare with float64; what explains a failed comparison comes before it."""
     spec = gemm.kernel.spec
     ops = operands.Operands(stream, m, n, k, spec.precision, spec.layout_b, seed,
-                            with_c=beta != 0.0, c_type=spec.c_type)
+                            with_c=beta != 0.0, c_type=spec.c_type, layout_a=spec.layout_a,
+                            layout_c=spec.layout_c)
     try:
         runs = [launch_and_compare(gemm, ops, stream, seed, alpha, beta)
                 for _ in range(1 + repeats)]
@@ -169,7 +170,8 @@ def check_baseline(blas: Cublas, gemm: LoadedGemm, ops: operands.Operands, strea
     spec = gemm.kernel.spec
     ops.poison_c(stream)
     blas.gemm(spec.precision, ops.m, ops.n, ops.k, alpha, ops.a.address, ops.b.address, beta,
-              ops.c.address, spec.layout_b, spec.c_type)
+              ops.c.address, spec.layout_b, spec.c_type, layout_a=spec.layout_a,
+              layout_c=spec.layout_c)
     base = compare_to_reference(gemm, ops, ops.result(stream)[0], seed, alpha, beta, None)
     if not base.passed:
         raise HarnessError(f"cuBLAS itself failed the check at {ops.m}x{ops.n}x{ops.k}: "
@@ -182,7 +184,7 @@ def reads_c_at_beta_zero(gemm: LoadedGemm, stream: Stream, m: int, n: int, k: in
     finite (the kernel computed beta * C, and 0 * NaN is NaN)."""
     spec = gemm.kernel.spec
     ops = operands.Operands(stream, m, n, k, spec.precision, spec.layout_b, seed,
-                            c_type=spec.c_type)
+                            c_type=spec.c_type, layout_a=spec.layout_a, layout_c=spec.layout_c)
     try:
         ops.poison_c(stream, nan=True)
         _launch(gemm, ops, 1.0, 0.0, stream)
@@ -199,7 +201,7 @@ def stale_c(gemm: LoadedGemm, stream: Stream, m: int, n: int, k: int,
     product. A kernel that skips work where C already looks computed keeps old values."""
     spec = gemm.kernel.spec
     ops = operands.Operands(stream, m, n, k, spec.precision, spec.layout_b, seed,
-                            c_type=spec.c_type)
+                            c_type=spec.c_type, layout_a=spec.layout_a, layout_c=spec.layout_c)
     try:
         first = launch_and_compare(gemm, ops, stream, seed)
         if not first.result.passed:

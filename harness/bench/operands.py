@@ -5,6 +5,11 @@ checked at.
 C is allocated with a guard after it, filled with the sentinel before every checked launch, so a
 kernel that writes past the end of C (tiles that ignore M and N) is caught instead of silently
 corrupting whatever lies beyond.
+
+A kernel that declares ``layout_a = "col"`` gets A stored transposed (M x K column-major, which is
+K x M row-major); one with ``layout_c = "col"`` has C's start values stored transposed and C read
+back transposed (:func:`stored_a`, :func:`stored_c`, :func:`logical_c`). Everything outside this
+module (references, comparisons, probes) sees the logical M x K A and M x N row-major C.
 """
 
 from __future__ import annotations
@@ -27,9 +32,11 @@ class Operands:
     """A, B, C on the device for one shape, with their float64 values kept for references."""
 
     def __init__(self, stream: Stream, m: int, n: int, k: int, precision: str, layout_b: str,
-                 seed: int, with_c: bool = False, c_type: str = "fp32"):
+                 seed: int, with_c: bool = False, c_type: str = "fp32", layout_a: str = "row",
+                 layout_c: str = "row"):
         self.m, self.n, self.k, self.c_type = m, n, k, c_type
         self.precision, self.layout_b, self.seed = precision, layout_b, seed
+        self.layout_a, self.layout_c = layout_a, layout_c
         a, self.a64, b, self.b64, self.c_start, self.c64 = _host_operands(
             m, n, k, precision, seed, with_c, c_type)
         self.c_word_bytes = numerics.c_bytes(c_type)
@@ -38,7 +45,7 @@ class Operands:
         self._upload(a, b, stream)
 
     def _upload(self, a: np.ndarray, b: np.ndarray, stream: Stream) -> None:
-        self.a.upload(a, stream)
+        self.a.upload(stored_a(a, self.layout_a), stream)
         self.b.upload(np.ascontiguousarray(b.T) if self.layout_b == "col" else b, stream)
 
     def redraw(self, seed: int, stream: Stream) -> None:
@@ -54,11 +61,14 @@ class Operands:
         """A's rows in reverse order in the same buffer while inside (then C's rows are the
         reference's reversed), A as it was after: one launch that no result kept from earlier
         launches can answer."""
-        self.a.upload(numerics.stored(self.a64[::-1], self.precision), stream)
+        # rows of the logical A (columns of the stored array when A is column-major)
+        self.a.upload(stored_a(numerics.stored(self.a64[::-1], self.precision), self.layout_a),
+                      stream)
         try:
             yield
         finally:
-            self.a.upload(numerics.stored(self.a64, self.precision), stream)
+            self.a.upload(stored_a(numerics.stored(self.a64, self.precision), self.layout_a),
+                          stream)
 
     def poison_c(self, stream: Stream, nan: bool = False) -> None:
         """C and its guard filled with the sentinel (or NaN), then C's start values when beta
@@ -66,7 +76,7 @@ class Operands:
         word = (numerics.NAN_BITS if nan else numerics.SENTINEL)[self.c_type]
         self.c.fill(word, self.c_word_bytes, stream)
         if self.c_start is not None:
-            self.c.upload_at(self.c_start, 0, stream)
+            self.c.upload_at(stored_c(self.c_start, self.layout_c), 0, stream)
 
     def initial(self) -> np.ndarray:
         """C's bits before a launch (after :meth:`poison_c` without NaN)."""
@@ -77,18 +87,39 @@ class Operands:
                        dtype=np.uint32 if dtype.itemsize == 4 else np.uint16).view(dtype)
 
     def result(self, stream: Stream) -> tuple[np.ndarray, int]:
-        """C after the launches queued on ``stream``, and how many guard elements past its end
-        no longer hold the sentinel."""
+        """C after the launches queued on ``stream`` (M x N row-major whatever its layout), and
+        how many guard elements past its end no longer hold the sentinel."""
         stream.synchronize("kernel run")
         dtype = numerics.c_dtype(self.c_type)
         whole = self.c.download(dtype, (self.m * self.n + GUARD_ELEMENTS,), stream)
         guard = numerics.bits(whole[self.m * self.n:])
         changed = int(np.count_nonzero(guard != numerics.SENTINEL[self.c_type]))
-        return whole[: self.m * self.n].reshape(self.m, self.n), changed
+        return logical_c(whole[: self.m * self.n], self.layout_c, self.m, self.n), changed
 
     def close(self) -> None:
         for buf in (self.a, self.b, self.c):
             buf.close()
+
+
+def stored_a(a: np.ndarray, layout: str) -> np.ndarray:
+    """The logical M x K A as the kernel reads it: itself when row-major; for ``"col"`` its
+    transpose as a contiguous K x M array (M x K column-major, lda = M)."""
+    return a if layout == "row" else np.ascontiguousarray(a.T)
+
+
+def stored_c(c: np.ndarray, layout: str) -> np.ndarray:
+    """The logical M x N C (start values) as the kernel reads it: itself when row-major; for
+    ``"col"`` its transpose as a contiguous N x M array (ldc = M)."""
+    return c if layout == "row" else np.ascontiguousarray(c.T)
+
+
+def logical_c(c: np.ndarray, layout: str, m: int, n: int) -> np.ndarray:
+    """C as M x N row-major from its first ``m * n`` stored elements: reshaped when row-major;
+    for ``"col"`` read as N x M and transposed (a contiguous copy)."""
+    flat = c.reshape(-1)[: m * n]
+    if layout == "row":
+        return flat.reshape(m, n)
+    return np.ascontiguousarray(flat.reshape(n, m).T)
 
 
 _HOST: dict[tuple, tuple] = {}

@@ -15,6 +15,10 @@ bit for bit: a race, or a kernel that keeps state between launches). Once: alpha
 launch on new inputs with C still holding the result of the previous ones (a kernel whose
 work depends on what C held). At each timed size, :mod:`measure` adds a check on the timed
 operands and checks the timed launches themselves.
+
+A declared signature without beta (it computes beta = 0 and never reads C) gets no beta check
+and no reads-C probe; one without alpha (alpha = 1) gets no alpha check, and its beta check
+runs at alpha = 1. The plan's ``skipped`` says so, with the reason.
 """
 
 from __future__ import annotations
@@ -40,6 +44,8 @@ BETA_CHECK = (0.75, -0.5)
 """alpha, beta of the check that tests the beta path (C's start values are random)."""
 ALPHA_CHECK = (-1.5, 0.0)
 REPEATS = 2
+NO_ALPHA_REASON = "its signature has no alpha: it computes alpha = 1"
+"""Why the alpha checks are skipped for a kernel whose declared signature has no alpha."""
 """Extra runs of a check on the same inputs, compared bit for bit with the first."""
 
 VALUES, REPEAT, READS_C, STALE_C = "values", "identical runs", "reads C at beta = 0", "stale C"
@@ -219,15 +225,26 @@ def plan(kernel: Kernel) -> Plan:
     """The battery ``kernel`` gets before any timing."""
     shapes, rounding, skipped = check_shapes(kernel)
     constraints = tuple(c.text for c in kernel.spec.constraints)
+    spec = kernel.spec
+    has_alpha, has_beta = spec.has_alpha, spec.has_beta
+    # the beta check's alpha where the kernel has no alpha to set (it computes alpha = 1)
+    beta_check = (BETA_CHECK[0] if has_alpha else 1.0, BETA_CHECK[1])
     checks: list[PlannedCheck] = []
     for i, (m, n, k) in enumerate(shapes):
         base = 100 * (i + 1)
         checks.append(PlannedCheck(m, n, k, base + SEEDS[0], repeats=REPEATS if i < 2 else 0))
         checks.append(PlannedCheck(m, n, k, base + SEEDS[1]))
-        checks.append(PlannedCheck(m, n, k, base + 7, *BETA_CHECK))
+        if has_beta:
+            checks.append(PlannedCheck(m, n, k, base + 7, *beta_check))
     if shapes:
         first, other = shapes[0], shapes[min(1, len(shapes) - 1)]
-        checks.append(PlannedCheck(*other, 51, *ALPHA_CHECK))
-        checks.append(PlannedCheck(*first, 52, kind=READS_C))
+        if has_alpha:
+            checks.append(PlannedCheck(*other, 51, *ALPHA_CHECK))
+        if has_beta:
+            checks.append(PlannedCheck(*first, 52, kind=READS_C))
         checks.append(PlannedCheck(*other, 53, kind=STALE_C))
+    if not has_beta:
+        skipped.append(f"beta checks and {READS_C!r}: {spec.no_beta_reason}")
+    if not has_alpha:
+        skipped.append(f"alpha checks: {NO_ALPHA_REASON}")
     return Plan(kernel.name, tuple(checks), tuple(skipped), rounding, constraints)

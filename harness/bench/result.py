@@ -47,12 +47,33 @@ class KernelInfo:
     c_type: str = "fp32"
     source_sha256: str = ""
     """Hash of the kernel file and the files it includes, as they were when it ran."""
+    signature: str = ""
+    """The declared parameter list as text (``"ptr A, ptr B, ptr C, i32 M, i32 N, i32 K"``);
+    empty for the common ABI (and in reports written before signatures existed)."""
+    layouts: str = ""
+    """The operands' storage, ``"A row, B col, C row"``; empty in older reports."""
 
     @classmethod
     def of(cls, kernel: Kernel) -> KernelInfo:
         spec = kernel.spec
         return cls(kernel.name, project_relative(spec.path), spec.precision, dict(kernel.params),
-                   spec.layout_b, spec.c_type, kernel.source_sha256)
+                   spec.layout_b, spec.c_type, kernel.source_sha256,
+                   signature_text(spec.signature), layouts_text(spec))
+
+
+def signature_text(signature) -> str:
+    """A declared signature (a tuple of signature.Param) as one line; "" for None (the common
+    ABI)."""
+    if signature is None:
+        return ""
+    return ", ".join(f"const {p.value}" if p.name == "const" else f"{p.type} {p.name}"
+                     for p in signature)
+
+
+def layouts_text(spec) -> str:
+    """``"A row, B col, C row"``: how the spec stores A, B and C."""
+    return (f"A {getattr(spec, 'layout_a', 'row')}, B {spec.layout_b}, "
+            f"C {getattr(spec, 'layout_c', 'row')}")
 
 
 @dataclass(frozen=True)

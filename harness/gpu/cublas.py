@@ -1,11 +1,15 @@
 """The cuBLAS baseline through nvmath-python, on raw device pointers, row-major.
 
-Row-major C = A B is column-major C^T = B^T A^T: the operands are swapped, not the data.
+Row-major C = A B is column-major C^T = B^T A^T: the operands are swapped, not the data. A
+column-major C is computed directly (A first). :func:`gemm_ex_operands` maps the layouts of A, B
+and C to cublasGemmEx's operands; with A and C row-major it is the call this module always made.
 The compute type is named exactly: FP32 is ``CUBLAS_COMPUTE_32F`` with the default math mode
 (no TF32); TF32 is ``CUBLAS_COMPUTE_32F_FAST_TF32``; BF16/FP16 inputs accumulate in FP32.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -42,6 +46,50 @@ def compute_name(precision: str) -> str:
     return "CUBLAS_" + _TYPES[precision][1]
 
 
+@dataclass(frozen=True)
+class GemmExOperands:
+    """The layout-dependent arguments of one cublasGemmEx call (column-major semantics:
+    C[m x n] = alpha op(X)[m x k] op(Y)[k x n] + beta C, X and Y the first and second
+    pointer)."""
+
+    transa: str
+    """``"N"`` or ``"T"``: the operation on the first pointer."""
+    transb: str
+    """``"N"`` or ``"T"``: the operation on the second pointer."""
+    m: int
+    n: int
+    k: int
+    first: str
+    """``"A"`` or ``"B"``: which operand is passed as cuBLAS's A (the other is its B)."""
+    lda: int
+    ldb: int
+    ldc: int
+
+
+def gemm_ex_operands(m: int, n: int, k: int, layout_a: str = "row", layout_b: str = "row",
+                     layout_c: str = "row") -> GemmExOperands:
+    """cublasGemmEx's operands for the logical C (M x N) = A (M x K) B (K x N), each stored in
+    its layout (``"row"`` or ``"col"``, packed: leading dimension the stored row's length).
+
+    A row-major array is its transpose in column-major, so a row-major C is computed as
+    column-major C^T = B^T A^T (B first, cuBLAS sizes N, M, K, ldc = N); a column-major C as
+    C = A B (A first, sizes M, N, K, ldc = M). Each input is transposed by cuBLAS exactly when
+    its column-major view is not the matrix that product needs."""
+    for name, layout in (("layout_a", layout_a), ("layout_b", layout_b),
+                         ("layout_c", layout_c)):
+        if layout not in ("row", "col"):
+            raise ValueError(f"{name} must be 'row' or 'col', not {layout!r}")
+    # column-major view of each stored operand: (is it the logical matrix itself, its ld)
+    a_plain, ld_a = (layout_a == "col", m if layout_a == "col" else k)
+    b_plain, ld_b = (layout_b == "col", k if layout_b == "col" else n)
+    if layout_c == "row":  # C^T (N x M) = B^T (N x K) A^T (K x M)
+        return GemmExOperands("T" if b_plain else "N", "T" if a_plain else "N", n, m, k, "B",
+                              ld_b, ld_a, n)
+    # C (M x N) = A (M x K) B (K x N)
+    return GemmExOperands("N" if a_plain else "T", "N" if b_plain else "T", m, n, k, "A",
+                          ld_a, ld_b, m)
+
+
 class Cublas:
     """A cuBLAS handle bound to one stream."""
 
@@ -59,19 +107,23 @@ class Cublas:
         self._destroy()
 
     def gemm(self, precision: str, m: int, n: int, k: int, alpha: float, a: int, b: int,
-             beta: float, c: int, layout_b: str = "row", c_type: str = "fp32") -> None:
-        """Enqueue C = alpha A B + beta C (A row-major MxK, B KxN in ``layout_b``, C of
-        ``c_type``; FP32 alpha and beta, FP32 compute for every 16-bit input)."""
+             beta: float, c: int, layout_b: str = "row", c_type: str = "fp32", *,
+             layout_a: str = "row", layout_c: str = "row") -> None:
+        """Enqueue C = alpha A B + beta C (A MxK in ``layout_a``, B KxN in ``layout_b``, C MxN
+        in ``layout_c`` of ``c_type``; FP32 alpha and beta, FP32 compute for every 16-bit
+        input)."""
         cublas, dtypes = self._cublas, self._nvmath.CudaDataType
         data_type, compute = _TYPES[precision]
         ab, c_data = getattr(dtypes, data_type), getattr(dtypes, _C_TYPES[c_type])
         self._scalars[:] = (alpha, beta)
-        op_b, ld_b = ((cublas.Operation.N, n) if layout_b == "row" else (cublas.Operation.T, k))
+        ops = gemm_ex_operands(m, n, k, layout_a, layout_b, layout_c)
+        first, second = (a, b) if ops.first == "A" else (b, a)
         try:
             cublas.gemm_ex(
-                self.handle, op_b, cublas.Operation.N, n, m, k,
-                self._scalars.ctypes.data, b, ab, ld_b, a, ab, k,
-                self._scalars.ctypes.data + 4, c, c_data, n,
+                self.handle, getattr(cublas.Operation, ops.transa),
+                getattr(cublas.Operation, ops.transb), ops.m, ops.n, ops.k,
+                self._scalars.ctypes.data, first, ab, ops.lda, second, ab, ops.ldb,
+                self._scalars.ctypes.data + 4, c, c_data, ops.ldc,
                 getattr(cublas.ComputeType, compute), cublas.GemmAlgo.DEFAULT,
             )
         except Exception as exc:
