@@ -107,12 +107,13 @@ def scalar_problems(kernel: Kernel, alpha: float, beta: float) -> list[str]:
 
 
 def declared_launch_problems(kernel: Kernel) -> list[str]:
-    """What a declared signature asks for that this harness does not run yet (issue 22):
-    column-major A or C, a separate output D, a host-filled workspace."""
+    """What a declared signature asks for that this harness does not run yet (issue 22): a
+    separate output D, a host-filled workspace."""
     spec = kernel.spec
-    problems = [f"{key} = \"col\" (declared; the checks and cuBLAS baseline prepare "
-                "row-major A and C only so far)"
-                for key in ("layout_a", "layout_c") if getattr(spec, key) == "col"]
+    problems = [f"{key} = \"col\" with [tma] (its maps describe a row-major {key[-1].upper()}; "
+                "declare the map in [tmaps] instead)"
+                for key in ("layout_a", "layout_c")
+                if getattr(spec, key) == "col" and key[-1].upper() in spec.tma]
     names = {p.name: p for p in spec.abi}
     if "D" in names or "tmap_D" in names:
         problems.append("a separate output D (declared; the checks do not allocate D yet)")

@@ -206,7 +206,8 @@ def checked(session: BenchSession, prep: Prepared, m: int, n: int, k: int,
     say("computing the reference", limit_s=reference_limit_s(m, n, k))
     operands.reference(ops, (m, n, k, seed, spec.precision, spec.c_type, 1.0, 0.0), 1.0, 0.0)
     say("checking the timed size on the timed operands", limit_s=launches_limit_s(m, n, k, 3))
-    key = (m, n, k, seed, spec.precision, spec.layout_b, spec.c_type)
+    key = (m, n, k, seed, spec.precision, spec.layout_a, spec.layout_b, spec.layout_c,
+           spec.c_type)
     with PHASES("checks"):
         ops.poison_c(session.stream)
         t0 = time.perf_counter()
@@ -412,7 +413,7 @@ def check_only(session: BenchSession, prep: Prepared, m: int, n: int, k: int,
 
 def _types(kernel: Kernel) -> tuple[str, str, str]:
     spec = kernel.spec
-    return spec.precision, spec.layout_b, spec.c_type
+    return spec.precision, spec.layout_a, spec.layout_b, spec.layout_c, spec.c_type
 
 
 def compare(session: BenchSession, preps: Sequence[Prepared], m: int, n: int, k: int,

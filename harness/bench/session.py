@@ -91,7 +91,8 @@ class BenchSession:
         """Fresh random A, B (and C when beta is tested) for ``kernel``'s types and layout."""
         spec = kernel.spec
         return Operands(self.stream, m, n, k, spec.precision, spec.layout_b, seed,
-                        with_c=with_c, c_type=spec.c_type)
+                        with_c=with_c, c_type=spec.c_type, layout_a=spec.layout_a,
+                        layout_c=spec.layout_c)
 
     def timing_operands(self, kernel: Kernel, m: int, n: int, k: int) -> Operands:
         """The operands every kernel of this session with ``kernel``'s types and layout is
@@ -99,7 +100,8 @@ class BenchSession:
         Kept while they take at most TIMING_OPERAND_BYTES of device memory (every timed size
         of a default run in every precision does)."""
         spec = kernel.spec
-        key = (m, n, k, spec.precision, spec.layout_b, spec.c_type)
+        key = (m, n, k, spec.precision, spec.layout_a, spec.layout_b, spec.layout_c,
+               spec.c_type)
         if key not in self._timing_operands:
             self._timing_operands[key] = self.operands(kernel, m, n, k, seed=m + n + k)
             while (sum(o.a.nbytes + o.b.nbytes + o.c.nbytes
@@ -113,14 +115,16 @@ class BenchSession:
         beta 0)."""
         spec = kernel.spec
         return partial(self.blas.gemm, spec.precision, ops.m, ops.n, ops.k, 1.0, ops.a.address,
-                       ops.b.address, 0.0, ops.c.address, spec.layout_b, spec.c_type)
+                       ops.b.address, 0.0, ops.c.address, spec.layout_b, spec.c_type,
+                       layout_a=ops.layout_a, layout_c=ops.layout_c)
 
     def time_baseline(self, kernel: Kernel, ops: Operands, reuse: bool = False) -> Timing:
         """cuBLAS with ``kernel``'s types and layout on ``ops`` (beta = 0), timed now as the
         kernel is (C poisoned before every repetition); with ``reuse``, once per shape and
         types in the session (tuning sweeps of many points)."""
         spec = kernel.spec
-        key = (spec.precision, spec.layout_b, spec.c_type, ops.m, ops.n, ops.k)
+        key = (spec.precision, ops.layout_a, spec.layout_b, ops.layout_c, spec.c_type, ops.m,
+               ops.n, ops.k)
         if not (reuse and key in self._baselines):
             self._baselines[key] = self.timer.time(self.baseline_launcher(kernel, ops),
                                                    before=partial(ops.poison_c, self.stream))
