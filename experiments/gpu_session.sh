@@ -41,7 +41,11 @@ knob_cost() {
 }
 for step in "$@"; do
   case "$step" in
-    tests) python3 -m pytest -q --durations=15 2>&1 | tee "$OUT/pytest.log" ;;
+    tests)  # the whole suite in one run, its log headed with where and at what commit it ran
+      { header "python3 -m pytest -q -p no:cacheprovider --durations=20"
+        echo "commit ${HARNESS_GIT_COMMIT:-$(git rev-parse HEAD 2>/dev/null)}"
+        timeout 590 python3 -m pytest -q -p no:cacheprovider --durations=20 2>&1
+        echo "pytest rc=$?"; } > "$OUT/pytest.log" 2>&1; tail -25 "$OUT/pytest.log" ;;
     run) python3 -m harness run --size 1024 --size 2048 --size 4096 2>&1 | tee "$OUT/run.log" ;;
     ceiling) python3 -m harness ceiling 2>&1 | tee "$OUT/ceiling.log" ;;
     sweep) python3 -m harness occupancy --sweep 2>&1 | tee "$OUT/sweep.log" ;;
