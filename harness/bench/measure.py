@@ -411,7 +411,7 @@ def check_only(session: BenchSession, prep: Prepared, m: int, n: int, k: int,
     return res if ready is None else res.ended("pass", "checked, not timed")
 
 
-def _types(kernel: Kernel) -> tuple[str, str, str]:
+def _types(kernel: Kernel) -> tuple[str, ...]:
     spec = kernel.spec
     return spec.precision, spec.layout_a, spec.layout_b, spec.layout_c, spec.c_type
 

@@ -73,6 +73,19 @@ def parse(text: str | int, *, allow_compare: bool = False) -> Expr:
     return Expr(text, tree, frozenset(names))
 
 
+def parse_using(raw, names: frozenset[str], fail, key: str) -> Expr:
+    """``raw`` parsed as a formula that may read only ``names``; a problem raises ``fail(...)``
+    (the caller's error, naming its file) prefixed with ``key``."""
+    try:
+        e = parse(raw)
+    except SpecError as exc:
+        raise fail(f"{key}: {exc}") from None
+    if e.names - names:
+        raise fail(f"{key}: formula {e.text!r} uses {', '.join(sorted(e.names - names))}; it "
+                   f"may use only {', '.join(sorted(names))}")
+    return e
+
+
 def _check_node(node: ast.AST, text: str, allow_compare: bool, names: set[str]) -> None:
     allowed: tuple[type, ...] = (
         ast.Expression, ast.BinOp, ast.UnaryOp, ast.USub, ast.UAdd, ast.Name, ast.Load,

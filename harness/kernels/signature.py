@@ -136,14 +136,7 @@ def parse_signature(raw, names: frozenset[str], fail=SpecError) -> tuple[Param, 
             if fill not in WORKSPACE_FILLS:
                 raise fail(f"{where}: workspace fill must be one of "
                            f"{', '.join(WORKSPACE_FILLS)}, found {fill!r}")
-            try:
-                size = expr.parse(entry["bytes"])
-            except SpecError as exc:
-                raise fail(f"{where}: workspace bytes: {exc}") from None
-            if size.names - names:
-                raise fail(f"{where}: workspace bytes {size.text!r} uses "
-                           f"{', '.join(sorted(size.names - names))}; it may use only "
-                           f"{', '.join(sorted(names))}")
+            size = expr.parse_using(entry["bytes"], names, fail, f"{where}: workspace bytes")
             params.append(Param(name, "ptr", bytes=size, fill=fill))
     has = seen.__contains__
     for operand in ("A", "B"):

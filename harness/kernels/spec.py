@@ -595,15 +595,7 @@ def _ceiling_table(raw, precision: str, body: str, fail) -> CeilingSpec:
 
 
 def _one_formula(raw, names: frozenset[str], fail, key: str = "dynamic_smem_bytes") -> expr.Expr:
-    try:
-        e = expr.parse(raw)
-    except SpecError as exc:
-        raise fail(f"{key}: {exc}") from None
-    if e.names - names:
-        raise fail(f"{key}: formula {e.text!r} uses "
-                   f"{', '.join(sorted(e.names - names))}; it may use only "
-                   f"{', '.join(sorted(names))}")
-    return e
+    return expr.parse_using(raw, names, fail, key)
 
 
 def _param_sets(raw, key: str, params: dict[str, int], fail) -> dict[str, dict[str, int]]:
