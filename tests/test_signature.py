@@ -387,3 +387,24 @@ def test_the_signature_examples_pack_as_their_sources_declare():
     assert [x.value for x in args] == [0x100, 0x200, 0x300, 100, 60, 40]
     assert gemm.declared_launch_problems(abt) == [] and gemm.scalar_problems(abt, 1.0, 0.0) == []
     assert not abt.spec.has_beta and abt.spec.c_type == "bf16" and abt.spec.layout_b == "col"
+
+
+def test_a_workspace_is_zeroed_outside_the_timed_region(monkeypatch):
+    """The timer times a declared kernel's launch alone; zeroing its workspace goes with the
+    poisoning of C, before every repetition, outside the events."""
+    from types import SimpleNamespace
+
+    from harness.bench import measure
+
+    calls = []
+
+    def launch():
+        calls.append("whole")
+
+    launch.prepare, launch.run = (lambda: calls.append("zero")), (lambda: calls.append("run"))
+    monkeypatch.setattr(measure, "launcher", lambda gemm, ops, session: launch)
+    ops = SimpleNamespace(poison_c=lambda stream: calls.append("poison"))
+    timed, before = measure._timed(None, ops, SimpleNamespace(stream=None))
+    before()
+    timed()
+    assert calls == ["poison", "zero", "run"] and timed.count == 1

@@ -263,6 +263,21 @@ def launcher(gemm: LoadedGemm, ops, session: BenchSession):
     return gemm_launch(gemm, ops, session.stream)
 
 
+def _timed(gemm: LoadedGemm, ops: operands.Operands, session: BenchSession):
+    """What the timer times, the kernel's launch alone (counted), and what it enqueues before
+    every repetition, outside the events: C poisoned and the launch's own preparation (a
+    declared workspace zeroed)."""
+    launch = launcher(gemm, ops, session)
+    prepare = getattr(launch, "prepare", None)
+
+    def before() -> None:
+        ops.poison_c(session.stream)
+        if prepare is not None:
+            prepare()
+
+    return _Counted(getattr(launch, "run", launch)), before
+
+
 class _Counted:
     """A launch that counts how often it was called (the timed launches' number)."""
 
@@ -376,19 +391,19 @@ def measure(session: BenchSession, prep: Prepared, m: int, n: int, k: int,
     if ready is None:
         return res
     timer, ops = session.timer, ready.ops
+    launch, before = _timed(prep.gemm, ops, session)
     poison = partial(ops.poison_c, session.stream)
-    launch = _Counted(launcher(prep.gemm, ops, session))
     blas = session.baseline_launcher(prep.kernel, ops)
     if reuse_baseline:
         say("timing", limit_s=timing_limit_s(timer.options, ready.launch_ms))
         with PHASES("timing"):
-            kernel_timing = timer.time(launch, before=poison)
+            kernel_timing = timer.time(launch, before=before)
     else:
         say("timing the kernel and cuBLAS interleaved",
             limit_s=timing_limit_s(timer.options, ready.launch_ms, 2))
         with PHASES("timing"):
             (kernel_timing, baseline_timing), _ = timer.time_interleaved(
-                [launch, blas], [poison, poison])
+                [launch, blas], [before, poison])
             kernel_timing = timer.with_power(kernel_timing, launch)
     say("checking the timed launches", limit_s=launches_limit_s(m, n, k, 3))
     with PHASES("checks"):
@@ -434,10 +449,11 @@ def compare(session: BenchSession, preps: Sequence[Prepared], m: int, n: int, k:
     say(f"timing {len(live)} kernels and {len(types)} cuBLAS interleaved",
         limit_s=timing_limit_s(session.timer.options, max(r.launch_ms for _, r in live),
                                len(live) + len(types)))
-    counted = [_Counted(launcher(prep.gemm, ready.ops, session)) for prep, ready in live]
+    timed_parts = [_timed(prep.gemm, ready.ops, session) for prep, ready in live]
+    counted = [launch for launch, _ in timed_parts]
     launches = [*counted, *(session.baseline_launcher(
         next(p.kernel for p, _ in live if _types(p.kernel) == t), blas_ops[t]) for t in types)]
-    before = [partial(ready.ops.poison_c, session.stream) for _, ready in live]
+    before = [prepare for _, prepare in timed_parts]
     before += [partial(blas_ops[t].poison_c, session.stream) for t in types]
     with PHASES("timing"):
         timings, per_round = session.timer.time_interleaved(launches, before)
