@@ -327,3 +327,46 @@ def test_row_major_operands_upload_what_they_always_did(monkeypatch):
     assert ops.b.data == bytearray(np.ascontiguousarray(b.T).tobytes())
     ops.poison_c(stream)
     assert ops.c.data[: c_start.nbytes] == bytearray(c_start.tobytes())
+
+
+def test_a_kernel_with_d_writes_d_and_reads_c(monkeypatch):
+    """With a separate output the checks read D back; C keeps its start values (the input of
+    beta), D starts poisoned, and a kernel that writes C instead leaves D unwritten."""
+    from harness.bench import operands
+
+    monkeypatch.setattr(operands, "Buffer", _HostBuffer)
+    stream = _Stream()
+    ops = operands.Operands(stream, M, N, K, "fp32", "row", 5, with_c=True, with_d=True)
+    assert ops.out is ops.d and ops.d is not ops.c
+    ops.poison_c(stream)
+    sentinel = numerics.SENTINEL["fp32"]
+    assert (ops.d.array(np.uint32) == sentinel).all()
+    assert np.array_equal(ops.c.array(np.float32)[: M * N].reshape(M, N), ops.c_start)
+    assert (numerics.bits(ops.initial()) == sentinel).all()  # D, not C's start values
+    a, b = ops.a.array(np.float32).reshape(M, K), ops.b.array(np.float32).reshape(K, N)
+    c = ops.c.array(np.float32)[: M * N].reshape(M, N).astype(np.float64)
+    whole = ops.d.array(np.float32).copy()
+    whole[: M * N] = (0.75 * (a.astype(np.float64) @ b) - 0.5 * c).astype(np.float32).ravel()
+    ops.d.upload(whole, None)
+    out, guard = ops.result(stream)
+    ref, _ = operands.reference(ops, ("with D",), 0.75, -0.5)
+    assert guard == 0 and np.allclose(out, ref, rtol=1e-5, atol=1e-5)
+    # a kernel that writes C instead of D: D still holds the sentinel everywhere
+    ops.poison_c(stream)
+    _fake_kernel(ops, 0.75, -0.5)
+    out, _ = ops.result(stream)
+    assert (numerics.bits(out) == sentinel).all()
+    # cuBLAS computes in place: it is given D holding C's start values
+    ops.start_output(stream)
+    assert np.array_equal(ops.d.array(np.float32)[: M * N].reshape(M, N), ops.c_start)
+
+
+def test_the_d_example_launches_with_d_in_its_place():
+    from harness.bench import gemm
+    from harness.kernels.registry import PROJECT_ROOT, load_registry
+
+    (kernel,) = load_registry([]).select([str(PROJECT_ROOT / "examples" / "gemm_d_fp16.cu")])
+    assert kernel.spec.has_d and gemm.declared_launch_problems(kernel) == []
+    args = gemm.launch_arguments(kernel, 100, 60, 40, 2.0, 0x100, 0x200, 0.5, 0x300, d=0x400)
+    assert [x.value for x in args] == [100, 60, 40, 2.0, 0x100, 0x200, 0.5, 0x300, 0x400]
+    assert type(args[0]).__name__ == "c_long"  # 64-bit sizes

@@ -35,7 +35,7 @@ NONDETERMINISTIC = "nondeterministic"
 def _launch(gemm: LoadedGemm, ops: operands.Operands, alpha: float, beta: float,
             stream: Stream) -> None:
     gemm.launcher(ops.m, ops.n, ops.k, alpha, ops.a.address, ops.b.address, beta,
-                  ops.c.address, stream)()
+                  ops.c.address, stream, d=ops.d.address if ops.d else None)()
 
 
 @dataclass
@@ -146,9 +146,7 @@ def check_one(gemm: LoadedGemm, stream: Stream, m: int, n: int, k: int, seed: in
     """Run the kernel (``1 + repeats`` times, and the baseline once if given) on fresh inputs
     and compare with float64; what explains a failed comparison comes before it."""
     spec = gemm.kernel.spec
-    ops = operands.Operands(stream, m, n, k, spec.precision, spec.layout_b, seed,
-                            with_c=beta != 0.0, c_type=spec.c_type, layout_a=spec.layout_a,
-                            layout_c=spec.layout_c)
+    ops = operands.for_kernel(stream, spec, m, n, k, seed, with_c=beta != 0.0)
     try:
         runs = [launch_and_compare(gemm, ops, stream, seed, alpha, beta)
                 for _ in range(1 + repeats)]
@@ -169,8 +167,9 @@ def check_baseline(blas: Cublas, gemm: LoadedGemm, ops: operands.Operands, strea
     when it fails (then the reference or the operands are wrong, not the kernel)."""
     spec = gemm.kernel.spec
     ops.poison_c(stream)
+    ops.start_output(stream)
     blas.gemm(spec.precision, ops.m, ops.n, ops.k, alpha, ops.a.address, ops.b.address, beta,
-              ops.c.address, spec.layout_b, spec.c_type, layout_a=spec.layout_a,
+              ops.out.address, spec.layout_b, spec.c_type, layout_a=spec.layout_a,
               layout_c=spec.layout_c)
     base = compare_to_reference(gemm, ops, ops.result(stream)[0], seed, alpha, beta, None)
     if not base.passed:
@@ -183,8 +182,7 @@ def reads_c_at_beta_zero(gemm: LoadedGemm, stream: Stream, m: int, n: int, k: in
     """Launch once at beta = 0 with NaN in C: True when NaN comes out where the reference is
     finite (the kernel computed beta * C, and 0 * NaN is NaN)."""
     spec = gemm.kernel.spec
-    ops = operands.Operands(stream, m, n, k, spec.precision, spec.layout_b, seed,
-                            c_type=spec.c_type, layout_a=spec.layout_a, layout_c=spec.layout_c)
+    ops = operands.for_kernel(stream, spec, m, n, k, seed)
     try:
         ops.poison_c(stream, nan=True)
         _launch(gemm, ops, 1.0, 0.0, stream)
@@ -200,8 +198,7 @@ def stale_c(gemm: LoadedGemm, stream: Stream, m: int, n: int, k: int,
     launch (beta = 0) with C still holding the first result: the second must be the new
     product. A kernel that skips work where C already looks computed keeps old values."""
     spec = gemm.kernel.spec
-    ops = operands.Operands(stream, m, n, k, spec.precision, spec.layout_b, seed,
-                            c_type=spec.c_type, layout_a=spec.layout_a, layout_c=spec.layout_c)
+    ops = operands.for_kernel(stream, spec, m, n, k, seed)
     try:
         first = launch_and_compare(gemm, ops, stream, seed)
         if not first.result.passed:

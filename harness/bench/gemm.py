@@ -13,6 +13,8 @@ and a spec's ``cluster_dims`` is launched with a cluster-dimension launch attrib
 
 from __future__ import annotations
 
+import numpy as np
+
 from harness.archs import can_run, cubin_runs_on, get_arch
 from harness.build import occupancy
 from harness.build.compile import CompiledKernel
@@ -27,8 +29,9 @@ from harness.gpu.driver import (
     tensor_map,
     tensor_map_2d,
 )
+from harness.kernels.hostsetup import HostLaunch, HostValues, run_setup
 from harness.kernels.registry import Kernel
-from harness.kernels.signature import DEFAULT_SIGNATURE, leading_dimensions, pack
+from harness.kernels.signature import DEFAULT_SIGNATURE, host_keys, leading_dimensions, pack
 from harness.kernels.spec import TMA_OPERANDS
 
 
@@ -56,10 +59,12 @@ def legacy_tensor_maps(kernel: Kernel, m: int, n: int, k: int, a: int, b: int, c
 
 def launch_arguments(kernel: Kernel, m: int, n: int, k: int, alpha: float, a: int, b: int,
                      beta: float, c: int, *, d: int | None = None, workspace: int | None = None,
-                     encode_2d=tensor_map_2d, encode=tensor_map) -> list:
+                     host: dict | None = None, encode_2d=tensor_map_2d,
+                     encode=tensor_map) -> list:
     """The ctypes arguments of one launch. Without a declared signature: the common ABI
     followed by the [tma] maps (exactly what every kernel took before signatures existed);
-    with one, its parameters in declared order. ``encode_2d`` / ``encode`` build tensor maps
+    with one, its parameters in declared order (``host``: the host set-up's values by name).
+    ``encode_2d`` / ``encode`` build tensor maps
     (``driver.tensor_map_2d`` / ``driver.tensor_map``; fakes in CPU tests)."""
     spec = kernel.spec
     values = {"M": m, "N": n, "K": k, "alpha": alpha, "beta": beta, "A": a, "B": b, "C": c}
@@ -68,6 +73,7 @@ def launch_arguments(kernel: Kernel, m: int, n: int, k: int, alpha: float, a: in
                 *legacy_tensor_maps(kernel, m, n, k, a, b, c, encode_2d)]
     values.update(leading_dimensions(m, n, k, spec.layout_a, spec.layout_b, spec.layout_c),
                   D=d, workspace=workspace)
+    values.update({f"host:{key}": value for key, value in (host or {}).items()})
     addresses = {"A": a, "B": b, "C": c, "D": d}
 
     def make(operand: str):
@@ -107,19 +113,38 @@ def scalar_problems(kernel: Kernel, alpha: float, beta: float) -> list[str]:
 
 
 def declared_launch_problems(kernel: Kernel) -> list[str]:
-    """What a declared signature asks for that this harness does not run yet (issue 22): a
-    separate output D, a host-filled workspace."""
+    """What a declared signature asks for that this harness cannot launch: a column-major
+    operand described by a [tma] map (which assumes row-major)."""
     spec = kernel.spec
     problems = [f"{key} = \"col\" with [tma] (its maps describe a row-major {key[-1].upper()}; "
                 "declare the map in [tmaps] instead)"
                 for key in ("layout_a", "layout_c")
                 if getattr(spec, key) == "col" and key[-1].upper() in spec.tma]
-    names = {p.name: p for p in spec.abi}
-    if "D" in names or "tmap_D" in names:
-        problems.append("a separate output D (declared; the checks do not allocate D yet)")
-    if "workspace" in names and names["workspace"].fill == "host":
-        problems.append('workspace fill = "host" (needs host set-up, <kernel>.py: not yet)')
     return problems
+
+
+def host_values(kernel: Kernel, device: Device, shape: LaunchShape, m: int, n: int, k: int,
+                buffers: dict[str, int]) -> HostValues | None:
+    """The kernel's host set-up at m x n x k (None when its signature needs none); its errors
+    as launch errors naming the set-up file and line."""
+    keys = host_keys(kernel.spec.abi)
+    if not keys:
+        return None
+    ws = next((p for p in kernel.spec.abi if p.name == "workspace"), None)
+    launch = HostLaunch(
+        m, n, k, params=dict(kernel.param_env), grid=shape.grid, block=shape.block,
+        sm_count=device.sm_count, device_name=device.name, arch=device.arch.name,
+        buffers=buffers,
+        workspace_bytes=int(kernel.evaluate(ws.bytes, kernel.env(m, n, k))) if ws else 0)
+    try:
+        found = run_setup(kernel.spec.path, keys, launch)
+    except SpecError as exc:
+        raise LaunchError(f"{kernel.name}: {exc}") from None
+    for p in kernel.spec.abi:
+        if p.name == "host" and p.type[0] in "iu" and not isinstance(found.values[p.key], int):
+            raise LaunchError(f"{kernel.name}: host set-up value {p.key!r} is "
+                              f"{found.values[p.key]!r}; the signature declares it {p.type}")
+    return found
 
 
 class LoadedGemm:
@@ -168,8 +193,9 @@ class LoadedGemm:
         return shape
 
     def launcher(self, m: int, n: int, k: int, alpha: float, a: int, b: int, beta: float,
-                 c: int, stream: Stream):
-        """A no-argument callable that enqueues this GEMM (arguments packed once)."""
+                 c: int, stream: Stream, d: int | None = None):
+        """A no-argument callable that enqueues this GEMM (arguments packed once); ``d``: the
+        output buffer of a kernel with a separate D."""
         shape = self.prepare(m, n, k)
         if self.kernel.spec.signature is None and not self.kernel.spec.cluster:
             args = launch_arguments(self.kernel, m, n, k, alpha, a, b, beta, c)
@@ -178,23 +204,34 @@ class LoadedGemm:
                 self.function.launch(shape, stream, args)
 
             return launch
-        return self._declared_launcher(shape, m, n, k, alpha, a, b, beta, c, stream)
+        return self._declared_launcher(shape, m, n, k, alpha, a, b, beta, c, stream, d)
 
     def _declared_launcher(self, shape: LaunchShape, m, n, k, alpha, a, b, beta, c,
-                           stream: Stream):
+                           stream: Stream, d: int | None = None):
         """A declared signature's or a cluster kernel's launch (issue 22)."""
         problems = declared_launch_problems(self.kernel) + scalar_problems(self.kernel, alpha,
                                                                            beta)
         if problems:
             raise LaunchError(f"{self.kernel.name} cannot launch yet: " + "; ".join(problems))
-        workspace = None
+        workspace = contents = None
         param = next((p for p in self.kernel.spec.abi if p.name == "workspace"), None)
         if param is not None:
             nbytes = int(self.kernel.evaluate(param.bytes, self.kernel.env(m, n, k)))
             # whole words (zeroed by cuMemsetD32); the launch closure keeps it alive
             workspace = Buffer(max(4, -(-nbytes // 4) * 4))
-        args = launch_arguments(self.kernel, m, n, k, alpha, a, b, beta, c,
-                                workspace=workspace.address if workspace else None)
+        if self.kernel.spec.has_d and d is None:
+            raise LaunchError(f"{self.kernel.name} writes a separate output D: launch it with "
+                              "a D buffer")
+        buffers = {"A": a, "B": b, "C": c, **({"D": d} if d is not None else {})}
+        host = host_values(self.kernel, self.device, shape, m, n, k, buffers)
+        if host is not None and host.workspace:
+            # the set-up's bytes kept on the device, copied over the zeroed workspace before
+            # every launch (a device-to-device copy: graph-capturable, no host in the loop)
+            contents = Buffer(len(host.workspace))
+            contents.upload(np.frombuffer(host.workspace, np.uint8), stream)
+        args = launch_arguments(self.kernel, m, n, k, alpha, a, b, beta, c, d=d,
+                                workspace=workspace.address if workspace else None,
+                                host=host.values if host else None)
         cluster = cluster_dims(self.kernel)
         if cluster is not None and any(g % d for g, d in zip(shape.grid, cluster, strict=True)):
             raise LaunchError(f"{self.kernel.name} at {m}x{n}x{k}: grid {shape.grid} is not a "
@@ -203,9 +240,11 @@ class LoadedGemm:
         # a __cluster_dims__ compiled into the kernel forms the clusters by itself
         attribute = cluster if self.kernel.spec.cluster_from == "spec" else None
 
-        def prepare() -> None:  # fill = "zero": before every launch, outside a timed region
+        def prepare() -> None:  # before every launch, outside a timed region
             if workspace is not None:
                 workspace.fill_u32(0, stream)
+            if contents is not None:
+                workspace.copy_from(contents, stream)
 
         def run() -> None:
             if attribute is None:

@@ -255,7 +255,7 @@ def _rerun(gemm: LoadedGemm, ops: operands.Operands, stream, seed: int,
 def gemm_launch(gemm: LoadedGemm, ops: operands.Operands, stream):
     """A no-argument launch of ``gemm`` on ``ops`` (alpha 1, beta 0) on ``stream``."""
     return gemm.launcher(ops.m, ops.n, ops.k, 1.0, ops.a.address, ops.b.address, 0.0,
-                         ops.c.address, stream)
+                         ops.c.address, stream, d=ops.d.address if ops.d else None)
 
 
 def launcher(gemm: LoadedGemm, ops, session: BenchSession):

@@ -10,6 +10,10 @@ A kernel that declares ``layout_a = "col"`` gets A stored transposed (M x K colu
 K x M row-major); one with ``layout_c = "col"`` has C's start values stored transposed and C read
 back transposed (:func:`stored_a`, :func:`stored_c`, :func:`logical_c`). Everything outside this
 module (references, comparisons, probes) sees the logical M x K A and M x N row-major C.
+
+A kernel whose signature has a separate output D (``with_d``) writes D (same type and layout as
+C, with the guard) and only reads C: :attr:`Operands.out` is the buffer a launch writes, D or C,
+and what :meth:`Operands.result` reads back; C keeps its start values.
 """
 
 from __future__ import annotations
@@ -33,7 +37,7 @@ class Operands:
 
     def __init__(self, stream: Stream, m: int, n: int, k: int, precision: str, layout_b: str,
                  seed: int, with_c: bool = False, c_type: str = "fp32", layout_a: str = "row",
-                 layout_c: str = "row"):
+                 layout_c: str = "row", with_d: bool = False):
         self.m, self.n, self.k, self.c_type = m, n, k, c_type
         self.precision, self.layout_b, self.seed = precision, layout_b, seed
         self.layout_a, self.layout_c = layout_a, layout_c
@@ -42,6 +46,9 @@ class Operands:
         self.c_word_bytes = numerics.c_bytes(c_type)
         self.a, self.b = Buffer(a.nbytes), Buffer(b.nbytes)
         self.c = Buffer((m * n + GUARD_ELEMENTS) * self.c_word_bytes)
+        self.d = Buffer((m * n + GUARD_ELEMENTS) * self.c_word_bytes) if with_d else None
+        self.out = self.d if with_d else self.c
+        """The buffer a launch writes: D for a kernel with a separate output, else C."""
         self._upload(a, b, stream)
 
     def _upload(self, a: np.ndarray, b: np.ndarray, stream: Stream) -> None:
@@ -71,34 +78,52 @@ class Operands:
                           stream)
 
     def poison_c(self, stream: Stream, nan: bool = False) -> None:
-        """C and its guard filled with the sentinel (or NaN), then C's start values when beta
-        is tested."""
+        """C and its guard (and D, where the kernel has one) filled with the sentinel (or NaN),
+        then C's start values when beta is tested."""
         word = (numerics.NAN_BITS if nan else numerics.SENTINEL)[self.c_type]
         self.c.fill(word, self.c_word_bytes, stream)
+        if self.d is not None:
+            self.d.fill(word, self.c_word_bytes, stream)
         if self.c_start is not None:
             self.c.upload_at(stored_c(self.c_start, self.layout_c), 0, stream)
 
+    def start_output(self, stream: Stream) -> None:
+        """C's start values into the output buffer too (cuBLAS computes in place: on a kernel
+        with D it is given D holding C's values)."""
+        if self.d is not None and self.c_start is not None:
+            self.d.upload_at(stored_c(self.c_start, self.layout_c), 0, stream)
+
     def initial(self) -> np.ndarray:
-        """C's bits before a launch (after :meth:`poison_c` without NaN)."""
-        if self.c_start is not None:
+        """The output's bits before a launch (after :meth:`poison_c` without NaN)."""
+        if self.c_start is not None and self.d is None:
             return self.c_start
         dtype = numerics.c_dtype(self.c_type)
         return np.full((self.m, self.n), numerics.SENTINEL[self.c_type],
                        dtype=np.uint32 if dtype.itemsize == 4 else np.uint16).view(dtype)
 
     def result(self, stream: Stream) -> tuple[np.ndarray, int]:
-        """C after the launches queued on ``stream`` (M x N row-major whatever its layout), and
-        how many guard elements past its end no longer hold the sentinel."""
+        """The output (C, or D) after the launches queued on ``stream`` (M x N row-major
+        whatever its layout), and how many guard elements past its end no longer hold the
+        sentinel."""
         stream.synchronize("kernel run")
         dtype = numerics.c_dtype(self.c_type)
-        whole = self.c.download(dtype, (self.m * self.n + GUARD_ELEMENTS,), stream)
+        whole = self.out.download(dtype, (self.m * self.n + GUARD_ELEMENTS,), stream)
         guard = numerics.bits(whole[self.m * self.n:])
         changed = int(np.count_nonzero(guard != numerics.SENTINEL[self.c_type]))
         return logical_c(whole[: self.m * self.n], self.layout_c, self.m, self.n), changed
 
     def close(self) -> None:
-        for buf in (self.a, self.b, self.c):
-            buf.close()
+        for buf in (self.a, self.b, self.c, self.d):
+            if buf is not None:
+                buf.close()
+
+
+def for_kernel(stream: Stream, spec, m: int, n: int, k: int, seed: int,
+               with_c: bool = False) -> Operands:
+    """Fresh operands with ``spec``'s types and layouts (and a D where its signature has one)."""
+    return Operands(stream, m, n, k, spec.precision, spec.layout_b, seed, with_c=with_c,
+                    c_type=spec.c_type, layout_a=spec.layout_a, layout_c=spec.layout_c,
+                    with_d=spec.has_d)
 
 
 def stored_a(a: np.ndarray, layout: str) -> np.ndarray:

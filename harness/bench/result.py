@@ -66,8 +66,15 @@ def signature_text(signature) -> str:
     ABI)."""
     if signature is None:
         return ""
-    return ", ".join(f"const {p.value}" if p.name == "const" else f"{p.type} {p.name}"
-                     for p in signature)
+    def one(p) -> str:
+        if p.name == "const":
+            return f"const {p.value}"
+        if p.name == "host":
+            return f"{p.type} host {p.key}"
+        if p.name == "workspace":
+            return f"ptr workspace ({p.fill})"
+        return f"{p.type} {p.name}"
+    return ", ".join(one(p) for p in signature)
 
 
 def layouts_text(spec) -> str:

@@ -13,7 +13,7 @@ from functools import cached_property, partial
 from harness.bench.ceiling import Ceilings
 from harness.bench.gemm import LoadedGemm
 from harness.bench.limits import Limits
-from harness.bench.operands import Operands
+from harness.bench.operands import Operands, for_kernel
 from harness.build.compile import compile_kernel
 from harness.gpu.clocks import ClockSampler
 from harness.gpu.compilers import compiler_versions
@@ -89,10 +89,7 @@ class BenchSession:
     def operands(self, kernel: Kernel, m: int, n: int, k: int, seed: int,
                  with_c: bool = False) -> Operands:
         """Fresh random A, B (and C when beta is tested) for ``kernel``'s types and layout."""
-        spec = kernel.spec
-        return Operands(self.stream, m, n, k, spec.precision, spec.layout_b, seed,
-                        with_c=with_c, c_type=spec.c_type, layout_a=spec.layout_a,
-                        layout_c=spec.layout_c)
+        return for_kernel(self.stream, kernel.spec, m, n, k, seed, with_c)
 
     def timing_operands(self, kernel: Kernel, m: int, n: int, k: int) -> Operands:
         """The operands every kernel of this session with ``kernel``'s types and layout is
@@ -101,7 +98,7 @@ class BenchSession:
         of a default run in every precision does)."""
         spec = kernel.spec
         key = (m, n, k, spec.precision, spec.layout_a, spec.layout_b, spec.layout_c,
-               spec.c_type)
+               spec.c_type, spec.has_d)
         if key not in self._timing_operands:
             self._timing_operands[key] = self.operands(kernel, m, n, k, seed=m + n + k)
             while (sum(o.a.nbytes + o.b.nbytes + o.c.nbytes
@@ -115,7 +112,7 @@ class BenchSession:
         beta 0)."""
         spec = kernel.spec
         return partial(self.blas.gemm, spec.precision, ops.m, ops.n, ops.k, 1.0, ops.a.address,
-                       ops.b.address, 0.0, ops.c.address, spec.layout_b, spec.c_type,
+                       ops.b.address, 0.0, ops.out.address, spec.layout_b, spec.c_type,
                        layout_a=ops.layout_a, layout_c=ops.layout_c)
 
     def time_baseline(self, kernel: Kernel, ops: Operands, reuse: bool = False) -> Timing:

@@ -614,7 +614,7 @@ def _launch(args) -> int:
         works = [run_kernel]
         if not args.no_baseline:
             works.append(lambda: session.blas.gemm(
-                spec.precision, m, n, k, 1.0, ops.a.address, ops.b.address, 0.0, ops.c.address,
+                spec.precision, m, n, k, 1.0, ops.a.address, ops.b.address, 0.0, ops.out.address,
                 spec.layout_b, spec.c_type, layout_a=ops.layout_a, layout_c=ops.layout_c))
         for work in works:  # first launches (module load, cuBLAS's choice) outside the range
             work()

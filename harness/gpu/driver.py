@@ -238,6 +238,14 @@ class Buffer:
         else:
             raise HarnessError(f"fill takes 2- or 4-byte words, got {word_bytes}")
 
+    def copy_from(self, source: Buffer, stream: Stream) -> None:
+        """Copy ``source``'s bytes over the start of this buffer, ordered on ``stream`` (a
+        device-to-device copy: no wait, capturable in a graph)."""
+        if source.nbytes > self.nbytes:
+            raise HarnessError(f"copy of {source.nbytes} bytes into a {self.nbytes}-byte buffer")
+        check(cu.cuMemcpyDtoDAsync(self.dptr, source.dptr, source.nbytes, stream.handle),
+              "cuMemcpyDtoDAsync")
+
     def upload_at(self, array: np.ndarray, offset_bytes: int, stream: Stream) -> None:
         """Copy ``array`` in at ``offset_bytes`` and wait for it."""
         array = np.ascontiguousarray(array)

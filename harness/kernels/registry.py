@@ -161,10 +161,14 @@ def sources(path: Path) -> Iterator[tuple[Path, bytes]]:
 
 
 def source_sha256(path: Path) -> str:
-    """sha256 over ``path`` and the files it includes."""
+    """sha256 over ``path``, the files it includes and its host set-up (``<kernel>.py``)
+    where it has one: an edit to any of them is an edit to the kernel."""
     digest = hashlib.sha256()
     for _, data in sources(path):
         digest.update(data)
+    setup = Path(path).with_suffix(".py")
+    if Path(path).suffix != ".py" and setup.is_file():
+        digest.update(setup.read_bytes())
     return digest.hexdigest()
 
 

@@ -25,12 +25,14 @@ OPERANDS = ("A", "B", "C", "D")
 TMAPS = tuple(f"tmap_{o}" for o in OPERANDS)
 WORKSPACE = "workspace"
 VOCABULARY = SIZES + LEADING_DIMS + SCALARS + OPERANDS + TMAPS + (WORKSPACE,)
-"""Every name a signature entry may take (plus ``{ const = ..., type = ... }``)."""
+"""Every name a signature entry may take (plus ``{ const = ..., type = ... }`` and
+``{ host = "name", type = ... }``)."""
 INT_TYPES = ("i32", "i64")
 CONST_TYPES = ("i32", "i64", "u32", "u64", "f32", "f64")
 WORKSPACE_FILLS = ("zero", "host")
-"""``zero``: the harness zeroes the workspace before every launch; ``host``: filled by host
-set-up code (issue 22 item 3, not yet: such a kernel is declared but not launched)."""
+"""``zero``: the harness zeroes the workspace before every launch; ``host``: the kernel's host
+set-up (``<kernel>.py``, harness.kernels.hostsetup) gives its contents, copied in before every
+launch."""
 
 _CTYPES = {"i32": ctypes.c_int, "i64": ctypes.c_int64, "u32": ctypes.c_uint32,
            "u64": ctypes.c_uint64, "f32": ctypes.c_float, "f64": ctypes.c_double,
@@ -54,6 +56,13 @@ class Param:
     """The workspace's size in bytes, a formula over M, N, K and the parameters."""
     fill: str | None = None
     """The workspace's contents before a launch, one of :data:`WORKSPACE_FILLS`."""
+    key: str | None = None
+    """A ``host`` entry's name: the key of its value in what the host set-up returns."""
+
+    @property
+    def from_host(self) -> bool:
+        """A value (or workspace contents) only the kernel's host set-up can give."""
+        return self.name == "host" or self.fill == "host"
 
 
 def _default() -> tuple[Param, ...]:
@@ -101,10 +110,18 @@ def parse_signature(raw, names: frozenset[str], fail=SpecError) -> tuple[Param, 
                            f" {'' if is_float else 'integer '}of type {ctype}")
             params.append(Param("const", ctype, value=value))
             continue
+        if "host" in entry:
+            param = _host_entry(entry, where, fail)
+            if f"host:{param.key}" in seen:
+                raise fail(f"{where}: host value {param.key!r} appears twice; list each once")
+            seen.add(f"host:{param.key}")
+            params.append(param)
+            continue
         name = entry.get("name")
         if not isinstance(name, str):
-            raise fail(f"{where}: an inline table names its parameter (name = \"M\") or is a "
-                       f"constant (const = 7), found {entry!r}")
+            raise fail(f"{where}: an inline table names its parameter (name = \"M\"), is a "
+                       f"constant (const = 7) or a host value (host = \"tiles\"), found "
+                       f"{entry!r}")
         if name not in VOCABULARY:
             raise fail(f"{where}: unknown signature entry {name!r}{_nearest(name)}; the "
                        f"vocabulary is {', '.join(VOCABULARY)} and {{ const = ..., type = ... }}")
@@ -155,6 +172,27 @@ def parse_signature(raw, names: frozenset[str], fail=SpecError) -> tuple[Param, 
     return tuple(params)
 
 
+def _host_entry(entry: dict, where: str, fail) -> Param:
+    extra = sorted(set(entry) - {"host", "type"})
+    key, ctype = entry["host"], entry.get("type", "i32")
+    if extra:
+        raise fail(f"{where}: a host value takes host and type, found also {', '.join(extra)}")
+    if not isinstance(key, str) or not key.isidentifier() or key == "workspace":
+        raise fail(f"{where}: host = \"name\" names the value the host set-up returns (an "
+                   f"identifier other than workspace), found {key!r}")
+    if ctype not in CONST_TYPES:
+        raise fail(f"{where}: host value type must be one of {', '.join(CONST_TYPES)}, found "
+                   f"{ctype!r}")
+    return Param("host", ctype, key=key)
+
+
+def host_keys(signature: tuple[Param, ...]) -> tuple[str, ...]:
+    """What the kernel's host set-up must return: ``workspace`` (for ``fill = "host"``) and
+    the name of every ``host`` entry, in signature order."""
+    return tuple("workspace" if p.name == WORKSPACE else p.key for p in signature
+                 if p.from_host)
+
+
 def has_beta(signature: tuple[Param, ...]) -> bool:
     """Whether the kernel takes beta (absent: alpha = 1 and beta = 0, C is not read)."""
     return any(p.name == "beta" for p in signature)
@@ -181,13 +219,20 @@ def leading_dimensions(m: int, n: int, k: int, layout_a: str = "row", layout_b: 
 def pack(signature: tuple[Param, ...], values: Mapping[str, object],
          tensor_map: Callable[[str], object] | None = None) -> list:
     """The ctypes values of one launch, in declared order. ``values`` maps vocabulary names
-    to numbers (M, N, K, lda, ldb, ldc, alpha, beta), device addresses (A, B, C, D,
-    workspace) or tensor maps (``tmap_X``: 128 bytes); a tensor map not in ``values`` comes
-    from ``tensor_map(operand)`` (the driver's encoder, or a fake one in tests)."""
+    to numbers (M, N, K, lda, ldb, ldc, alpha, beta; ``host:NAME`` for a host entry), device
+    addresses (A, B, C, D, workspace) or tensor maps (``tmap_X``: 128 bytes); a tensor map
+    not in ``values`` comes from ``tensor_map(operand)`` (the driver's encoder, or a fake one
+    in tests)."""
     out = []
     for p in signature:
         if p.name == "const":
             out.append(_CTYPES[p.type](p.value))
+            continue
+        if p.name == "host":
+            value = values.get(f"host:{p.key}")
+            if value is None:
+                raise SpecError(f"no value for host entry {p.key!r}: the host set-up returns it")
+            out.append(_CTYPES[p.type](value))
             continue
         if p.type == "tmap":
             raw = values.get(p.name)

@@ -15,12 +15,14 @@ from pathlib import Path
 from harness.archs import ARCHS
 from harness.errors import SpecError
 from harness.kernels import expr
+from harness.kernels.hostsetup import missing_setup
 from harness.kernels.signature import (
     DEFAULT_SIGNATURE,
     Param,
     TensorMapSpec,
     has_alpha,
     has_beta,
+    host_keys,
     parse_signature,
     parse_tmaps,
     tensor_map_operands,
@@ -188,6 +190,11 @@ class KernelSpec:
     says nothing; empty: no cluster."""
     cluster_from: str = ""
     """Where :attr:`cluster` came from: ``spec``, ``source`` (``__cluster_dims__``) or ``""``."""
+
+    @property
+    def has_d(self) -> bool:
+        """Whether the kernel writes a separate output D (C is then input only)."""
+        return any(p.name in ("D", "tmap_D") for p in self.abi)
 
     @property
     def abi(self) -> tuple[Param, ...]:
@@ -388,6 +395,10 @@ def parse_spec(source: str, path: Path) -> KernelSpec:
 
     tma = _tma_table(table.get("tma", {}), param_names, fail)
     signature, tmaps = _signature_and_maps(table, param_names | SHAPE_NAMES, tma, fail)
+    if signature is not None and host_keys(signature):
+        why = missing_setup(path, host_keys(signature))
+        if why is not None:
+            raise fail(why)
     cluster, cluster_from = _cluster(table, source[match.end():], path, param_names, fail)
 
     return KernelSpec(
