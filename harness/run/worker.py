@@ -9,6 +9,8 @@ own): then it ends, and the runner starts a fresh worker for the kernels after i
 
 from __future__ import annotations
 
+import json
+import socket
 import sys
 import traceback
 from pathlib import Path
@@ -19,7 +21,7 @@ from harness.bench.session import BenchSession
 from harness.errors import HarnessError, LaunchError
 from harness.kernels.registry import Kernel
 from harness.kernels.spec import read_spec
-from harness.run.protocol import Job, emit
+from harness.run.protocol import Job, KernelRef, emit
 
 
 def _progress(kernel: str, size=None):
@@ -31,12 +33,17 @@ def _progress(kernel: str, size=None):
     return say
 
 
+def _kernel(ref: KernelRef) -> Kernel:
+    return Kernel(ref.name, read_spec(Path(ref.file)), ref.params)
+
+
 def run_job(job: Job) -> None:
-    kernels = [Kernel(ref.name, read_spec(Path(ref.file)), ref.params) for ref in job.kernels]
+    kernels = [_kernel(ref) for ref in job.kernels]
     with PHASES("worker start"):
         session = BenchSession(job.timing, carveout_pct=job.carveout_pct,
                                say=_progress("ceiling"))
-        facts = {**session.facts(), "cublas_version": session.blas.version}
+        facts = {**session.facts(), "cublas_version": session.blas.version,
+                 "uuid": _uuid(session), "host": socket.gethostname()}
     with session:
         emit("device", **facts)
         if job.mode == "compare":
@@ -45,16 +52,48 @@ def run_job(job: Job) -> None:
                 for res in compare(session, preps, *size, say=_progress("compare", size)):
                     emit("result", result=res.to_json())
             return
+        if job.feed:
+            _run_fed(session, job)
+            return
         for kernel in kernels:
-            emit("kernel_start", kernel=kernel.name)
-            try:
-                prep = prepare(session, kernel, job.strict_blas, _progress(kernel.name))
-            except LaunchError as exc:  # refused before any launch: the context is intact
-                emit("kernel_error", kernel=kernel.name, kind="LaunchError", message=str(exc))
-                continue
-            if not _run_sizes(session, prep, job):
-                emit("retire", kernel=kernel.name)
+            if not _run_kernel(session, kernel, job):
                 return
+
+
+def _run_fed(session: BenchSession, job: Job) -> None:
+    """Kernels one stdin line at a time, ``ready`` before each, until stdin ends."""
+    while True:
+        emit("phases", seconds=PHASES.take())  # per kernel: a fed worker may never end
+        emit("ready")
+        line = sys.stdin.readline()
+        if not line.strip():
+            return
+        if not _run_kernel(session, _kernel(KernelRef.from_dict(json.loads(line))), job):
+            return
+
+
+def _run_kernel(session: BenchSession, kernel: Kernel, job: Job) -> bool:
+    """Every size of one kernel; False when the worker must end (it failed its checks)."""
+    emit("kernel_start", kernel=kernel.name)
+    try:
+        prep = prepare(session, kernel, job.strict_blas, _progress(kernel.name))
+    except LaunchError as exc:  # refused before any launch: the context is intact
+        emit("kernel_error", kernel=kernel.name, kind="LaunchError", message=str(exc))
+        return True
+    if not _run_sizes(session, prep, job):
+        emit("retire", kernel=kernel.name)
+        return False
+    return True
+
+
+def _uuid(session: BenchSession) -> str:
+    """The GPU's UUID as nvidia-smi prints it (``GPU-`` and 8-4-4-4-12 hex digits)."""
+    from cuda.bindings import driver as cu
+
+    from harness.gpu.check import check
+    from harness.run.gpus import uuid_text
+
+    return uuid_text(check(cu.cuDeviceGetUuid(session.device.handle), "cuDeviceGetUuid").bytes)
 
 
 def _run_sizes(session: BenchSession, prep: Prepared, job: Job) -> bool:
@@ -71,7 +110,7 @@ def _run_sizes(session: BenchSession, prep: Prepared, job: Job) -> bool:
 
 
 def main() -> int:
-    job = Job.from_json(sys.stdin.read())
+    job = Job.from_json(sys.stdin.readline())  # one line; a fed job's kernels follow it
     try:
         try:
             run_job(job)

@@ -1,0 +1,119 @@
+"""Which GPUs a run uses: ``--gpus`` read and checked against the devices the driver shows the
+harness, and the ``CUDA_VISIBLE_DEVICES`` that pins a worker process to one of them (the worker
+then sees it as device 0)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from harness.errors import HarnessError
+
+_FORM = "expected all, or GPU indices separated by commas (0 or 0,2)"
+
+
+@dataclass(frozen=True)
+class GpuSlot:
+    """One GPU a worker process is pinned to."""
+
+    index: int
+    """The device ordinal in the harness's numbering (what ``--gpus`` names)."""
+    visible: str
+    """``CUDA_VISIBLE_DEVICES`` for the worker: an ordinal, or the entry of the harness's own
+    ``CUDA_VISIBLE_DEVICES`` at ``index`` (a UUID or a MIG instance stays as given)."""
+
+    def env(self) -> dict[str, str]:
+        return {"CUDA_VISIBLE_DEVICES": self.visible}
+
+
+@dataclass(frozen=True)
+class VisibleGpu:
+    """A device as the driver shows it to the harness."""
+
+    index: int
+    uuid: str
+    name: str
+    arch: str
+
+
+def slot(index: int, environ: Mapping[str, str] = os.environ) -> GpuSlot:
+    """GPU ``index`` of the harness's numbering as a worker's pin. Under a
+    ``CUDA_VISIBLE_DEVICES`` of the harness's own, device ``index`` is that list's entry
+    ``index`` (CUDA numbers the visible devices in the list's order), not ordinal ``index``."""
+    given = environ.get("CUDA_VISIBLE_DEVICES", "").strip()
+    if given:
+        entries = [e.strip() for e in given.split(",")]
+        if index < len(entries):
+            return GpuSlot(index, entries[index])
+    return GpuSlot(index, str(index))
+
+
+def parse_gpus(text: str) -> tuple[int, ...] | None:
+    """``--gpus``'s indices in the order given, None for ``all``; anything else is bad input
+    (before any GPU is asked)."""
+    given = text.strip()
+    if given == "all":
+        return None
+    try:
+        indices = tuple(int(part) for part in given.split(","))
+    except ValueError:
+        raise HarnessError(f"--gpus {text!r}: {_FORM}") from None
+    negative = [i for i in indices if i < 0]
+    if negative:
+        raise HarnessError(f"--gpus {text!r}: {_FORM}; got {negative[0]}, which is negative")
+    repeated = sorted({i for i in indices if indices.count(i) > 1})
+    if repeated:
+        raise HarnessError(f"--gpus {text!r}: GPU {repeated[0]} is named twice; expected each "
+                           "GPU once (two workers on one GPU would time each other's kernels)")
+    return indices
+
+
+def choose_gpus(text: str, shown: Sequence[VisibleGpu]) -> tuple[int, ...]:
+    """``--gpus`` against the GPUs the driver shows: every one for ``all``, else the indices
+    named, each of which must exist."""
+    wanted = parse_gpus(text)
+    if wanted is None:
+        return tuple(g.index for g in shown)
+    missing = [i for i in wanted if i >= len(shown)]
+    if missing:
+        have = "; ".join(f"{g.index}: {g.name}" for g in shown) or "none"
+        raise HarnessError(f"--gpus {text}: there is no GPU {missing[0]}; expected indices from "
+                           f"0 to {len(shown) - 1}: this host shows {len(shown)} ({have})")
+    return wanted
+
+
+def one_model(chosen: Sequence[int], shown: Sequence[VisibleGpu], why: str) -> None:
+    """Refuse GPUs of several models where results are ranked against each other."""
+    names = sorted({shown[i].name for i in chosen})
+    if len(names) > 1:
+        raise HarnessError(f"{why}: expected GPUs of one model, got {', '.join(names)}; pick "
+                           "GPUs of one model with --gpus")
+
+
+def uuid_text(raw: bytes) -> str:
+    """``cuDeviceGetUuid``'s 16 bytes as nvidia-smi prints a UUID (``GPU-`` 8-4-4-4-12)."""
+    text = bytes(raw).hex()
+    if len(text) != 32:
+        return text
+    return f"GPU-{text[:8]}-{text[8:12]}-{text[12:16]}-{text[16:20]}-{text[20:]}"
+
+
+def visible_gpus() -> list[VisibleGpu]:
+    """Every GPU the driver shows this process, in its order; empty where there is none."""
+    from harness.gpu.driver import device_arch_name, gpu_status
+
+    ok, _ = gpu_status()
+    if not ok:
+        return []
+    from cuda.bindings import driver as cu
+
+    from harness.gpu.check import check
+
+    shown = []
+    for index in range(check(cu.cuDeviceGetCount(), "cuDeviceGetCount")):
+        dev = check(cu.cuDeviceGet(index), "cuDeviceGet", f"device {index}")
+        name = check(cu.cuDeviceGetName(256, dev), "cuDeviceGetName").split(b"\0", 1)[0]
+        uuid = uuid_text(check(cu.cuDeviceGetUuid(dev), "cuDeviceGetUuid").bytes)
+        shown.append(VisibleGpu(index, uuid, name.decode(), device_arch_name(index)))
+    return shown
