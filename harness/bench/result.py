@@ -156,6 +156,40 @@ class Comparison:
 
 
 @dataclass(frozen=True)
+class GpuInfo:
+    """The GPU a row was measured on: a run spread over several GPUs (``--gpus``, a cluster)
+    names each row's."""
+
+    index: int
+    """The CUDA device ordinal in the harness's numbering (``--gpus``: the devices the driver
+    shows the harness, after any ``CUDA_VISIBLE_DEVICES`` of its own)."""
+    uuid: str = ""
+    """``cuDeviceGetUuid`` as ``GPU-xxxxxxxx-...`` (what ``nvidia-smi -L`` prints)."""
+    name: str = ""
+    pci_bus_id: str = ""
+    host: str = ""
+    """The machine's host name (GPUs of a cluster share indices across hosts)."""
+    max_sm_clock_mhz: float = math.nan
+    max_mem_clock_mhz: float = math.nan
+    power_limit_w: float = math.nan
+
+    @classmethod
+    def of(cls, index: int, facts: dict[str, Any]) -> GpuInfo:
+        """From a worker's ``device`` event (BenchSession.facts plus uuid and host)."""
+        clocks = facts.get("clocks") or {}
+        return cls(index, facts.get("uuid", ""), facts.get("name", ""),
+                   facts.get("pci_bus_id", ""), facts.get("host", ""),
+                   _number(clocks.get("max_sm_clock_mhz")),
+                   _number(clocks.get("max_mem_clock_mhz")),
+                   _number(clocks.get("power_limit_w")))
+
+
+def _number(value) -> float:
+    """A clock fact as a float; NaN where NVML said "unavailable: ..." or nothing."""
+    return float(value) if isinstance(value, (int, float)) else math.nan
+
+
+@dataclass(frozen=True)
 class Result:
     """One kernel at one size."""
 
@@ -177,6 +211,8 @@ class Result:
     ceiling: CeilingRef | None = None
     comparison: Comparison | None = None
     sass: dict[str, int] | None = None
+    gpu: GpuInfo | None = None
+    """The GPU it ran on; None for rows no GPU saw (compile errors) and in older reports."""
 
     @classmethod
     def of(cls, kernel: KernelInfo, m: int, n: int, k: int) -> Result:
@@ -278,7 +314,8 @@ _NESTED: dict[tuple[type, str], type] = {
     (Result, "launch"): LaunchInfo, (Result, "occupancy"): OccupancyInfo,
     (Result, "checks"): CheckSummary, (Result, "timing"): Timing,
     (Result, "baseline"): Baseline, (Result, "ceiling"): CeilingRef,
-    (Result, "comparison"): Comparison, (Baseline, "timing"): Timing}
+    (Result, "comparison"): Comparison, (Result, "gpu"): GpuInfo,
+    (Baseline, "timing"): Timing}
 """The record each nested field of a result holds."""
 
 

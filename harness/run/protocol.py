@@ -6,6 +6,10 @@ facts, once), ``kernel_start``, ``progress`` (a stage, optionally at a size), ``
 :class:`~harness.bench.result.Result` as JSON), ``kernel_error`` (a kernel refused before any
 launch), ``retire`` (the worker stops after a kernel that failed its checks, so the next kernel
 starts in a fresh process), and ``error`` (the worker could not go on).
+
+A job with ``feed`` set names no kernels: the worker says ``ready`` once its session is up and
+after each kernel, and reads the next kernel as one :class:`KernelRef` JSON line from stdin; the
+end of stdin ends it. Workers on several GPUs are fed so from one queue (multi.py).
 """
 
 from __future__ import annotations
@@ -34,6 +38,13 @@ class KernelRef:
     def of(cls, kernel: Kernel) -> KernelRef:
         return cls(kernel.name, str(kernel.spec.path), kernel.params)
 
+    def to_json(self) -> str:
+        return json.dumps(asdict(self))
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> KernelRef:
+        return cls(data["name"], data["file"], tuple(tuple(p) for p in data["params"]))
+
 
 @dataclass(frozen=True)
 class Job:
@@ -47,6 +58,8 @@ class Job:
     """``run``: each kernel timed on its own; ``compare``: all timed interleaved; ``check``:
     the check battery and the sizes' checks, no timing."""
     strict_blas: bool = False
+    feed: bool = False
+    """Kernels come one JSON line at a time on stdin after the job, each after a ``ready``."""
 
     def to_json(self) -> str:
         return json.dumps(asdict(self))
@@ -55,12 +68,11 @@ class Job:
     def from_json(cls, text: str) -> Job:
         data = json.loads(text)
         return cls(
-            kernels=tuple(KernelRef(k["name"], k["file"], tuple(tuple(p) for p in k["params"]))
-                          for k in data["kernels"]),
+            kernels=tuple(KernelRef.from_dict(k) for k in data["kernels"]),
             sizes=tuple(tuple(s) for s in data["sizes"]),
             timing=TimingOptions(**data["timing"]), carveout_pct=data["carveout_pct"],
             reuse_baseline=data["reuse_baseline"], mode=data["mode"],
-            strict_blas=data["strict_blas"])
+            strict_blas=data["strict_blas"], feed=data.get("feed", False))
 
 
 def emit(event: str, **fields: Any) -> None:
