@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Download the wheels a GPU host without a package registry lacks (x86-64 Linux, CPython 3.12)
-# into .whl/ (WHEEL_DIR to change it): nvmath-python, the cuBLAS baseline, and any extra pip
+# into .whl/ (WHEEL_DIR to change it): nvmath-python, the cuBLAS baseline, pytest-xdist (the
+# whole suite in one device command: experiments/gpu_session.sh tests), and any extra pip
 # requirement given as an argument. Run it where a registry is reachable, from the project root;
 # then, on the GPU host (README, "GPU host without a package registry"):
 #   python3 -m pip install -q --no-index --no-deps --target /tmp/site .whl/*.whl
@@ -33,5 +34,5 @@ mkdir -p "$dest"
 python3 -m pip download -q --no-deps --only-binary=:all: --python-version "$version" \
   --implementation cp --platform manylinux_2_28_x86_64 --platform manylinux_2_27_x86_64 \
   --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 -d "$dest" \
-  "nvmath-python==1.0.*" ${notebook[@]+"${notebook[@]}"} "$@"
+  "nvmath-python==1.0.*" pytest-xdist==3.8.0 execnet==2.1.2 ${notebook[@]+"${notebook[@]}"} "$@"
 ls -la "$dest"

@@ -23,6 +23,11 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "device" in getattr(item, "fixturenames", ()) and "gpu" not in item.keywords:
             item.add_marker(pytest.mark.gpu)
+        if "gpu" in item.keywords:
+            # under pytest-xdist (``-n N --dist loadgroup``, experiments/gpu_session.sh) every
+            # GPU test runs in one worker, one after another, as in a serial run: the
+            # CPU-only tests spread over the others, none of them shares the GPU with a timing
+            item.add_marker(pytest.mark.xdist_group("gpu"))
     ok, why = gpu_status()
     if ok:
         return
@@ -50,13 +55,20 @@ def device():
         yield dev
 
 
-@pytest.fixture(scope="session", autouse=True)
+_CACHE_FILLED = []
+
+
+@pytest.fixture(autouse=True)
 def _compile_cache_filled(request):
-    """With a GPU, every kernel the GPU tests load is compiled up front in parallel processes
-    (as is and with the device's tuned parameters): compiled one by one, a GPU host's cold
-    compile cache costs minutes of the suite. Without one, tests compile as they go."""
+    """Before this process's first GPU test, every kernel the GPU tests load is compiled in
+    parallel processes (as is and with the device's tuned parameters): compiled one by one, a
+    GPU host's cold compile cache costs minutes of the suite. Without a GPU, and in a
+    pytest-xdist worker that runs no GPU test, tests compile as they go."""
+    if _CACHE_FILLED or "gpu" not in request.node.keywords:
+        return
+    _CACHE_FILLED.append(True)
     ok, _ = gpu_status()
-    if not ok or not any("gpu" in item.keywords for item in request.session.items):
+    if not ok:
         return
     from harness.build.compile import compile_all
     from harness.gpu.driver import device_arch_name
@@ -65,5 +77,6 @@ def _compile_cache_filled(request):
     arch = device_arch_name()
     folders = [FIXTURE_KERNELS / name for name in ("bad", "classes", "isolation", "adversarial",
                                                    "headers")]
+    folders.append(FIXTURE_KERNELS.parent.parent / "examples")
     kernels = discover() + [k for folder in folders for k in discover([folder])]
     compile_all(kernels + [k.for_arch(arch) for k in kernels], arch)
