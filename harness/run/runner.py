@@ -9,7 +9,8 @@ kernel that faults (its CUDA context is lost), hangs (no event within the timeou
 killed) or fails its checks (it may have written memory it does not own), and the next kernel
 starts in a fresh worker. A kernel that faulted or hung is not tried again at its other sizes.
 Each result is appended to a JSON-lines file as it comes, so an interrupted run keeps what it
-measured.
+measured. With several GPUs (``gpus``), multi.py feeds one worker per GPU from one queue;
+cluster.py does the same over a Dask cluster.
 """
 
 from __future__ import annotations
@@ -27,12 +28,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness.archs import get_arch
-from harness.bench.result import KernelInfo, Result
+from harness.bench.result import GpuInfo, KernelInfo, Result
 from harness.build.compile import compile_kernel
 from harness.build.occupancy import abi_problems, kernel_launch_problems
 from harness.errors import CompileError, HarnessError
 from harness.gpu.timing import TimingOptions
 from harness.kernels.registry import PROJECT_ROOT, Kernel
+from harness.run.gpus import GpuSlot
 from harness.run.protocol import Job, KernelRef, parse
 
 _FAULTS = ("ILLEGAL_ADDRESS", "LAUNCH_FAILED", "MISALIGNED_ADDRESS", "ILLEGAL_INSTRUCTION",
@@ -66,60 +68,105 @@ class RunRecord:
     device: dict = field(default_factory=dict)
     results: list[Result] = field(default_factory=list)
     phases: dict[str, float] = field(default_factory=dict)
-    """Wall seconds per phase (compile, worker start, checks, references, timing, ...)."""
+    """Wall seconds per phase (compile, worker start, checks, references, timing, ...); summed
+    over the workers where several GPUs ran at once."""
     wall_s: float = 0.0
+    devices: list[dict] = field(default_factory=list)
+    """The device facts of every GPU that ran a kernel (one entry on one GPU), each with its
+    ``index`` in the harness's numbering."""
+
+    def saw(self, facts: dict, index: int) -> None:
+        """Note a worker's device facts: the first become ``device``; each GPU is listed
+        once in ``devices``, with its index."""
+        self.device = self.device or facts
+        key = (facts.get("host"), facts.get("uuid"), index)
+        if all((d.get("host"), d.get("uuid"), d.get("index")) != key for d in self.devices):
+            self.devices.append({**facts, "index": index})
+
+
+class Stream:
+    """Where a run's results go as they arrive: the record, a line of the JSON-lines file and
+    a progress line each; safe to call from the threads of several workers."""
+
+    def __init__(self, record: RunRecord, sink, total: int, say: Callable[[str], None],
+                 t0: float, name_gpu: bool = False):
+        self.record, self.sink, self.total, self.say, self.t0 = record, sink, total, say, t0
+        self.name_gpu = name_gpu
+        self.lock = threading.Lock()
+
+    def __call__(self, result: Result) -> None:
+        with self.lock:
+            self.record.results.append(result)
+            self.sink.write(json.dumps(result.to_json()) + "\n")
+            self.sink.flush()
+            elapsed = time.perf_counter() - self.t0
+            on = f" (GPU {result.gpu.index})" if self.name_gpu and result.gpu else ""
+            self.say(f"[{len(self.record.results):>3}/{self.total} {elapsed:5.1f} s] "
+                     f"{describe(result)}{on}")
 
 
 def run(kernels: Sequence[Kernel], arch: str, options: RunOptions, jsonl_path: Path,
-        say: Callable[[str], None], reuse_baseline: bool = False, mode: str = "run"
-        ) -> RunRecord:
+        say: Callable[[str], None], reuse_baseline: bool = False, mode: str = "run",
+        gpus: Sequence[GpuSlot] | None = None) -> RunRecord:
     """Check and time ``kernels`` at every size; append each result to ``jsonl_path`` at once.
 
     ``reuse_baseline``: time cuBLAS once per size in each worker (tuning sweeps of many
     variants) instead of right after each kernel. ``mode``: ``run`` times each kernel on its
     own; ``compare`` times them (and cuBLAS) interleaved, round by round, in one worker, with
-    each kernel's speedup over the first."""
+    each kernel's speedup over the first. ``gpus``: the GPUs the workers are pinned to (None:
+    the one worker sees every GPU and uses device 0); with several, one worker per GPU, each
+    fed kernels from one queue (``run`` and ``check`` modes), the results kept in the order one
+    worker gives."""
+    if gpus is not None and len(gpus) > 1 and mode == "compare":
+        raise HarnessError(f"compare times its kernels interleaved on one GPU; expected one "
+                           f"GPU, got {len(gpus)}")
     record = RunRecord()
     t0 = time.perf_counter()
     jsonl_path.parent.mkdir(parents=True, exist_ok=True)
     total = len(kernels) * len(options.sizes)
+    spread = gpus is not None and len(gpus) > 1
     with jsonl_path.open("a") as sink:
-
-        def keep(result: Result) -> None:
-            record.results.append(result)
-            sink.write(json.dumps(result.to_json()) + "\n")
-            sink.flush()
-            elapsed = time.perf_counter() - t0
-            say(f"[{len(record.results):>3}/{total} {elapsed:5.1f} s] {describe(result)}")
-
+        keep = Stream(record, sink, total, say, t0, name_gpu=spread)
         runnable = []
         t_compile = time.perf_counter()
         for kernel in kernels:
-            kernel = kernel.for_arch(arch)
-            try:
-                res = compile_kernel(kernel, arch).resources
-            except CompileError as exc:
-                for size in options.sizes:
-                    keep(_unrun(kernel, size, "compile error", str(exc)))
-                continue
-            # refused offline (grid and block limits, registers, shared memory) at every size:
-            # no worker, no launch; at some sizes only: the worker refuses those before launching
-            refused = {size: problems for size in options.sizes
-                       if (problems := kernel_launch_problems(
-                           kernel, get_arch(arch), *size, res.registers, res.static_smem_bytes))}
-            if len(refused) < len(options.sizes):
+            kernel, rows = screen(kernel, arch, options.sizes)
+            for row in rows:
+                keep(row)
+            if not rows:
                 runnable.append(kernel)
-                continue
-            for size, problems in refused.items():
-                keep(_unrun(kernel, size, "launch error", f"{kernel.name} at "
-                            f"{'x'.join(map(str, size))} cannot launch: " + "; ".join(problems)))
         record.phases["compile"] = time.perf_counter() - t_compile
-        while runnable:
+        if spread:
+            from harness.run.multi import measure_spread
+
+            measure_spread(runnable, gpus, options, record, keep, say, reuse_baseline, mode)
+        while runnable and not spread:
             say(f"      starting a worker for {len(runnable)} kernel(s)")
-            finished = _Worker(runnable, options, record, keep, say, reuse_baseline, mode).run()
+            finished = _Worker(runnable, options, record, keep, say, reuse_baseline, mode,
+                               gpu=gpus[0] if gpus else None).run()
             runnable = [k for k in runnable if k.name not in finished]
     record.wall_s = time.perf_counter() - t0
     return record
+
+
+def screen(kernel: Kernel, arch: str, sizes: Sequence[Size]) -> tuple[Kernel, list[Result]]:
+    """``kernel`` as ``arch`` runs it (its tuned parameters), compiled, with the rows it gets
+    without a worker: a compile error at every size, or a launch error at every size where
+    it is refused offline (grid and block limits, registers, shared memory) at all of them.
+    No rows: it goes to a worker, which refuses the sizes it cannot launch at before launching."""
+    kernel = kernel.for_arch(arch)
+    try:
+        res = compile_kernel(kernel, arch).resources
+    except CompileError as exc:
+        return kernel, [_unrun(kernel, size, "compile error", str(exc)) for size in sizes]
+    refused = {size: problems for size in sizes
+               if (problems := kernel_launch_problems(
+                   kernel, get_arch(arch), *size, res.registers, res.static_smem_bytes))}
+    if len(refused) < len(sizes):
+        return kernel, []
+    return kernel, [_unrun(kernel, size, "launch error", f"{kernel.name} at "
+                           f"{'x'.join(map(str, size))} cannot launch: " + "; ".join(problems))
+                    for size, problems in refused.items()]
 
 
 def _unrun(kernel: Kernel, size: Size, status: str, message: str) -> Result:
@@ -127,13 +174,16 @@ def _unrun(kernel: Kernel, size: Size, status: str, message: str) -> Result:
 
 
 class _Worker:
-    """One worker process over ``kernels``, its events turned into results."""
+    """One worker process over ``kernels``, its events turned into results, each naming the
+    GPU it ran on (``gpu``: the one the process is pinned to; None: device 0 of all)."""
 
     def __init__(self, kernels: Sequence[Kernel], options: RunOptions, record: RunRecord,
                  keep: Callable[[Result], None], say: Callable[[str], None],
-                 reuse_baseline: bool, mode: str):
+                 reuse_baseline: bool, mode: str, gpu: GpuSlot | None = None):
         self.kernels, self.options, self.record = kernels, options, record
-        self.keep, self.say, self.mode = keep, say, mode
+        self.sink, self.say, self.mode = keep, say, mode
+        self.gpu = gpu
+        self.gpu_info = GpuInfo(gpu.index) if gpu else None
         self.job = Job(tuple(KernelRef.of(k) for k in kernels), options.sizes, options.timing,
                        options.carveout_pct, reuse_baseline, mode, options.strict_blas)
         self.by_name = {k.name: k for k in kernels}
@@ -143,18 +193,32 @@ class _Worker:
         self.at: Size | None = None  # the size the current kernel was last reported at
         self.stage = "starting"
         self.limit_s = options.timeout_s or STARTUP_LIMIT_S
+        self.idle = False
 
-    def run(self) -> set[str]:
-        """Run the worker to its end; the names of the kernels it finished or failed."""
+    def keep(self, result: Result) -> None:
+        """A row out, naming this worker's GPU."""
+        if result.gpu is None and self.gpu_info is not None:
+            result = result.with_parts(gpu=self.gpu_info)
+        self.sink(result)
+
+    def _start(self, stderr) -> tuple[subprocess.Popen, queue.Queue]:
+        """The worker process (pinned to ``gpu``), and the queue its stdout lines arrive on."""
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join([str(PROJECT_ROOT), env.get("PYTHONPATH", "")])
         env["PYTHONUNBUFFERED"] = "1"
+        if self.gpu is not None:
+            env.update(self.gpu.env())
+        proc = subprocess.Popen(list(WORKER_COMMAND),
+                                stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                stderr=stderr, text=True, env=env)
+        lines: queue.Queue[str | None] = queue.Queue()
+        threading.Thread(target=_pump, args=(proc.stdout, lines), daemon=True).start()
+        return proc, lines
+
+    def run(self) -> set[str]:
+        """Run the worker to its end; the names of the kernels it finished or failed."""
         with tempfile.TemporaryFile(mode="w+") as stderr:
-            proc = subprocess.Popen(list(WORKER_COMMAND),
-                                    stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                    stderr=stderr, text=True, env=env)
-            lines: queue.Queue[str | None] = queue.Queue()
-            threading.Thread(target=_pump, args=(proc.stdout, lines), daemon=True).start()
+            proc, lines = self._start(stderr)
             proc.stdin.write(self.job.to_json())
             proc.stdin.close()
             self.limit_s = self.options.timeout_s or STARTUP_LIMIT_S
@@ -170,9 +234,13 @@ class _Worker:
         self._record_unreported(error, hung, returncode, tail)
         return self.finished
 
-    def _follow(self, proc: subprocess.Popen, lines: queue.Queue) -> tuple[bool, dict | None]:
-        """The worker's events until it ends; (hung, the error it reported)."""
+    def _follow(self, proc: subprocess.Popen, lines: queue.Queue, until: str | None = None
+                ) -> tuple[bool, dict | None]:
+        """The worker's events until it ends, or until it sends the event ``until`` (then
+        ``idle`` is set: a fed worker waiting for its next kernel); (hung, the error it
+        reported)."""
         error = None
+        self.idle = False
         deadline = time.monotonic() + self.limit_s
         while True:
             try:
@@ -185,13 +253,18 @@ class _Worker:
             event = parse(line)
             if event is None:
                 continue
+            if until is not None and event[0] == until:
+                self.idle = True
+                return False, error
             self.limit_s = self.options.timeout_s or event[1].get("limit_s") or DEFAULT_LIMIT_S
             deadline = time.monotonic() + self.limit_s
             error = self._on(*event) or error
 
     def _on(self, kind: str, event: dict) -> dict | None:
         if kind == "device":
-            self.record.device = self.record.device or event
+            index = self.gpu.index if self.gpu else 0
+            self.gpu_info = GpuInfo.of(index, event)
+            self.record.saw(event, index)
         elif kind == "kernel_start":
             self._finish_current()
             self.current, self.at = event["kernel"], None

@@ -1,0 +1,257 @@
+"""Runs spread over several GPUs (run/multi.py, run/gpus.py) and over a Dask cluster
+(run/cluster.py): scheduling, merging and failure handling on the CPU with stand-in worker
+processes that speak the worker protocol; on a GPU, two workers on one device against one."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+
+import pytest
+
+from harness.errors import HarnessError
+from harness.kernels.registry import discover, select
+from harness.run import gpus as gpu_choice
+from harness.run import runner
+from harness.run.gpus import GpuSlot, VisibleGpu
+
+# A stand-in worker: the protocol of run/worker.py, with what each kernel does taken from
+# FAKE_PLAN (kernel name -> pass, fail, fault, hang, sleep:SECONDS; "@start:<CUDA_VISIBLE_DEVICES>"
+# -> die, hang: the worker on that GPU never gets ready). Every row names the GPU it was pinned to.
+FAKE_WORKER = r'''
+import json, os, sys, time
+from harness.bench.result import KernelInfo, Result
+
+plan = json.loads(os.environ.get("FAKE_PLAN", "{}"))
+gpu = os.environ.get("CUDA_VISIBLE_DEVICES", "all")
+job = json.loads(sys.stdin.readline())
+
+
+def emit(event, **fields):
+    print("HARNESS-EVENT " + json.dumps({"event": event, **fields}), flush=True)
+
+
+start = plan.get("@start:" + gpu)
+if start == "die":
+    print("no GPU for you", file=sys.stderr)
+    sys.exit(5)
+if start == "hang":
+    time.sleep(60)
+emit("device", name="Fake GPU", uuid="GPU-fake-" + gpu, host="fakehost", pci_bus_id=gpu,
+     clocks={"max_sm_clock_mhz": 1000})
+
+
+def kernel(ref):
+    name = ref["name"]
+    action = plan.get(name, "pass")
+    emit("kernel_start", kernel=name)
+    for size in job["sizes"]:
+        emit("progress", kernel=name, stage="timing", size=size, show=False)
+        if action == "hang":
+            time.sleep(60)
+        if action == "fault":
+            emit("error", kind="CudaError",
+                 message="cuStreamSynchronize failed: CUDA_ERROR_ILLEGAL_ADDRESS")
+            sys.exit(3)
+        if action.startswith("sleep:"):
+            time.sleep(float(action.split(":")[1]))
+        status = "FAIL" if action == "fail" else "pass"
+        row = Result.of(KernelInfo(name, ref["file"], "fp32"), *size).ended(status, "on " + gpu)
+        emit("result", result=row.to_json())
+    if action == "fail":
+        emit("retire", kernel=name)
+        return False
+    return True
+
+
+if job.get("feed"):
+    while True:
+        emit("ready")
+        line = sys.stdin.readline()
+        if not line.strip() or not kernel(json.loads(line)):
+            break
+else:
+    for ref in job["kernels"]:
+        if not kernel(ref):
+            break
+emit("phases", seconds={"timing": 0.5})
+'''
+
+SIZES = ((128,) * 3, (256,) * 3)
+NAMES = ["01_naive", "02_coalesced", "03_smem_tiled:t32", "05_blocktile_1d", "06_blocktile_2d",
+         "07_vectorized"]
+
+
+@pytest.fixture
+def kernels():
+    return select(discover(), NAMES)
+
+
+@pytest.fixture
+def fake(tmp_path, monkeypatch):
+    """The stand-in worker in place of the real one; returns a setter for its plan. Kernels are
+    not compiled (the worker would find no cubin to use anyway)."""
+    script = tmp_path / "fake_worker.py"
+    script.write_text(FAKE_WORKER)
+    monkeypatch.setattr(runner, "WORKER_COMMAND", (sys.executable, str(script)))
+    monkeypatch.setattr(runner, "screen", lambda kernel, arch, sizes: (kernel, []))
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+
+    def plan(**actions):
+        monkeypatch.setenv("FAKE_PLAN", json.dumps(actions))
+    plan()
+    return plan
+
+
+def _run(kernels, tmp_path, gpus=None, timeout_s=None, name="r"):
+    lines = []
+    options = runner.RunOptions(sizes=SIZES, timeout_s=timeout_s)
+    slots = None if gpus is None else [gpu_choice.slot(i) for i in gpus]
+    record = runner.run(kernels, "sm_90", options, tmp_path / f"{name}.jsonl", lines.append,
+                        gpus=slots)
+    return record, lines
+
+
+def _rows(record):
+    return [(r.kernel.name, r.size, r.status) for r in record.results]
+
+
+# --- --gpus ------------------------------------------------------------------------------
+
+SHOWN = [VisibleGpu(0, "GPU-a", "NVIDIA H100 80GB HBM3", "sm_90"),
+         VisibleGpu(1, "GPU-b", "NVIDIA H100 80GB HBM3", "sm_90")]
+
+
+def test_gpus_all_is_every_gpu_shown_and_a_list_keeps_its_order():
+    assert gpu_choice.choose_gpus("all", SHOWN) == (0, 1)
+    assert gpu_choice.choose_gpus("1,0", SHOWN) == (1, 0)
+    assert gpu_choice.choose_gpus(" 1 ", SHOWN) == (1,)
+
+
+@pytest.mark.parametrize(("text", "said"), [
+    ("x", r"--gpus 'x': expected all, or GPU indices separated by commas \(0 or 0,2\)"),
+    ("", r"--gpus '': expected all, or GPU indices"),
+    ("0,,1", r"--gpus '0,,1': expected all, or GPU indices"),
+    ("-1", r"got -1, which is negative"),
+    ("0,0", r"GPU 0 is named twice; expected each GPU once"),
+])
+def test_bad_gpus_are_refused_before_any_gpu_is_asked(text, said):
+    with pytest.raises(HarnessError, match=said):
+        gpu_choice.parse_gpus(text)
+
+
+def test_a_gpu_the_host_does_not_have_is_refused_naming_those_it_has():
+    with pytest.raises(HarnessError, match=r"--gpus 7: there is no GPU 7; expected indices from "
+                                           r"0 to 1: this host shows 2 \(0: NVIDIA H100 80GB "
+                                           r"HBM3; 1: NVIDIA H100 80GB HBM3\)"):
+        gpu_choice.choose_gpus("7", SHOWN)
+    with pytest.raises(HarnessError, match=r"there is no GPU 2.*shows 2"):
+        gpu_choice.choose_gpus("0,2", SHOWN)
+
+
+def test_a_worker_is_pinned_through_the_harnesss_own_visible_devices():
+    assert gpu_choice.slot(1, {}) == GpuSlot(1, "1")
+    assert gpu_choice.slot(1, {"CUDA_VISIBLE_DEVICES": "3,5"}) == GpuSlot(1, "5")
+    assert gpu_choice.slot(0, {"CUDA_VISIBLE_DEVICES": "GPU-abc"}).env() == {
+        "CUDA_VISIBLE_DEVICES": "GPU-abc"}
+
+
+def test_gpus_of_several_models_are_refused_where_results_are_ranked():
+    mixed = [*SHOWN, VisibleGpu(2, "GPU-c", "NVIDIA A100-SXM4-80GB", "sm_80")]
+    gpu_choice.one_model((0, 1), mixed, "tune")
+    with pytest.raises(HarnessError, match=r"tune: expected GPUs of one model, got NVIDIA "
+                                           r"A100-SXM4-80GB, NVIDIA H100 80GB HBM3"):
+        gpu_choice.one_model((0, 2), mixed, "tune")
+
+
+def test_uuid_is_written_as_nvidia_smi_writes_it():
+    assert gpu_choice.uuid_text(bytes(range(16))) == "GPU-00010203-0405-0607-0809-0a0b0c0d0e0f"
+
+
+# --- scheduling over stand-in workers --------------------------------------------------------
+
+def test_two_gpus_give_the_rows_one_gpu_gives_in_the_same_order(kernels, fake, tmp_path):
+    one, _ = _run(kernels, tmp_path, name="one")
+    two, lines = _run(kernels, tmp_path, gpus=(0, 1), name="two")
+    assert _rows(two) == _rows(one)
+    assert _rows(one) == [(k.name, s, "pass") for k in kernels for s in SIZES]
+    assert {r.gpu.index for r in two.results} == {0, 1}
+    assert all(r.message == f"on {r.gpu.index}" for r in two.results), "pinned by its env"
+    assert {r.gpu.uuid for r in two.results} == {"GPU-fake-0", "GPU-fake-1"}
+    assert {r.gpu.index for r in one.results} == {0} and one.results[0].gpu.uuid == "GPU-fake-all"
+    assert sorted(d["index"] for d in two.devices) == [0, 1]
+    assert two.phases["timing"] == pytest.approx(1.0), "each worker's phases, summed"
+    assert any("over 2 GPUs (0, 1)" in line for line in lines)
+    streamed = (tmp_path / "two.jsonl").read_text().splitlines()
+    assert len(streamed) == len(two.results)
+
+
+def test_results_arriving_out_of_order_are_put_in_one_workers_order(kernels, fake, tmp_path):
+    fake(**{kernels[0].name: "sleep:0.4"})  # GPU 0 is busy with the first while 1 goes on
+    record, _ = _run(kernels, tmp_path, gpus=(0, 1))
+    streamed = [json.loads(line)["kernel"]["name"]
+                for line in (tmp_path / "r.jsonl").read_text().splitlines()]
+    assert streamed[0] != kernels[0].name, "the stream keeps the arrival order"
+    assert _rows(record) == [(k.name, s, "pass") for k in kernels for s in SIZES]
+
+
+def test_a_fault_and_a_failed_check_end_only_their_gpus_worker(kernels, fake, tmp_path):
+    fake(**{kernels[1].name: "fault", kernels[3].name: "fail"})
+    one, _ = _run(kernels, tmp_path, name="one")
+    two, _ = _run(kernels, tmp_path, gpus=(0, 1), name="two")
+    assert _rows(two) == _rows(one)
+    by_kernel = {}
+    for name, _, status in _rows(two):
+        by_kernel.setdefault(name, []).append(status)
+    assert by_kernel[kernels[1].name] == ["fault", "skipped"]
+    assert by_kernel[kernels[3].name] == ["FAIL", "FAIL"]
+    assert all(by_kernel[k.name] == ["pass", "pass"] for k in kernels if k not in
+               (kernels[1], kernels[3]))
+    fault = next(r for r in two.results if r.status == "fault")
+    assert "CUDA context is lost" in fault.message and fault.gpu is not None
+
+
+def test_a_hang_takes_only_its_kernel_and_the_others_go_on(kernels, fake, tmp_path):
+    fake(**{kernels[0].name: "hang"})
+    t0 = time.monotonic()
+    record, _ = _run(kernels, tmp_path, gpus=(0, 1), timeout_s=1.0)
+    assert time.monotonic() - t0 < 20
+    assert _rows(record)[:2] == [(kernels[0].name, SIZES[0], "timeout"),
+                                 (kernels[0].name, SIZES[1], "skipped")]
+    assert [s for _, _, s in _rows(record)[2:]] == ["pass"] * (2 * len(kernels) - 2)
+    assert "no progress for 1 s while timing" in record.results[0].message
+
+
+def test_a_gpu_whose_worker_cannot_start_drops_out_and_loses_nothing(kernels, fake, tmp_path):
+    fake(**{"@start:1": "die"})
+    record, lines = _run(kernels, tmp_path, gpus=(0, 1))
+    assert _rows(record) == [(k.name, s, "pass") for k in kernels for s in SIZES]
+    assert {r.gpu.index for r in record.results} == {0}
+    assert any("GPU 1: its worker could not start (error: worker exited with code 5: no GPU "
+               "for you)" in line for line in lines), lines
+
+
+def test_when_no_gpu_can_start_a_worker_every_kernel_says_why(kernels, fake, tmp_path):
+    fake(**{"@start:0": "die", "@start:1": "hang"})
+    record, _ = _run(kernels[:2], tmp_path, gpus=(0, 1), timeout_s=1.0)
+    assert [(name, size) for name, size, _ in _rows(record)] == [
+        (k.name, s) for k in kernels[:2] for s in SIZES]
+    assert {r.status for r in record.results} <= {"error", "timeout"}
+    assert all(r.message.startswith("no GPU could start a worker: ") for r in record.results)
+
+
+def test_check_mode_spreads_too_and_compare_refuses_several_gpus(kernels, fake, tmp_path):
+    options = runner.RunOptions(sizes=SIZES)
+    record = runner.run(kernels[:3], "sm_90", options, tmp_path / "c.jsonl", lambda _: None,
+                        mode="check", gpus=[gpu_choice.slot(0), gpu_choice.slot(1)])
+    assert _rows(record) == [(k.name, s, "pass") for k in kernels[:3] for s in SIZES]
+    with pytest.raises(HarnessError, match="compare times its kernels interleaved on one GPU; "
+                                           "expected one GPU, got 2"):
+        runner.run(kernels[:2], "sm_90", options, tmp_path / "x.jsonl", lambda _: None,
+                   mode="compare", gpus=[gpu_choice.slot(0), gpu_choice.slot(1)])
+
+
+def test_one_gpu_named_pins_the_one_worker(kernels, fake, tmp_path):
+    record, _ = _run(kernels[:2], tmp_path, gpus=(1,))
+    assert {(r.gpu.index, r.message) for r in record.results} == {(1, "on 1")}
