@@ -225,3 +225,17 @@ def test_a_header_not_found_is_named_with_where_and_what_to_install(tmp_path, mo
     with pytest.raises(CompileError, match=r"header 'vector' not found: NVRTC has no C\+\+ "
                                            r"standard library .* <cuda/std/vector>"):
         compile_kernel(kernel, "sm_90")
+
+
+def test_driver_api_headers_compile_under_nvrtc():
+    """<cuda.h> (CUtensorMap), <cudaTypedefs.h>, <cuda/barrier> and <cuda/ptx> compile: the
+    harness's <stdlib.h> stands in for the C library and -default-device makes cuda.h's host
+    declarations device ones; a kernel that includes none of them gets no extra flag."""
+    from harness.build import headers
+
+    (kernel,) = discover([FIXTURE_KERNELS / "driver_headers"])
+    assert headers.extra_flags(kernel.spec.path) == (headers.DEFAULT_DEVICE,)
+    compiled = compile_kernel(kernel, "sm_90", use_cache=False)
+    assert compiled.cubin[:4] == b"\x7fELF"
+    (plain,) = discover([HEADERS])
+    assert headers.extra_flags(plain.spec.path) == ()

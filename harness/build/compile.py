@@ -107,7 +107,8 @@ def compile_kernel(kernel: Kernel, arch: str, *, use_cache: bool = True) -> Comp
     expanded = None
     if spec.language == "cu":
         options = CompileOptions(arch=arch, defines=kernel.defines,
-                                 include_paths=headers.include_paths())
+                                 include_paths=headers.include_paths(),
+                                 extra=headers.extra_flags(spec.path))
         flags, compiler = options.nvrtc_flags(), f"nvrtc {compiler_versions()['nvrtc']}"
     else:
         # the PTX macros take the kernel's parameters, as -D does for .cu: the key is the result

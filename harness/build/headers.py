@@ -14,6 +14,7 @@ NVRTC has no C++ standard library either: ``nvrtc_include/`` beside this file ho
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -108,3 +109,21 @@ def include_search() -> IncludeSearch:
 def include_paths() -> tuple[str, ...]:
     """:func:`include_search`'s folders."""
     return include_search().paths
+
+
+_DRIVER_HEADERS = re.compile(rb"^\s*#\s*include\s*<(cuda\.h|cudaTypedefs\.h)>", re.MULTILINE)
+DEFAULT_DEVICE = "-default-device"
+"""NVRTC's flag that makes functions without ``__host__``/``__device__`` device functions:
+``<cuda.h>`` (for ``CUtensorMap``) declares the driver API's host functions, which NVRTC
+refuses in JIT mode ("host functions are not allowed") unless they are device declarations."""
+
+
+def extra_flags(path: Path) -> tuple[str, ...]:
+    """NVRTC flags a kernel's includes need: :data:`DEFAULT_DEVICE` when it (or a file it
+    includes with ``#include "..."``) includes ``<cuda.h>`` or ``<cudaTypedefs.h>``; none
+    otherwise, so every other kernel compiles exactly as before."""
+    from harness.kernels.registry import sources
+
+    if any(_DRIVER_HEADERS.search(data) for _, data in sources(path)):
+        return (DEFAULT_DEVICE,)
+    return ()
