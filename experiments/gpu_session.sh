@@ -50,6 +50,39 @@ for step in "$@"; do
           --durations=25 2>&1
         echo "pytest rc=$?"; } > "$OUT/pytest.log" 2>&1; tail -25 "$OUT/pytest.log" ;;
     run) python3 -m harness run --size 1024 --size 2048 --size 4096 2>&1 | tee "$OUT/run.log" ;;
+    default-runs)  # issue 21: the default run twice (its cost, its stability), then compare
+      # of the tensor-core rows, interleaved, at the default run's largest size
+      for i in 1 2; do
+        start=$SECONDS
+        python3 -m harness run 2>&1 | tee "$OUT/default-run-$i.log"
+        echo "$(date -u +%FT%TZ) default run $i (python3 -m harness run): $((SECONDS - start)) s" \
+          "wall" | tee -a "$OUT/default-run-cost.txt"
+      done
+      python3 -m harness compare 15_wgmma_tma_bf16 16_wgmma_ws_bf16 17_wgmma_persist_bf16 \
+        18_wgmma_cluster_bf16 19_wgmma_epi_bf16 19_wgmma_epi_fp16 12_mma_tma_bf16 \
+        --size 4096 2>&1 | tee "$OUT/compare-tc.log" ;;
+    examples)  # issue 22: kernels in their own signatures, by path, beside built-in rungs
+      python3 -m pytest -q -p no:cacheprovider tests/test_gpu.py -k "signatures or textbook" \
+        2>&1 | tail -30 | tee "$OUT/pytest-examples.log"
+      python3 -m harness run examples/colmajor_sgemm.cu examples/abt_bf16.cu \
+        examples/gemm_d_fp16.cu examples/wgmma_cluster_bf16.cu 10_hoisted 19_wgmma_epi_bf16:s4e64 \
+        --size 1024 --size 4096 2>&1 | tee "$OUT/run-examples.log"
+      python3 -m harness compare examples/wgmma_cluster_bf16.cu 19_wgmma_epi_bf16:s4e64 \
+        --size 4096 --size 8192 2>&1 | tee "$OUT/compare-wgmma-example.log" ;;
+    known)  # issue 21: known-duration kernels in every regime
+      python3 experiments/known_duration.py 2>&1 | tee "$OUT/known.log" ;;
+    small)  # issue 21: run and profile of one tensor-core kernel at 1024, both regimes
+      python3 -m harness run 19_wgmma_epi_bf16:s4e64 --size 1024 2>&1 | tee "$OUT/small-run.log"
+      python3 -m harness run --hot 19_wgmma_epi_bf16:s4e64 --size 1024 2>&1 \
+        | tee "$OUT/small-run-hot.log"
+      python3 -m harness profile 19_wgmma_epi_bf16:s4e64 --size 1024 --metrics time \
+        --repeats 5 2>&1 | tee "$OUT/small-profile.log" ;;
+    notebook)  # issue 23: the seeds notebook executed end to end, outputs kept
+      python3 -c "import nbclient, nbformat; p='examples/seeds_story.ipynb'; \
+nb = nbformat.read(p, as_version=4); \
+nbclient.NotebookClient(nb, timeout=600, kernel_name='python3').execute(); \
+nbformat.write(nb, p)" 2>&1 | tail -20 | tee "$OUT/notebook.log"
+      cp examples/seeds_story.ipynb "$OUT/" ;;
     ceiling) python3 -m harness ceiling 2>&1 | tee "$OUT/ceiling.log" ;;
     sweep) python3 -m harness occupancy --sweep 2>&1 | tee "$OUT/sweep.log" ;;
     sass) python3 -m harness sass 2>&1 | tee "$OUT/sass.txt" ;;

@@ -76,7 +76,7 @@ def _compile_cache_filled(request):
 
     arch = device_arch_name()
     folders = [FIXTURE_KERNELS / name for name in ("bad", "classes", "isolation", "adversarial",
-                                                   "headers")]
+                                                   "headers", "signatures")]
     folders.append(FIXTURE_KERNELS.parent.parent / "examples")
     kernels = discover() + [k for folder in folders for k in discover([folder])]
     compile_all(kernels + [k.for_arch(arch) for k in kernels], arch)

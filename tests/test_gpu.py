@@ -359,6 +359,33 @@ def test_a_textbook_kernel_by_path_beside_ours(tmp_path):
     assert got["10_hoisted"].comparison.compared_to == "textbook_sgemm"
 
 
+def test_kernels_in_their_own_signatures_pass_beside_ours(tmp_path):
+    """Issue 22: the examples in other signatures (column-major with leading dimensions,
+    (A, B, C, M, N, K) with B^T and a BF16 C, a separate output D with 64-bit sizes, and a
+    wgmma kernel with its own tensor maps, clusters and a host-built schedule, with and
+    without multicast) are checked and timed by path beside a built-in rung; a kernel that
+    declares D but writes C is unwritten."""
+    from harness.kernels.registry import DEFAULT_KERNEL_DIRS, PROJECT_ROOT, load_registry
+
+    registry = load_registry(DEFAULT_KERNEL_DIRS)
+    names = ["colmajor_sgemm", "abt_bf16", "gemm_d_fp16", "wgmma_cluster_bf16"]
+    kernels = registry.select([str(PROJECT_ROOT / "examples" / f"{n}.cu") for n in names]
+                              + [str(FIXTURE_KERNELS / "signatures" / "writes_c_not_d.cu"),
+                                 "10_hoisted"])
+    record = run(kernels, "sm_90", RunOptions(sizes=((1000, 1000, 1000),), timing=QUICK),
+                 tmp_path / "sig.jsonl", lambda _: None)
+    got = {r.kernel.name: r for r in record.results}
+    for name, res in got.items():
+        if name == "writes_c_not_d":
+            assert res.status == "FAIL" and "unwritten" in res.message, res
+        else:
+            assert res.status == "pass", (name, res.status, res.message)
+            assert res.gflops > 0 and res.baseline is not None
+    assert {"wgmma_cluster_bf16:mc", "wgmma_cluster_bf16:nomc"} <= set(got)
+    assert "host tiles" in got["wgmma_cluster_bf16:mc"].kernel.signature
+    assert got["colmajor_sgemm"].kernel.layouts == "A col, B col, C col"
+
+
 ADVERSARIAL = FIXTURE_KERNELS / "adversarial"
 CAUSES = {"lazy_after_n": "keeps state between launches",
           "state_keeper": "keeps state between launches",
