@@ -255,3 +255,22 @@ def test_check_mode_spreads_too_and_compare_refuses_several_gpus(kernels, fake, 
 def test_one_gpu_named_pins_the_one_worker(kernels, fake, tmp_path):
     record, _ = _run(kernels[:2], tmp_path, gpus=(1,))
     assert {(r.gpu.index, r.message) for r in record.results} == {(1, "on 1")}
+
+
+def test_a_worker_rebuilds_tune_points_and_variants_with_the_parameters_sent():
+    """The worker applies the device's [tuned.<arch>] defaults again: a tuning point (explicit)
+    and a variant must keep their own parameters there, on any GPU a run is spread to."""
+    from harness.kernels.registry import Kernel
+    from harness.run import tune
+    from harness.run.protocol import Job, KernelRef
+    from harness.run.worker import _kernel
+
+    spec = select(discover(), ["09_cp_async"])[0].spec
+    assert spec.tuned.get("sm_90"), "needs a kernel file with [tuned.sm_90]"
+    base = Kernel(spec.stem, spec, tuple(sorted(spec.params.items())))
+    point = tune.points(base, {"STAGES": [2], "BK": [8]})[0]
+    variants = select(discover(), ["09_cp_async:s2", "09_cp_async:s3"])
+    for kernel in [point, *variants]:
+        sent = kernel.for_arch("sm_90")
+        (ref,) = Job.from_json(Job((KernelRef.of(sent),), ((64, 64, 64),)).to_json()).kernels
+        assert _kernel(ref).for_arch("sm_90").params == sent.params, kernel.name

@@ -28,22 +28,28 @@ EVENT_PREFIX = "HARNESS-EVENT "
 
 @dataclass(frozen=True)
 class KernelRef:
-    """A kernel as a job names it: enough to rebuild it on the other side."""
+    """A kernel as a job names it: enough to rebuild it on the other side, its variant and
+    whether its parameters were chosen one by one (a tuning point) included, so that the
+    worker's ``[tuned.<arch>]`` defaults replace no more than they did here."""
 
     name: str
     file: str
     params: tuple[tuple[str, int], ...]
+    variant: str | None = None
+    explicit: bool = False
 
     @classmethod
     def of(cls, kernel: Kernel) -> KernelRef:
-        return cls(kernel.name, str(kernel.spec.path), kernel.params)
+        return cls(kernel.name, str(kernel.spec.path), kernel.params, kernel.variant,
+                   kernel.explicit)
 
     def to_json(self) -> str:
         return json.dumps(asdict(self))
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> KernelRef:
-        return cls(data["name"], data["file"], tuple(tuple(p) for p in data["params"]))
+        return cls(data["name"], data["file"], tuple(tuple(p) for p in data["params"]),
+                   data.get("variant"), data.get("explicit", False))
 
 
 @dataclass(frozen=True)

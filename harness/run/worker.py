@@ -34,7 +34,7 @@ def _progress(kernel: str, size=None):
 
 
 def _kernel(ref: KernelRef) -> Kernel:
-    return Kernel(ref.name, read_spec(Path(ref.file)), ref.params)
+    return Kernel(ref.name, read_spec(Path(ref.file)), ref.params, ref.variant, ref.explicit)
 
 
 def run_job(job: Job) -> None:
