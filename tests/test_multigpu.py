@@ -274,3 +274,84 @@ def test_a_worker_rebuilds_tune_points_and_variants_with_the_parameters_sent():
         sent = kernel.for_arch("sm_90")
         (ref,) = Job.from_json(Job((KernelRef.of(sent),), ((64, 64, 64),)).to_json()).kernels
         assert _kernel(ref).for_arch("sm_90").params == sent.params, kernel.name
+
+
+# --- Dask distributed ----------------------------------------------------------------------
+
+def _stand_in_gpus(script: str, uuids: list[str]) -> None:
+    """In a Dask worker process: the stand-in worker, GPUs that are not there, no compiling."""
+    import sys as worker_sys
+
+    from harness.run import gpus, runner
+
+    runner.WORKER_COMMAND = (worker_sys.executable, script)
+    runner.screen = lambda kernel, arch, sizes: (kernel, [])
+    gpus.visible_gpus = lambda: [gpus.VisibleGpu(i, u, "Fake GPU", "sm_90")
+                                 for i, u in enumerate(uuids)]
+
+
+def test_a_gpu_is_held_by_one_dask_worker_of_its_host(monkeypatch):
+    from harness.run import cluster
+
+    tag = f"GPU-test-{time.time_ns()}"
+    shown = [VisibleGpu(0, f"{tag}-a", "Fake GPU", "sm_90"),
+             VisibleGpu(1, f"{tag}-b", "Fake GPU", "sm_90")]
+    monkeypatch.setattr(gpu_choice, "visible_gpus", lambda: shown)
+    monkeypatch.setattr(cluster, "_HELD", {})
+    locks = []
+    try:
+        for expected in (0, 1):  # each claim stands for another worker process of the host
+            assert cluster.hold_gpu()["index"] == expected
+            locks.append(cluster._HELD.pop("lock"))
+            del cluster._HELD["gpu"]
+        with pytest.raises(HarnessError, match=r"all 2 GPUs here are held by other workers; "
+                                               r"expected one worker per GPU \(--nworkers 2\)"):
+            cluster.hold_gpu()
+    finally:
+        for lock in locks:
+            lock.close()
+    for gpu in shown:
+        (cluster.claims_folder() / f"{gpu.uuid}.lock").unlink(missing_ok=True)
+
+
+def test_without_dask_the_cluster_option_names_the_install(monkeypatch):
+    from harness.run import cluster
+
+    monkeypatch.setitem(sys.modules, "distributed", None)
+    with pytest.raises(HarnessError, match=r"--cluster needs Dask distributed, which is not "
+                                           r"installed .*pip install -e '\.\[cluster\]'"):
+        cluster.Engine("tcp://127.0.0.1:1", lambda _: None)
+
+
+def test_a_local_dask_cluster_of_two_workers_gives_one_workers_rows(kernels, fake, tmp_path):
+    distributed = pytest.importorskip(
+        "distributed", reason="Dask distributed is not installed (pip install -e '.[cluster]')")
+    import cloudpickle
+
+    from harness.run import cluster
+
+    cloudpickle.register_pickle_by_value(sys.modules[__name__])
+    fake(**{kernels[0].name: "sleep:0.5", kernels[2].name: "fault", kernels[4].name: "hang"})
+    one, _ = _run(kernels, tmp_path, timeout_s=1.0, name="one")
+    tag = f"GPU-dask-{time.time_ns()}"
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                  dashboard_address=None) as local:
+        with distributed.Client(local.scheduler_address) as client:
+            client.run(_stand_in_gpus, str(runner.WORKER_COMMAND[1]), [f"{tag}-0", f"{tag}-1"])
+        lines = []
+        with cluster.Engine(local.scheduler_address, lines.append) as engine:
+            assert sorted(g["index"] for g in engine.gpus.values()) == [0, 1]
+            assert "2 Dask workers on 1 host(s)" in engine.describe()
+            options = runner.RunOptions(sizes=SIZES, timeout_s=1.0)
+            record = engine.run(kernels, options, tmp_path / "dask.jsonl", lines.append)
+    assert _rows(record) == _rows(one)
+    assert [s for _, _, s in _rows(record)] == ["pass", "pass", "pass", "pass", "fault",
+                                                "skipped", "pass", "pass", "timeout",
+                                                "skipped", "pass", "pass"]
+    assert {r.gpu.uuid for r in record.results if r.gpu} == {"GPU-fake-0", "GPU-fake-1"}
+    streamed = (tmp_path / "dask.jsonl").read_text().splitlines()
+    assert len(streamed) == len(record.results)
+    assert json.loads(streamed[0])["kernel"]["name"] != kernels[0].name, "streamed as done"
+    assert sorted(d["index"] for d in record.devices) == [0, 1]
+    for lock in cluster.claims_folder().glob(f"{tag}-*.lock"):
+        lock.unlink()
