@@ -56,6 +56,31 @@ def device_arch_name(ordinal: int = 0) -> str:
     return arch_for_capability(major, minor).name
 
 
+def device_count() -> int:
+    """How many GPUs the driver shows this process (after its ``CUDA_VISIBLE_DEVICES``); call
+    after gpu_status() found one."""
+    return check(cu.cuDeviceGetCount(), "cuDeviceGetCount")
+
+
+def device_name(ordinal: int = 0) -> str:
+    dev = check(cu.cuDeviceGet(ordinal), "cuDeviceGet", f"device {ordinal}")
+    return check(cu.cuDeviceGetName(256, dev), "cuDeviceGetName").split(b"\0", 1)[0].decode()
+
+
+def device_uuid(ordinal: int = 0) -> str:
+    """GPU ``ordinal``'s UUID as nvidia-smi prints it (``GPU-`` and 8-4-4-4-12 hex digits)."""
+    dev = check(cu.cuDeviceGet(ordinal), "cuDeviceGet", f"device {ordinal}")
+    return uuid_text(check(cu.cuDeviceGetUuid(dev), "cuDeviceGetUuid").bytes)
+
+
+def uuid_text(raw: bytes) -> str:
+    """A CUuuid's 16 bytes in nvidia-smi's form (``GPU-`` 8-4-4-4-12)."""
+    text = bytes(raw).hex()
+    if len(text) != 32:
+        return text
+    return f"GPU-{text[:8]}-{text[8:12]}-{text[12:16]}-{text[16:20]}-{text[20:]}"
+
+
 _CONTEXT_RESOURCES: list[weakref.finalize] = []
 _RETAINS = [0]  # open Device objects: the primary context dies with the last one's release
 

@@ -91,29 +91,18 @@ def one_model(chosen: Sequence[int], shown: Sequence[VisibleGpu], why: str) -> N
                            "GPUs of one model with --gpus")
 
 
-def uuid_text(raw: bytes) -> str:
-    """``cuDeviceGetUuid``'s 16 bytes as nvidia-smi prints a UUID (``GPU-`` 8-4-4-4-12)."""
-    text = bytes(raw).hex()
-    if len(text) != 32:
-        return text
-    return f"GPU-{text[:8]}-{text[8:12]}-{text[12:16]}-{text[16:20]}-{text[20:]}"
-
-
 def visible_gpus() -> list[VisibleGpu]:
     """Every GPU the driver shows this process, in its order; empty where there is none."""
-    from harness.gpu.driver import device_arch_name, gpu_status
+    from harness.gpu.driver import (
+        device_arch_name,
+        device_count,
+        device_name,
+        device_uuid,
+        gpu_status,
+    )
 
     ok, _ = gpu_status()
     if not ok:
         return []
-    from cuda.bindings import driver as cu
-
-    from harness.gpu.check import check
-
-    shown = []
-    for index in range(check(cu.cuDeviceGetCount(), "cuDeviceGetCount")):
-        dev = check(cu.cuDeviceGet(index), "cuDeviceGet", f"device {index}")
-        name = check(cu.cuDeviceGetName(256, dev), "cuDeviceGetName").split(b"\0", 1)[0]
-        uuid = uuid_text(check(cu.cuDeviceGetUuid(dev), "cuDeviceGetUuid").bytes)
-        shown.append(VisibleGpu(index, uuid, name.decode(), device_arch_name(index)))
-    return shown
+    return [VisibleGpu(i, device_uuid(i), device_name(i), device_arch_name(i))
+            for i in range(device_count())]

@@ -19,6 +19,7 @@ from harness.bench.measure import Prepared, check_only, compare, measure, prepar
 from harness.bench.phases import PHASES
 from harness.bench.session import BenchSession
 from harness.errors import HarnessError, LaunchError
+from harness.gpu.driver import device_uuid
 from harness.kernels.registry import Kernel
 from harness.kernels.spec import read_spec
 from harness.run.protocol import Job, KernelRef, emit
@@ -43,7 +44,7 @@ def run_job(job: Job) -> None:
         session = BenchSession(job.timing, carveout_pct=job.carveout_pct,
                                say=_progress("ceiling"))
         facts = {**session.facts(), "cublas_version": session.blas.version,
-                 "uuid": _uuid(session), "host": socket.gethostname()}
+                 "uuid": device_uuid(session.device.ordinal), "host": socket.gethostname()}
     with session:
         emit("device", **facts)
         if job.mode == "compare":
@@ -84,16 +85,6 @@ def _run_kernel(session: BenchSession, kernel: Kernel, job: Job) -> bool:
         emit("retire", kernel=kernel.name)
         return False
     return True
-
-
-def _uuid(session: BenchSession) -> str:
-    """The GPU's UUID as nvidia-smi prints it (``GPU-`` and 8-4-4-4-12 hex digits)."""
-    from cuda.bindings import driver as cu
-
-    from harness.gpu.check import check
-    from harness.run.gpus import uuid_text
-
-    return uuid_text(check(cu.cuDeviceGetUuid(session.device.handle), "cuDeviceGetUuid").bytes)
 
 
 def _run_sizes(session: BenchSession, prep: Prepared, job: Job) -> bool:
