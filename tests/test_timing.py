@@ -173,3 +173,30 @@ def test_hot_isolated_launches_of_a_kernel_shorter_than_its_enqueueing_finish(li
     assert t.regime == "isolated" and t.reps >= 10
     assert t.queue_ahead_ms > 0
     assert t.median_ms == pytest.approx(line.kernel_ms, abs=1e-9)
+
+
+@pytest.mark.parametrize("graph, isolated", [(True, 0.0), (False, 0.0), (True, 2.0)])
+def test_no_launch_runs_without_its_preparation(line, monkeypatch, graph, isolated):
+    """The first, estimating and warm-up launches get their ``before`` too: a kernel whose
+    preparation fills its workspace (a host-built schedule) faulted on garbage when the
+    untimed launches ran without it (wgmma_cluster_bf16 in `harness compare` on the H100)."""
+    calls = []
+    monkeypatch.setattr(timing.time, "sleep", lambda s: line.call(s * 1e3, 0.0))
+
+    def prepare():
+        calls.append("prepare")
+        line.call(0.005, 0.001)
+
+    def launch():
+        calls.append("launch")
+        line.kernel(line.launch_host_ms, line.kernel_ms)
+
+    timer = Timer(line.stream, 50 << 20, line.clocks,
+                  TimingOptions(graph=graph, warmup_ms=1, min_ms=1, budget_ms=20,
+                                subtract_launch_overhead=False, isolated_gap_ms=isolated))
+    monkeypatch.setattr(Timer, "kernels", SimpleNamespace(
+        empty=lambda: line.kernel(line.launch_host_ms, 0.0),
+        spin=lambda ms: line.kernel(line.launch_host_ms, ms)))
+    timer.time_interleaved([launch], [prepare])
+    assert calls.count("launch") > 10
+    assert all(calls[i - 1] == "prepare" for i, c in enumerate(calls) if c == "launch")

@@ -288,12 +288,15 @@ class Timer:
         before = list(before or [None] * len(launches))
         if opts.regime == ISOLATED:
             return self._time_isolated(launches, before)
-        for launch in launches:
+        # untimed launches (first, estimate, warm-up) get their ``before`` too: a launch whose
+        # preparation fills a workspace must never run without it
+        prepared = [_after(b, launch) for launch, b in zip(launches, before, strict=True)]
+        for launch in prepared:
             launch()
         self.stream.synchronize("first launch")
 
         def round_() -> None:
-            for launch in launches:
+            for launch in prepared:
                 launch()
 
         estimate_ms = max(self._measure(round_, 3)[0], 1e-4)
@@ -376,13 +379,14 @@ class Timer:
         """The isolated regime of :meth:`time_interleaved`: every repetition of every launch
         after a synchronise and ``isolated_gap_ms`` of idle GPU."""
         opts = self.options
-        for launch in launches:
+        prepared = [_after(b, launch) for launch, b in zip(launches, before, strict=True)]
+        for launch in prepared:
             launch()
         self.stream.synchronize("first launch")
-        measured = [self._measure(launch, 3) for launch in launches]  # (GPU ms, host ms)
+        measured = [self._measure(launch, 3) for launch in prepared]  # (GPU ms, host ms)
         total_ms = sum(max(gpu_ms, 1e-4) for gpu_ms, _ in measured)
         warm = max(1, math.ceil(opts.warmup_ms / total_ms))
-        self._measure(lambda: [launch() for launch in launches], warm)
+        self._measure(lambda: [launch() for launch in prepared], warm)
         cap = int(min(opts.max_reps, ISOLATED_MAX_REPS,
                       max(opts.min_reps, opts.budget_ms / total_ms)))
         reps = _Isolated(self, launches, before, measured, cap, min(cap, opts.min_reps))
@@ -400,6 +404,18 @@ class Timer:
                                   regime=ISOLATED, gap_ms=opts.isolated_gap_ms,
                                   launch_overhead_ms=overhead))
         return timings, reps.times
+
+
+def _after(before: Callable[[], None] | None, launch: Callable[[], None]
+           ) -> Callable[[], None]:
+    """``launch`` preceded by ``before`` (when there is one)."""
+    if before is None:
+        return launch
+
+    def both() -> None:
+        before()
+        launch()
+    return both
 
 
 def median_rel_se_pct(summary: Summary) -> float:
