@@ -150,11 +150,12 @@ def test_a_host_that_falls_behind_between_batches_is_reported(line, monkeypatch)
 @pytest.mark.parametrize("isolated", [0.0, 2.0])
 def test_the_launch_overhead_of_an_empty_kernel_is_subtracted(line, monkeypatch, isolated):
     """Every launch costs the GPU a fixed time besides its work (the events' and the launch's
-    own: about 3.7 us on an H100); an empty kernel timed the same way reads it, and it is
-    taken off every repetition, so a kernel reads its own duration."""
+    own: a few us on an H100); a spin timed the same way reads it beside the span it measured
+    of itself, and it is taken off every repetition, so a kernel reads its own duration."""
     overhead_ms = line.launch_overhead_ms = 0.0037
     kernels = SimpleNamespace(empty=lambda: line.kernel(line.launch_host_ms, 0.0),
-                              spin=lambda ms: line.kernel(line.launch_host_ms, ms))
+                              spin=lambda ms: line.kernel(line.launch_host_ms, ms),
+                              last_spin_ms=lambda: timing.CALIBRATION_SPIN_MS)
     monkeypatch.setattr(Timer, "kernels", kernels)
     t = _time(line, graph=True, subtract_launch_overhead=True, isolated_gap_ms=isolated)
     assert t.launch_overhead_ms == pytest.approx(overhead_ms, abs=1e-9)

@@ -355,19 +355,22 @@ class Graph:
 
 
 _TIMER_SOURCE = rb"""
+__device__ unsigned long long spent;  // the last spin's own %globaltimer span, ns
 extern "C" __global__ void empty() {}
 extern "C" __global__ void spin(unsigned long long ns) {
     unsigned long long t0, t;
     asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
     do { asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t)); } while (t - t0 < ns);
+    spent = t - t0;
 }
 """
 
 
 class TimerKernels:
     """Two one-thread kernels the timer launches (compiled for the current device): ``empty``
-    (what a launch costs the GPU with no work in it) and ``spin`` (GPU time with no memory
-    traffic, queued ahead of a timed launch so that it never waits on the host)."""
+    (a launch with no work in it) and ``spin`` (GPU time with no memory traffic, which
+    measures its own span with ``%globaltimer``: the launch overhead's calibration, and the
+    work queued ahead of a timed launch so that it never waits on the host)."""
 
     def __init__(self, stream: Stream):
         from harness.gpu.compilers import nvrtc_compile
@@ -380,6 +383,7 @@ class TimerKernels:
         self.module = Module(out.cubin, "timer kernels")
         self.stream = stream
         self._empty, self._spin = self.module.function("empty"), self.module.function("spin")
+        self._spent = self.module.global_buffer("spent")
         self._one = LaunchShape((1, 1, 1), (1, 1, 1), 0)
 
     def empty(self) -> None:
@@ -387,6 +391,10 @@ class TimerKernels:
 
     def spin(self, ms: float) -> None:
         self._spin.launch(self._one, self.stream, (ctypes.c_uint64(int(ms * 1e6)),))
+
+    def last_spin_ms(self) -> float:
+        """The span the last finished spin measured of itself (after the stream's work)."""
+        return float(self._spent.download(np.uint64, (1,), self.stream)[0]) / 1e6
 
 
 class Module:

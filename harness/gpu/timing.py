@@ -39,6 +39,9 @@ from harness.stats import Summary
 
 FLUSH_WORD = 0x3F800000
 POWER_CHUNK_MS, POWER_AHEAD = 20.0, 3  # power pass: GPU ms per chunk of launches, chunks queued
+CALIBRATION_SPIN_MS = 0.01
+"""The spin the launch overhead is calibrated on: 10 us, longer than the GPU's preparation
+of the next launch, as a GEMM's is."""
 BATCH_MS = 10.0
 """GPU time of one batch of timed repetitions: the stopping rule is tested after each."""
 ISOLATED_AHEAD_MS = 0.05
@@ -79,9 +82,10 @@ class TimingOptions:
     once in a CUDA graph and replay it, one driver call per batch, so that no repetition
     waits on the host however short the kernel; False enqueues every launch from the host."""
     subtract_launch_overhead: bool = True
-    """Subtract from every repetition the time an empty one-thread kernel reads when timed the
-    same way (the events' and the launch's own cost, about 3.7 us on an H100): what remains is
-    the kernel's duration, as Nsight Compute's gpu__time_duration reads it."""
+    """Subtract from every repetition what a launch costs besides its work (the events' and
+    the launch's own cost, a few us on an H100), calibrated in the same regime on a one-thread
+    kernel that measures its own span (``Timer.overhead_ms``): what remains is the kernel's
+    duration from its first instruction to its last."""
     isolated_gap_ms: float = 0.0
     """``--isolated`` with ``--gap-ms``: 0 times the sustained regime (the queue kept full);
     above 0, each repetition is an isolated launch after the stream is synchronised and the
@@ -149,8 +153,8 @@ class Timing:
     graph: bool = False
     """The repetitions were replayed from CUDA graphs (TimingOptions.graph)."""
     launch_overhead_ms: float = 0.0
-    """What an empty kernel read when timed the same way, subtracted from every repetition
-    (TimingOptions.subtract_launch_overhead); 0 when nothing was subtracted."""
+    """The launch's own overhead in this regime (Timer.overhead_ms), subtracted from every
+    repetition (TimingOptions.subtract_launch_overhead); 0 when nothing was subtracted."""
 
     @property
     def energy_j(self) -> float:
@@ -198,8 +202,13 @@ class Timer:
         return self._kernels
 
     def overhead_ms(self) -> float:
-        """The median an empty kernel reads under these options (once per Timer), to be
-        subtracted from every repetition; 0 when the options say not to."""
+        """What a launch costs besides its own work under these options (once per Timer), to
+        be subtracted from every repetition; 0 when the options say not to. Calibrated on
+        the timer's spin kernel: its median reading less the span it measured of itself
+        (``%globaltimer``), so that what remains of any kernel is its own duration. (An
+        empty kernel's reading, used before, is not that: back to back, the GPU prepares the
+        next launch while a kernel runs, which it cannot do under a kernel of no work; on
+        the H100 its reading was 0.5-0.7 us off in the hot sustained regime.)"""
         if not self.options.subtract_launch_overhead:
             return 0.0
         if self._overhead_ms is None:
@@ -208,10 +217,12 @@ class Timer:
             self._overhead_ms = 0.0  # the calibration itself is not corrected
             saved, self.options = self.options, bare
             try:
-                timing = self.time_interleaved([self.kernels.empty])[0][0]
+                timing = self.time_interleaved(
+                    [lambda: self.kernels.spin(CALIBRATION_SPIN_MS)])[0][0]
             finally:
                 self.options = saved
-            self._overhead_ms = timing.median_ms
+            self.stream.synchronize("calibration")
+            self._overhead_ms = max(timing.median_ms - self.kernels.last_spin_ms(), 0.0)
         return self._overhead_ms
 
     def flush(self) -> None:

@@ -146,8 +146,9 @@ def timing_method(timing: dict) -> str:
     """How a report's timings were taken, in words (``timing``: TimingOptions as a dict)."""
     gap = timing.get("isolated_gap_ms") or 0
     less = ("; C poisoned before every repetition"
-            + ("; every repetition less what an empty kernel reads when timed the same way "
-               "(the launch's own overhead)" if timing.get("subtract_launch_overhead") else ""))
+            + ("; every repetition less the launch's own overhead (a one-thread spin timed the "
+               "same way, less the span it measured of itself with %globaltimer)"
+               if timing.get("subtract_launch_overhead") else ""))
     if gap > 0:
         return (f"isolated launches: before each repetition the stream is synchronised and the "
                 f"GPU left idle {gap:g} ms, then CUDA events around the launch with a little "
