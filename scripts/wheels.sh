@@ -13,11 +13,27 @@
 # examples/seeds_story.ipynb with nbclient needs, about 6 MB: nbclient, nbformat, ipykernel and
 # their dependencies, pinned to the versions it was executed with, less the optional ones
 # (debugpy, jedi) and those the host's matplotlib brings (packaging, python-dateutil).
+#
+# --cluster (before any extra requirement; with --notebook or alone) also downloads Dask
+# distributed for `harness run --cluster` (README, "Several GPUs and several hosts"), about
+# 5 MB: dask, distributed and their dependencies, pinned to the versions it was tested with,
+# less importlib_metadata (Python < 3.12 only) and packaging (the host's matplotlib brings it).
 set -euo pipefail
 dest=${WHEEL_DIR:-.whl}
 version=${PYTHON_VERSION:-3.12}
 notebook=()
-if [[ ${1:-} == --notebook ]]; then
+cluster=()
+while [[ ${1:-} == --notebook || ${1:-} == --cluster ]]; do
+  if [[ $1 == --cluster ]]; then
+    shift
+    cluster=(
+      dask==2026.8.0 distributed==2026.8.0 click==8.4.0 cloudpickle==3.1.3 fsspec==2026.9.0
+      partd==1.4.2 locket==1.0.0 toolz==1.2.0 pyyaml==6.0.3 jinja2==3.1.6 markupsafe==3.0.3
+      msgpack==1.2.4 psutil==7.2.2 sortedcontainers==2.4.0 tblib==3.2.2 tornado==6.6.1
+      zict==3.0.0
+    )
+    continue
+  fi
   shift
   notebook=(
     nbclient==0.11.0 nbformat==5.11.1 fastjsonschema==2.22.3 jsonschema==4.26.0
@@ -29,10 +45,11 @@ if [[ ${1:-} == --notebook ]]; then
     pexpect==4.9.0 ptyprocess==0.7.0 stack_data==0.6.3 executing==2.3.0 asttokens==3.0.2
     pure_eval==0.2.4
   )
-fi
+done
 mkdir -p "$dest"
 python3 -m pip download -q --no-deps --only-binary=:all: --python-version "$version" \
   --implementation cp --platform manylinux_2_28_x86_64 --platform manylinux_2_27_x86_64 \
   --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 -d "$dest" \
-  "nvmath-python==1.0.*" pytest-xdist==3.8.0 execnet==2.1.2 ${notebook[@]+"${notebook[@]}"} "$@"
+  "nvmath-python==1.0.*" pytest-xdist==3.8.0 execnet==2.1.2 ${notebook[@]+"${notebook[@]}"} \
+  ${cluster[@]+"${cluster[@]}"} "$@"
 ls -la "$dest"

@@ -166,7 +166,9 @@ def test_gpus_of_several_models_are_refused_where_results_are_ranked():
 
 
 def test_uuid_is_written_as_nvidia_smi_writes_it():
-    assert gpu_choice.uuid_text(bytes(range(16))) == "GPU-00010203-0405-0607-0809-0a0b0c0d0e0f"
+    from harness.gpu.driver import uuid_text
+
+    assert uuid_text(bytes(range(16))) == "GPU-00010203-0405-0607-0809-0a0b0c0d0e0f"
 
 
 # --- scheduling over stand-in workers --------------------------------------------------------
@@ -355,3 +357,149 @@ def test_a_local_dask_cluster_of_two_workers_gives_one_workers_rows(kernels, fak
     assert sorted(d["index"] for d in record.devices) == [0, 1]
     for lock in cluster.claims_folder().glob(f"{tag}-*.lock"):
         lock.unlink()
+
+
+# --- the command line ----------------------------------------------------------------------
+
+def _harness(capsys, *argv):
+    from harness.cli import main
+
+    status = main(list(argv))
+    return status, capsys.readouterr().err
+
+
+@pytest.mark.parametrize("argv", [["run", "01_naive", "--gpus", "x"],
+                                  ["tune", "09_cp_async", "--gpus", "0,x"],
+                                  ["compare", "01_naive", "02_coalesced", "--gpus", "zero"]])
+def test_a_bad_gpus_is_bad_input_in_one_line_with_or_without_a_gpu(capsys, argv):
+    status, err = _harness(capsys, *argv)
+    assert status == 2
+    assert err.strip().startswith("harness: error: --gpus ") and len(err.strip().splitlines()) == 1
+    assert "expected all, or GPU indices separated by commas" in err
+
+
+@pytest.mark.parametrize("gpus", ["0,1", "all"])
+def test_compare_stays_on_one_gpu_and_says_so(capsys, gpus):
+    status, err = _harness(capsys, "compare", "01_naive", "02_coalesced", "--gpus", gpus)
+    assert status == 2
+    assert (f"harness: error: --gpus {gpus}: compare times its kernels interleaved, round by "
+            "round, on one GPU; expected one GPU index (--gpus 1); to spread kernels over "
+            "several GPUs use harness run --gpus") in err
+
+
+def test_gpus_and_cluster_are_one_or_the_other():
+    from harness.cli import main
+
+    with pytest.raises(SystemExit) as exit_:
+        main(["run", "01_naive", "--gpus", "0", "--cluster", "local"])
+    assert exit_.value.code == 2
+
+
+def _row(name, size, gpu_name, index):
+    from harness.bench.result import GpuInfo, KernelInfo, Result
+
+    gpu = GpuInfo(index, f"GPU-{index}", gpu_name, host="a") if gpu_name else None
+    return Result.of(KernelInfo(name, "f.cu", "fp32"), *size).with_parts(gpu=gpu).ended(
+        "pass" if gpu else "compile error", "")
+
+
+def test_rows_from_gpus_of_two_models_go_to_their_own_reports(tmp_path):
+    from harness.cli.bench import by_model, write_run_reports
+    from harness.gpu.timing import TimingOptions
+
+    h100, h200 = "NVIDIA H100 80GB HBM3", "NVIDIA H200"
+    devices = [{"name": h100, "index": 0, "uuid": "GPU-0", "host": "a"},
+               {"name": h200, "index": 1, "uuid": "GPU-1", "host": "b"}]
+    rows = [_row("k1", (64,) * 3, h100, 0), _row("k2", (64,) * 3, h200, 1),
+            _row("k3", (64,) * 3, None, 0)]
+    record = runner.RunRecord(device=devices[0], results=rows, devices=devices)
+    parts = by_model(record)
+    assert {slug: [r.kernel.name for r in part.results] for slug, part in parts.items()} == {
+        "h100": ["k1", "k3"], "h200": ["k2"]}
+    assert parts["h200"].device["name"] == h200
+    stream = tmp_path / "reports" / "h100" / "run-1.jsonl"
+    stream.parent.mkdir(parents=True)
+    stream.write_text("")
+    written = write_run_reports(record, ["harness", "run"], TimingOptions(), [(64,) * 3],
+                                stream.with_suffix(""), stream, tmp_path / "reports", "run-1")
+    assert [j.relative_to(tmp_path).as_posix() for j, _ in written] == [
+        "reports/h100/run-1.json", "reports/h200/run-1.json"]
+    assert not stream.exists()
+    report = json.loads((tmp_path / "reports" / "h200" / "run-1.json").read_text())
+    assert report["meta"]["gpu"] == h200 and [r["gpu"]["index"] for r in report["rows"]] == [1]
+    one = runner.RunRecord(device=devices[0], results=rows[:1], devices=devices[:1])
+    assert list(by_model(one)) == ["h100"]
+
+
+def test_a_report_of_several_gpus_lists_them(tmp_path):
+    from harness.cli.bench import write_run_report
+    from harness.gpu.timing import TimingOptions
+
+    devices = [{"name": "NVIDIA H100", "index": i, "uuid": f"GPU-{i}", "host": "a",
+                "clocks": {"max_sm_clock_mhz": 1980}} for i in (0, 1)]
+    rows = [_row("k1", (64,) * 3, "NVIDIA H100", 0), _row("k2", (64,) * 3, "NVIDIA H100", 1),
+            _row("k3", (64,) * 3, "NVIDIA H100", 1)]
+    record = runner.RunRecord(device=devices[0], results=rows, devices=devices)
+    json_path, md_path = write_run_report(record, ["harness", "run"], TimingOptions(),
+                                          [(64,) * 3], tmp_path / "run-1", None)
+    assert [g["uuid"] for g in json.loads(json_path.read_text())["meta"]["gpus"]] == [
+        "GPU-0", "GPU-1"]
+    md = md_path.read_text()
+    assert "## GPUs" in md
+    (line,) = [line for line in md.splitlines() if "| GPU-1 " in line]
+    assert [cell.strip() for cell in line.strip("|").split("|")] == [
+        "1", "a", "NVIDIA H100", "GPU-1", "1980", "2"]
+
+
+# --- on a GPU ------------------------------------------------------------------------------
+
+@pytest.mark.gpu
+def test_two_workers_on_one_gpu_give_the_rows_of_one_worker(tmp_path):
+    """GPU 0 twice: two fed workers side by side on one device against the one worker of a
+    plain run; the same kernels, sizes and verdicts, every row naming the GPU by its UUID."""
+    from harness.gpu.driver import device_arch_name
+    from harness.gpu.timing import TimingOptions
+
+    arch = device_arch_name()
+    chosen = select(discover(), ["01_naive", "02_coalesced", "03_smem_tiled:t32"])
+    timing = TimingOptions(warmup_ms=5.0, budget_ms=20.0, min_ms=5.0)
+    options = runner.RunOptions(sizes=((256,) * 3, (384, 320, 192)), timing=timing)
+    one = runner.run(chosen, arch, options, tmp_path / "one.jsonl", lambda _: None)
+    lines = []
+    two = runner.run(chosen, arch, options, tmp_path / "two.jsonl", lines.append,
+                     gpus=[gpu_choice.slot(0), gpu_choice.slot(0)])
+    assert _rows(two) == _rows(one)
+    assert [s for _, _, s in _rows(one)] == ["pass"] * 6, [r.message for r in one.results]
+    uuid = gpu_choice.visible_gpus()[0].uuid
+    assert uuid.startswith("GPU-")
+    assert {(r.gpu.index, r.gpu.uuid) for r in one.results + two.results} == {(0, uuid)}
+    assert all(r.timing is not None and r.baseline is not None for r in two.results)
+    assert any("over 2 GPUs (0, 0)" in line for line in lines)
+
+
+def test_wheels_script_fetches_dask_for_a_gpu_host_without_a_registry(tmp_path):
+    """scripts/wheels.sh --cluster: Dask distributed's wheels, pinned, beside the usual ones
+    (pip stood in for: no network)."""
+    import os
+    import subprocess
+
+    from harness.kernels.registry import PROJECT_ROOT
+
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    (fake / "python3").write_text('#!/bin/sh\necho "$@" > "$ARGS_FILE"\n')
+    (fake / "python3").chmod(0o755)
+    env = {**os.environ, "PATH": f"{fake}:{os.environ['PATH']}",
+           "ARGS_FILE": str(tmp_path / "args"), "WHEEL_DIR": str(tmp_path / "whl")}
+    for argv, notebook in ((["--cluster", "extra==1"], False),
+                           (["--notebook", "--cluster"], True)):
+        proc = subprocess.run(["bash", str(PROJECT_ROOT / "scripts" / "wheels.sh"), *argv],
+                              cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60)
+        assert proc.returncode == 0, proc.stderr
+        args = (tmp_path / "args").read_text().split()
+        for wanted in ("--no-deps", "nvmath-python==1.0.*", "dask==2026.8.0",
+                       "distributed==2026.8.0", "msgpack==1.2.4", "cloudpickle==3.1.3"):
+            assert wanted in args, wanted
+        assert ("nbclient==0.11.0" in args) == notebook
+        assert ("extra==1" in args) == (not notebook)
+        assert not any(a.startswith("--cluster") or a == "--notebook" for a in args)

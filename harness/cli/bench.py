@@ -78,6 +78,19 @@ _TIMEOUT_HELP = ("seconds without progress before a kernel is called hung (defau
                  "default sizes)")
 
 
+def _spread_flags(p: argparse.ArgumentParser, what: str) -> None:
+    where = p.add_mutually_exclusive_group()
+    where.add_argument("--gpus", metavar="all|I,J,...",
+                       help=f"spread the {what} over these GPUs of this host, one worker "
+                            "process each, fed from one queue: all, or device indices (0,2); "
+                            "one index runs there alone (default: GPU 0)")
+    where.add_argument("--cluster", metavar="ADDRESS|local",
+                       help=f"spread the {what} over the GPUs of a Dask cluster, one Dask "
+                            "worker per GPU: the scheduler's address (tcp://host:8786), or "
+                            "local for a cluster of this host's GPUs; needs pip install -e "
+                            "'.[cluster]'")
+
+
 def add_parsers(sub) -> None:
     p = sub.add_parser("run", help="check, time and report against cuBLAS (needs a GPU)")
     p.add_argument("kernels", nargs="*", metavar="KERNEL",
@@ -102,6 +115,7 @@ def add_parsers(sub) -> None:
     p.add_argument("--carveout", type=int, metavar="PCT")
     p.add_argument("--blas-strict", action="store_true",
                    help="a kernel that reads C when beta = 0 fails (default: a note)")
+    _spread_flags(p, "kernels")
     p.set_defaults(run=_run)
 
     p = sub.add_parser("check", help="the check battery: --plan lists it (no GPU); without "
@@ -129,6 +143,8 @@ def add_parsers(sub) -> None:
     p.add_argument("--timeout-s", type=float, default=None, help=_TIMEOUT_HELP)
     p.add_argument("--report-dir", type=Path, default=common.REPORTS)
     p.add_argument("--blas-strict", action="store_true")
+    p.add_argument("--gpus", metavar="I",
+                   help="the one GPU to compare on (default 0): interleaving needs one GPU")
     _timing_flags(p)
     p.set_defaults(run=_compare)
 
@@ -148,6 +164,7 @@ def add_parsers(sub) -> None:
                    help="write the best point into the kernel's spec as [tuned.<arch>]")
     p.add_argument("--timeout-s", type=float, default=None, help=_TIMEOUT_HELP)
     p.add_argument("--report-dir", type=Path, default=common.REPORTS)
+    _spread_flags(p, "points")
     _timing_flags(p, budget_ms=100.0)
     p.set_defaults(run=_tune)
 
@@ -228,6 +245,16 @@ def _run(args) -> int:
     sizes = _sizes(args, DEFAULT_RUN_SIZES)
     power_s = _power_seconds(args)
     timing = _timing(args, cold_l2=args.cold_l2, power_s=power_s)
+    options = RunOptions(sizes=sizes, timing=timing, carveout_pct=args.carveout,
+                         timeout_s=args.timeout_s, strict_blas=args.blas_strict)
+    if args.cluster:
+        from harness.run.cluster import Engine
+
+        with Engine(args.cluster, common.say) as engine:
+            return _run_and_report(
+                args, chosen, sizes, timing, engine.models[0],
+                f"a Dask cluster ({engine.describe()})",
+                lambda jsonl: engine.run(chosen, options, jsonl, common.say))
     ok, why = common.has_gpu()
     if not ok:
         largest = max(sizes, key=lambda s: s[0] * s[1] * s[2])
@@ -242,30 +269,56 @@ def _run(args) -> int:
                       f"{r['status']}: {r['message']}")
         raise common.NoGpu("`harness run` needs a GPU; the report above is what it can say "
                            "without one")
-    from harness.gpu.driver import device_arch_name
+    slots, why, arch, where = _local_gpus(args)
+    return _run_and_report(args, chosen, sizes, timing, why, f"{where} ({arch})",
+                           lambda jsonl: run(chosen, arch, options, jsonl, common.say,
+                                             gpus=slots))
 
-    arch = device_arch_name()
+
+def _local_gpus(args, ranked: str | None = None):
+    """``--gpus`` as worker pins (None without it: the one worker, on GPU 0), the name and
+    compile target of the first GPU, and the GPUs in words. ``ranked``: why GPUs of several
+    models are refused (their results are ranked against each other)."""
+    from harness.gpu.driver import device_arch_name
+    from harness.run import gpus
+
+    if getattr(args, "gpus", None) is None:
+        why = common.gpu()
+        return None, why, device_arch_name(), why
+    shown = gpus.visible_gpus()
+    chosen = gpus.choose_gpus(args.gpus, shown)
+    if ranked:
+        gpus.one_model(chosen, shown, ranked)
+    first = shown[chosen[0]]
+    where = (f"GPU {first.index}, {first.name}" if len(chosen) == 1 else
+             f"{len(chosen)} GPUs (" + "; ".join(f"{i}: {shown[i].name}" for i in chosen) + ")")
+    return [gpus.slot(i) for i in chosen], first.name, first.arch, where
+
+
+def _run_and_report(args, chosen, sizes, timing, gpu_name: str, where: str, measure) -> int:
+    """The run's stream, its measurement (``measure(jsonl_path)``: a RunRecord), its reports
+    (one per GPU model) and its table."""
     stamp = files.run_stamp()
-    folder = args.report_dir / files.gpu_slug(why)
+    folder = args.report_dir / files.gpu_slug(gpu_name)
     jsonl = args.json or folder / f"run-{stamp}.jsonl"
-    options = RunOptions(sizes=sizes, timing=timing, carveout_pct=args.carveout,
-                         timeout_s=args.timeout_s, strict_blas=args.blas_strict)
     what = ("one representative of each kernel file" if not args.kernels and not args.all
             else f"{len(chosen)} kernels")
-    common.say(f"harness run: {what} ({len(chosen)}) x {len(sizes)} sizes on {why} ({arch}), "
+    common.say(f"harness run: {what} ({len(chosen)}) x {len(sizes)} sizes on {where}, "
                f"{'cold' if args.cold_l2 else 'hot'} L2, {timing.regime} launches; results "
                f"stream to {jsonl}")
-    record = run(chosen, arch, options, jsonl, common.say)
-    json_path, md_path = write_run_report(record, ["harness", *sys.argv[1:]], timing, sizes,
-                                          jsonl.with_suffix(""),
-                                          stream=None if args.json else jsonl)
+    record = measure(jsonl)
+    written = write_run_reports(record, ["harness", *sys.argv[1:]], timing, sizes,
+                                jsonl.with_suffix(""), stream=None if args.json else jsonl,
+                                report_dir=args.report_dir, name=f"run-{stamp}")
     print(tables.table(record.results))
     fails = tables.failures(record.results)
     if fails:
         print("\nNot passed:\n" + fails)
-    print(f"\nwall time {record.wall_s:.1f} s: " + "; ".join(_phases_lines(record)))
+    summed = (f" (phases summed over {len(record.devices)} GPUs' workers)"
+              if len(record.devices) > 1 else "")
+    print(f"\nwall time {record.wall_s:.1f} s{summed}: " + "; ".join(_phases_lines(record)))
     kept = f"{jsonl}, " if args.json else ""  # the default stream is gone: the JSON has it
-    print(f"written: {kept}{json_path}, {md_path}")
+    print(f"written: {kept}" + ", ".join(f"{j}, {m}" for j, m in written))
     passed = all(r.status in ("pass", "skipped") for r in record.results)
     return common.EXIT_OK if passed else common.EXIT_FAILED
 
@@ -316,7 +369,67 @@ def write_run_report(record: RunRecord, command: Sequence[str], timing: TimingOp
     JSON-lines file the results came in through) is removed once the JSON holds them."""
     meta = files.metadata(record.device, command, asdict(timing), sizes, _infos(record))
     meta["wall_s"], meta["phases_s"] = record.wall_s, record.phases
-    return files.write_run(meta, record.results, stem, stream=stream)
+    sections = _gpus_section(record, meta)
+    return files.write_run(meta, record.results, stem, stream=stream, sections=sections)
+
+
+def write_run_reports(record: RunRecord, command: Sequence[str], timing: TimingOptions,
+                      sizes, stem: Path, stream: Path | None, report_dir: Path,
+                      name: str) -> list[tuple[Path, Path]]:
+    """``record``'s reports: one at ``stem`` when its rows ran on GPUs of one model, else one
+    per model at ``report_dir/<gpu>/name`` (rows that ran on none, compile errors, go with the
+    first model's); ``stream`` is removed once they are written."""
+    parts = by_model(record)
+    if len(parts) == 1:
+        return [write_run_report(record, command, timing, sizes, stem, stream)]
+    written = [write_run_report(part, command, timing, sizes, report_dir / slug / name, None)
+               for slug, part in parts.items()]
+    if stream is not None:
+        stream.unlink(missing_ok=True)
+    return written
+
+
+def by_model(record: RunRecord) -> dict[str, RunRecord]:
+    """``record`` split by the GPU model its rows ran on (``reports/<gpu>/`` names); rows that
+    ran on no GPU go with the first model's, and a record of one model is returned whole."""
+    slug_of = {}
+    for facts in [record.device, *record.devices]:
+        if facts.get("name"):
+            slug_of.setdefault(files.gpu_slug(facts["name"]), facts)
+    if len(slug_of) < 2:
+        return {files.gpu_slug(record.device.get("name") or "gpu"): record}
+    first = next(iter(slug_of))
+    parts = {slug: RunRecord(device=facts, phases=record.phases, wall_s=record.wall_s,
+                             devices=[d for d in record.devices
+                                      if files.gpu_slug(d.get("name", "")) == slug])
+             for slug, facts in slug_of.items()}
+    for result in record.results:
+        named = result.gpu is not None and result.gpu.name
+        parts[files.gpu_slug(result.gpu.name) if named else first].results.append(result)
+    return parts
+
+
+def _gpus_section(record: RunRecord, meta: dict) -> list[str]:
+    """With rows from several GPUs: each GPU in the metadata (``gpus``) and a markdown table
+    of them with the rows each ran."""
+    if len(record.devices) < 2:
+        return []
+    counts = {}
+    for r in record.results:
+        if r.gpu is not None:
+            key = (r.gpu.host, r.gpu.uuid, r.gpu.index)
+            counts[key] = counts.get(key, 0) + 1
+    meta["gpus"] = [{"index": d.get("index"), "uuid": d.get("uuid"), "name": d.get("name"),
+                     "host": d.get("host"), "pci_bus_id": d.get("pci_bus_id"),
+                     "clocks": d.get("clocks")} for d in record.devices]
+    rows = [[d.get("index"), d.get("host"), d.get("name"), d.get("uuid"),
+             (d.get("clocks") or {}).get("max_sm_clock_mhz"),
+             counts.get((d.get("host"), d.get("uuid"), d.get("index")), 0)]
+            for d in record.devices]
+    return ["## GPUs", "", "Each row of the results names the GPU it ran on (`gpu` in the "
+            "JSON).", "", tabulate(rows, headers=["GPU", "host", "model", "UUID",
+                                                    "max SM MHz", "rows"], tablefmt="github"),
+            ""]
 
 
 def with_sass(results: Sequence[Result], kernels: Sequence[Kernel], arch: str) -> list[Result]:
@@ -345,20 +458,26 @@ def write_compare_report(record: RunRecord, results: Sequence[Result], command: 
 
 
 def _compare(args) -> int:
-    from harness.gpu.driver import device_arch_name
+    from harness.run.gpus import parse_gpus
 
     chosen = common.kernels(args)
     if len(chosen) < 2:
         raise HarnessError(f"compare needs at least two kernels; {args.kernels} matched "
                            f"{[k.name for k in chosen]}")
+    named = parse_gpus(args.gpus) if args.gpus is not None else ()
+    if named is None or len(named) > 1:
+        raise HarnessError(f"--gpus {args.gpus}: compare times its kernels interleaved, round "
+                           "by round, on one GPU; expected one GPU index (--gpus 1); to "
+                           "spread kernels over several GPUs use harness run --gpus")
     sizes = _sizes(args)
     timing = _timing(args, cold_l2=args.cold_l2)
-    why = common.gpu()
-    arch = device_arch_name()
+    common.gpu()
+    slots, why, arch, _ = _local_gpus(args)
     stem = args.report_dir / files.gpu_slug(why) / f"compare-{files.run_stamp()}"
     options = RunOptions(sizes=sizes, timeout_s=args.timeout_s, timing=timing,
                          strict_blas=args.blas_strict)
-    record = run(chosen, arch, options, stem.with_suffix(".jsonl"), common.say, mode="compare")
+    record = run(chosen, arch, options, stem.with_suffix(".jsonl"), common.say, mode="compare",
+                 gpus=slots)
     results = with_sass(record.results, chosen, arch)
     write_compare_report(record, results, ["harness", *sys.argv[1:]], timing, sizes, stem)
     print(tables.compare_table(results))
@@ -387,16 +506,42 @@ def _tune(args) -> int:
     timing = _timing(args, warmup_ms=min(args.warmup_ms, 10.0))
     if args.arch:
         get_arch(args.arch)
+    if args.cluster and not args.dry_run:
+        from harness.run.cluster import Engine
+
+        with Engine(args.cluster, common.say) as engine:
+            if len(engine.models) > 1:
+                raise HarnessError(f"--cluster {args.cluster}: tune ranks its points against "
+                                   "each other, so expected Dask workers with GPUs of one "
+                                   f"model, got {', '.join(engine.models)}")
+            facts = next(iter(engine.gpus.values()))
+            common.say(f"harness tune on a Dask cluster: {engine.describe()}")
+            return _tune_points(args, spec, space, candidates, sizes, timing, facts["name"],
+                                facts["arch"], lambda keep, options, jsonl: engine.run(
+                                    keep, options, jsonl, common.say, reuse_baseline=True))
     ok, why = common.has_gpu()
     if not ok and not args.dry_run:
         raise common.NoGpu(f"no GPU here ({why}): tuning times kernels; --dry-run screens "
                            "the points without one")
+    slots = None
     if ok:
-        from harness.gpu.driver import device_arch_name
-
-        arch = device_arch_name()
+        slots, why, arch, where = _local_gpus(args, ranked="tune ranks its points against "
+                                                          "each other")
+        if slots and len(slots) > 1:
+            common.say(f"harness tune on {where}")
     else:
         arch = args.arch or "sm_90"
+    return _tune_points(args, spec, space, candidates, sizes, timing, why, arch,
+                        lambda keep, options, jsonl: run(keep, arch, options, jsonl, common.say,
+                                                         reuse_baseline=True, gpus=slots))
+
+
+def _tune_points(args, spec, space, candidates, sizes, timing, why: str, arch: str,
+                 measure) -> int:
+    """Screen the points for ``arch``, time those worth it (``measure(points, options,
+    jsonl_path)``: a RunRecord), rank, report and pin."""
+    from harness.run import tune
+
     keep, skipped = tune.screen(candidates, arch, sizes, args.jobs, common.say)
     if args.dry_run or not keep:
         print(tabulate([[k.name, reason[:110]] for k, reason in skipped],
@@ -409,8 +554,7 @@ def _tune(args) -> int:
     folder = args.report_dir / files.gpu_slug(why)
     stem = folder / f"tune-{spec.stem}-{files.run_stamp()}"
     options = RunOptions(sizes=sizes, timing=timing, timeout_s=args.timeout_s)
-    record = run(keep, arch, options, stem.with_suffix(".jsonl"), common.say,
-                 reuse_baseline=True)
+    record = measure(keep, options, stem.with_suffix(".jsonl"))
     top = tune.best(record.results, sizes[-1], args.top)
     skipped_rows = [{"kernel": k.name, "params": dict(k.params), "message": reason}
                     for k, reason in skipped]
@@ -421,6 +565,7 @@ def _tune(args) -> int:
     columns = tables.columns_without("precision")
     skips = "\n".join(f"- {r['kernel']}: {r['message']}" for r in skipped_rows) or "- none"
     files.write_run(meta, record.results, stem, title="harness tune", sections=[
+        *_gpus_section(record, meta),
         f"## Best {len(top)} at {'x'.join(map(str, sizes[-1]))}", "",
         tables.table(top, columns, fmt="github"), "", "## Skipped points", "", skips, "",
         "## Every timed point", ""], stream=stem.with_suffix(".jsonl"))

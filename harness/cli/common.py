@@ -56,6 +56,10 @@ def check_options(args: argparse.Namespace) -> None:
         raise HarnessError(f"--carveout {carveout}: expected a percent from 0 to 100 (the "
                            "preferred shared-memory carve-out; leave it out for the spec's, "
                            "else the driver's default)")
+    if getattr(args, "gpus", None) is not None:
+        from harness.run.gpus import parse_gpus
+
+        parse_gpus(args.gpus)  # its form only: which GPUs exist is asked of the driver later
     for blocks in getattr(args, "blocks_per_sm", None) or []:
         if blocks < 1:
             raise HarnessError(f"--blocks-per-sm {blocks}: expected at least 1 (blocks per SM)")
