@@ -10,6 +10,7 @@ import time
 
 import pytest
 
+from harness.bench.result import Result
 from harness.errors import HarnessError
 from harness.kernels.registry import discover, select
 from harness.run import gpus as gpu_choice
@@ -20,8 +21,9 @@ from harness.run.gpus import GpuSlot, VisibleGpu
 # FAKE_PLAN (kernel name -> pass, fail, fault, hang, sleep:SECONDS; "@start:<CUDA_VISIBLE_DEVICES>"
 # -> die, hang: the worker on that GPU never gets ready). Every row names the GPU it was pinned to.
 FAKE_WORKER = r'''
-import json, os, sys, time
+import json, math, os, sys, time, zlib
 from harness.bench.result import KernelInfo, Result
+from harness.gpu.timing import Timing
 
 plan = json.loads(os.environ.get("FAKE_PLAN", "{}"))
 gpu = os.environ.get("CUDA_VISIBLE_DEVICES", "all")
@@ -57,8 +59,11 @@ def kernel(ref):
         if action.startswith("sleep:"):
             time.sleep(float(action.split(":")[1]))
         status = "FAIL" if action == "fail" else "pass"
-        row = Result.of(KernelInfo(name, ref["file"], "fp32"), *size).ended(status, "on " + gpu)
-        emit("result", result=row.to_json())
+        row = Result.of(KernelInfo(name, ref["file"], "fp32", dict(ref["params"])), *size)
+        if status == "pass":  # a time that depends on the kernel only: the same on any GPU
+            ms = 0.1 + zlib.crc32(name.encode()) % 1000 / 100
+            row = row.with_parts(timing=Timing(ms, ms, ms, ms, ms, 10, True, *[math.nan] * 4))
+        emit("result", result=row.ended(status, "on " + gpu).to_json())
     if action == "fail":
         emit("retire", kernel=name)
         return False
@@ -503,3 +508,63 @@ def test_wheels_script_fetches_dask_for_a_gpu_host_without_a_registry(tmp_path):
         assert ("nbclient==0.11.0" in args) == notebook
         assert ("extra==1" in args) == (not notebook)
         assert not any(a.startswith("--cluster") or a == "--notebook" for a in args)
+
+
+def _stand_in_host(monkeypatch, count=2):
+    """A host with ``count`` stand-in GPUs, as the CLI asks for them."""
+    from harness.cli import common
+    from harness.gpu import driver
+
+    monkeypatch.setattr(common, "has_gpu", lambda: (True, "Fake GPU"))
+    monkeypatch.setattr(common, "gpu", lambda: "Fake GPU")
+    monkeypatch.setattr(driver, "device_arch_name", lambda ordinal=0: "sm_90")
+    monkeypatch.setattr(gpu_choice, "visible_gpus", lambda: [
+        VisibleGpu(i, f"GPU-{i}", "Fake GPU", "sm_90") for i in range(count)])
+
+
+def test_harness_run_gpus_writes_one_report_naming_each_gpu(fake, tmp_path, monkeypatch,
+                                                            capsys):
+    _stand_in_host(monkeypatch)
+    status, err = _harness(capsys, "run", *NAMES[:4], "--gpus", "all", "--size", "128",
+                           "--report-dir", str(tmp_path))
+    assert status == 0, err
+    assert "on 2 GPUs (0: Fake GPU; 1: Fake GPU) (sm_90)" in err
+    (report,) = (tmp_path / "fake-gpu").glob("run-*.json")
+    data = json.loads(report.read_text())
+    assert [r["kernel"]["name"] for r in data["rows"]] == NAMES[:4]
+    assert sorted(g["index"] for g in data["meta"]["gpus"]) == [0, 1]
+    assert not list((tmp_path / "fake-gpu").glob("run-*.jsonl")), "the stream is in the JSON"
+    assert "## GPUs" in report.with_suffix(".md").read_text()
+
+
+def test_harness_tune_gpus_picks_the_winners_one_gpu_picks(fake, tmp_path, monkeypatch,
+                                                            capsys):
+    from harness.run import tune
+
+    _stand_in_host(monkeypatch)
+    monkeypatch.setattr(tune, "why_not_launchable", lambda kernel, arch, sizes: None)
+    argv = ["tune", "09_cp_async", "--param", "BM=128", "--param", "BN=128", "--size", "256",
+            "--top", "5"]
+    tops = []
+    for where, extra in (("one", []), ("two", ["--gpus", "0,1"])):
+        status, err = _harness(capsys, *argv, "--report-dir", str(tmp_path / where), *extra)
+        assert status == 0, err
+        (report,) = (tmp_path / where / "fake-gpu").glob("tune-09_cp_async-*.json")
+        data = json.loads(report.read_text())
+        assert data["meta"]["timed"] >= 32, "a space of 32 or more points"
+        results = [Result.from_json(r) for r in data["rows"]]
+        tops.append([r.kernel.name for r in tune.best(results, (256,) * 3, 5)])
+        indices = {r.gpu.index for r in results}
+        assert indices == ({0} if where == "one" else {0, 1})
+    assert tops[0] == tops[1] and len(tops[0]) == 5
+
+
+def test_harness_tune_refuses_gpus_of_two_models(fake, monkeypatch, capsys):
+    _stand_in_host(monkeypatch)
+    monkeypatch.setattr(gpu_choice, "visible_gpus", lambda: [
+        VisibleGpu(0, "GPU-0", "NVIDIA H100", "sm_90"), VisibleGpu(1, "GPU-1", "NVIDIA H200",
+                                                                   "sm_90")])
+    status, err = _harness(capsys, "tune", "09_cp_async", "--gpus", "all")
+    assert status == 2
+    assert ("tune ranks its points against each other: expected GPUs of one model, got NVIDIA "
+            "H100, NVIDIA H200") in err
