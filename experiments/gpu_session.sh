@@ -10,7 +10,10 @@ OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT"
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
   --target /tmp/site .whl/*.whl || exit 1
-export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1
+# the project's wheel brings its entry points (pytest plugin, `harness`); its code is the
+# checkout's, first on the path, with the wheel's copy removed
+rm -rf /tmp/site/harness
+export PYTHONPATH=$PWD:/tmp/site PYTHONUNBUFFERED=1
 { nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,power.limit \
     --format=csv; python3 -c 'import cuda.bindings, numpy; print("cuda-bindings",
     cuda.bindings.__version__, "numpy", numpy.__version__)'; } 2>&1 | tee "$OUT/env.txt"

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 
 from tabulate import tabulate
@@ -38,7 +38,13 @@ REGIMES = {
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--report-dir", type=Path, default=PROJECT_ROOT / "reports")
+    parser.add_argument("--calibration-spin-us", type=float, default=None,
+                        help="the spin the launch overhead is calibrated on (0: an empty "
+                             "kernel); default TimingOptions'")
     args = parser.parse_args()
+    if args.calibration_spin_us is not None:
+        for name, options in REGIMES.items():
+            REGIMES[name] = replace(options, calibration_spin_ms=args.calibration_spin_us / 1e3)
     with BenchSession() as session:
         device = session.device
         kernels = known.KnownKernels(session.arch, session.stream, device.sm_count)
@@ -53,7 +59,8 @@ def main() -> int:
                      headers=["kernel", "regime", "expected us", "measured us", "error us",
                               "tolerance us", "p20-p80 us", "reps", ""], tablefmt="github")
     print(table)
-    meta = files.metadata(facts, ["python3", *sys.argv], asdict(TimingOptions()), [], [])
+    meta = files.metadata(facts, ["python3", *sys.argv],
+                          asdict(next(iter(REGIMES.values()))), [], [])
     stem = args.report_dir / files.gpu_slug(facts["name"]) / f"known-duration-{files.run_stamp()}"
     method = ("expected: what the kernel measured of itself (%globaltimer: the spin's exit "
               "minus entry, the copy's last block end minus first block start, one more "

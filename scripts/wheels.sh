@@ -52,4 +52,8 @@ python3 -m pip download -q --no-deps --only-binary=:all: --python-version "$vers
   --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 -d "$dest" \
   "nvmath-python==1.0.*" pytest-xdist==3.8.0 execnet==2.1.2 ${notebook[@]+"${notebook[@]}"} \
   ${cluster[@]+"${cluster[@]}"} "$@"
+# the project's own wheel, for its metadata: the pytest11 entry point (the pytest plugin) and
+# the `harness` command; gpu_session.sh keeps the checkout's code ahead of the wheel's copy
+rm -f "$dest"/kernel_harness-*.whl
+python3 -m pip wheel -q --no-deps -w "$dest" .
 ls -la "$dest"

@@ -220,14 +220,16 @@ def test_a_fault_and_a_failed_check_end_only_their_gpus_worker(kernels, fake, tm
 
 
 def test_a_hang_takes_only_its_kernel_and_the_others_go_on(kernels, fake, tmp_path):
+    # 4 s of no progress: short, yet long enough for a stand-in worker on a host busy with
+    # the rest of the suite (1 s timed every kernel out under pytest-xdist on the GPU host)
     fake(**{kernels[0].name: "hang"})
     t0 = time.monotonic()
-    record, _ = _run(kernels, tmp_path, gpus=(0, 1), timeout_s=1.0)
-    assert time.monotonic() - t0 < 20
+    record, _ = _run(kernels, tmp_path, gpus=(0, 1), timeout_s=4.0)
+    assert time.monotonic() - t0 < 60
     assert _rows(record)[:2] == [(kernels[0].name, SIZES[0], "timeout"),
                                  (kernels[0].name, SIZES[1], "skipped")]
     assert [s for _, _, s in _rows(record)[2:]] == ["pass"] * (2 * len(kernels) - 2)
-    assert "no progress for 1 s while timing" in record.results[0].message
+    assert "no progress for 4 s while timing" in record.results[0].message
 
 
 def test_a_gpu_whose_worker_cannot_start_drops_out_and_loses_nothing(kernels, fake, tmp_path):

@@ -155,7 +155,7 @@ def test_the_launch_overhead_of_an_empty_kernel_is_subtracted(line, monkeypatch,
     overhead_ms = line.launch_overhead_ms = 0.0037
     kernels = SimpleNamespace(empty=lambda: line.kernel(line.launch_host_ms, 0.0),
                               spin=lambda ms: line.kernel(line.launch_host_ms, ms),
-                              last_spin_ms=lambda: timing.CALIBRATION_SPIN_MS)
+                              last_spin_ms=lambda: TimingOptions().calibration_spin_ms)
     monkeypatch.setattr(Timer, "kernels", kernels)
     t = _time(line, graph=True, subtract_launch_overhead=True, isolated_gap_ms=isolated)
     assert t.launch_overhead_ms == pytest.approx(overhead_ms, abs=1e-9)

@@ -39,9 +39,6 @@ from harness.stats import Summary
 
 FLUSH_WORD = 0x3F800000
 POWER_CHUNK_MS, POWER_AHEAD = 20.0, 3  # power pass: GPU ms per chunk of launches, chunks queued
-CALIBRATION_SPIN_MS = 0.01
-"""The spin the launch overhead is calibrated on: 10 us, longer than the GPU's preparation
-of the next launch, as a GEMM's is."""
 BATCH_MS = 10.0
 """GPU time of one batch of timed repetitions: the stopping rule is tested after each."""
 ISOLATED_AHEAD_MS = 0.05
@@ -86,6 +83,10 @@ class TimingOptions:
     the launch's own cost, a few us on an H100), calibrated in the same regime on a one-thread
     kernel that measures its own span (``Timer.overhead_ms``): what remains is the kernel's
     duration from its first instruction to its last."""
+    calibration_spin_ms: float = 0.01
+    """The spin the launch overhead is calibrated on (Timer.overhead_ms); 0 calibrates on an
+    empty kernel instead (what the timer did before; experiments/known_duration.py compares
+    the two)."""
     isolated_gap_ms: float = 0.0
     """``--isolated`` with ``--gap-ms``: 0 times the sustained regime (the queue kept full);
     above 0, each repetition is an isolated launch after the stream is synchronised and the
@@ -216,13 +217,16 @@ class Timer:
                            budget_ms=min(self.options.budget_ms, 50.0))
             self._overhead_ms = 0.0  # the calibration itself is not corrected
             saved, self.options = self.options, bare
+            spin_ms = saved.calibration_spin_ms
             try:
                 timing = self.time_interleaved(
-                    [lambda: self.kernels.spin(CALIBRATION_SPIN_MS)])[0][0]
+                    [lambda: self.kernels.spin(spin_ms)] if spin_ms > 0
+                    else [self.kernels.empty])[0][0]
             finally:
                 self.options = saved
             self.stream.synchronize("calibration")
-            self._overhead_ms = max(timing.median_ms - self.kernels.last_spin_ms(), 0.0)
+            own_ms = self.kernels.last_spin_ms() if spin_ms > 0 else 0.0
+            self._overhead_ms = max(timing.median_ms - own_ms, 0.0)
         return self._overhead_ms
 
     def flush(self) -> None:

@@ -142,12 +142,19 @@ def _stopping(timing: dict) -> str:
     return "; " + TimingOptions(**timing).describe()
 
 
+def _calibration(timing: dict) -> str:
+    spin_us = 1e3 * timing.get("calibration_spin_ms", 0.0)
+    if spin_us > 0:
+        return (f"a one-thread {spin_us:g} us spin timed the same way, less the span it "
+                "measured of itself with %globaltimer")
+    return "what an empty kernel reads when timed the same way"
+
+
 def timing_method(timing: dict) -> str:
     """How a report's timings were taken, in words (``timing``: TimingOptions as a dict)."""
     gap = timing.get("isolated_gap_ms") or 0
     less = ("; C poisoned before every repetition"
-            + ("; every repetition less the launch's own overhead (a one-thread spin timed the "
-               "same way, less the span it measured of itself with %globaltimer)"
+            + (f"; every repetition less the launch's own overhead ({_calibration(timing)})"
                if timing.get("subtract_launch_overhead") else ""))
     if gap > 0:
         return (f"isolated launches: before each repetition the stream is synchronised and the "
