@@ -140,3 +140,19 @@ def test_the_setup_file_is_part_of_the_source_hash(tmp_path):
     before = source_sha256(path)
     path.with_suffix(".py").write_text(SETUP + "\n# edited\n")
     assert source_sha256(path) != before
+
+
+def test_a_report_names_each_declared_signature_and_layouts(tmp_path):
+    """The markdown report of a run names a declared kernel's signature and layouts."""
+    import dataclasses
+
+    from harness.bench.result import KernelInfo, Result
+    from harness.report import files
+
+    info = KernelInfo("abt", "abt.cu", "bf16", layout_b="col", c_type="bf16",
+                      signature="ptr A, ptr B, ptr C, i32 M, i32 N, i32 K",
+                      layouts="A row, B col, C row")
+    plain = dataclasses.replace(info, name="plain", signature="", layouts="A row, B row, C row")
+    lines = files._signature_lines([Result.of(info, 64, 64, 64), Result.of(plain, 64, 64, 64)])
+    assert lines == ["- kernels in their own signatures (parameters in order; layouts):",
+                     "- abt: `(ptr A, ptr B, ptr C, i32 M, i32 N, i32 K)`; A row, B col, C row"]

@@ -494,16 +494,19 @@ def test_wheels_script_fetches_dask_for_a_gpu_host_without_a_registry(tmp_path):
 
     fake = tmp_path / "bin"
     fake.mkdir()
-    (fake / "python3").write_text('#!/bin/sh\necho "$@" > "$ARGS_FILE"\n')
+    (fake / "python3").write_text('#!/bin/sh\necho "$@" >> "$ARGS_FILE"\n')
     (fake / "python3").chmod(0o755)
     env = {**os.environ, "PATH": f"{fake}:{os.environ['PATH']}",
            "ARGS_FILE": str(tmp_path / "args"), "WHEEL_DIR": str(tmp_path / "whl")}
     for argv, notebook in ((["--cluster", "extra==1"], False),
                            (["--notebook", "--cluster"], True)):
+        (tmp_path / "args").write_text("")
         proc = subprocess.run(["bash", str(PROJECT_ROOT / "scripts" / "wheels.sh"), *argv],
                               cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60)
         assert proc.returncode == 0, proc.stderr
-        args = (tmp_path / "args").read_text().split()
+        download, wheel = (tmp_path / "args").read_text().splitlines()
+        assert wheel.split()[:3] == ["-m", "pip", "wheel"]  # the project's own, last
+        args = download.split()
         for wanted in ("--no-deps", "nvmath-python==1.0.*", "dask==2026.8.0",
                        "distributed==2026.8.0", "msgpack==1.2.4", "cloudpickle==3.1.3"):
             assert wanted in args, wanted

@@ -83,10 +83,12 @@ class TimingOptions:
     the launch's own cost, a few us on an H100), calibrated in the same regime on a one-thread
     kernel that measures its own span (``Timer.overhead_ms``): what remains is the kernel's
     duration from its first instruction to its last."""
-    calibration_spin_ms: float = 0.01
-    """The spin the launch overhead is calibrated on (Timer.overhead_ms); 0 calibrates on an
-    empty kernel instead (what the timer did before; experiments/known_duration.py compares
-    the two)."""
+    calibration_spin_ms: float = 0.0
+    """0: the launch overhead is what an empty kernel reads timed the same way; above 0, a spin
+    of this length, less the span it measured of itself (Timer.overhead_ms). The empty kernel
+    it is: on the H100 (notes/timing.md) spins of 2-200 us and a 256 MB copy read within
+    0.29 us of their own spans in every regime with it, and up to 0.53 us short with a 2, 5 or
+    10 us calibration spin."""
     isolated_gap_ms: float = 0.0
     """``--isolated`` with ``--gap-ms``: 0 times the sustained regime (the queue kept full);
     above 0, each repetition is an isolated launch after the stream is synchronised and the
@@ -204,12 +206,8 @@ class Timer:
 
     def overhead_ms(self) -> float:
         """What a launch costs besides its own work under these options (once per Timer), to
-        be subtracted from every repetition; 0 when the options say not to. Calibrated on
-        the timer's spin kernel: its median reading less the span it measured of itself
-        (``%globaltimer``), so that what remains of any kernel is its own duration. (An
-        empty kernel's reading, used before, is not that: back to back, the GPU prepares the
-        next launch while a kernel runs, which it cannot do under a kernel of no work; on
-        the H100 its reading was 0.5-0.7 us off in the hot sustained regime.)"""
+        be subtracted from every repetition; 0 when the options say not to. Calibrated on an
+        empty kernel, or on a spin less its own span (TimingOptions.calibration_spin_ms)."""
         if not self.options.subtract_launch_overhead:
             return 0.0
         if self._overhead_ms is None:

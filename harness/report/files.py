@@ -216,6 +216,7 @@ def write_run(meta: dict, results: Sequence[Result], stem: Path,
         "- baseline: cuBLAS `cublasGemmEx` on the same buffers, timed by the same code right "
         "after each kernel; compute type per row in the JSON (`baseline.compute`)",
         *_ceiling_note(results),
+        *_signature_lines(results),
         "",
         *sections,
         tables.table(results, fmt="github"),
@@ -230,6 +231,20 @@ def write_run(meta: dict, results: Sequence[Result], stem: Path,
         if stream is not None and stream.resolve() != json_path.resolve():
             stream.unlink(missing_ok=True)
     return json_path, md_path
+
+
+def _signature_lines(results: Sequence[Result]) -> list[str]:
+    """One header line per kernel that does not take the common ABI or row-major operands:
+    its declared signature and its layouts (issue 22)."""
+    seen: dict[str, str] = {}
+    for r in results:
+        info = r.kernel
+        if (info.signature or (info.layouts and info.layouts != "A row, B row, C row")) \
+                and info.name not in seen:
+            seen[info.name] = (f"- {info.name}: `({info.signature or 'the common ABI'})`; "
+                               f"{info.layouts}")
+    return (["- kernels in their own signatures (parameters in order; layouts):", *seen.values()]
+            if seen else [])
 
 
 def _ceiling_note(results: Sequence[Result]) -> list[str]:
