@@ -13,14 +13,16 @@ def test_wheels_script_downloads_nvmath_for_the_gpu_hosts_python(tmp_path):
     assert WHEELS.stat().st_mode & stat.S_IXUSR, "scripts/wheels.sh must be executable"
     fake = tmp_path / "bin"
     fake.mkdir()
-    (fake / "python3").write_text('#!/bin/sh\necho "$@" > "$ARGS_FILE"\n')
+    (fake / "python3").write_text('#!/bin/sh\necho "$@" >> "$ARGS_FILE"\n')
     (fake / "python3").chmod(0o755)
     env = {**os.environ, "PATH": f"{fake}:{os.environ['PATH']}",
            "ARGS_FILE": str(tmp_path / "args"), "WHEEL_DIR": str(tmp_path / "whl")}
     proc = subprocess.run(["bash", str(WHEELS), "extra-package==1.2"], cwd=tmp_path, env=env,
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
-    args = (tmp_path / "args").read_text().split()
+    download, wheel = (tmp_path / "args").read_text().splitlines()
+    assert wheel.split()[:3] == ["-m", "pip", "wheel"]  # the project's own, for its entry points
+    args = download.split()
     assert args[:3] == ["-m", "pip", "download"]
     for flag in ("--no-deps", "--only-binary=:all:", "manylinux_2_28_x86_64",
                  "nvmath-python==1.0.*", "extra-package==1.2"):

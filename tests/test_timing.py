@@ -155,7 +155,7 @@ def test_the_launch_overhead_of_an_empty_kernel_is_subtracted(line, monkeypatch,
     overhead_ms = line.launch_overhead_ms = 0.0037
     kernels = SimpleNamespace(empty=lambda: line.kernel(line.launch_host_ms, 0.0),
                               spin=lambda ms: line.kernel(line.launch_host_ms, ms),
-                              last_spin_ms=lambda: TimingOptions().calibration_spin_ms)
+                              last_spin_ms=lambda: 0.01)
     monkeypatch.setattr(Timer, "kernels", kernels)
     t = _time(line, graph=True, subtract_launch_overhead=True, isolated_gap_ms=isolated)
     assert t.launch_overhead_ms == pytest.approx(overhead_ms, abs=1e-9)
@@ -201,3 +201,13 @@ def test_no_launch_runs_without_its_preparation(line, monkeypatch, graph, isolat
     timer.time_interleaved([launch], [prepare])
     assert calls.count("launch") > 10
     assert all(calls[i - 1] == "prepare" for i, c in enumerate(calls) if c == "launch")
+
+
+def test_the_calibration_follows_the_regime():
+    """A 10 us spin calibrates the hot sustained regime, the empty kernel the others, unless
+    asked otherwise (notes/timing.md)."""
+    assert TimingOptions(cold_l2=False).calibration_ms == 0.01
+    assert TimingOptions().calibration_ms == 0.0
+    assert TimingOptions(cold_l2=False, isolated_gap_ms=5.0).calibration_ms == 0.0
+    assert TimingOptions(calibration_spin_ms=0.002).calibration_ms == 0.002
+    assert TimingOptions(cold_l2=False, calibration_spin_ms=0.0).calibration_ms == 0.0

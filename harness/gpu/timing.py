@@ -39,6 +39,8 @@ from harness.stats import Summary
 
 FLUSH_WORD = 0x3F800000
 POWER_CHUNK_MS, POWER_AHEAD = 20.0, 3  # power pass: GPU ms per chunk of launches, chunks queued
+HOT_SUSTAINED_CALIBRATION_MS = 0.01
+"""The spin the launch overhead is calibrated on in the hot sustained regime (10 us)."""
 BATCH_MS = 10.0
 """GPU time of one batch of timed repetitions: the stopping rule is tested after each."""
 ISOLATED_AHEAD_MS = 0.05
@@ -83,12 +85,23 @@ class TimingOptions:
     the launch's own cost, a few us on an H100), calibrated in the same regime on a one-thread
     kernel that measures its own span (``Timer.overhead_ms``): what remains is the kernel's
     duration from its first instruction to its last."""
-    calibration_spin_ms: float = 0.0
-    """0: the launch overhead is what an empty kernel reads timed the same way; above 0, a spin
-    of this length, less the span it measured of itself (Timer.overhead_ms). The empty kernel
-    it is: on the H100 (notes/timing.md) spins of 2-200 us and a 256 MB copy read within
-    0.29 us of their own spans in every regime with it, and up to 0.53 us short with a 2, 5 or
-    10 us calibration spin."""
+    calibration_spin_ms: float | None = None
+    """The launch overhead's calibration (Timer.overhead_ms): 0, what an empty kernel reads
+    timed the same way; above 0, a spin of this length less the span it measured of itself;
+    None (default), a 10 us spin in the hot sustained regime and the empty kernel in the
+    others. Back to back with warm L2 the GPU prepares the next launch while a kernel runs,
+    which it cannot under a kernel of no work: there the empty kernel read 0.5-1.0 us too
+    much in three of four H100 runs; behind an L2 flush or a synchronise the empty kernel is
+    right and a spin read up to 0.53 us too much (notes/timing.md)."""
+
+    @property
+    def calibration_ms(self) -> float:
+        """The spin the overhead is calibrated on in this regime (0: the empty kernel)."""
+        if self.calibration_spin_ms is not None:
+            return self.calibration_spin_ms
+        return HOT_SUSTAINED_CALIBRATION_MS if (not self.cold_l2 and self.isolated_gap_ms <= 0
+                                                ) else 0.0
+
     isolated_gap_ms: float = 0.0
     """``--isolated`` with ``--gap-ms``: 0 times the sustained regime (the queue kept full);
     above 0, each repetition is an isolated launch after the stream is synchronised and the
@@ -215,7 +228,7 @@ class Timer:
                            budget_ms=min(self.options.budget_ms, 50.0))
             self._overhead_ms = 0.0  # the calibration itself is not corrected
             saved, self.options = self.options, bare
-            spin_ms = saved.calibration_spin_ms
+            spin_ms = saved.calibration_ms
             try:
                 timing = self.time_interleaved(
                     [lambda: self.kernels.spin(spin_ms)] if spin_ms > 0

@@ -143,7 +143,12 @@ def _stopping(timing: dict) -> str:
 
 
 def _calibration(timing: dict) -> str:
-    spin_us = 1e3 * timing.get("calibration_spin_ms", 0.0)
+    spin_ms = timing.get("calibration_spin_ms", 0.0)
+    if spin_ms is None:
+        return ("what an empty kernel reads when timed the same way; with warm L2 and "
+                "launches back to back, a 10 us spin timed so, less the span it measured of "
+                "itself with %globaltimer")
+    spin_us = 1e3 * spin_ms
     if spin_us > 0:
         return (f"a one-thread {spin_us:g} us spin timed the same way, less the span it "
                 "measured of itself with %globaltimer")
