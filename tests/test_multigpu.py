@@ -195,7 +195,9 @@ def test_two_gpus_give_the_rows_one_gpu_gives_in_the_same_order(kernels, fake, t
 
 
 def test_results_arriving_out_of_order_are_put_in_one_workers_order(kernels, fake, tmp_path):
-    fake(**{kernels[0].name: "sleep:0.4"})  # GPU 0 is busy with the first while 1 goes on
+    # GPU 0 is busy with the first while 1 goes on (3 s: worker start-up on a loaded host
+    # took longer than the 0.4 s this was at, under xdist on the GPU host)
+    fake(**{kernels[0].name: "sleep:3"})
     record, _ = _run(kernels, tmp_path, gpus=(0, 1))
     streamed = [json.loads(line)["kernel"]["name"]
                 for line in (tmp_path / "r.jsonl").read_text().splitlines()]
