@@ -46,10 +46,11 @@ for step in "$@"; do
   case "$step" in
     tests)  # the whole suite in one run, its log headed with where and at what commit it ran;
       # pytest-xdist: the GPU tests in one worker, one after another (conftest.py), the
-      # CPU-only ones spread over the other workers, so that the suite fits one device command
-      { header "python3 -m pytest -q -p no:cacheprovider -n 8 --dist loadgroup --durations=25"
+      # CPU-only ones spread over three other workers (8 left the GPU worker's host thread and
+      # compiles short of cores), so that the suite fits one device command
+      { header "python3 -m pytest -q -p no:cacheprovider -n 4 --dist loadgroup --durations=25"
         echo "commit ${HARNESS_GIT_COMMIT:-$(git rev-parse HEAD 2>/dev/null)}"
-        timeout 590 python3 -m pytest -q -p no:cacheprovider -n 8 --dist loadgroup \
+        timeout 590 python3 -m pytest -q -p no:cacheprovider -n 4 --dist loadgroup \
           --durations=25 2>&1
         echo "pytest rc=$?"; } > "$OUT/pytest.log" 2>&1; tail -25 "$OUT/pytest.log" ;;
     run) python3 -m harness run --size 1024 --size 2048 --size 4096 2>&1 | tee "$OUT/run.log" ;;

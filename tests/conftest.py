@@ -57,13 +57,20 @@ def device():
 
 @pytest.fixture(autouse=True)
 def _no_gpu_for_cpu_tests(request, monkeypatch):
-    """A test without the ``gpu`` marker starts no subprocess that can reach the GPU (its
-    ``CUDA_VISIBLE_DEVICES`` is empty, as with :func:`harness_env` ``gpu=False``): under
+    """A test without the ``gpu`` marker cannot reach the GPU, in its own process or in a
+    subprocess it starts (``CUDA_VISIBLE_DEVICES`` empty, as with :func:`harness_env`
+    ``gpu=False``; ``gpu_status`` says no GPU): under
     pytest-xdist it runs beside the GPU tests, and a second CUDA context time-slices theirs
     (seen on the H100: a 200 us spin measured 334 us of itself while a plugin test in another
     worker ran the check battery). A test that needs the GPU says so with the marker."""
     if "gpu" not in request.node.keywords:
+        from harness.gpu import driver
+
         monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+        # in this process too: the harness asks gpu_status() before it opens a device, and a
+        # CPU-only test must find none, as in CI
+        monkeypatch.setattr(driver, "gpu_status",
+                            lambda: (False, "hidden from a test without the gpu marker"))
 
 
 _CACHE_FILLED = []
