@@ -124,7 +124,8 @@ def test_host_values_reach_the_launch_arguments_and_errors_become_launch_errors(
     device = type("D", (), {"sm_count": 132, "name": "GPU", "arch": type("A", (), {
         "name": "sm_90"})()})()
     shape = gemm.LaunchShape((132, 1, 1), (128, 1, 1), 0)
-    found = gemm.host_values(kernel, device, shape, 300, 260, 64, {"A": 1, "B": 2, "C": 3})
+    found = gemm.host_values(kernel, device, shape, 300, 260, 64, {"A": 1, "B": 2, "C": 3},
+                            workspace_bytes=4 * 3 * 3)
     args = gemm.launch_arguments(kernel, 300, 260, 64, 1.0, 0x10, 0x20, 0.0, 0x30,
                                  workspace=0x40, host=found.values)
     assert [a.value for a in args] == [300, 260, 64, 0x10, 0x20, 0x30, 0x40, 9]
@@ -132,7 +133,7 @@ def test_host_values_reach_the_launch_arguments_and_errors_become_launch_errors(
     path.with_suffix(".py").write_text("def setup(launch):\n    return {'workspace': b'', "
                                        "'tiles': 2.5}\n")
     with pytest.raises(LaunchError, match=r"'tiles' is 2\.5; the signature declares it i32"):
-        gemm.host_values(kernel, device, shape, 300, 260, 64, {})
+        gemm.host_values(kernel, device, shape, 300, 260, 64, {}, workspace_bytes=36)
 
 
 def test_the_setup_file_is_part_of_the_source_hash(tmp_path):

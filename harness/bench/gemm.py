@@ -124,18 +124,16 @@ def declared_launch_problems(kernel: Kernel) -> list[str]:
 
 
 def host_values(kernel: Kernel, device: Device, shape: LaunchShape, m: int, n: int, k: int,
-                buffers: dict[str, int]) -> HostValues | None:
-    """The kernel's host set-up at m x n x k (None when its signature needs none); its errors
-    as launch errors naming the set-up file and line."""
+                buffers: dict[str, int], workspace_bytes: int) -> HostValues | None:
+    """The kernel's host set-up at m x n x k (None when its signature needs none), told the
+    workspace's size in bytes; its errors as launch errors naming the set-up file and line."""
     keys = host_keys(kernel.spec.abi)
     if not keys:
         return None
-    ws = next((p for p in kernel.spec.abi if p.name == "workspace"), None)
     launch = HostLaunch(
         m, n, k, params=dict(kernel.param_env), grid=shape.grid, block=shape.block,
         sm_count=device.sm_count, device_name=device.name, arch=device.arch.name,
-        buffers=buffers,
-        workspace_bytes=int(kernel.evaluate(ws.bytes, kernel.env(m, n, k))) if ws else 0)
+        buffers=buffers, workspace_bytes=workspace_bytes)
     try:
         found = run_setup(kernel.spec.path, keys, launch)
     except SpecError as exc:
@@ -214,6 +212,7 @@ class LoadedGemm:
         if problems:
             raise LaunchError(f"{self.kernel.name} cannot launch yet: " + "; ".join(problems))
         workspace = contents = None
+        nbytes = 0
         param = next((p for p in self.kernel.spec.abi if p.name == "workspace"), None)
         if param is not None:
             nbytes = int(self.kernel.evaluate(param.bytes, self.kernel.env(m, n, k)))
@@ -223,7 +222,7 @@ class LoadedGemm:
             raise LaunchError(f"{self.kernel.name} writes a separate output D: launch it with "
                               "a D buffer")
         buffers = {"A": a, "B": b, "C": c, **({"D": d} if d is not None else {})}
-        host = host_values(self.kernel, self.device, shape, m, n, k, buffers)
+        host = host_values(self.kernel, self.device, shape, m, n, k, buffers, nbytes)
         if host is not None and host.workspace:
             # the set-up's bytes kept on the device, copied over the zeroed workspace before
             # every launch (a device-to-device copy: graph-capturable, no host in the loop)

@@ -94,6 +94,11 @@ class TimingOptions:
     much in three of four H100 runs; behind an L2 flush or a synchronise the empty kernel is
     right and a spin read up to 0.53 us too much (notes/timing.md)."""
 
+    isolated_gap_ms: float = 0.0
+    """``--isolated`` with ``--gap-ms``: 0 times the sustained regime (the queue kept full);
+    above 0, each repetition is an isolated launch after the stream is synchronised and the
+    host has slept this long (the GPU idle), as under Nsight Compute."""
+
     @property
     def calibration_ms(self) -> float:
         """The spin the overhead is calibrated on in this regime (0: the empty kernel)."""
@@ -101,11 +106,6 @@ class TimingOptions:
             return self.calibration_spin_ms
         return HOT_SUSTAINED_CALIBRATION_MS if (not self.cold_l2 and self.isolated_gap_ms <= 0
                                                 ) else 0.0
-
-    isolated_gap_ms: float = 0.0
-    """``--isolated`` with ``--gap-ms``: 0 times the sustained regime (the queue kept full);
-    above 0, each repetition is an isolated launch after the stream is synchronised and the
-    host has slept this long (the GPU idle), as under Nsight Compute."""
 
     @property
     def regime(self) -> str:

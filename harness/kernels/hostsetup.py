@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
-import sys
 import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -98,7 +97,6 @@ def _load(path: Path):
         raise SpecError(f"{path}:{exc.lineno}: host set-up does not parse: {exc.msg}") from None
     except Exception as exc:  # noqa: BLE001 (the user's module: any error is reported)
         raise SpecError(_where(exc, path, "importing the host set-up")) from None
-    sys.modules.pop(name, None)
     function = getattr(module, FUNCTION, None)
     if not callable(function):
         raise SpecError(f"{path}: host set-up defines no function {FUNCTION}(launch); define "

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from harness.errors import FormulaError, HarnessError, SpecError
 from harness.kernels import expr
+from harness.kernels.hostsetup import setup_path
 from harness.kernels.spec import KINDS, KernelSpec, read_spec
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
@@ -166,7 +167,7 @@ def source_sha256(path: Path) -> str:
     digest = hashlib.sha256()
     for _, data in sources(path):
         digest.update(data)
-    setup = Path(path).with_suffix(".py")
+    setup = setup_path(path)
     if Path(path).suffix != ".py" and setup.is_file():
         digest.update(setup.read_bytes())
     return digest.hexdigest()
