@@ -154,6 +154,12 @@ def test_a_report_names_each_declared_signature_and_layouts(tmp_path):
                       signature="ptr A, ptr B, ptr C, i32 M, i32 N, i32 K",
                       layouts="A row, B col, C row")
     plain = dataclasses.replace(info, name="plain", signature="", layouts="A row, B row, C row")
-    lines = files._signature_lines([Result.of(info, 64, 64, 64), Result.of(plain, 64, 64, 64)])
-    assert lines == ["- kernels in their own signatures (parameters in order; layouts):",
-                     "- abt: `(ptr A, ptr B, ptr C, i32 M, i32 N, i32 K)`; A row, B col, C row"]
+    spread = dataclasses.replace(plain, name="spread",
+                                 launch_attributes="cluster 2x1x1 (spec), block order spread")
+    lines = files._signature_lines([Result.of(info, 64, 64, 64), Result.of(plain, 64, 64, 64),
+                                    Result.of(spread, 64, 64, 64)])
+    assert lines == ["- kernels in their own signatures or launch attributes (parameters in "
+                     "order; layouts; attributes):",
+                     "- abt: `(ptr A, ptr B, ptr C, i32 M, i32 N, i32 K)`; A row, B col, C row",
+                     "- spread: `(the common ABI)`; A row, B row, C row; launched with "
+                     "cluster 2x1x1 (spec), block order spread"]

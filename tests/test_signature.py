@@ -239,6 +239,28 @@ def test_cluster_dims_come_from_the_source_when_the_spec_is_silent():
         spec_of("", body.replace("CL", "WIDTH"))
 
 
+def test_a_block_order_takes_the_declared_launch_path():
+    """``block_order`` other than default is a launch attribute: the kernel is launched
+    through cuLaunchKernelEx with it, and clusters above 8 blocks are allowed first."""
+    assert spec_of("").block_order == "default"
+    spec = spec_of("CL = 16\n", 'extern "C" __global__ void __cluster_dims__(CL, 1, 1) k() {}\n',
+                   'block_order = "spread"\n')
+    assert spec.block_order == "spread" and spec.cluster_from == "source"
+    kernel = Kernel("k", spec, tuple(sorted(spec.params.items())))
+    launches, allowed = [], []
+    loaded = object.__new__(gemm.LoadedGemm)
+    loaded.kernel, loaded.device = kernel, None
+    loaded.function = SimpleNamespace(
+        launch=lambda shape, stream, args, **kw: launches.append(kw),
+        allow_large_clusters=lambda: allowed.append(True))
+    shape = gemm.LaunchShape((32, 1, 1), (128, 1, 1), 0)
+    loaded.prepare = lambda m, n, k: shape
+    launch = loaded.launcher(64, 64, 64, 1.0, 0x100, 0x200, 0.0, 0x300, stream=None)
+    launch()
+    # __cluster_dims__ forms the clusters itself: only the order is an attribute
+    assert launches == [{"cluster": None, "block_order": "spread"}] and allowed == [True]
+
+
 @pytest.mark.parametrize(("extra", "before", "match"), [
     ("", 'signature = ["A", "B", "C", "lda", "lda"]\n', r"'lda' appears twice"),
     ("", 'signature = "M, N, K"\n', r"signature must be a non-empty list"),
@@ -246,6 +268,8 @@ def test_cluster_dims_come_from_the_source_when_the_spec_is_silent():
     ("", 'layout_c = "diagonal"\n', r"layout_c must be 'row' or 'col'"),
     ("", 'cluster_dims = ["2", "1", "1", "1"]\n', r"cluster_dims must list 1 to 3"),
     ("", 'cluster_dims = ["CLUSTER"]\n', r"cluster_dims: formula 'CLUSTER' uses CLUSTER"),
+    ("", 'block_order = "zigzag"\n', r"block_order must be one of default, spread, "
+     r"load_balancing, found 'zigzag'"),
     (TMAPS, "", r"\[tmaps\] describes tensor maps a declared signature passes"),
     (TMAPS, 'signature = ["A", "B", "C"]\n', r"signature does not pass tmap_A"),
     ("", 'signature = ["tmap_A", "B", "C"]\n', r"passes tmap_A but no map describes it"),
@@ -287,7 +311,8 @@ class FakeCu:
         self.cuuint64_t = lambda v: ("u64", v)
         self.cuuint32_t = lambda v: ("u32", v)
         for kind in ("CUtensorMapDataType", "CUtensorMapInterleave", "CUtensorMapSwizzle",
-                     "CUtensorMapL2promotion", "CUtensorMapFloatOOBfill", "CUlaunchAttributeID"):
+                     "CUtensorMapL2promotion", "CUtensorMapFloatOOBfill", "CUlaunchAttributeID",
+                     "CUclusterSchedulingPolicy"):
             setattr(self, kind, _Enum(kind))
         self._map = (ctypes.c_ubyte * 128)(*range(128))
 
@@ -348,6 +373,21 @@ def test_cluster_launch_attribute():
         driver.launch_attributes((0, 1, 1), api=api)
 
 
+def test_block_order_launch_attribute():
+    api = FakeCu()
+    assert driver.launch_attributes(None, api=api, block_order="default") == []
+    (order,) = driver.launch_attributes(None, api=api, block_order="spread")
+    assert order.id == ("CUlaunchAttributeID."
+                        "CU_LAUNCH_ATTRIBUTE_CLUSTER_SCHEDULING_POLICY_PREFERENCE")
+    assert order.value.clusterSchedulingPolicyPreference == (
+        "CUclusterSchedulingPolicy.CU_CLUSTER_SCHEDULING_POLICY_SPREAD")
+    cluster, order = driver.launch_attributes((2, 1, 1), api=api, block_order="load_balancing")
+    assert cluster.value.clusterDim.x == 2 and order.value.clusterSchedulingPolicyPreference \
+        .endswith("LOAD_BALANCING")
+    with pytest.raises(HarnessError, match="block order 'zigzag': expected one of default"):
+        driver.launch_attributes(None, api=api, block_order="zigzag")
+
+
 def test_function_launch_adds_the_attribute_only_when_asked(monkeypatch):
     launched = []
     fake = FakeCu()
@@ -359,9 +399,12 @@ def test_function_launch_adds_the_attribute_only_when_asked(monkeypatch):
     stream = SimpleNamespace(handle="stream")
     function.launch(shape, stream, [ctypes.c_int(1)])
     function.launch(shape, stream, [ctypes.c_int(1)], cluster=(2, 1, 1))
-    plain, clustered = launched
+    function.launch(shape, stream, [ctypes.c_int(1)], block_order="spread")
+    plain, clustered, ordered = launched
     assert plain.numAttrs == 0 and not hasattr(plain, "attrs")
     assert clustered.numAttrs == 1 and clustered.attrs[0].value.clusterDim.x == 2
+    assert ordered.numAttrs == 1 and ordered.attrs[0].value.clusterSchedulingPolicyPreference \
+        .endswith("_SPREAD")
 
 
 def test_real_bindings_build_the_cluster_attribute():
@@ -369,6 +412,9 @@ def test_real_bindings_build_the_cluster_attribute():
     (attr,) = driver.launch_attributes((2, 1, 1), api=cu)
     assert attr.id == cu.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION
     assert (attr.value.clusterDim.x, attr.value.clusterDim.y) == (2, 1)
+    _, order = driver.launch_attributes((2, 1, 1), api=cu, block_order="spread")
+    assert order.value.clusterSchedulingPolicyPreference == \
+        cu.CUclusterSchedulingPolicy.CU_CLUSTER_SCHEDULING_POLICY_SPREAD
 
 
 def test_the_signature_examples_pack_as_their_sources_declare():

@@ -8,7 +8,9 @@ the spec or the user asks for is set.
 
 A spec that declares ``signature = [...]`` is packed in its own order instead
 (:func:`launch_arguments`, harness.kernels.signature), its tensor maps where ``tmap_X`` says,
-and a spec's ``cluster_dims`` is launched with a cluster-dimension launch attribute.
+a spec's ``cluster_dims`` is launched with a cluster-dimension launch attribute (clusters of
+more than 8 blocks allowed on the function first) and a ``block_order`` other than ``default``
+with the cluster scheduling-policy attribute.
 """
 
 from __future__ import annotations
@@ -89,6 +91,11 @@ def launch_arguments(kernel: Kernel, m: int, n: int, k: int, alpha: float, a: in
         return encode(desc, addresses[operand], dtype, f"{kernel.name} tensor map {operand}")
 
     return pack(spec.signature, values, make)
+
+
+PORTABLE_CLUSTER = 8
+"""Blocks a cluster may hold on any GPU that has clusters; more (16 on an H100) needs the
+kernel's non-portable-cluster-size attribute, which the launcher sets."""
 
 
 def cluster_dims(kernel: Kernel) -> tuple[int, int, int] | None:
@@ -195,7 +202,8 @@ class LoadedGemm:
         """A no-argument callable that enqueues this GEMM (arguments packed once); ``d``: the
         output buffer of a kernel with a separate D."""
         shape = self.prepare(m, n, k)
-        if self.kernel.spec.signature is None and not self.kernel.spec.cluster:
+        spec = self.kernel.spec
+        if spec.signature is None and not spec.cluster and spec.block_order == "default":
             args = launch_arguments(self.kernel, m, n, k, alpha, a, b, beta, c)
 
             def launch() -> None:
@@ -206,7 +214,7 @@ class LoadedGemm:
 
     def _declared_launcher(self, shape: LaunchShape, m, n, k, alpha, a, b, beta, c,
                            stream: Stream, d: int | None = None):
-        """A declared signature's or a cluster kernel's launch (issue 22)."""
+        """A declared signature's, a cluster kernel's or a block order's launch (issue 22)."""
         problems = declared_launch_problems(self.kernel) + scalar_problems(self.kernel, alpha,
                                                                            beta)
         if problems:
@@ -238,6 +246,9 @@ class LoadedGemm:
                               "to whole clusters")
         # a __cluster_dims__ compiled into the kernel forms the clusters by itself
         attribute = cluster if self.kernel.spec.cluster_from == "spec" else None
+        order = self.kernel.spec.block_order
+        if cluster is not None and cluster[0] * cluster[1] * cluster[2] > PORTABLE_CLUSTER:
+            self.function.allow_large_clusters()
 
         def prepare() -> None:  # before every launch, outside a timed region
             if workspace is not None:
@@ -246,10 +257,7 @@ class LoadedGemm:
                 workspace.copy_from(contents, stream)
 
         def run() -> None:
-            if attribute is None:
-                self.function.launch(shape, stream, args)
-            else:
-                self.function.launch(shape, stream, args, cluster=attribute)
+            self.function.launch(shape, stream, args, cluster=attribute, block_order=order)
 
         def launch() -> None:
             prepare()

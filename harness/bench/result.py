@@ -52,13 +52,30 @@ class KernelInfo:
     empty for the common ABI (and in reports written before signatures existed)."""
     layouts: str = ""
     """The operands' storage, ``"A row, B col, C row"``; empty in older reports."""
+    launch_attributes: str = ""
+    """What the kernel is launched with besides its grid and block: ``"cluster 2x1x1
+    (__cluster_dims__), block order spread"``; empty for a plain launch."""
 
     @classmethod
     def of(cls, kernel: Kernel) -> KernelInfo:
         spec = kernel.spec
         return cls(kernel.name, project_relative(spec.path), spec.precision, dict(kernel.params),
                    spec.layout_b, spec.c_type, kernel.source_sha256,
-                   signature_text(spec.signature), layouts_text(spec))
+                   signature_text(spec.signature), layouts_text(spec), launch_text(kernel))
+
+
+def launch_text(kernel: Kernel) -> str:
+    """The launch attributes a kernel declares (cluster, block order) as one phrase; "" for
+    none."""
+    spec, parts = kernel.spec, []
+    if spec.cluster:
+        dims = [str(int(kernel.evaluate(e, kernel.param_env))) for e in spec.cluster]
+        dims += ["1"] * (3 - len(dims))
+        parts.append(f"cluster {'x'.join(dims)} ("
+                     f"{'__cluster_dims__' if spec.cluster_from == 'source' else 'spec'})")
+    if getattr(spec, "block_order", "default") != "default":
+        parts.append(f"block order {spec.block_order}")
+    return ", ".join(parts)
 
 
 def signature_text(signature) -> str:

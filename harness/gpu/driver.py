@@ -470,19 +470,25 @@ class Function:
             "cuOccupancyMaxActiveBlocksPerMultiprocessor",
             f"{self.label}: {block_threads} threads, {dynamic_smem_bytes} B dynamic smem")
 
+    def allow_large_clusters(self) -> None:
+        """Let this kernel launch clusters of more than the 8 portable blocks (up to 16 on an
+        H100): CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED."""
+        self.set(cu.CUfunction_attribute.CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED, 1)
+
     def launch(self, shape: LaunchShape, stream: Stream, args: Sequence[ctypes._SimpleCData],
-               cluster: tuple[int, int, int] | None = None):
+               cluster: tuple[int, int, int] | None = None, block_order: str = "default"):
         """Launch with ``cuLaunchKernelEx``; ``args`` are ctypes values in parameter order;
         ``cluster``: thread-block cluster dimensions (CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION),
-        None for none (no launch attribute at all)."""
+        None for none; ``block_order``: the cluster scheduling policy (spec.BLOCK_ORDERS).
+        With neither, no launch attribute at all."""
         config = cu.CUlaunchConfig()
         config.gridDimX, config.gridDimY, config.gridDimZ = shape.grid
         config.blockDimX, config.blockDimY, config.blockDimZ = shape.block
         config.sharedMemBytes = shape.dynamic_smem_bytes
         config.hStream = stream.handle
         config.numAttrs = 0
-        if cluster is not None:
-            attrs = launch_attributes(cluster)
+        attrs = launch_attributes(cluster, block_order=block_order)
+        if attrs:
             config.attrs, config.numAttrs = attrs, len(attrs)
         pointers = (ctypes.c_void_p * len(args))(*[ctypes.addressof(a) for a in args])
         check(cu.cuLaunchKernelEx(config, self.handle, ctypes.addressof(pointers), 0),
@@ -537,20 +543,38 @@ def tensor_map_2d(element: str, address: int, inner: int, outer: int, box_inner:
     return (ctypes.c_ubyte * 128).from_buffer_copy(ctypes.string_at(tmap.getPtr(), 128))
 
 
-def launch_attributes(cluster: Sequence[int] | None, api=None) -> list:
-    """The ``CUlaunchAttribute`` list of a launch: one CLUSTER_DIMENSION attribute when
-    ``cluster`` (x, y, z; missing trailing dimensions are 1) is given, else none. ``api`` is
+_SCHEDULING_POLICIES = {"default": "DEFAULT", "spread": "SPREAD",
+                        "load_balancing": "LOAD_BALANCING"}
+
+
+def launch_attributes(cluster: Sequence[int] | None, api=None,
+                      block_order: str = "default") -> list:
+    """The ``CUlaunchAttribute`` list of a launch: a CLUSTER_DIMENSION attribute when
+    ``cluster`` (x, y, z; missing trailing dimensions are 1) is given, and a
+    CLUSTER_SCHEDULING_POLICY_PREFERENCE attribute when ``block_order`` is not ``default``
+    (``spread`` or ``load_balancing``); none for a plain launch. ``api`` is
     ``cuda.bindings.driver`` (a fake one in CPU tests)."""
     api = api or cu
-    if cluster is None:
-        return []
-    dims = (*tuple(int(d) for d in cluster), 1, 1)[:3]
-    if any(d < 1 for d in dims):
-        raise HarnessError(f"cluster dimensions {dims} must all be at least 1")
-    attr = api.CUlaunchAttribute()
-    attr.id = api.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION
-    attr.value.clusterDim.x, attr.value.clusterDim.y, attr.value.clusterDim.z = dims
-    return [attr]
+    attrs = []
+    if cluster is not None:
+        dims = (*tuple(int(d) for d in cluster), 1, 1)[:3]
+        if any(d < 1 for d in dims):
+            raise HarnessError(f"cluster dimensions {dims} must all be at least 1")
+        attr = api.CUlaunchAttribute()
+        attr.id = api.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION
+        attr.value.clusterDim.x, attr.value.clusterDim.y, attr.value.clusterDim.z = dims
+        attrs.append(attr)
+    if block_order not in _SCHEDULING_POLICIES:
+        raise HarnessError(f"block order {block_order!r}: expected one of "
+                           f"{', '.join(_SCHEDULING_POLICIES)}")
+    if block_order != "default":
+        attr = api.CUlaunchAttribute()
+        attr.id = api.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_CLUSTER_SCHEDULING_POLICY_PREFERENCE
+        attr.value.clusterSchedulingPolicyPreference = getattr(
+            api.CUclusterSchedulingPolicy,
+            f"CU_CLUSTER_SCHEDULING_POLICY_{_SCHEDULING_POLICIES[block_order]}")
+        attrs.append(attr)
+    return attrs
 
 
 _ELEMENT_BYTES = {"bf16": 2, "fp16": 2, "fp32": 4, "tf32": 4}

@@ -48,7 +48,13 @@ _OPTIONAL = ("layout_b", "c_type", "blas_strict", "nondeterministic", "represent
              "dynamic_smem_bytes",
              "constraints", "carveout_pct", "predicted", "params", "variants", "tune",
              "tuned", "model", "kind", "ceiling", "tma", "budget",
-             "signature", "layout_a", "layout_c", "tmaps", "cluster_dims")
+             "signature", "layout_a", "layout_c", "tmaps", "cluster_dims", "block_order")
+BLOCK_ORDERS = ("default", "spread", "load_balancing")
+"""How the GPU places a launch's blocks (their clusters) on the SMs (``block_order``): the
+driver's cluster scheduling policy (``CU_LAUNCH_ATTRIBUTE_CLUSTER_SCHEDULING_POLICY_PREFERENCE``),
+``default``, ``spread`` (a cluster's blocks spread over SMs) or ``load_balancing`` (the hardware
+may balance them). The order in which tiles are visited is the kernel's own (its grid formulas
+and its index arithmetic, or a host-built schedule)."""
 C_TYPES = ("fp32", "bf16", "fp16")
 """Element types of C a kernel may declare (``c_type``); a 16-bit C goes with inputs of the
 same type (what cuBLAS offers: FP32 inputs write FP32)."""
@@ -190,6 +196,9 @@ class KernelSpec:
     says nothing; empty: no cluster."""
     cluster_from: str = ""
     """Where :attr:`cluster` came from: ``spec``, ``source`` (``__cluster_dims__``) or ``""``."""
+    block_order: str = "default"
+    """``block_order``: one of :data:`BLOCK_ORDERS`; anything but ``default`` is launched with
+    the cluster scheduling-policy launch attribute."""
 
     @property
     def has_d(self) -> bool:
@@ -400,6 +409,10 @@ def parse_spec(source: str, path: Path) -> KernelSpec:
         if why is not None:
             raise fail(why)
     cluster, cluster_from = _cluster(table, source[match.end():], path, param_names, fail)
+    block_order = table.get("block_order", "default")
+    if block_order not in BLOCK_ORDERS:
+        raise fail(f"block_order must be one of {', '.join(BLOCK_ORDERS)}, found "
+                   f"{block_order!r}")
 
     return KernelSpec(
         path=path, entry=entry, summary=table["summary"].strip(), precision=precision,
@@ -416,6 +429,7 @@ def parse_spec(source: str, path: Path) -> KernelSpec:
         budget=parse_budget(table.get("budget", {}), fail),
         layout_a=table.get("layout_a", "row"), layout_c=table.get("layout_c", "row"),
         signature=signature, tmaps=tmaps, cluster=cluster, cluster_from=cluster_from,
+        block_order=block_order,
     )
 
 

@@ -244,12 +244,14 @@ def _signature_lines(results: Sequence[Result]) -> list[str]:
     seen: dict[str, str] = {}
     for r in results:
         info = r.kernel
-        if (info.signature or (info.layouts and info.layouts != "A row, B row, C row")) \
-                and info.name not in seen:
+        attributes = getattr(info, "launch_attributes", "")
+        if (info.signature or (info.layouts and info.layouts != "A row, B row, C row")
+                or attributes) and info.name not in seen:
             seen[info.name] = (f"- {info.name}: `({info.signature or 'the common ABI'})`; "
-                               f"{info.layouts}")
-    return (["- kernels in their own signatures (parameters in order; layouts):", *seen.values()]
-            if seen else [])
+                               f"{info.layouts}" + (f"; launched with {attributes}"
+                                                    if attributes else ""))
+    return (["- kernels in their own signatures or launch attributes (parameters in order; "
+             "layouts; attributes):", *seen.values()] if seen else [])
 
 
 def _ceiling_note(results: Sequence[Result]) -> list[str]:
