@@ -42,6 +42,14 @@ knob_cost() {
       done
     done; } 2>&1 | tee "reports/h100/$report"
 }
+# the default run's tensor-core rows (one representative of each file)
+TC_ROWS="11_mma_sync_bf16:m128n256k64s4c1 11_mma_sync_fp16:m128n256k32s4
+  12_mma_tma_bf16:m256n128e 12_mma_tma_fp16:m256n128e 13_mma_persist_bf16:m256n128l3g8e
+  13_mma_persist_fp16:m256n128l3g8 14_mma_cluster_bf16:m256n128e 14_mma_cluster_fp16:m256n128e
+  15_wgmma_tma_bf16:m128n256 15_wgmma_tma_fp16:m128n256 16_wgmma_ws_bf16:m128n256
+  16_wgmma_ws_fp16:m128n256 17_wgmma_persist_bf16:g16 17_wgmma_persist_fp16:g16
+  18_wgmma_cluster_bf16:c2g8 18_wgmma_cluster_fp16:c2g8 19_wgmma_epi_bf16:s4e64
+  19_wgmma_epi_fp16:s4e64"
 for step in "$@"; do
   case "$step" in
     tests)  # the whole suite in one run, its log headed with where and at what commit it ran;
@@ -54,17 +62,33 @@ for step in "$@"; do
           --durations=25 2>&1
         echo "pytest rc=$?"; } > "$OUT/pytest.log" 2>&1; tail -25 "$OUT/pytest.log" ;;
     run) python3 -m harness run --size 1024 --size 2048 --size 4096 2>&1 | tee "$OUT/run.log" ;;
-    default-runs)  # issue 21: the default run twice (its cost, its stability), then compare
-      # of the tensor-core rows, interleaved, at the default run's largest size
+    default-runs)  # issue 21: the default run twice (its cost, its stability); compare-tc
+      # sets the tensor-core rows against compare
       for i in 1 2; do
         start=$SECONDS
-        python3 -m harness run 2>&1 | tee "$OUT/default-run-$i.log"
+        python3 -m harness run --report-dir "$OUT/reports" 2>&1 | tee "$OUT/default-run-$i.log"
         echo "$(date -u +%FT%TZ) default run $i (python3 -m harness run): $((SECONDS - start)) s" \
           "wall" | tee -a "$OUT/default-run-cost.txt"
       done
-      python3 -m harness compare 15_wgmma_tma_bf16 16_wgmma_ws_bf16 17_wgmma_persist_bf16 \
-        18_wgmma_cluster_bf16 19_wgmma_epi_bf16 19_wgmma_epi_fp16 12_mma_tma_bf16 \
-        --size 4096 2>&1 | tee "$OUT/compare-tc.log" ;;
+      ;;
+    variance)  # issue 21: where the run-to-run spread of % cuBLAS comes from, twice (two
+      # processes), reports straight under $OUT
+      for i in 1 2; do
+        timeout 200 python3 experiments/tc_variance.py --report-dir "$OUT/reports" 2>&1 \
+          | tee "$OUT/variance-$i.log"
+      done ;;
+    sig-gpu)  # issue 22: the signature examples (clusters of 16, spread order), then tune and
+      # profile of the fast.cu-style example
+      timeout 120 python3 -m pytest -q -p no:cacheprovider tests/test_gpu.py -k signatures \
+        2>&1 | tail -15 | tee "$OUT/pytest-signatures.log"
+      timeout 150 python3 -m harness tune examples/wgmma_cluster_bf16.cu --size 4096 \
+        --param STAGES=3,4 --param CLUSTER=1,2 --param MC=0,1 --report-dir "$OUT/reports" \
+        2>&1 | tee "$OUT/tune-wgmma-example.log"
+      timeout 150 python3 -m harness profile examples/wgmma_cluster_bf16.cu --size 4096 \
+        --report-dir "$OUT/reports" 2>&1 | tee "$OUT/profile-wgmma-example.log" ;;
+    compare-tc)  # issue 21: the default run's tensor-core rows at 4096, all interleaved
+      timeout 300 python3 -m harness compare $TC_ROWS --size 4096 --report-dir "$OUT/reports" \
+        2>&1 | tee "$OUT/compare-tc.log" ;;
     examples)  # issue 22: kernels in their own signatures, by path, beside built-in rungs
       python3 -m pytest -q -p no:cacheprovider tests/test_gpu.py -k "signatures or textbook" \
         2>&1 | tail -30 | tee "$OUT/pytest-examples.log"
