@@ -396,7 +396,7 @@ if args == ["--version"]:
 elif args[:1] == ["--query-metrics"]:
     print(gzip.open({query!r}, "rt").read())
 else:
-    kernel = args[args.index("launch") + 1]
+    kernel = args[args.index("launch") + 1].rsplit("/", 1)[-1]  # a path: the file's name
     if kernel.startswith("07"):
         print("==PROF== Disconnected")
         sys.stderr.write("harness: error: 07_vectorized fails its check at 1024x1024x1024\\n")
@@ -637,3 +637,19 @@ def test_a_tensor_core_kernel_under_ncu(h100):
     assert d["smem_ld_wavefronts_per_request"] is None  # ldmatrix: no LDS requests
     assert [name for name, _ in d["top_stalls"]] == ["wait", "math_pipe_throttle",
                                                      "long_scoreboard"]
+
+
+def test_a_kernel_file_outside_the_folders_is_launched_under_ncu_by_its_path():
+    """A kernel given by path (no registry key) reaches the child ``harness launch`` as its
+    path and variant; a built-in one by its key."""
+    from harness.cli.profile import _launch_pattern
+    from harness.kernels.registry import PROJECT_ROOT, load_registry
+
+    registry = load_registry()
+    (example,) = registry.select([str(PROJECT_ROOT / "examples" / "wgmma_cluster_bf16.cu:mc")])
+    assert _launch_pattern(example, [], False) == (
+        f"{(PROJECT_ROOT / 'examples' / 'wgmma_cluster_bf16.cu').resolve()}:mc")
+    assert _launch_pattern(example, [PROJECT_ROOT / "examples"], False) == "wgmma_cluster_bf16:mc"
+    (builtin,) = registry.select(["04_smem_padded:nopad"])
+    assert _launch_pattern(builtin, [], False) == "04_smem_padded:nopad"
+    assert _launch_pattern(builtin, [], True).endswith("04_smem_padded.cu:nopad")

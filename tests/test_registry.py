@@ -1,5 +1,6 @@
 import re
 import shutil
+from pathlib import Path
 
 import pytest
 from conftest import FIXTURE_KERNELS
@@ -196,3 +197,22 @@ def test_a_formula_that_fails_when_evaluated_names_its_file_and_kernel(tmp_path)
     with pytest.raises(FormulaError, match=re.escape(f"{path}: formulas: formula "
                                                      "'64 // (DIV - 1)' uses 'DIV'")):
         napkin.model(zero.spec, {}, 64, 64, 64)
+
+
+def test_a_kernel_selector_finds_it_from_any_process():
+    """``harness profile`` launches each kernel in a child by its selector: a file outside the
+    kernel folders (no registry key) and a variant of it must come back as themselves."""
+    from harness.kernels.registry import PROJECT_ROOT, load_registry
+
+    example = PROJECT_ROOT / "examples" / "wgmma_cluster_bf16.cu"
+    builtin = load_registry()
+    kernels = builtin.select([str(example)])
+    assert {k.name for k in kernels} == {"wgmma_cluster_bf16:mc", "wgmma_cluster_bf16:nomc"}
+    elsewhere = load_registry([])
+    for kernel in kernels:
+        (again,) = elsewhere.select([kernel.selector])
+        assert again.name == kernel.name and again.params == kernel.params
+    (plain,) = builtin.select(["10_hoisted"])
+    assert plain.selector.endswith("10_hoisted.cu") and ":" not in Path(plain.selector).name
+    (same,) = elsewhere.select([plain.selector])
+    assert same.name == "10_hoisted"

@@ -21,7 +21,7 @@ from harness.cli import common
 from harness.cli.bench import ISOLATED_GAP_MS
 from harness.errors import HarnessError
 from harness.gpu.timing import TimingOptions
-from harness.kernels.registry import Kernel
+from harness.kernels.registry import DEFAULT_KERNEL_DIRS, Kernel
 from harness.report import files, napkin
 from harness.report import profile as report
 from harness.run.runner import RunOptions, parse_size, run
@@ -198,9 +198,10 @@ class _Profiler:
         spec, opts = kernel.spec, self.opts
         key = (spec.precision, spec.layout_b, spec.c_type, tuple(size))
         baseline = key not in self.done_baselines
+        dirs, no_builtin = self.args.kernel_dir or [], self.args.no_builtin
         cmd = ncu.command(self.ncu_path, self.metrics, ncu.launch_args(
-            kernel.name, size, opts.repeats, baseline, self.args.kernel_dir or [],
-            self.args.no_builtin))
+            _launch_pattern(kernel, dirs, no_builtin), size, opts.repeats, baseline, dirs,
+            no_builtin))
         try:
             text, launch_said = ncu.profile(cmd, opts.timeout_s)
         except HarnessError as exc:
@@ -234,6 +235,16 @@ class _Profiler:
                 ncu_kernels=sorted({launch.kernel_name for launch in others}),
                 launches=len(others), **source))
         return out
+
+
+def _launch_pattern(kernel: Kernel, kernel_dirs, no_builtin: bool) -> str:
+    """How the child ``harness launch`` is told the kernel: its registry key when it lies in the
+    kernel folders the child reads, else its path (a file given by path has no key)."""
+    folders = [*(() if no_builtin else DEFAULT_KERNEL_DIRS), *kernel_dirs]
+    path = kernel.spec.path.resolve()
+    if any(path.is_relative_to(Path(d).resolve()) for d in folders):
+        return kernel.name
+    return kernel.selector
 
 
 def _meta(facts: dict, opts: ProfileOptions, chosen: list[Kernel], arch: str, ncu_path: str,

@@ -68,6 +68,13 @@ class Kernel:
     def param_env(self) -> dict[str, int]:
         return dict(self.params)
 
+    @property
+    def selector(self) -> str:
+        """A pattern that selects exactly this kernel in another process whatever its kernel
+        folders: its file's path, with ``:variant`` for a variant (``select`` reads it)."""
+        path = str(self.spec.path.resolve())
+        return f"{path}:{self.variant}" if self.variant else path
+
     def evaluate(self, formula: expr.Expr, env: Mapping[str, int]) -> int | bool:
         """``formula`` (one of this kernel's spec formulas) at ``env``. Every spec formula of a
         kernel is evaluated here, so that a failure (a division by zero, a shift out of range, a
