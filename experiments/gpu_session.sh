@@ -7,7 +7,10 @@
 #   tc-profile, energy, energy-parts (the tensor-core rungs of issue 4)
 set -uo pipefail
 OUT=${OUT:-/tmp/out}
-mkdir -p "$OUT"
+# reports of this session's runs: outside $OUT (a device call brings back few files), packed
+# into $OUT/new-reports.tgz after every step
+REP=/tmp/rep
+mkdir -p "$OUT" "$REP"
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
   --target /tmp/site .whl/*.whl || exit 1
 # the project's wheel brings its entry points (pytest plugin, `harness`); its code is the
@@ -66,7 +69,7 @@ for step in "$@"; do
       # sets the tensor-core rows against compare
       for i in 1 2; do
         start=$SECONDS
-        python3 -m harness run --report-dir "$OUT/reports" 2>&1 | tee "$OUT/default-run-$i.log"
+        python3 -m harness run --report-dir "$REP" 2>&1 | tee "$OUT/default-run-$i.log"
         echo "$(date -u +%FT%TZ) default run $i (python3 -m harness run): $((SECONDS - start)) s" \
           "wall" | tee -a "$OUT/default-run-cost.txt"
       done
@@ -74,7 +77,7 @@ for step in "$@"; do
     variance)  # issue 21: where the run-to-run spread of % cuBLAS comes from, twice (two
       # processes), reports straight under $OUT
       for i in 1 2; do
-        timeout 200 python3 experiments/tc_variance.py --report-dir "$OUT/reports" 2>&1 \
+        timeout 200 python3 experiments/tc_variance.py --report-dir "$REP" 2>&1 \
           | tee "$OUT/variance-$i.log"
       done ;;
     sig-gpu)  # issue 22: the signature examples (clusters of 16, spread order), then tune and
@@ -82,12 +85,12 @@ for step in "$@"; do
       timeout 120 python3 -m pytest -q -p no:cacheprovider tests/test_gpu.py -k signatures \
         2>&1 | tail -15 | tee "$OUT/pytest-signatures.log"
       timeout 150 python3 -m harness tune examples/wgmma_cluster_bf16.cu --size 4096 \
-        --param STAGES=3,4 --param CLUSTER=1,2 --param MC=0,1 --report-dir "$OUT/reports" \
+        --param STAGES=3,4 --param CLUSTER=1,2 --param MC=0,1 --report-dir "$REP" \
         2>&1 | tee "$OUT/tune-wgmma-example.log"
       timeout 150 python3 -m harness profile examples/wgmma_cluster_bf16.cu --size 4096 \
-        --report-dir "$OUT/reports" 2>&1 | tee "$OUT/profile-wgmma-example.log" ;;
+        --report-dir "$REP" 2>&1 | tee "$OUT/profile-wgmma-example.log" ;;
     compare-tc)  # issue 21: the default run's tensor-core rows at 4096, all interleaved
-      timeout 300 python3 -m harness compare $TC_ROWS --size 4096 --report-dir "$OUT/reports" \
+      timeout 300 python3 -m harness compare $TC_ROWS --size 4096 --report-dir "$REP" \
         2>&1 | tee "$OUT/compare-tc.log" ;;
     examples)  # issue 22: kernels in their own signatures, by path, beside built-in rungs
       python3 -m pytest -q -p no:cacheprovider tests/test_gpu.py -k "signatures or textbook" \
@@ -229,4 +232,5 @@ nbformat.write(nb, p)" 2>&1 | tail -20 | tee "$OUT/notebook.log"
     *) echo "unknown step $step"; exit 2 ;;
   esac
   tar czf "$OUT/reports.tgz" reports   # after every step: a later timeout loses nothing
+  tar czf "$OUT/new-reports.tgz" -C "$REP" .
 done

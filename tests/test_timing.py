@@ -211,3 +211,15 @@ def test_the_calibration_follows_the_regime():
     assert TimingOptions(cold_l2=False, isolated_gap_ms=5.0).calibration_ms == 0.0
     assert TimingOptions(calibration_spin_ms=0.002).calibration_ms == 0.002
     assert TimingOptions(cold_l2=False, calibration_spin_ms=0.0).calibration_ms == 0.0
+
+
+def test_warmup_covers_its_gpu_time_within_bounds():
+    """The warm-up runs ``warmup_ms`` of rounds: at least one, at most WARMUP_MAX_ROUNDS for a
+    kernel of a few us (its launches would cost seconds of host time)."""
+    from harness.gpu.timing import WARMUP_MAX_ROUNDS, TimingOptions, warmup_rounds
+
+    assert TimingOptions().warmup_ms >= 300 and TimingOptions().min_ms >= 100
+    assert warmup_rounds(300.0, 0.5) == 600
+    assert warmup_rounds(300.0, 400.0) == 1
+    assert warmup_rounds(300.0, 0.001) == WARMUP_MAX_ROUNDS
+    assert warmup_rounds(0.0, 1.0) == 1

@@ -1,20 +1,21 @@
 """Timing with CUDA events, the queue kept full, cold or hot L2, SM clock sampled by NVML.
 
 Method (after Triton's ``do_bench`` and nvbench's noise-based stopping, adapted): warm up for
-``warmup_ms``; then time repetitions in batches of about ``BATCH_MS`` of GPU work, each launch
-between its own event pair, with an L2 flush (a write of twice the L2 size) before each in cold
-mode. Two batches are kept queued, behind enough L2-flush work that the GPU is still busy with
-it when the host has enqueued them, so no launch waits on the host. After each batch the median
-is tested: the timing stops once at least ``min_ms`` of GPU time and ``min_reps`` repetitions
-are in and the median's relative standard error (1.2533 x sigma / sqrt(n), sigma from the
-p20-p80 range) is at most ``max_rel_se_pct`` for every launch timed, or once ``budget_ms`` of GPU
-time or ``max_reps`` repetitions are spent. It reports the median and p20/p80, and why it
-stopped. While the GPU works through the repetitions the host samples NVML for the SM clock and
-what held it (clocks.py); launches timed interleaved share one window, so they share those.
-Board power needs a longer window than a timing gives (NVML's readings move every ~100 ms): with
-``power_s`` set, a single launch's timing is followed by a power pass, the launch back to back
-for that long with warm L2 and no events, the queue kept a few tens of ms ahead, whose mean
-board power and GPU time per launch give the energy per launch.
+``warmup_ms`` (long enough for the power limiter to settle); then time repetitions in batches of
+about ``BATCH_MS`` of GPU work, each launch between its own event pair, with an L2 flush (a
+write of twice the L2 size) before each in cold mode. Two batches are kept queued, behind enough
+L2-flush work that the GPU is still busy with it when the host has enqueued them, so no launch
+waits on the host. After each batch the median is tested: the timing stops once at least
+``min_ms`` of GPU time and ``min_reps`` repetitions are in and the median's relative standard
+error (1.2533 x sigma / sqrt(n), sigma from the p20-p80 range) is at most ``max_rel_se_pct`` for
+every launch timed, or once ``budget_ms`` of GPU time or ``max_reps`` repetitions are spent. It
+reports the median and p20/p80, and why it stopped. While the GPU works through the repetitions
+the host samples NVML for the SM clock and what held it (clocks.py); launches timed interleaved
+share one window, so they share those. Board power needs a longer window than a timing gives
+(NVML's readings move every ~100 ms): with ``power_s`` set, a single launch's timing is followed
+by a power pass, the launch back to back for that long with warm L2 and no events, the queue
+kept a few tens of ms ahead, whose mean board power and GPU time per launch give the energy per
+launch.
 
 Two regimes. *Sustained* (the default) is the above: launches back to back, the GPU never
 idle, so a power-capped card runs them at the clock its cap allows. *Isolated*
@@ -38,6 +39,7 @@ from harness.gpu.driver import Buffer, Event, Graph, Stream, TimerKernels
 from harness.stats import Summary
 
 FLUSH_WORD = 0x3F800000
+WARMUP_MAX_ROUNDS = 20000
 POWER_CHUNK_MS, POWER_AHEAD = 20.0, 3  # power pass: GPU ms per chunk of launches, chunks queued
 HOT_SUSTAINED_CALIBRATION_MS = 0.01
 """The spin the launch overhead is calibrated on in the hot sustained regime (10 us)."""
@@ -62,12 +64,18 @@ class TimingOptions:
 
     cold_l2: bool = True
     """Flush L2 (write 2x its size) before every repetition; False times with warm L2."""
-    warmup_ms: float = 30.0
-    """GPU time spent launching before measuring (module load, clocks ramping)."""
+    warmup_ms: float = 300.0
+    """GPU time spent running the launches back to back before measuring: module load, clocks
+    ramping, and the power limiter settling. The GPU idles while the host checks a kernel,
+    and the first tens of ms after that run cooler: on the H100 at 4096, after a 30 ms warm-up
+    four repeats of the same mma.sync kernel against cuBLAS spread over 2.3-3.4 points of %
+    cuBLAS (up to 10% in the kernel's time), and after 1 s over 0.2-0.4 points, about 3 points
+    lower (reports/h100/tc-variance-2c038fe.log, notes/timing.md)."""
     budget_ms: float = 300.0
     """The most GPU time the timed repetitions may take (the cap of the stopping rule)."""
-    min_ms: float = 25.0
-    """The least GPU time the timed repetitions take (the floor of the stopping rule)."""
+    min_ms: float = 100.0
+    """The least GPU time the timed repetitions take (the floor of the stopping rule): a median
+    over a window as long as the power limiter's own (NVML's power moves every ~100 ms)."""
     max_rel_se_pct: float = 0.5
     """Stop once the median's relative standard error is at most this (percent); 0 runs every
     timing to ``budget_ms``."""
@@ -326,7 +334,7 @@ class Timer:
                 launch()
 
         estimate_ms = max(self._measure(round_, 3)[0], 1e-4)
-        for _ in range(max(1, math.ceil(opts.warmup_ms / estimate_ms))):
+        for _ in range(warmup_rounds(opts.warmup_ms, estimate_ms)):
             round_()
         gpu_ms, host_per_round_ms = self._measure(round_, 5)
         if opts.cold_l2:
@@ -411,7 +419,7 @@ class Timer:
         self.stream.synchronize("first launch")
         measured = [self._measure(launch, 3) for launch in prepared]  # (GPU ms, host ms)
         total_ms = sum(max(gpu_ms, 1e-4) for gpu_ms, _ in measured)
-        warm = max(1, math.ceil(opts.warmup_ms / total_ms))
+        warm = warmup_rounds(opts.warmup_ms, total_ms)
         self._measure(lambda: [launch() for launch in prepared], warm)
         cap = int(min(opts.max_reps, ISOLATED_MAX_REPS,
                       max(opts.min_reps, opts.budget_ms / total_ms)))
@@ -430,6 +438,13 @@ class Timer:
                                   regime=ISOLATED, gap_ms=opts.isolated_gap_ms,
                                   launch_overhead_ms=overhead))
         return timings, reps.times
+
+
+def warmup_rounds(warmup_ms: float, round_ms: float) -> int:
+    """Rounds of warm-up for ``warmup_ms`` of GPU time, at least one; at most
+    WARMUP_MAX_ROUNDS, so that a kernel of a few us does not spend seconds of host time
+    enqueueing (its rounds are launch-bound; the power it draws hardly moves the clock)."""
+    return int(min(WARMUP_MAX_ROUNDS, max(1, math.ceil(warmup_ms / max(round_ms, 1e-4)))))
 
 
 def _after(before: Callable[[], None] | None, launch: Callable[[], None]
