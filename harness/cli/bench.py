@@ -34,7 +34,8 @@ def _timing_flags(p: argparse.ArgumentParser, budget_ms: float = 300.0) -> None:
     p.add_argument("--budget-ms", type=float, default=budget_ms,
                    help=f"most GPU time per timing ({budget_ms:g})")
     p.add_argument("--min-ms", type=float, default=TimingOptions.min_ms,
-                   help=f"least GPU time per timing ({TimingOptions.min_ms:g})")
+                   help=f"least GPU time per timing ({TimingOptions.min_ms:g}, or the budget "
+                   "when that is smaller)")
     p.add_argument("--max-rel-se", type=float, default=TimingOptions.max_rel_se_pct,
                    metavar="PCT", help="stop a timing once its median's relative standard "
                    f"error is at most PCT ({TimingOptions.max_rel_se_pct:g}); 0 spends the "
@@ -55,6 +56,8 @@ def _timing(args, cold_l2: bool = True, power_s: float = 0.0, **overrides) -> Ti
               "power_s": power_s,
               "isolated_gap_ms": args.gap_ms if getattr(args, "isolated", False) else 0.0,
               **overrides}
+    if values["min_ms"] > values["budget_ms"] and values["min_ms"] == TimingOptions.min_ms:
+        values["min_ms"] = values["budget_ms"]  # the default floor follows a smaller cap
     if values["min_ms"] > values["budget_ms"]:
         raise HarnessError(f"--min-ms {values['min_ms']:g} is above --budget-ms "
                            f"{values['budget_ms']:g}: the floor must not exceed the cap")
