@@ -92,6 +92,16 @@ for step in "$@"; do
     compare-tc)  # issue 21: the default run's tensor-core rows at 4096, all interleaved
       timeout 300 python3 -m harness compare $TC_ROWS --size 4096 --report-dir "$REP" \
         2>&1 | tee "$OUT/compare-tc.log" ;;
+    tc-state)  # issue 21: compare of the tensor-core rows with 300 ms of warm-up per kernel
+      # (18 x 300 ms), then again as by default, NVML's temperature, clock and power sampled
+      # every 100 ms throughout
+      nvidia-smi --query-gpu=timestamp,temperature.gpu,clocks.sm,power.draw \
+        --format=csv -lms 100 > "$OUT/smi.csv" 2>&1 & smi=$!
+      timeout 200 python3 -m harness compare $TC_ROWS --size 4096 --warmup-ms 5400 \
+        --report-dir "$REP" 2>&1 | tee "$OUT/compare-tc-warm.log"
+      timeout 200 python3 -m harness compare $TC_ROWS --size 4096 --report-dir "$REP" 2>&1 \
+        | tee "$OUT/compare-tc-after.log"
+      kill $smi ;;
     examples)  # issue 22: kernels in their own signatures, by path, beside built-in rungs
       python3 -m pytest -q -p no:cacheprovider tests/test_gpu.py -k "signatures or textbook" \
         2>&1 | tail -30 | tee "$OUT/pytest-examples.log"
