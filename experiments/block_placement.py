@@ -45,7 +45,7 @@ def main() -> None:
 
     with BenchSession() as session:
         device, stream, arch = session.device, session.stream, session.arch
-        cubin, _ = nvrtc_cubin(SOURCE, "where.cu", [f"--gpu-architecture={arch}"])
+        cubin, _, _ = nvrtc_cubin(SOURCE, "where.cu", [f"--gpu-architecture={arch}"])
         fn = Module(cubin, "block_placement").function("where")
         fn.set_max_dynamic_smem(args.smem)
         resident = fn.max_active_blocks(args.threads, args.smem)

@@ -363,8 +363,8 @@ def test_kernels_in_their_own_signatures_pass_beside_ours(tmp_path):
     """Issue 22: the examples in other signatures (column-major with leading dimensions,
     (A, B, C, M, N, K) with B^T and a BF16 C, a separate output D with 64-bit sizes, and a
     wgmma kernel with its own tensor maps, clusters and a host-built schedule, with and
-    without multicast, and clusters of 16 in the spread block order) are checked and timed by
-    path beside a built-in rung; a kernel that declares D but writes C is unwritten."""
+    without multicast, clusters of 16 in the spread block order, and a C++ template named by
+    its instantiation) are checked and timed by path beside a built-in rung; a kernel that declares D but writes C is unwritten."""
     from harness.kernels.registry import DEFAULT_KERNEL_DIRS, PROJECT_ROOT, load_registry
 
     registry = load_registry(DEFAULT_KERNEL_DIRS)
@@ -372,6 +372,7 @@ def test_kernels_in_their_own_signatures_pass_beside_ours(tmp_path):
     kernels = registry.select([str(PROJECT_ROOT / "examples" / f"{n}.cu") for n in names]
                               + [str(FIXTURE_KERNELS / "signatures" / "writes_c_not_d.cu"),
                                  str(FIXTURE_KERNELS / "signatures" / "cluster16_spread.cu"),
+                                 str(FIXTURE_KERNELS / "signatures" / "template_sgemm.cu"),
                                  "10_hoisted"])
     record = run(kernels, "sm_90", RunOptions(sizes=((1000, 1000, 1000),), timing=QUICK),
                  tmp_path / "sig.jsonl", lambda _: None)
@@ -389,6 +390,8 @@ def test_kernels_in_their_own_signatures_pass_beside_ours(tmp_path):
     # kernel writes NaN in a cluster of any other size
     assert got["cluster16_spread"].kernel.launch_attributes == (
         "cluster 16x1x1 (spec), block order spread")
+    # a C++ template in a namespace, named by its instantiation: launched by its lowered name
+    assert {"template_sgemm:t16", "template_sgemm:t32"} <= set(got)
 
 
 ADVERSARIAL = FIXTURE_KERNELS / "adversarial"

@@ -454,3 +454,89 @@ def test_a_workspace_is_zeroed_outside_the_timed_region(monkeypatch):
     before()
     timed()
     assert calls == ["poison", "zero", "run"] and timed.count == 1
+
+
+# ---- C++ entries: a kernel in a namespace, a template instantiation, a mangled symbol ------
+
+TEMPLATE_BODY = """namespace lessons {
+template <int T, typename Real>
+__global__ void tiled(int M, Real* C) { if (threadIdx.x < T) C[threadIdx.x] = Real(M); }
+}
+"""
+
+
+def test_a_cxx_entry_is_lowered_to_its_symbol_with_params_in_its_template_arguments():
+    """A .cu entry may be the kernel's C++ name; [params] in its template arguments take the
+    variant's values, and the build asks NVRTC for the symbol it lowers to (what the module
+    and the compiler's report know it by)."""
+    text = HEAD.replace('entry = "k"', 'entry = "lessons::tiled<BM, float>"') + "*/\n"
+    spec = parse_spec(text + TEMPLATE_BODY, Path("k.cu"))
+    assert spec.entry_is_cxx and not parse_spec(HEAD + "*/\n" + BODY, Path("k.cu")).entry_is_cxx
+    kernel = Kernel("k", spec, (("BM", 64),))
+    assert kernel.entry_expression == "lessons::tiled<64, float>"
+    assert Kernel("k", parse_spec(HEAD + "*/\n" + BODY, Path("k.cu")),
+                  (("BM", 64),)).entry_expression == "k"
+
+
+def test_the_template_fixture_compiles_to_its_mangled_symbol():
+    from harness.build.compile import compile_kernel
+    from harness.kernels.registry import load_registry
+
+    fixture = Path(__file__).parent / "kernels" / "signatures" / "template_sgemm.cu"
+    kernels = {k.name: k for k in load_registry([]).select([str(fixture)])}
+    assert set(kernels) == {"template_sgemm:t16", "template_sgemm:t32"}
+    symbols = {}
+    for name, kernel in kernels.items():
+        compiled = compile_kernel(kernel, "sm_90", use_cache=False)
+        symbols[name] = compiled.symbol
+        assert compiled.resources.registers > 0
+    assert symbols["template_sgemm:t16"] == (
+        "_ZN7lessons11tiled_sgemmILi16EfEEviiiT0_PKS1_S3_S1_PS1_")
+    assert symbols["template_sgemm:t32"].startswith("_ZN7lessons11tiled_sgemmILi32Ef")
+
+
+@pytest.mark.parametrize(("entry", "body", "suffix", "match"), [
+    ("lessons::tiled<BM>", TEMPLATE_BODY, ".ptx", r"entry must be a C identifier"),
+    ("tiled<BM>(int)", TEMPLATE_BODY, ".cu", r"entry must be a C identifier"),
+    ("lessons::other<BM>", TEMPLATE_BODY, ".cu", r"entry symbol 'lessons::other<BM>' is not "
+     r"defined in the file; expected '__global__ void other\(...\)'"),
+])
+def test_bad_cxx_entries_are_refused_with_what_to_write(entry, body, suffix, match):
+    text = HEAD.replace('entry = "k"', f'entry = "{entry}"') + "*/\n"
+    with pytest.raises(SpecError, match=match):
+        parse_spec(text + body, Path("k" + suffix))
+
+
+def test_a_mangled_entry_is_taken_as_the_symbol(tmp_path):
+    """An entry given as the mangled symbol (a kernel instantiated explicitly) is not looked
+    for in the source; the compiler's report must have it, and says so when it has not."""
+    from harness.build.compile import compile_kernel
+    from harness.errors import CompileError
+    from harness.kernels.spec import read_spec
+
+    symbol = "_ZN7lessons5tiledILi64EfEEviPT0_"
+    body = TEMPLATE_BODY + "template __global__ void lessons::tiled<64, float>(int, float*);\n"
+    for entry in (symbol, symbol.replace("64", "32")):
+        path = tmp_path / f"k{len(entry)}{entry[-6:-4]}.cu"
+        path.write_text(HEAD.replace('entry = "k"', f'entry = "{entry}"').replace(
+            'min_arch = "sm_90"', 'min_arch = "sm_80"') + "*/\n" + body)
+        spec = read_spec(path)
+        assert not spec.entry_is_cxx
+        kernel = Kernel("k", spec, (("BM", 128),))
+        if entry == symbol:
+            assert compile_kernel(kernel, "sm_90", use_cache=False).symbol == symbol
+        else:
+            with pytest.raises(CompileError, match=r"no entry function '_ZN7lessons5tiledILi32"):
+                compile_kernel(kernel, "sm_90", use_cache=False)
+
+
+def test_ncu_names_a_template_kernel_demangled():
+    from harness.bench.ncu_csv import Launch, is_entry
+
+    launch = Launch(1, "void lessons::tiled_sgemm<16, float>(int, int, int, float, const float "
+                       "*, const float *, float, float *)", "", "")
+    assert is_entry(launch, "lessons::tiled_sgemm<16, float>")
+    assert is_entry(launch, "lessons::tiled_sgemm<16,float>")
+    assert not is_entry(launch, "lessons::tiled_sgemm<32, float>")
+    assert is_entry(Launch(2, "gemm_k", "", ""), "gemm_k")
+    assert not is_entry(Launch(3, "gemm_k2", "", ""), "gemm_k")

@@ -170,7 +170,7 @@ class LoadedGemm:
             raise LaunchError(f"{kernel.name} was compiled for {compiled.arch}, which cannot run "
                               f"on {device.arch.name}; compile it for {device.arch.name}")
         self.module = Module(compiled.cubin, kernel.name)
-        self.function: Function = self.module.function(kernel.spec.entry)
+        self.function: Function = self.module.function(compiled.symbol or kernel.spec.entry)
         self.carveout_pct = carveout_pct if carveout_pct is not None else kernel.spec.carveout_pct
         if self.carveout_pct is not None:
             self.function.set_carveout(self.carveout_pct)

@@ -111,8 +111,15 @@ def _value(metric: Metric, text: str, unit: str, kernel: str) -> float:
 
 def is_entry(launch: Launch, entry: str) -> bool:
     """Whether ``launch`` is of the kernel whose entry symbol is ``entry`` (ncu may append a
-    parameter list to the name)."""
-    return launch.kernel_name == entry or launch.kernel_name.startswith(entry + "(")
+    parameter list to the name). A C++ entry (``ns::gemm<128, 64>``, template arguments as
+    values) matches ncu's demangled name, ``void ns::gemm<128, 64>(int, ...)``."""
+    name = launch.kernel_name
+    if name == entry or name.startswith(entry + "("):
+        return True
+    if "<" not in entry and "::" not in entry:
+        return False
+    bare = name.removeprefix("void ").split("(", 1)[0]
+    return "".join(bare.split()) == "".join(entry.lstrip(":").split())
 
 
 def split(launches: Sequence[Launch], entry: str, repeats: int

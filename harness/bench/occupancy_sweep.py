@@ -69,7 +69,7 @@ def sweep(device: Device, say: Callable[[str], None] = lambda _: None) -> list[d
         for cap in REG_CAPS:
             flags = [f"-arch={device.arch.name}", "--ptxas-options=-v", "--no-cache",
                      f"-maxrregcount={cap}", f"-DSTATIC_FLOATS={floats}"]
-            cubin, log = nvrtc_cubin(PROBE.encode(), "occ_probe.cu", flags)
+            cubin, log, _ = nvrtc_cubin(PROBE.encode(), "occ_probe.cu", flags)
             module = Module(cubin, f"occ_probe(maxrreg {cap}, static {floats * 4} B)")
             function = module.function("occ_probe")
             registers, static = function.registers, function.static_smem_bytes

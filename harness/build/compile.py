@@ -32,7 +32,7 @@ from harness.kernels import ptxpp
 from harness.kernels.registry import Kernel
 from harness.kernels.spec import read_spec
 
-CACHE_SCHEMA = 1
+CACHE_SCHEMA = 2  # 2: the entry's symbol is kept beside the cubin
 
 
 @dataclass(frozen=True)
@@ -80,6 +80,9 @@ class CompiledKernel:
     log: str
     compiler: str
     cached: bool
+    symbol: str = ""
+    """The entry function's symbol in the cubin: the spec's entry, or for a C++ entry the
+    mangled name NVRTC lowered it to (what the module is asked for)."""
 
 
 def cache_dir() -> Path:
@@ -124,20 +127,27 @@ def compile_kernel(kernel: Kernel, arch: str, *, use_cache: bool = True) -> Comp
         hit = _cache_load(key, kernel, arch, compiler)
         if hit:
             return hit
+    symbol = spec.entry
     if spec.language == "cu":
-        cubin, log = nvrtc_cubin(source, str(spec.path), flags)
+        expression = kernel.entry_expression
+        names = (expression,) if spec.entry_is_cxx and not spec.entry.startswith("_Z") else ()
+        cubin, log, lowered = nvrtc_cubin(source, str(spec.path), flags, names)
+        symbol = lowered.get(expression, symbol)
     else:
         check_ptx_header(source.decode(errors="replace"), spec.path, arch,
                          compiler_versions()["nvjitlink"])
         cubin, log = _nvjitlink(source, spec.path, flags, expanded)
     report = parse_report(log)
-    if spec.entry not in report:
+    if symbol not in report:
+        lowered_from = f" (lowered from {spec.entry!r})" if symbol != spec.entry else ""
         raise CompileError(
-            f"{spec.path}: the compiler's resource report has no entry function {spec.entry!r} "
-            f"(found: {', '.join(report) or 'none'}); check the spec's entry and that the kernel "
-            "is extern \"C\" (.cu) or .visible .entry (.ptx)"
+            f"{spec.path}: the compiler's resource report has no entry function {symbol!r}"
+            f"{lowered_from} (found: {', '.join(report) or 'none'}); check the spec's entry and "
+            "that the kernel is extern \"C\" or named as C++ ('ns::kernel<128>') (.cu), or "
+            ".visible .entry (.ptx)"
         )
-    compiled = CompiledKernel(kernel.name, arch, cubin, report[spec.entry], log, compiler, False)
+    compiled = CompiledKernel(kernel.name, arch, cubin, report[symbol], log, compiler, False,
+                              symbol)
     if use_cache:
         _cache_store(key, compiled)
     return compiled
@@ -153,7 +163,7 @@ def _cache_load(key: str, kernel: Kernel, arch: str, compiler: str) -> CompiledK
     if hashlib.sha256(cubin).hexdigest() != meta.get("cubin_sha256"):
         return None  # a torn or foreign entry: compile again
     return CompiledKernel(kernel.name, arch, cubin, Resources(**meta["resources"]), meta["log"],
-                          compiler, True)
+                          compiler, True, meta.get("symbol") or kernel.spec.entry)
 
 
 def _cache_store(key: str, compiled: CompiledKernel) -> None:
@@ -161,7 +171,8 @@ def _cache_store(key: str, compiled: CompiledKernel) -> None:
     try:
         folder.mkdir(parents=True, exist_ok=True)
         meta = {"resources": compiled.resources.as_dict(), "log": compiled.log,
-                "cubin_sha256": hashlib.sha256(compiled.cubin).hexdigest()}
+                "cubin_sha256": hashlib.sha256(compiled.cubin).hexdigest(),
+                "symbol": compiled.symbol}
         for suffix, data in ((".cubin", compiled.cubin), (".json", json.dumps(meta).encode())):
             fd, tmp = tempfile.mkstemp(dir=folder, suffix=".tmp")
             with os.fdopen(fd, "wb") as f:
@@ -171,13 +182,15 @@ def _cache_store(key: str, compiled: CompiledKernel) -> None:
         pass  # the cache is an optimisation: a read-only home must not stop a compile
 
 
-def nvrtc_cubin(source: bytes, name: str, flags: list[str]) -> tuple[bytes, str]:
-    """CUDA C++ ``source`` compiled by NVRTC with ``flags``: the cubin and the compile log.
-    A failed compile raises CompileError with NVRTC's diagnostics placed in ``name``."""
-    out = nvrtc_compile(source, name, flags)
+def nvrtc_cubin(source: bytes, name: str, flags: list[str], name_expressions: tuple[str, ...] = ()
+                ) -> tuple[bytes, str, dict[str, str]]:
+    """CUDA C++ ``source`` compiled by NVRTC with ``flags``: the cubin, the compile log and the
+    symbols ``name_expressions`` lowered to. A failed compile raises CompileError with NVRTC's
+    diagnostics placed in ``name``."""
+    out = nvrtc_compile(source, name, flags, name_expressions)
     if not out.ok:
         raise CompileError(_explain_nvrtc(out.log, name, source.decode(errors="replace"), flags))
-    return out.cubin, out.log
+    return out.cubin, out.log, out.lowered
 
 
 _NVRTC_DIAG = re.compile(r"^(?P<file>.+?)\((?P<line>\d+)\): (?P<kind>error|catastrophic error)"

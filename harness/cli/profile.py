@@ -208,7 +208,8 @@ class _Profiler:
             return [report.failed_row(kernel.name, _info(kernel), size, "ncu error", str(exc))]
         saved = _save_csv(text, self.stem, kernel.name, size)
         try:
-            ours, others = ncu_csv.split(ncu_csv.parse(text, self.metrics), spec.entry,
+            ours, others = ncu_csv.split(ncu_csv.parse(text, self.metrics),
+                                         kernel.entry_expression,
                                          opts.repeats)
             measured = ncu_csv.per_call(ours, self.metrics, opts.repeats)
         except HarnessError as exc:  # what the launch said explains a missing launch

@@ -6,7 +6,7 @@ status); turning a failed compile into a readable error is ``harness.build.compi
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cache
 
 from harness.gpu.check import check
@@ -22,6 +22,8 @@ class CompilerOutput:
     """NVRTC's program log, or nvJitLink's info log (ok) / error log (failed)."""
     status: str = ""
     """The failing call's own words, where the log may be empty."""
+    lowered: dict[str, str] = field(default_factory=dict)
+    """NVRTC: each name expression asked for -> the symbol it lowered to (its mangled name)."""
 
 
 @cache
@@ -34,12 +36,18 @@ def compiler_versions() -> dict[str, str]:
     return {"nvrtc": f"{major}.{minor}", "nvjitlink": f"{link_major}.{link_minor}"}
 
 
-def nvrtc_compile(source: bytes, name: str, flags: list[str]) -> CompilerOutput:
-    """CUDA C++ ``source`` (named ``name`` in diagnostics) compiled to a cubin by NVRTC."""
+def nvrtc_compile(source: bytes, name: str, flags: list[str],
+                  name_expressions: tuple[str, ...] = ()) -> CompilerOutput:
+    """CUDA C++ ``source`` (named ``name`` in diagnostics) compiled to a cubin by NVRTC;
+    ``name_expressions`` (C++ names of kernels: ``ns::gemm<128, 64>``) are instantiated and
+    their lowered symbols returned."""
     from cuda.bindings import nvrtc
 
     prog = check(nvrtc.nvrtcCreateProgram(source, name.encode(), 0, [], []), "nvrtcCreateProgram")
     try:
+        for expression in name_expressions:
+            check(nvrtc.nvrtcAddNameExpression(prog, expression.encode()),
+                  "nvrtcAddNameExpression", expression)
         encoded = [f.encode() for f in flags]
         (status,) = nvrtc.nvrtcCompileProgram(prog, len(encoded), encoded)
         size = check(nvrtc.nvrtcGetProgramLogSize(prog), "nvrtcGetProgramLogSize")
@@ -51,7 +59,13 @@ def nvrtc_compile(source: bytes, name: str, flags: list[str]) -> CompilerOutput:
         size = check(nvrtc.nvrtcGetCUBINSize(prog), "nvrtcGetCUBINSize")
         cubin = bytearray(size)
         check(nvrtc.nvrtcGetCUBIN(prog, cubin), "nvrtcGetCUBIN")
-        return CompilerOutput(True, bytes(cubin), log)
+        lowered = {}
+        for expression in name_expressions:
+            symbol = check(nvrtc.nvrtcGetLoweredName(prog, expression.encode()),
+                           "nvrtcGetLoweredName", expression)
+            lowered[expression] = (symbol.decode() if isinstance(symbol, bytes)
+                                   else str(symbol))
+        return CompilerOutput(True, bytes(cubin), log, lowered=lowered)
     finally:
         check(nvrtc.nvrtcDestroyProgram(prog), "nvrtcDestroyProgram")
 

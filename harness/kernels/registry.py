@@ -69,6 +69,19 @@ class Kernel:
         return dict(self.params)
 
     @property
+    def entry_expression(self) -> str:
+        """The spec's entry with [params] names in its template arguments replaced by this
+        kernel's values (``gemm<BM, 64>`` -> ``gemm<128, 64>``): what NVRTC is asked to lower;
+        the entry itself for a plain symbol."""
+        entry = self.spec.entry
+        if not self.spec.entry_is_cxx or "<" not in entry:
+            return entry
+        head, _, args = entry.partition("<")
+        values = self.param_env
+        return head + "<" + re.sub(r"\b[A-Za-z_]\w*\b",
+                                   lambda m: str(values.get(m[0], m[0])), args)
+
+    @property
     def selector(self) -> str:
         """A pattern that selects exactly this kernel in another process whatever its kernel
         folders: its file's path, with ``:variant`` for a variant (``select`` reads it)."""

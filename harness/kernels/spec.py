@@ -69,6 +69,9 @@ _MMA = re.compile(r"^(?P<family>mma\.sync|wgmma\.mma_async\.sync)\.aligned"
 _WARPS_PER_MMA = {"mma.sync": 1, "wgmma": 4}
 _SPEC_BLOCK = re.compile(r"\A\s*/\*\s*harness[ \t]*\n(?P<body>.*?)\*/", re.DOTALL)
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+CXX_ENTRY = re.compile(r"^(?:::)?(?:[A-Za-z_]\w*::)*[A-Za-z_]\w*\s*(?:<[^;{}()]*>)?$")
+"""A .cu entry given as a C++ name (a kernel in a namespace, a template instantiation): the
+build asks NVRTC for its lowered (mangled) symbol (``nvrtcAddNameExpression``)."""
 BUDGET_KEYS = ("max_registers", "max_spill_bytes", "max_smem_bytes", "min_occupancy_pct")
 """Keys of the optional ``[budget]`` table: limits the offline build must stay within (registers
 per thread, spill stores + loads in bytes, static + dynamic shared memory per block at the size
@@ -232,6 +235,12 @@ class KernelSpec:
         return self.path.stem
 
     @property
+    def entry_is_cxx(self) -> bool:
+        """Whether ``entry`` is a C++ name (namespace, template arguments) that NVRTC lowers to
+        the kernel's symbol, rather than the symbol itself."""
+        return not _NAME.match(self.entry)
+
+    @property
     def language(self) -> str:
         """``cu`` (NVRTC) or ``ptx`` (nvJitLink)."""
         return self.path.suffix.lstrip(".")
@@ -304,7 +313,10 @@ def parse_spec(source: str, path: Path) -> KernelSpec:
 
     entry = table["entry"]
     if not _NAME.match(entry):
-        raise fail(f"entry must be a C identifier, found {entry!r}")
+        if path.suffix != ".cu" or not CXX_ENTRY.match(entry):
+            raise fail(f"entry must be a C identifier (an extern \"C\" kernel or a .entry), or "
+                       "in a .cu file a C++ name such as 'ns::kernel<128, BN>' (template "
+                       f"arguments may name [params]), found {entry!r}")
     _check_entry_defined(source[match.end():], entry, path)
     precision = table["precision"]
     if precision not in PRECISIONS:
@@ -656,6 +668,12 @@ def _check_entry_defined(body: str, entry: str, path: Path) -> None:
     if path.suffix == ".ptx":
         pattern = rf"\.entry\s+{re.escape(entry)}\b"
         how = f"'.visible .entry {entry}(...)'"
+    elif entry.startswith("_Z"):
+        return  # a mangled symbol: the compiler's report finds it or says it is missing
+    elif not _NAME.match(entry):  # a C++ name: its last identifier is a __global__ function
+        base = re.sub(r"<.*$", "", entry).split("::")[-1].strip()
+        pattern = rf"__global__[^;{{]*\b{re.escape(base)}\s*\("
+        how = f"'__global__ void {base}(...)' (a template, or in a namespace)"
     else:
         pattern = rf"__global__[^;{{]*\b{re.escape(entry)}\s*\("
         how = f"'extern \"C\" __global__ void {entry}(...)'"
