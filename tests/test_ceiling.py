@@ -356,7 +356,7 @@ def test_ceilings_are_measured_once_per_precision(device):
     from harness.gpu.timing import Timer, TimingOptions
 
     timer = Timer(Stream(), device.l2_bytes, ClockSampler(device.pci_bus_id),
-                  TimingOptions(warmup_ms=10, budget_ms=50))
+                  TimingOptions(warmup_ms=10, budget_ms=50, min_ms=25))
     said = []
     ceilings = Ceilings(device, timer, say=said.append)
     first = ceilings.get("bf16")
@@ -364,7 +364,11 @@ def test_ceilings_are_measured_once_per_precision(device):
     assert ceilings.get("fp32") is None and not ceilings.errors
     assert said == ["measuring the bf16 mma.sync ceiling"]
     wgmma = ceilings.get("bf16", "wgmma")
-    assert wgmma.instruction.startswith("wgmma") and wgmma.gflops > first.gflops
+    # per clock: under the 700 W cap the wgmma ceiling, the heavier load, runs at a lower
+    # clock than the mma.sync one timed before it (the suite at 2feddd6 saw 452,596 against
+    # 655,646 GFLOP/s); what the instruction issues per cycle is what sets it above
+    assert wgmma.instruction.startswith("wgmma")
+    assert wgmma.gflops / wgmma.sm_clock_mhz > first.gflops / first.sm_clock_mhz, (wgmma, first)
 
 
 def test_each_tensor_core_kernel_is_stated_against_its_own_instruction():

@@ -364,7 +364,8 @@ def test_kernels_in_their_own_signatures_pass_beside_ours(tmp_path):
     (A, B, C, M, N, K) with B^T and a BF16 C, a separate output D with 64-bit sizes, and a
     wgmma kernel with its own tensor maps, clusters and a host-built schedule, with and
     without multicast, clusters of 16 in the spread block order, and a C++ template named by
-    its instantiation) are checked and timed by path beside a built-in rung; a kernel that declares D but writes C is unwritten."""
+    its instantiation) are checked and timed by path beside a built-in rung; a kernel that
+    declares D but writes C is unwritten."""
     from harness.kernels.registry import DEFAULT_KERNEL_DIRS, PROJECT_ROOT, load_registry
 
     registry = load_registry(DEFAULT_KERNEL_DIRS)
