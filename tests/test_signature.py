@@ -185,7 +185,7 @@ def test_a_declared_signature_with_maps_and_cluster_parses():
     assert desc == TensorMapDesc(3, (64, 256, 8), (512, 64), (64, 128, 1), (1, 1, 1), "128B",
                                  "none", "128B", "nan")
     kernel = Kernel("k", spec, tuple(sorted(spec.params.items())))
-    assert gemm.cluster_dims(kernel) == (2, 1, 1)
+    assert kernel.cluster_dims == (2, 1, 1)
     assert gemm.declared_launch_problems(kernel) == []  # column-major A and C are prepared
 
 
@@ -231,7 +231,7 @@ def test_cluster_dims_come_from_the_source_when_the_spec_is_silent():
     spec = spec_of("CL = 2\n", body)
     assert [e.text for e in spec.cluster] == ["CL", "1", "1"] and spec.cluster_from == "source"
     kernel = Kernel("k", spec, tuple(sorted(spec.params.items())))
-    assert gemm.cluster_dims(kernel) == (2, 1, 1)
+    assert kernel.cluster_dims == (2, 1, 1)
     spec = spec_of("CL = 2\n", body, 'cluster_dims = ["4"]\n')
     assert [e.text for e in spec.cluster] == ["4"] and spec.cluster_from == "spec"
     assert spec_of("").cluster == () and spec_of("").cluster_from == ""

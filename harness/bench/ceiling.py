@@ -213,7 +213,7 @@ def measure_ceiling(device: Device, timer: Timer, precision: str,
         raise LaunchError(f"{kernel.name} needs {need.name} (min_arch); this GPU "
                           f"({device.name}) is {device.arch.name}")
     compiled = compile_kernel(kernel, device.arch.name)
-    function = Module(compiled.cubin, kernel.name).function(compiled.symbol or kernel.spec.entry)
+    function = Module(compiled.cubin, kernel.name).function(compiled.symbol)
     plan = plan_launch(kernel, device.arch, device.sm_count, options)
     resident = function.max_active_blocks(plan.block_threads, 0)
     if resident < plan.blocks_per_sm:

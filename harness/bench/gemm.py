@@ -98,14 +98,6 @@ PORTABLE_CLUSTER = 8
 kernel's non-portable-cluster-size attribute, which the launcher sets."""
 
 
-def cluster_dims(kernel: Kernel) -> tuple[int, int, int] | None:
-    """The kernel's thread-block cluster (``cluster_dims`` or ``__cluster_dims__``), or None."""
-    if not kernel.spec.cluster:
-        return None
-    dims = tuple(int(kernel.evaluate(e, kernel.param_env)) for e in kernel.spec.cluster)
-    return (*dims, 1, 1)[:3]
-
-
 def scalar_problems(kernel: Kernel, alpha: float, beta: float) -> list[str]:
     """A kernel whose signature has no alpha (beta) computes with alpha = 1 (beta = 0): a
     launch asking for another value cannot be honoured."""
@@ -170,7 +162,7 @@ class LoadedGemm:
             raise LaunchError(f"{kernel.name} was compiled for {compiled.arch}, which cannot run "
                               f"on {device.arch.name}; compile it for {device.arch.name}")
         self.module = Module(compiled.cubin, kernel.name)
-        self.function: Function = self.module.function(compiled.symbol or kernel.spec.entry)
+        self.function: Function = self.module.function(compiled.symbol)
         self.carveout_pct = carveout_pct if carveout_pct is not None else kernel.spec.carveout_pct
         if self.carveout_pct is not None:
             self.function.set_carveout(self.carveout_pct)
@@ -239,8 +231,8 @@ class LoadedGemm:
         args = launch_arguments(self.kernel, m, n, k, alpha, a, b, beta, c, d=d,
                                 workspace=workspace.address if workspace else None,
                                 host=host.values if host else None)
-        cluster = cluster_dims(self.kernel)
-        if cluster is not None and any(g % d for g, d in zip(shape.grid, cluster, strict=True)):
+        cluster = self.kernel.cluster_dims
+        if cluster is not None and any(g % c for g, c in zip(shape.grid, cluster, strict=True)):
             raise LaunchError(f"{self.kernel.name} at {m}x{n}x{k}: grid {shape.grid} is not a "
                               f"whole number of clusters {cluster}; round the grid formulas up "
                               "to whole clusters")
@@ -265,11 +257,6 @@ class LoadedGemm:
 
         launch.prepare, launch.run = prepare, run  # the timer times ``run`` after ``prepare``
         return launch
-
-    def tensor_maps(self, m: int, n: int, k: int, a: int, b: int, c: int) -> list:
-        """The TMA tensor maps the spec's [tma] asks for, in A, B, C order, for these buffers:
-        A and B of the input precision, C (M x N) of the spec's ``c_type``."""
-        return legacy_tensor_maps(self.kernel, m, n, k, a, b, c)
 
     def occupancy(self, m: int, n: int, k: int) -> dict:
         """Driver and offline occupancy for the launch at m x n x k, side by side."""

@@ -68,12 +68,10 @@ def launch_text(kernel: Kernel) -> str:
     """The launch attributes a kernel declares (cluster, block order) as one phrase; "" for
     none."""
     spec, parts = kernel.spec, []
-    if spec.cluster:
-        dims = [str(int(kernel.evaluate(e, kernel.param_env))) for e in spec.cluster]
-        dims += ["1"] * (3 - len(dims))
-        parts.append(f"cluster {'x'.join(dims)} ("
+    if kernel.cluster_dims is not None:
+        parts.append(f"cluster {'x'.join(map(str, kernel.cluster_dims))} ("
                      f"{'__cluster_dims__' if spec.cluster_from == 'source' else 'spec'})")
-    if getattr(spec, "block_order", "default") != "default":
+    if spec.block_order != "default":
         parts.append(f"block order {spec.block_order}")
     return ", ".join(parts)
 

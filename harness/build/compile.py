@@ -80,7 +80,7 @@ class CompiledKernel:
     log: str
     compiler: str
     cached: bool
-    symbol: str = ""
+    symbol: str
     """The entry function's symbol in the cubin: the spec's entry, or for a C++ entry the
     mangled name NVRTC lowered it to (what the module is asked for)."""
 
@@ -130,7 +130,7 @@ def compile_kernel(kernel: Kernel, arch: str, *, use_cache: bool = True) -> Comp
     symbol = spec.entry
     if spec.language == "cu":
         expression = kernel.entry_expression
-        names = (expression,) if spec.entry_is_cxx and not spec.entry.startswith("_Z") else ()
+        names = (expression,) if spec.entry_is_cxx else ()
         cubin, log, lowered = nvrtc_cubin(source, str(spec.path), flags, names)
         symbol = lowered.get(expression, symbol)
     else:
@@ -160,10 +160,10 @@ def _cache_load(key: str, kernel: Kernel, arch: str, compiler: str) -> CompiledK
         cubin = (folder / f"{key}.cubin").read_bytes()
     except (OSError, ValueError):
         return None
-    if hashlib.sha256(cubin).hexdigest() != meta.get("cubin_sha256"):
+    if hashlib.sha256(cubin).hexdigest() != meta.get("cubin_sha256") or not meta.get("symbol"):
         return None  # a torn or foreign entry: compile again
     return CompiledKernel(kernel.name, arch, cubin, Resources(**meta["resources"]), meta["log"],
-                          compiler, True, meta.get("symbol") or kernel.spec.entry)
+                          compiler, True, meta["symbol"])
 
 
 def _cache_store(key: str, compiled: CompiledKernel) -> None:

@@ -496,6 +496,7 @@ class Function:
 
 
 _TMA_TYPES = {"bf16": "BFLOAT16", "fp16": "FLOAT16", "fp32": "FLOAT32", "tf32": "FLOAT32"}
+_ELEMENT_BYTES = {"bf16": 2, "fp16": 2, "fp32": 4, "tf32": 4}
 _SWIZZLE_BYTES = {"128B": 128, "64B": 64, "32B": 32, "none": 0}
 
 
@@ -515,7 +516,7 @@ def tensor_map_2d(element: str, address: int, inner: int, outer: int, box_inner:
     if swizzle not in _SWIZZLE_BYTES:
         raise HarnessError(f"{label}: swizzle must be one of {', '.join(_SWIZZLE_BYTES)}, found "
                            f"{swizzle!r}")
-    element_bytes = 2 if element in ("bf16", "fp16") else 4
+    element_bytes = _ELEMENT_BYTES[element]
     span, row_bytes = _SWIZZLE_BYTES[swizzle], box_inner * element_bytes
     if span and row_bytes > span or not 1 <= box_outer <= 256:
         raise HarnessError(
@@ -577,7 +578,6 @@ def launch_attributes(cluster: Sequence[int] | None, api=None,
     return attrs
 
 
-_ELEMENT_BYTES = {"bf16": 2, "fp16": 2, "fp32": 4, "tf32": 4}
 _INTERLEAVES = {"none": "NONE", "16B": "16B", "32B": "32B"}
 _L2_PROMOTIONS = {"none": "NONE", "64B": "L2_64B", "128B": "L2_128B", "256B": "L2_256B"}
 _OOB_FILLS = {"none": "NONE", "nan": "NAN_REQUEST_ZERO_FMA"}

@@ -68,6 +68,15 @@ class Kernel:
     def param_env(self) -> dict[str, int]:
         return dict(self.params)
 
+    @cached_property
+    def cluster_dims(self) -> tuple[int, int, int] | None:
+        """The thread-block cluster (``cluster_dims`` or ``__cluster_dims__``) evaluated over
+        the parameters, missing trailing dimensions 1; None for no cluster."""
+        if not self.spec.cluster:
+            return None
+        dims = tuple(int(self.evaluate(e, self.param_env)) for e in self.spec.cluster)
+        return (*dims, 1, 1)[:3]
+
     @property
     def entry_expression(self) -> str:
         """The spec's entry with [params] names in its template arguments replaced by this

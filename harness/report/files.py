@@ -244,7 +244,7 @@ def _signature_lines(results: Sequence[Result]) -> list[str]:
     seen: dict[str, str] = {}
     for r in results:
         info = r.kernel
-        attributes = getattr(info, "launch_attributes", "")
+        attributes = info.launch_attributes
         if (info.signature or (info.layouts and info.layouts != "A row, B row, C row")
                 or attributes) and info.name not in seen:
             seen[info.name] = (f"- {info.name}: `({info.signature or 'the common ABI'})`; "
