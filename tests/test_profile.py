@@ -535,7 +535,8 @@ def test_isolated_launches_queue_enough_work_to_never_wait_on_the_host(monkeypat
     monkeypatch.setattr(timing.time, "perf_counter", lambda: line.host / 1e3)
     monkeypatch.setattr(timing.time, "sleep", lambda s: line.work(s * 1e3, 0.0))
     # the first guess from a host time measured low (0.05 ms): 0.2 ms of flushes, too little
-    reps = timing._Isolated(Timer(), [line.launch], [None], [(0.1, 0.05)], cap=20, floor=10)
+    reps = timing._Isolated(Timer(), [line.launch], [None], [(0.1, 0.05)], cap=20, floor=10,
+                              rounds=timing._Rounds(1, False, 0.0))
     while not reps.finished():
         reps.step()
     assert len(reps.times) == 20 and reps.attempts > 20  # some were done again

@@ -355,22 +355,29 @@ class Graph:
 
 
 _TIMER_SOURCE = rb"""
-__device__ unsigned long long spent;  // the last spin's own %globaltimer span, ns
+// the calibration spins' own spans, summed, and their count
+__device__ unsigned long long calibration_ns, calibration_spins;
 extern "C" __global__ void empty() {}
-extern "C" __global__ void spin(unsigned long long ns) {
+__device__ unsigned long long spin_for(unsigned long long ns) {
     unsigned long long t0, t;
     asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
     do { asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t)); } while (t - t0 < ns);
-    spent = t - t0;
+    return t - t0;
+}
+extern "C" __global__ void spin(unsigned long long ns) { spin_for(ns); }
+extern "C" __global__ void calibration_spin(unsigned long long ns) {
+    calibration_ns += spin_for(ns);
+    calibration_spins += 1;
 }
 """
 
 
 class TimerKernels:
-    """Two one-thread kernels the timer launches (compiled for the current device): ``empty``
-    (a launch with no work in it) and ``spin`` (GPU time with no memory traffic, which
-    measures its own span with ``%globaltimer``: the launch overhead's calibration, and the
-    work queued ahead of a timed launch so that it never waits on the host)."""
+    """The one-thread kernels the timer launches (compiled for the current device): ``empty``
+    (a launch with no work in it), ``spin`` (GPU time with no memory traffic, timed on
+    ``%globaltimer``: the work queued ahead of a timed launch so that it
+    never waits on the host) and ``calibration_spin`` (a spin that sums its spans apart, for
+    the launch overhead's calibration in every round)."""
 
     def __init__(self, stream: Stream):
         from harness.gpu.compilers import nvrtc_compile
@@ -383,7 +390,9 @@ class TimerKernels:
         self.module = Module(out.cubin, "timer kernels")
         self.stream = stream
         self._empty, self._spin = self.module.function("empty"), self.module.function("spin")
-        self._spent = self.module.global_buffer("spent")
+        self._calibration = self.module.function("calibration_spin")
+        self._calibration_sums = [self.module.global_buffer(name)
+                                  for name in ("calibration_ns", "calibration_spins")]
         self._one = LaunchShape((1, 1, 1), (1, 1, 1), 0)
 
     def empty(self) -> None:
@@ -392,9 +401,20 @@ class TimerKernels:
     def spin(self, ms: float) -> None:
         self._spin.launch(self._one, self.stream, (ctypes.c_uint64(int(ms * 1e6)),))
 
-    def last_spin_ms(self) -> float:
-        """The span the last finished spin measured of itself (after the stream's work)."""
-        return float(self._spent.download(np.uint64, (1,), self.stream)[0]) / 1e6
+    def calibration_spin(self, ms: float) -> None:
+        self._calibration.launch(self._one, self.stream, (ctypes.c_uint64(int(ms * 1e6)),))
+
+    def reset_calibration_spins(self) -> None:
+        """Zero the calibration spins' sums (enqueued on the stream)."""
+        for buffer in self._calibration_sums:
+            buffer.fill_u32(0, self.stream)
+
+    def calibration_spin_mean_ms(self) -> float:
+        """The mean span the calibration spins since the last reset measured of themselves
+        (after the stream's work); 0 when none ran."""
+        total, count = (int(b.download(np.uint64, (1,), self.stream)[0])
+                        for b in self._calibration_sums)
+        return total / count / 1e6 if count else 0.0
 
 
 class Module:

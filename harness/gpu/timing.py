@@ -90,12 +90,14 @@ class TimingOptions:
     waits on the host however short the kernel; False enqueues every launch from the host."""
     subtract_launch_overhead: bool = True
     """Subtract from every repetition what a launch costs besides its work (the events' and
-    the launch's own cost, a few us on an H100), calibrated in the same regime on a one-thread
-    kernel that measures its own span (``Timer.overhead_ms``): what remains is the kernel's
-    duration from its first instruction to its last."""
+    the launch's own cost, a few us on an H100), calibrated by a one-thread kernel timed as
+    one more launch of every round, in the same regime and the same stretch of GPU time:
+    what remains is the kernel's duration from its first instruction to its last. (Until
+    2026-11-25 it was calibrated once per process, and two default runs subtracted 3.55 and
+    3.62 us: 2% of a 3 us cuBLAS; notes/timing.md.)"""
     calibration_spin_ms: float | None = None
-    """The launch overhead's calibration (Timer.overhead_ms): 0, what an empty kernel reads
-    timed the same way; above 0, a spin of this length less the span it measured of itself;
+    """The launch overhead's calibration, timed in every round: 0, the empty kernel; above 0,
+    a spin of this length, less the mean span the spins measured of themselves;
     None (default), a 10 us spin in the hot sustained regime and the empty kernel in the
     others. Back to back with warm L2 the GPU prepares the next launch while a kernel runs,
     which it cannot under a kernel of no work: there the empty kernel read 0.5-1.0 us too
@@ -177,8 +179,9 @@ class Timing:
     graph: bool = False
     """The repetitions were replayed from CUDA graphs (TimingOptions.graph)."""
     launch_overhead_ms: float = 0.0
-    """The launch's own overhead in this regime (Timer.overhead_ms), subtracted from every
-    repetition (TimingOptions.subtract_launch_overhead); 0 when nothing was subtracted."""
+    """The launch's own overhead, calibrated in the same rounds (median of the calibration
+    launch less the span a spin measured of itself), subtracted from every repetition
+    (TimingOptions.subtract_launch_overhead); 0 when nothing was subtracted."""
 
     @property
     def energy_j(self) -> float:
@@ -215,7 +218,6 @@ class Timer:
         self.stream, self.clocks, self.options = stream, clocks, options
         self.flush_buffer = Buffer(max(2 * l2_bytes, 1 << 20))
         self._flush_ms: float | None = None
-        self._overhead_ms: float | None = None
         self._kernels: TimerKernels | None = None
 
     @property
@@ -225,28 +227,21 @@ class Timer:
             self._kernels = TimerKernels(self.stream)
         return self._kernels
 
-    def overhead_ms(self) -> float:
-        """What a launch costs besides its own work under these options (once per Timer), to
-        be subtracted from every repetition; 0 when the options say not to. Calibrated on an
-        empty kernel, or on a spin less its own span (TimingOptions.calibration_spin_ms)."""
-        if not self.options.subtract_launch_overhead:
-            return 0.0
-        if self._overhead_ms is None:
-            bare = replace(self.options, subtract_launch_overhead=False, power_s=0.0,
-                           budget_ms=min(self.options.budget_ms, 50.0))
-            self._overhead_ms = 0.0  # the calibration itself is not corrected
-            saved, self.options = self.options, bare
-            spin_ms = saved.calibration_ms
-            try:
-                timing = self.time_interleaved(
-                    [lambda: self.kernels.spin(spin_ms)] if spin_ms > 0
-                    else [self.kernels.empty])[0][0]
-            finally:
-                self.options = saved
-            self.stream.synchronize("calibration")
-            own_ms = self.kernels.last_spin_ms() if spin_ms > 0 else 0.0
-            self._overhead_ms = max(timing.median_ms - own_ms, 0.0)
-        return self._overhead_ms
+    def _calibration(self) -> Callable[[], None]:
+        """The launch timed in every round beside the others, whose median (less the span a
+        spin measured of itself) is the launch overhead: the empty kernel, or a spin of
+        ``calibration_ms``. Spins measured here are summed apart from any other spin."""
+        spin_ms = self.options.calibration_ms
+        if spin_ms <= 0:
+            return self.kernels.empty
+        self.kernels.reset_calibration_spins()
+        return lambda: self.kernels.calibration_spin(spin_ms)
+
+    def _own_ms(self) -> float:
+        """The mean span the calibration spins measured of themselves (0 for the empty
+        kernel); after the stream's work."""
+        return self.kernels.calibration_spin_mean_ms() if self.options.calibration_ms > 0 \
+            else 0.0
 
     def flush(self) -> None:
         self.flush_buffer.fill_u32(FLUSH_WORD, self.stream)
@@ -316,12 +311,17 @@ class Timer:
         """Time several launches in rounds (A B C, A B C, ...), each with its own events and
         flush, so that clock or thermal drift touches all of them alike. ``before[i]``, when
         given, is enqueued before every timed repetition of launch i, outside its events (C
-        poisoned, so that no repetition finds the last one's result). Returns a Timing per
-        launch and the per-round times (ms) that go with them."""
+        poisoned, so that no repetition finds the last one's result). With the launch
+        overhead subtracted, every round ends with the calibration launch (``_calibration``).
+        Returns a Timing per launch and the per-round times (ms) that go with them."""
         opts = self.options
         before = list(before or [None] * len(launches))
+        rounds = _Rounds(len(launches), opts.subtract_launch_overhead,
+                         opts.calibration_ms)
+        if rounds.calibrated:
+            launches, before = [*launches, self._calibration()], [*before, None]
         if opts.regime == ISOLATED:
-            return self._time_isolated(launches, before)
+            return self._time_isolated(launches, before, rounds)
         # untimed launches (first, estimate, warm-up) get their ``before`` too: a launch whose
         # preparation fills a workspace must never run without it
         prepared = [_after(b, launch) for launch, b in zip(launches, before, strict=True)]
@@ -343,9 +343,9 @@ class Timer:
         cap = int(min(opts.max_reps, max(opts.min_reps, opts.budget_ms / estimate_ms)))
         floor = int(min(cap, max(opts.min_reps, math.ceil(opts.min_ms / estimate_ms))))
         per_batch = int(min(cap, max(5, math.ceil(BATCH_MS / estimate_ms))))
-        batches = _Batches(self, launches, before, cap, floor, per_batch, opts.graph)
+        batches = _Batches(self, launches, before, cap, floor, per_batch, rounds, opts.graph)
         if batches.sets:
-            return self._replayed(batches, launches, estimate_ms * per_batch)
+            return self._replayed(batches, rounds, estimate_ms * per_batch)
 
         # Work ahead of the first two batches: enough flushes to outlast the host's enqueueing
         # of them (about 4 driver calls per launch), with a 2x margin; later batches are
@@ -365,9 +365,9 @@ class Timer:
         self.stream.synchronize("timed repetitions")
         batches.tick()
         ahead_ms = ahead_end.elapsed_ms(ahead_start) - host_ms
-        return self._timings(batches, launches, clocks, ahead_ms), batches.times
+        return self._timings(rounds, batches.times, clocks, ahead_ms, batches.stop)
 
-    def _replayed(self, batches: _Batches, launches, batch_ms: float
+    def _replayed(self, batches: _Batches, rounds: _Rounds, batch_ms: float
                   ) -> tuple[list[Timing], list[list[float]]]:
         """The batches replayed from their graphs, two in flight; queue-ahead from the GPU's
         idle time between batches, measured for every batch."""
@@ -379,37 +379,41 @@ class Timer:
         idle = max(batches.idle_ms, default=0.0)
         ahead_ms = -idle if idle > GRAPH_IDLE_TOLERANCE_MS else batch_ms
         batches.close()
-        return self._timings(batches, launches, clocks, ahead_ms, graph=True), batches.times
+        return self._timings(rounds, batches.times, clocks, ahead_ms, batches.stop,
+                             graph=True)
 
-    def _timings(self, batches: _Batches, launches, clocks, ahead_ms: float,
-                 graph: bool = False) -> list[Timing]:
+    def _timings(self, rounds: _Rounds, per_round: list[list[float]], clocks,
+                 ahead_ms: float, stop: str, **regime) -> tuple[list[Timing],
+                                                               list[list[float]]]:
+        """A Timing per launch from its repetitions, less the overhead its rounds
+        calibrated; and the per-round times so corrected, without the calibration's."""
         opts = self.options
-        overhead = self._corrected(batches.times)
-        timings = []
-        for i in range(len(launches)):
-            summary = Summary.of([r[i] for r in batches.times])
-            timings.append(Timing(summary.median, summary.p20, summary.p80, summary.minimum,
-                                  summary.maximum, len(batches.times), opts.cold_l2,
-                                  clocks.median, clocks.minimum, clocks.maximum, ahead_ms,
-                                  clocks.limits, stop=batches.stop,
-                                  median_rel_se_pct=median_rel_se_pct(summary), graph=graph,
-                                  launch_overhead_ms=overhead))
-        return timings
-
-    def _corrected(self, per_round: list[list[float]]) -> float:
-        """``per_round`` less the launch overhead, in place; the overhead subtracted. A
-        repetition never reads below zero (a launch that did nothing)."""
         for i in range(len(per_round[0]) if per_round else 0):
             if Summary.of([r[i] for r in per_round]).median <= 0:
                 raise HarnessError("timing: the median repetition took no time; the launch "
                                    "enqueued nothing on the timer's stream")
-        overhead = self.overhead_ms()
-        for r in per_round:
-            r[:] = [max(t - overhead, 0.0) for t in r]
-        return overhead
+        overhead, overhead_se = 0.0, 0.0
+        if rounds.calibrated:
+            calibration = Summary.of([r[-1] for r in per_round])
+            overhead = max(calibration.median - self._own_ms(), 0.0)
+            overhead_se = standard_error(calibration)
+            per_round = [r[:-1] for r in per_round]
+        corrected = [[max(t - overhead, 0.0) for t in r] for r in per_round]
+        timings = []
+        for i in range(rounds.launches):
+            summary = Summary.of([r[i] for r in corrected])
+            se = math.hypot(standard_error(summary), overhead_se)
+            timings.append(Timing(summary.median, summary.p20, summary.p80, summary.minimum,
+                                  summary.maximum, len(corrected), opts.cold_l2,
+                                  clocks.median, clocks.minimum, clocks.maximum, ahead_ms,
+                                  clocks.limits, stop=stop,
+                                  median_rel_se_pct=100.0 * se / summary.median
+                                  if summary.median > 0 else math.inf,
+                                  launch_overhead_ms=overhead, **regime))
+        return timings, corrected
 
-    def _time_isolated(self, launches: Sequence[Callable[[], None]], before: list
-                       ) -> tuple[list[Timing], list[list[float]]]:
+    def _time_isolated(self, launches: Sequence[Callable[[], None]], before: list,
+                       rounds: _Rounds) -> tuple[list[Timing], list[list[float]]]:
         """The isolated regime of :meth:`time_interleaved`: every repetition of every launch
         after a synchronise and ``isolated_gap_ms`` of idle GPU."""
         opts = self.options
@@ -423,21 +427,39 @@ class Timer:
         self._measure(lambda: [launch() for launch in prepared], warm)
         cap = int(min(opts.max_reps, ISOLATED_MAX_REPS,
                       max(opts.min_reps, opts.budget_ms / total_ms)))
-        reps = _Isolated(self, launches, before, measured, cap, min(cap, opts.min_reps))
+        reps = _Isolated(self, launches, before, measured, cap, min(cap, opts.min_reps),
+                         rounds)
         clocks = self.clocks.sample_until(reps.finished, interval_s=0.0, tick=reps.step)
         self.stream.synchronize("isolated repetitions")
-        overhead = self._corrected(reps.times)
-        timings = []
-        for i in range(len(launches)):
-            summary = Summary.of([r[i] for r in reps.times])
-            timings.append(Timing(summary.median, summary.p20, summary.p80, summary.minimum,
-                                  summary.maximum, len(reps.times), opts.cold_l2, clocks.median,
-                                  clocks.minimum, clocks.maximum, reps.least_ahead_ms,
-                                  clocks.limits, stop=reps.stop,
-                                  median_rel_se_pct=median_rel_se_pct(summary),
-                                  regime=ISOLATED, gap_ms=opts.isolated_gap_ms,
-                                  launch_overhead_ms=overhead))
-        return timings, reps.times
+        return self._timings(rounds, reps.times, clocks, reps.least_ahead_ms, reps.stop,
+                             regime=ISOLATED, gap_ms=opts.isolated_gap_ms)
+
+
+@dataclass(frozen=True)
+class _Rounds:
+    """What a round holds: ``launches`` timed launches, then the calibration launch when
+    ``calibrated`` (a spin of ``spin_ms``, or the empty kernel when 0)."""
+
+    launches: int
+    calibrated: bool
+    spin_ms: float
+
+    def worst_rel_se_pct(self, per_round: list[list[float]]) -> float:
+        """The stopping rule's measure: the largest relative standard error among the timed
+        launches' medians, each less the calibration's median and with its error added (the
+        overhead's uncertainty is the difference's, measured against the difference; a
+        launch of no work is measured against its own median)."""
+        columns = [Summary.of([r[i] for r in per_round]) for i in range(len(per_round[0]))]
+        if not self.calibrated:
+            return max(median_rel_se_pct(c) for c in columns)
+        calibration, worst = columns[-1], 0.0
+        if calibration.count < 2:
+            return math.inf
+        for c in columns[:-1]:
+            net = c.median - calibration.median + self.spin_ms
+            se = math.hypot(standard_error(c), standard_error(calibration))
+            worst = max(worst, 100.0 * se / (net if net > 0 else c.median))
+        return worst
 
 
 def warmup_rounds(warmup_ms: float, round_ms: float) -> int:
@@ -459,13 +481,19 @@ def _after(before: Callable[[], None] | None, launch: Callable[[], None]
     return both
 
 
+def standard_error(summary: Summary) -> float:
+    """The median's standard error: 1.2533 sigma / sqrt(n), with sigma estimated from the
+    p20-p80 range (1.683 sigma for a normal sample); inf below two values."""
+    if summary.count < 2:
+        return math.inf
+    return 1.2533 * (summary.p80 - summary.p20) / 1.683 / math.sqrt(summary.count)
+
+
 def median_rel_se_pct(summary: Summary) -> float:
-    """The median's relative standard error in percent: 1.2533 sigma / sqrt(n) / median, with
-    sigma estimated from the p20-p80 range (1.683 sigma for a normal sample)."""
+    """The median's relative standard error in percent (``standard_error`` / median)."""
     if summary.count < 2 or summary.median <= 0:
         return math.inf
-    sigma = (summary.p80 - summary.p20) / 1.683
-    return 100.0 * 1.2533 * sigma / math.sqrt(summary.count) / summary.median
+    return 100.0 * standard_error(summary) / summary.median
 
 
 class _Batches:
@@ -476,8 +504,8 @@ class _Batches:
     graph runs again, and the one before it still holds its end for the idle-time measure."""
 
     def __init__(self, timer: Timer, launches, before, cap: int, floor: int, per_batch: int,
-                 graph: bool = False):
-        self.timer, self.launches, self.before = timer, launches, before
+                 rounds: _Rounds, graph: bool = False):
+        self.timer, self.launches, self.before, self.rounds = timer, launches, before, rounds
         self.cap, self.floor, self.per_batch = cap, floor, per_batch
         self.enqueued = 0
         self.in_flight: list[list[list[tuple[Event, Event]]]] = []
@@ -561,8 +589,7 @@ class _Batches:
             return "max reps" if self.cap == opts.max_reps else "budget"
         if n < self.floor or opts.max_rel_se_pct <= 0:
             return ""
-        worst = max(median_rel_se_pct(Summary.of([r[i] for r in self.times]))
-                    for i in range(len(self.launches)))
+        worst = self.rounds.worst_rel_se_pct(self.times)
         return "converged" if worst <= opts.max_rel_se_pct else ""
 
     def finished(self) -> bool:
@@ -591,8 +618,9 @@ class _Isolated:
     repetitions are kept as they come, and ``queue_ahead_ms`` < 0 says so)."""
 
     def __init__(self, timer: Timer, launches, before, measured: list[tuple[float, float]],
-                 cap: int, floor: int):
+                 cap: int, floor: int, rounds: _Rounds):
         self.timer, self.launches, self.cap, self.floor = timer, launches, cap, floor
+        self.rounds = rounds
         self.before = before
         self.gpu_ms = [max(gpu_ms, 1e-4) for gpu_ms, _ in measured]
         self.ahead_ms = [ISOLATED_AHEAD_MS + 3 * host_ms for _, host_ms in measured]
@@ -640,8 +668,7 @@ class _Isolated:
             return "max reps" if self.cap in (opts.max_reps, ISOLATED_MAX_REPS) else "budget"
         if n < self.floor or opts.max_rel_se_pct <= 0:
             return ""
-        worst = max(median_rel_se_pct(Summary.of([r[i] for r in self.times]))
-                    for i in range(len(self.launches)))
+        worst = self.rounds.worst_rel_se_pct(self.times)
         return "converged" if worst <= opts.max_rel_se_pct else ""
 
     def step(self) -> None:

@@ -144,15 +144,16 @@ def _stopping(timing: dict) -> str:
 
 def _calibration(timing: dict) -> str:
     spin_ms = timing.get("calibration_spin_ms", 0.0)
+    same = "timed as one more launch in every round, beside the kernels"
     if spin_ms is None:
-        return ("what an empty kernel reads when timed the same way; with warm L2 and "
-                "launches back to back, a 10 us spin timed so, less the span it measured of "
-                "itself with %globaltimer")
+        return (f"the median of an empty kernel {same}; with warm L2 and launches back to "
+                "back, of a 10 us spin, less the span it measured of itself with "
+                "%globaltimer")
     spin_us = 1e3 * spin_ms
     if spin_us > 0:
-        return (f"a one-thread {spin_us:g} us spin timed the same way, less the span it "
+        return (f"the median of a one-thread {spin_us:g} us spin {same}, less the span it "
                 "measured of itself with %globaltimer")
-    return "what an empty kernel reads when timed the same way"
+    return f"the median of an empty kernel {same}"
 
 
 def timing_method(timing: dict) -> str:
