@@ -80,6 +80,13 @@ for step in "$@"; do
         timeout 200 python3 experiments/tc_variance.py --report-dir "$REP" 2>&1 \
           | tee "$OUT/variance-$i.log"
       done ;;
+    variance-small)  # issue 21: cuBLAS at 512 in three processes, the same operands and fresh
+      # allocations in each (does cuBLAS's time follow the process or the addresses?)
+      for i in 1 2 3; do
+        timeout 150 python3 experiments/tc_variance.py --size 512 --trials 4 \
+          --report-dir "$REP" 15_wgmma_tma_fp16:m128n256 15_wgmma_tma_bf16:m128n256 \
+          19_wgmma_epi_fp16:s4e64 2>&1 | tee "$OUT/variance-small-$i.log"
+      done ;;
     sig-gpu)  # issue 22: the signature examples (clusters of 16, spread order), then tune and
       # profile of the fast.cu-style example
       timeout 120 python3 -m pytest -q -p no:cacheprovider tests/test_gpu.py -k signatures \
