@@ -17,7 +17,6 @@ import hashlib
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from functools import partial
 
 import numpy as np
 
@@ -392,8 +391,7 @@ def measure(session: BenchSession, prep: Prepared, m: int, n: int, k: int,
         return res
     timer, ops = session.timer, ready.ops
     launch, before = _timed(prep.gemm, ops, session)
-    poison = partial(ops.poison_c, session.stream)
-    blas = session.baseline_launcher(prep.kernel, ops)
+    blas, poison = session.baseline_timed(prep.kernel, ops)
     if reuse_baseline:
         say("timing", limit_s=timing_limit_s(timer.options, ready.launch_ms))
         with PHASES("timing"):
@@ -451,10 +449,10 @@ def compare(session: BenchSession, preps: Sequence[Prepared], m: int, n: int, k:
                                len(live) + len(types)))
     timed_parts = [_timed(prep.gemm, ready.ops, session) for prep, ready in live]
     counted = [launch for launch, _ in timed_parts]
-    launches = [*counted, *(session.baseline_launcher(
-        next(p.kernel for p, _ in live if _types(p.kernel) == t), blas_ops[t]) for t in types)]
-    before = [prepare for _, prepare in timed_parts]
-    before += [partial(blas_ops[t].poison_c, session.stream) for t in types]
+    blas = [session.baseline_timed(next(p.kernel for p, _ in live if _types(p.kernel) == t),
+                                   blas_ops[t]) for t in types]
+    launches = [*counted, *(launch for launch, _ in blas)]
+    before = [*(prepare for _, prepare in timed_parts), *(poison for _, poison in blas)]
     with PHASES("timing"):
         timings, per_round = session.timer.time_interleaved(launches, before)
     done = {}

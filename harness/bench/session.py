@@ -23,6 +23,15 @@ from harness.gpu.timing import Timer, Timing, TimingOptions
 from harness.kernels.registry import Kernel
 
 TIMING_OPERAND_BYTES = 4 << 30
+BASELINE_PLACEMENTS = 8
+"""cuBLAS on a small GEMM is timed on this many copies of its operands (the kernel's and
+fresh allocations of the same values), one per round in turn. At 512 on the H100 its time
+moved 3-7% with where its operands lie (3.17-3.42 us; the same buffers read within 0.1 us,
+the ladder's kernels within 0.1 us on every copy; reports/h100/tc-variance-20261125-113803
+(and -113831, -113859: three processes)),
+so one placement per process made % cuBLAS differ by up to 6.5% between two default runs."""
+PLACEMENT_OPERAND_BYTES = 64 << 20
+"""A GEMM whose A, B and C take at most this gets its cuBLAS timed over placements."""
 
 
 class BenchSession:
@@ -40,6 +49,7 @@ class BenchSession:
         self._loaded: dict[tuple, LoadedGemm] = {}
         self._baselines: dict[tuple, Timing] = {}
         self._timing_operands: dict[tuple, Operands] = {}
+        self._placements: dict[tuple, list[Operands]] = {}
         self.baseline_checked: set[tuple] = set()
         """The shapes and types cuBLAS has been checked at in this session."""
 
@@ -51,9 +61,10 @@ class BenchSession:
 
     def close(self) -> None:
         self._loaded.clear()
-        for ops in self._timing_operands.values():
+        for ops in [*self._timing_operands.values(), *sum(self._placements.values(), [])]:
             ops.close()
         self._timing_operands.clear()
+        self._placements.clear()
         self.device.close()
 
     @property
@@ -115,6 +126,24 @@ class BenchSession:
                        ops.b.address, 0.0, ops.out.address, spec.layout_b, spec.c_type,
                        layout_a=ops.layout_a, layout_c=ops.layout_c)
 
+    def baseline_timed(self, kernel: Kernel, ops: Operands) -> tuple[Callable[[], None],
+                                                                      Callable[[], None]]:
+        """cuBLAS for the timer: its launch and what goes before every repetition (C
+        poisoned). On ``ops``, or, for a small GEMM, on ``ops`` and copies of them elsewhere in
+        memory, one per round in turn (BASELINE_PLACEMENTS)."""
+        copies = [ops]
+        if ops.a.nbytes + ops.b.nbytes + ops.c.nbytes <= PLACEMENT_OPERAND_BYTES:
+            spec = kernel.spec
+            key = (ops.m, ops.n, ops.k, ops.seed, spec.precision, spec.layout_a,
+                   spec.layout_b, spec.layout_c, spec.c_type, spec.has_d)
+            if key not in self._placements:
+                self._placements[key] = [self.operands(kernel, ops.m, ops.n, ops.k, ops.seed)
+                                         for _ in range(BASELINE_PLACEMENTS - 1)]
+            copies += self._placements[key]
+        turn = _InTurn([self.baseline_launcher(kernel, c) for c in copies],
+                       [partial(c.poison_c, self.stream) for c in copies])
+        return turn.launch, turn.before
+
     def time_baseline(self, kernel: Kernel, ops: Operands, reuse: bool = False) -> Timing:
         """cuBLAS with ``kernel``'s types and layout on ``ops`` (beta = 0), timed now as the
         kernel is (C poisoned before every repetition); with ``reuse``, once per shape and
@@ -123,8 +152,8 @@ class BenchSession:
         key = (spec.precision, ops.layout_a, spec.layout_b, ops.layout_c, spec.c_type, ops.m,
                ops.n, ops.k)
         if not (reuse and key in self._baselines):
-            self._baselines[key] = self.timer.time(self.baseline_launcher(kernel, ops),
-                                                   before=partial(ops.poison_c, self.stream))
+            launch, before = self.baseline_timed(kernel, ops)
+            self._baselines[key] = self.timer.time(launch, before=before)
         return self._baselines[key]
 
     @cached_property
@@ -145,3 +174,20 @@ class BenchSession:
         if "blas" in self.__dict__:
             facts["cublas_version"] = self.blas.version
         return facts
+
+
+class _InTurn:
+    """Launches on several copies of the operands, one copy per round: ``before`` moves to the
+    next copy and prepares it, ``launch`` launches on it (the timer calls them in that
+    order)."""
+
+    def __init__(self, launches: list[Callable[[], None]],
+                 befores: list[Callable[[], None]]):
+        self.launches, self.befores, self.turn = launches, befores, 0
+
+    def before(self) -> None:
+        self.turn = (self.turn + 1) % len(self.launches)
+        self.befores[self.turn]()
+
+    def launch(self) -> None:
+        self.launches[self.turn]()

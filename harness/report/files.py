@@ -219,8 +219,10 @@ def write_run(meta: dict, results: Sequence[Result], stem: Path,
         + ("" if "max_rel_se_pct" in meta["timing"] else
            f"; warm-up {meta['timing'].get('warmup_ms')} ms, budget "
            f"{meta['timing'].get('budget_ms')} ms"),
-        "- baseline: cuBLAS `cublasGemmEx` on the same buffers, timed by the same code right "
-        "after each kernel; compute type per row in the JSON (`baseline.compute`)",
+        "- baseline: cuBLAS `cublasGemmEx` on the same buffers (where A, B and C take at most "
+        "64 MiB, on them and 7 copies elsewhere in memory, one per round in turn), timed by "
+        "the same code in the same rounds as the kernel; compute type per row in the JSON "
+        "(`baseline.compute`)",
         *_ceiling_note(results),
         *_signature_lines(results),
         "",
