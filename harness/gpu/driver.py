@@ -354,9 +354,13 @@ class Graph:
         self._destroy()
 
 
+CALIBRATION_SLOTS = 8192
+"""Calibration spins whose spans are kept (a ring; the mean is over those written)."""
 _TIMER_SOURCE = rb"""
-// the calibration spins' own spans, summed, and their count
-__device__ unsigned long long calibration_ns, calibration_spins;
+// the span each calibration spin measured of itself, in its own slot: one store after the
+// spin, as the known-duration spin has (with a read-modify-write of two counters after it,
+// hot 2 and 5 us spins read 0.32-0.35 us short; notes/timing.md)
+__device__ unsigned long long calibration_spans[SLOTS];
 extern "C" __global__ void empty() {}
 __device__ unsigned long long spin_for(unsigned long long ns) {
     unsigned long long t0, t;
@@ -365,19 +369,18 @@ __device__ unsigned long long spin_for(unsigned long long ns) {
     return t - t0;
 }
 extern "C" __global__ void spin(unsigned long long ns) { spin_for(ns); }
-extern "C" __global__ void calibration_spin(unsigned long long ns) {
-    calibration_ns += spin_for(ns);
-    calibration_spins += 1;
+extern "C" __global__ void calibration_spin(unsigned long long ns, unsigned int slot) {
+    calibration_spans[slot] = spin_for(ns);
 }
-"""
+""".replace(b"SLOTS", str(CALIBRATION_SLOTS).encode())
 
 
 class TimerKernels:
     """The one-thread kernels the timer launches (compiled for the current device): ``empty``
     (a launch with no work in it), ``spin`` (GPU time with no memory traffic, timed on
     ``%globaltimer``: the work queued ahead of a timed launch so that it
-    never waits on the host) and ``calibration_spin`` (a spin that sums its spans apart, for
-    the launch overhead's calibration in every round)."""
+    never waits on the host) and ``calibration_spin`` (a spin that keeps the span it measured
+    of itself, for the launch overhead's calibration in every round)."""
 
     def __init__(self, stream: Stream):
         from harness.gpu.compilers import nvrtc_compile
@@ -391,8 +394,8 @@ class TimerKernels:
         self.stream = stream
         self._empty, self._spin = self.module.function("empty"), self.module.function("spin")
         self._calibration = self.module.function("calibration_spin")
-        self._calibration_sums = [self.module.global_buffer(name)
-                                  for name in ("calibration_ns", "calibration_spins")]
+        self._spans = self.module.global_buffer("calibration_spans")
+        self._slot = 0
         self._one = LaunchShape((1, 1, 1), (1, 1, 1), 0)
 
     def empty(self) -> None:
@@ -402,19 +405,24 @@ class TimerKernels:
         self._spin.launch(self._one, self.stream, (ctypes.c_uint64(int(ms * 1e6)),))
 
     def calibration_spin(self, ms: float) -> None:
-        self._calibration.launch(self._one, self.stream, (ctypes.c_uint64(int(ms * 1e6)),))
+        """A spin that keeps the span it measured of itself, each launch in the next slot
+        (captured in a graph, a launch keeps its slot on every replay)."""
+        slot = ctypes.c_uint32(self._slot % CALIBRATION_SLOTS)
+        self._slot += 1
+        self._calibration.launch(self._one, self.stream,
+                                 (ctypes.c_uint64(int(ms * 1e6)), slot))
 
     def reset_calibration_spins(self) -> None:
-        """Zero the calibration spins' sums (enqueued on the stream)."""
-        for buffer in self._calibration_sums:
-            buffer.fill_u32(0, self.stream)
+        """Forget the calibration spins' spans (enqueued on the stream)."""
+        self._spans.fill_u32(0, self.stream)
+        self._slot = 0
 
     def calibration_spin_mean_ms(self) -> float:
         """The mean span the calibration spins since the last reset measured of themselves
         (after the stream's work); 0 when none ran."""
-        total, count = (int(b.download(np.uint64, (1,), self.stream)[0])
-                        for b in self._calibration_sums)
-        return total / count / 1e6 if count else 0.0
+        spans = self._spans.download(np.uint64, (CALIBRATION_SLOTS,), self.stream)
+        written = spans[spans > 0]
+        return float(written.mean()) / 1e6 if written.size else 0.0
 
 
 class Module:

@@ -230,7 +230,7 @@ class Timer:
     def _calibration(self) -> Callable[[], None]:
         """The launch timed in every round beside the others, whose median (less the span a
         spin measured of itself) is the launch overhead: the empty kernel, or a spin of
-        ``calibration_ms``. Spins measured here are summed apart from any other spin."""
+        ``calibration_ms``. Spins measured here keep their spans apart from any other spin."""
         spin_ms = self.options.calibration_ms
         if spin_ms <= 0:
             return self.kernels.empty
