@@ -38,6 +38,7 @@ def load(device, kernel, arch=None, carveout=None):
     return LoadedGemm(device, kernel, compile_kernel(kernel, arch or device.arch.name), carveout)
 
 
+@pytest.mark.gpu_shared
 @pytest.mark.parametrize("kernel", KERNELS, ids=[k.name for k in KERNELS])
 def test_numerics(kernel, device, stream):
     """Every kernel's own battery (plan.py: every check class on shapes its constraints
