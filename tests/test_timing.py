@@ -214,8 +214,8 @@ def test_an_overhead_that_moves_between_timings_is_subtracted_as_it_is(line, mon
 def test_hot_back_to_back_the_calibration_spin_follows_a_spin(line, monkeypatch):
     """Back to back with warm L2, part of a launch's overhead hides under the kernel before
     it, if that one is long enough. The round's first launch follows the calibration spin, so
-    the calibration spin follows a spin of its own length too: a 2 us kernel reads 2 us. (On
-    the H100, calibrated right after the kernel, 2 and 5 us spins read 0.32-0.35 us short.)"""
+    the calibration spin follows a spin of its own length too: a 2 us kernel reads 2 us on
+    this simulated line. (On the H100 the pad has not yet been shown needed: notes/timing.md.)"""
     kernels = Kernels(line)
     monkeypatch.setattr(Timer, "kernels", kernels)
     line.kernel_ms = 0.002

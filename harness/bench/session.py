@@ -27,9 +27,9 @@ BASELINE_PLACEMENTS = 8
 """cuBLAS on a small GEMM is timed on this many copies of its operands (the kernel's and
 fresh allocations of the same values), one per round in turn. At 512 on the H100 its time
 moved 3-7% with where its operands lie (3.17-3.42 us; the same buffers read within 0.1 us,
-the ladder's kernels within 0.1 us on every copy; reports/h100/tc-variance-20261125-113803
-(and -113831, -113859: three processes)),
-so one placement per process made % cuBLAS differ by up to 6.5% between two default runs."""
+the ladder's kernels within 0.1 us on every copy; three processes in
+reports/h100/tc-variance-20261125-113803, -113831 and -113859), so one placement per process
+made % cuBLAS differ by up to 6.5% between two default runs."""
 PLACEMENT_OPERAND_BYTES = 64 << 20
 """A GEMM whose A, B and C take at most this gets its cuBLAS timed over placements."""
 

@@ -446,10 +446,11 @@ class _Rounds:
     spin of the same length before it, timed but not used.
 
     Back to back with warm L2 the GPU prepares each launch under the one before, so what a
-    launch's events read depends on its predecessor: the round's first launch follows the
-    calibration spin, and the calibration spin must follow a spin too, not the round's last
-    launch. Without the pad a 2 us and a 5 us spin read 0.32 and 0.35 us short on the H100
-    (the calibration spin after them read their unhidden launch; notes/timing.md)."""
+    launch's events read may depend on its predecessor: the round's first launch follows the
+    calibration spin, and the pad makes the calibration spin follow a spin too, not the
+    round's last launch. No H100 run has yet shown the pad needed: it was added against a
+    0.32-0.35 us miss of hot 2 and 5 us spins that it did not change, and whose cause was a
+    read-modify-write after the calibration spin (notes/timing.md)."""
 
     launches: int
     calibrated: bool
