@@ -63,3 +63,32 @@ def test_kernel_clock_refuses_bad_kernels_before_the_gpu(name, message):
     proc = subprocess.run([sys.executable, str(EXPERIMENTS / "kernel_clock.py"), name],
                           capture_output=True, text=True, cwd=PROJECT_ROOT)
     assert proc.returncode == 1 and message in proc.stderr, proc.stderr
+
+
+def test_multi_gpu_report_names_speedups_flips_and_swapped_winners(tmp_path):
+    """One GPU against --gpus all: the speedup from the shell's wall times, a row that passes
+    on one and fails on the other, and a file whose fastest variant changed are named."""
+    import json
+
+    source = PROJECT_ROOT / "reports" / "h100" / "run-20261125-115653.json"
+    data = json.loads(source.read_text())
+    for label, mutate in (("one", False), ("all", True)):
+        rows = [dict(r) for r in data["rows"]]
+        if mutate:
+            rows[0] = {**rows[0], "status": "FAIL", "message": "made to fail"}
+        folder = tmp_path / "mg" / f"run-{label}" / "h100"
+        folder.mkdir(parents=True)
+        (folder / "run-1.json").write_text(json.dumps({**data, "rows": rows}))
+    (tmp_path / "mg" / "walls.txt").write_text("run one 300.0 0\nrun all 150.0 0\n")
+    out = subprocess.run([sys.executable, str(EXPERIMENTS / "multi_gpu_report.py"),
+                          str(tmp_path / "mg"), "--report-dir", str(tmp_path / "reports")],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    (written,) = (tmp_path / "reports" / "h100").glob("multi-gpu-*.json")
+    rows = {r["label"]: r for r in json.loads(written.read_text())["rows"]}
+    assert rows["one"]["speedup"] == 1.0 and rows["all"]["speedup"] == 2.0
+    assert rows["one"]["pass_fail_flips"] == []
+    first = data["rows"][0]
+    assert rows["all"]["pass_fail_flips"] == [[first["kernel"]["name"],
+                                               str(tuple(first[d] for d in "mnk"))]]
+    assert "all 2.00x (meets 1.8x)" in out.stdout

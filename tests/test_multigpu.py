@@ -162,6 +162,21 @@ def test_a_worker_is_pinned_through_the_harnesss_own_visible_devices():
         "CUDA_VISIBLE_DEVICES": "GPU-abc"}
 
 
+def test_workers_of_one_host_share_its_cores_for_their_references():
+    """Several workers on one host each get an equal share of its cores for their BLAS pools
+    (float64 references), unless the harness's own environment sets the pools; one worker
+    keeps every core."""
+    assert gpu_choice.host_share(1, cores=32) == 0
+    assert gpu_choice.host_share(2, cores=32) == 16
+    assert gpu_choice.host_share(8, cores=4) == 1
+    two = gpu_choice.slot(1, {}, host_threads=16)
+    assert two.env({}) == {"CUDA_VISIBLE_DEVICES": "1", "OMP_NUM_THREADS": "16",
+                           "OPENBLAS_NUM_THREADS": "16", "MKL_NUM_THREADS": "16"}
+    assert two.env({"OMP_NUM_THREADS": "4"}) == {
+        "CUDA_VISIBLE_DEVICES": "1", "OPENBLAS_NUM_THREADS": "16", "MKL_NUM_THREADS": "16"}
+    assert gpu_choice.slot(0, {}).env({}) == {"CUDA_VISIBLE_DEVICES": "0"}
+
+
 def test_gpus_of_several_models_are_refused_where_results_are_ranked():
     mixed = [*SHOWN, VisibleGpu(2, "GPU-c", "NVIDIA A100-SXM4-80GB", "sm_80")]
     gpu_choice.one_model((0, 1), mixed, "tune")

@@ -326,3 +326,47 @@ def test_a_baseline_on_copies_in_turn_runs_each_on_the_copy_it_prepared(line, mo
     assert set(launched) == set(range(8))
     assert max(launched.count(i) for i in range(8)) - min(
         launched.count(i) for i in range(8)) <= 0.2 * len(launched) / 8 + 1
+
+
+@pytest.mark.parametrize("graph", [True, False])
+def test_a_kernel_and_its_baseline_on_copies_take_the_same_copy_each_round(line, monkeypatch,
+                                                                            graph):
+    """A small GEMM's kernel and its cuBLAS are timed over the same copies of the operands:
+    interleaved, the two launches of every round run on one copy, and every copy takes its
+    turn."""
+    from harness.bench import measure
+    from harness.bench.session import in_turn
+
+    copies = [SimpleNamespace(name=f"copy{i}", poison_c=lambda stream: None) for i in range(8)]
+    calls = []
+
+    def kernel_on(gemm, ops, session):
+        return lambda: (calls.append(("kernel", ops.name)),
+                        line.kernel(line.launch_host_ms, line.kernel_ms))
+
+    def blas_on(ops):
+        return lambda: (calls.append(("blas", ops.name)),
+                        line.kernel(line.launch_host_ms, line.kernel_ms))
+
+    monkeypatch.setattr(measure, "launcher", kernel_on)
+    monkeypatch.setattr(Timer, "kernels", Kernels(line))
+    launch, before = measure._timed(None, copies[0], SimpleNamespace(stream=None), copies)
+    blas, poison = in_turn([blas_on(c) for c in copies], [lambda: None] * len(copies))
+    timer = Timer(line.stream, 50 << 20, line.clocks,
+                  TimingOptions(warmup_ms=1, min_ms=1, budget_ms=20, graph=graph,
+                                subtract_launch_overhead=False))
+    timer.time_interleaved([launch, blas], [before, poison])
+    assert len(calls) > 2 * len(copies) and len(calls) % 2 == 0
+    pairs = list(zip(calls[::2], calls[1::2], strict=True))
+    assert all(kernel[0] == "kernel" and blas_call == ("blas", kernel[1])
+               for kernel, blas_call in pairs), pairs[:10]
+    assert {kernel[1] for kernel, _ in pairs} == {c.name for c in copies}
+    assert launch.count == len(pairs)
+
+
+def test_one_copy_is_timed_as_it_stands():
+    """A GEMM too large for copies is timed on its own operands: no turn-taking wrapper."""
+    from harness.bench.session import in_turn
+
+    launch, before = (lambda: None), (lambda: None)
+    assert in_turn([launch], [before]) == (launch, before)

@@ -17,6 +17,7 @@ import hashlib
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 
 import numpy as np
 
@@ -47,7 +48,7 @@ from harness.bench.result import (
     OccupancyInfo,
     Result,
 )
-from harness.bench.session import BenchSession
+from harness.bench.session import BenchSession, in_turn
 from harness.build.compile import cache_dir
 from harness.build.sass import disassemble, opcodes
 from harness.errors import HarnessError, LaunchError
@@ -262,19 +263,26 @@ def launcher(gemm: LoadedGemm, ops, session: BenchSession):
     return gemm_launch(gemm, ops, session.stream)
 
 
-def _timed(gemm: LoadedGemm, ops: operands.Operands, session: BenchSession):
+def _timed(gemm: LoadedGemm, ops: operands.Operands, session: BenchSession,
+           copies: Sequence[operands.Operands] = ()):
     """What the timer times, the kernel's launch alone (counted), and what it enqueues before
     every repetition, outside the events: C poisoned and the launch's own preparation (a
-    declared workspace zeroed)."""
-    launch = launcher(gemm, ops, session)
-    prepare = getattr(launch, "prepare", None)
+    declared workspace zeroed). On ``ops``, or in turn on each of ``copies`` (``ops`` among
+    them; ``BenchSession.placements``), one per round, as cuBLAS is."""
+    launches, befores = [], []
+    for placed in copies or [ops]:
+        launch = launcher(gemm, placed, session)
+        launches.append(getattr(launch, "run", launch))
+        befores.append(partial(_before_launch, placed, session.stream,
+                               getattr(launch, "prepare", None)))
+    launch, before = in_turn(launches, befores)
+    return _Counted(launch), before
 
-    def before() -> None:
-        ops.poison_c(session.stream)
-        if prepare is not None:
-            prepare()
 
-    return _Counted(getattr(launch, "run", launch)), before
+def _before_launch(ops: operands.Operands, stream, prepare: Callable[[], None] | None) -> None:
+    ops.poison_c(stream)
+    if prepare is not None:
+        prepare()
 
 
 class _Counted:
@@ -289,15 +297,17 @@ class _Counted:
 
 
 def verify_timed(session: BenchSession, prep: Prepared, ready: Ready, launches: int,
-                 last_output: bool = True) -> CheckResult | None:
+                 last_output: bool = True, copies: Sequence[operands.Operands] = ()
+                 ) -> CheckResult | None:
     """The timed configuration checked after its timing, on its own buffers: the output the
     last timed launch left in C (``last_output``; C was poisoned before it) must be the bits
     checked before timing (or, for a kernel that declares itself nondeterministic, pass the
     check); then one more launch, with A's rows in reverse order in the same buffer and C
     poisoned, must give the reference's rows reversed (a kernel that replays a result kept in
     device memory, or that counts its launches, gives something else), and the launch after
-    it, on A as timed, the checked result (a kernel wrong every other launch). None when all
-    is right."""
+    it, on A as timed, the checked result (a kernel wrong every other launch); and one launch
+    on each of the other ``copies`` it was timed on (the same values elsewhere in memory) the
+    checked bits. None when all is right."""
     gemm, ops, stream = prep.gemm, ready.ops, session.stream
     spec, (m, n, k) = prep.kernel.spec, (ops.m, ops.n, ops.k)
     if last_output:
@@ -338,6 +348,42 @@ def verify_timed(session: BenchSession, prep: Prepared, ready: Ready, launches: 
         if not result.passed:
             return _state_finding(ops, ready.seed, launches + 2, "the launch after it, on A "
                                   "as timed (C poisoned before it)", result)
+    return _verify_copies(session, prep, ready, copies)
+
+
+def _verify_copies(session: BenchSession, prep: Prepared, ready: Ready,
+                   copies: Sequence[operands.Operands]) -> CheckResult | None:
+    """One launch on each copy of the operands the kernel was timed on besides its own (C
+    poisoned): the same values must give the checked bits, or pass the check when the kernel
+    declares itself nondeterministic."""
+    gemm, stream, spec = prep.gemm, session.stream, prep.kernel.spec
+    for number, placed in enumerate(copies):
+        if placed is ready.ops:
+            continue
+        placed.poison_c(stream)
+        gemm_launch(gemm, placed, stream)()
+        out = placed.result(stream)[0]
+        changed = numerics.bits(out) != numerics.bits(ready.golden)
+        if not changed.any():
+            continue
+        result = compare_to_reference(gemm, placed, out, ready.seed, 1.0, 0.0, placed.initial())
+        where = (f"on copy {number} of the operands it was timed on (the same values at "
+                 "another address, C poisoned)")
+        if not result.passed:
+            return CheckResult.finding_only(
+                result.finding, placed.m, placed.n, placed.k, ready.seed, 1.0, 0.0,
+                f"{result.finding} {where}: {result.message}; its operands' own buffers gave "
+                "the checked result: it depends on where they lie or on what earlier launches "
+                "left, and its timing is not a figure",
+                result.bad_elements or result.unwritten_elements)
+        if not spec.nondeterministic:
+            return CheckResult.finding_only(
+                NONDETERMINISTIC, placed.m, placed.n, placed.k, ready.seed, 1.0, 0.0,
+                f"nondeterministic: {where} its output differs from the one checked before "
+                f"timing in {int(np.count_nonzero(changed))} outputs, each within tolerance; "
+                "a kernel whose result changes between identical runs races, unless it sums "
+                "with atomics whose order changes: then declare nondeterministic = true in its "
+                "spec", int(np.count_nonzero(changed)))
     return None
 
 
@@ -383,14 +429,16 @@ def timed(session: BenchSession, prep: Prepared, res: Result, kernel_timing: Tim
 def measure(session: BenchSession, prep: Prepared, m: int, n: int, k: int,
             reuse_baseline: bool = False, say: Say = lambda *_, **__: None) -> Result:
     """Check ``prep``'s kernel at one size, time it and cuBLAS interleaved round by round (so
-    that clock and power drift touch both alike, whichever ran first), and check its timed
-    launches. ``reuse_baseline`` (tuning sweeps): the kernel timed alone, cuBLAS once per
-    shape and types in the session."""
+    that clock and power drift touch both alike, whichever ran first), a small GEMM's rounds
+    taking copies of the operands in turn, both on the same copy in a round; then check its
+    timed launches. ``reuse_baseline`` (tuning sweeps): the kernel timed alone on its
+    operands, cuBLAS once per shape and types in the session."""
     res, ready = checked(session, prep, m, n, k, say)
     if ready is None:
         return res
     timer, ops = session.timer, ready.ops
-    launch, before = _timed(prep.gemm, ops, session)
+    copies = () if reuse_baseline else session.placements(prep.kernel, ops)
+    launch, before = _timed(prep.gemm, ops, session, copies)
     blas, poison = session.baseline_timed(prep.kernel, ops)
     if reuse_baseline:
         say("timing", limit_s=timing_limit_s(timer.options, ready.launch_ms))
@@ -403,9 +451,10 @@ def measure(session: BenchSession, prep: Prepared, m: int, n: int, k: int,
             (kernel_timing, baseline_timing), _ = timer.time_interleaved(
                 [launch, blas], [before, poison])
             kernel_timing = timer.with_power(kernel_timing, launch)
-    say("checking the timed launches", limit_s=launches_limit_s(m, n, k, 3))
+    say("checking the timed launches", limit_s=launches_limit_s(m, n, k, 3 + len(copies)))
     with PHASES("checks"):
-        found = verify_timed(session, prep, ready, launch.count, last_output=reuse_baseline)
+        found = verify_timed(session, prep, ready, launch.count, last_output=reuse_baseline,
+                             copies=copies)
     if found is not None:
         return _with_failure(res, found)
     with PHASES("cuBLAS timing"):
@@ -424,50 +473,45 @@ def check_only(session: BenchSession, prep: Prepared, m: int, n: int, k: int,
     return res if ready is None else res.ended("pass", "checked, not timed")
 
 
-def _types(kernel: Kernel) -> tuple[str, ...]:
-    spec = kernel.spec
-    return spec.precision, spec.layout_a, spec.layout_b, spec.layout_c, spec.c_type
-
-
 def compare(session: BenchSession, preps: Sequence[Prepared], m: int, n: int, k: int,
             say: Say = lambda *_, **__: None) -> list[Result]:
     """Check every kernel at one size, then time those that passed interleaved, round by
-    round, with one cuBLAS per set of types among them (each kernel against the cuBLAS of its
-    own precision, B layout and C type); each with its speedup over the first. The timed
-    configurations are checked again after the rounds."""
+    round, each followed in the round by cuBLAS of its own types (precision, layouts, C
+    type), which is its baseline: a kernel and its cuBLAS run back to back, at the clock of
+    that moment, wherever they stand in the round (as in ``measure``). Each has its speedup
+    over the first. The timed configurations are checked again after the rounds."""
     pairs = [checked(session, prep, m, n, k, say) for prep in preps]
     live = [(prep, ready) for prep, (_, ready) in zip(preps, pairs, strict=True)
             if ready is not None]
     results = [res for res, _ in pairs]
     if not live:
         return results
-    types = list(dict.fromkeys(_types(prep.kernel) for prep, _ in live))
-    blas_ops = {t: next(ready.ops for prep, ready in live if _types(prep.kernel) == t)
-                for t in types}
-    say(f"timing {len(live)} kernels and {len(types)} cuBLAS interleaved",
+    say(f"timing {len(live)} kernels interleaved, each followed by its cuBLAS",
         limit_s=timing_limit_s(session.timer.options, max(r.launch_ms for _, r in live),
-                               len(live) + len(types)))
-    timed_parts = [_timed(prep.gemm, ready.ops, session) for prep, ready in live]
-    counted = [launch for launch, _ in timed_parts]
-    blas = [session.baseline_timed(next(p.kernel for p, _ in live if _types(p.kernel) == t),
-                                   blas_ops[t]) for t in types]
-    launches = [*counted, *(launch for launch, _ in blas)]
-    before = [*(prepare for _, prepare in timed_parts), *(poison for _, poison in blas)]
+                               2 * len(live)))
+    copies = [session.placements(prep.kernel, ready.ops) for prep, ready in live]
+    launches, before, counted = [], [], []
+    for (prep, ready), placed in zip(live, copies, strict=True):
+        launch, prepare = _timed(prep.gemm, ready.ops, session, placed)
+        blas, poison = session.baseline_timed(prep.kernel, ready.ops)
+        launches += [launch, blas]
+        before += [prepare, poison]
+        counted.append(launch)
     with PHASES("timing"):
         timings, per_round = session.timer.time_interleaved(launches, before)
     done = {}
     first_name = live[0][0].kernel.name
     for i, ((prep, ready), count) in enumerate(zip(live, counted, strict=True)):
-        say("checking the timed launches", limit_s=launches_limit_s(m, n, k, 2))
+        say("checking the timed launches", limit_s=launches_limit_s(m, n, k, 2 + len(copies[i])))
         with PHASES("checks"):
-            found = verify_timed(session, prep, ready, count.count, last_output=False)
+            found = verify_timed(session, prep, ready, count.count, last_output=False,
+                                 copies=copies[i])
         if found is not None:
             done[id(ready.result)] = _with_failure(ready.result, found)
             continue
         # per-round ratios: drift between rounds cancels, so their spread is the noise
-        ratios = Summary.of([r[0] / r[i] for r in per_round])
-        base = timings[len(live) + types.index(_types(prep.kernel))]
-        res = timed(session, prep, ready.result, timings[i], base)
+        ratios = Summary.of([r[0] / r[2 * i] for r in per_round])
+        res = timed(session, prep, ready.result, timings[2 * i], timings[2 * i + 1])
         if res.status == "pass":
             res = res.with_parts(comparison=Comparison(
                 first_name, ratios.median, ratios.p20, ratios.p80,

@@ -24,14 +24,17 @@ from harness.kernels.registry import Kernel
 
 TIMING_OPERAND_BYTES = 4 << 30
 BASELINE_PLACEMENTS = 8
-"""cuBLAS on a small GEMM is timed on this many copies of its operands (the kernel's and
-fresh allocations of the same values), one per round in turn. At 512 on the H100 its time
-moved 3-7% with where its operands lie (3.17-3.42 us; the same buffers read within 0.1 us,
-the ladder's kernels within 0.1 us on every copy; three processes in
+"""cuBLAS and the kernel on a small GEMM are timed on this many copies of its operands (the
+kernel's and fresh allocations of the same values), one per round in turn, both on the same
+copy in a round. At 512 on the H100 cuBLAS's time moved 3-7% with where its operands lie
+(3.17-3.42 us; the same buffers read within 0.1 us; three processes in
 reports/h100/tc-variance-20261125-113803, -113831 and -113859), so one placement per process
-made % cuBLAS differ by up to 6.5% between two default runs."""
+made % cuBLAS differ by up to 6.5% between two default runs. The kernels move less (8.4-8.6
+us on every copy there), but with cuBLAS alone over copies 11_mma_sync_bf16 at 1024 still read
+20.51 and 20.29 us in two default runs (run-20261125-115653, -120011): 2.1% of % cuBLAS with
+cuBLAS's own 1%."""
 PLACEMENT_OPERAND_BYTES = 64 << 20
-"""A GEMM whose A, B and C take at most this gets its cuBLAS timed over placements."""
+"""A GEMM whose A, B and C take at most this is timed over placements."""
 
 
 class BenchSession:
@@ -126,23 +129,28 @@ class BenchSession:
                        ops.b.address, 0.0, ops.out.address, spec.layout_b, spec.c_type,
                        layout_a=ops.layout_a, layout_c=ops.layout_c)
 
+    def placements(self, kernel: Kernel, ops: Operands) -> list[Operands]:
+        """``ops``, and for a small GEMM copies of them elsewhere in memory (the same values,
+        made once per shape and types in the session): what a timing takes in turn, one
+        copy per round (BASELINE_PLACEMENTS)."""
+        if ops.a.nbytes + ops.b.nbytes + ops.c.nbytes > PLACEMENT_OPERAND_BYTES:
+            return [ops]
+        spec = kernel.spec
+        key = (ops.m, ops.n, ops.k, ops.seed, spec.precision, spec.layout_a, spec.layout_b,
+               spec.layout_c, spec.c_type, spec.has_d)
+        if key not in self._placements:
+            self._placements[key] = [self.operands(kernel, ops.m, ops.n, ops.k, ops.seed)
+                                     for _ in range(BASELINE_PLACEMENTS - 1)]
+        return [ops, *self._placements[key]]
+
     def baseline_timed(self, kernel: Kernel, ops: Operands) -> tuple[Callable[[], None],
                                                                       Callable[[], None]]:
         """cuBLAS for the timer: its launch and what goes before every repetition (C
         poisoned). On ``ops``, or, for a small GEMM, on ``ops`` and copies of them elsewhere in
-        memory, one per round in turn (BASELINE_PLACEMENTS)."""
-        copies = [ops]
-        if ops.a.nbytes + ops.b.nbytes + ops.c.nbytes <= PLACEMENT_OPERAND_BYTES:
-            spec = kernel.spec
-            key = (ops.m, ops.n, ops.k, ops.seed, spec.precision, spec.layout_a,
-                   spec.layout_b, spec.layout_c, spec.c_type, spec.has_d)
-            if key not in self._placements:
-                self._placements[key] = [self.operands(kernel, ops.m, ops.n, ops.k, ops.seed)
-                                         for _ in range(BASELINE_PLACEMENTS - 1)]
-            copies += self._placements[key]
-        turn = _InTurn([self.baseline_launcher(kernel, c) for c in copies],
+        memory, one per round in turn (``placements``)."""
+        copies = self.placements(kernel, ops)
+        return in_turn([self.baseline_launcher(kernel, c) for c in copies],
                        [partial(c.poison_c, self.stream) for c in copies])
-        return turn.launch, turn.before
 
     def time_baseline(self, kernel: Kernel, ops: Operands, reuse: bool = False) -> Timing:
         """cuBLAS with ``kernel``'s types and layout on ``ops`` (beta = 0), timed now as the
@@ -176,10 +184,21 @@ class BenchSession:
         return facts
 
 
+def in_turn(launches: list[Callable[[], None]], befores: list[Callable[[], None]]
+            ) -> tuple[Callable[[], None], Callable[[], None]]:
+    """A launch and its ``before`` for the timer that take the copies in turn, one per round
+    (the launch alone when there is one copy)."""
+    if len(launches) == 1:
+        return launches[0], befores[0]
+    turn = _InTurn(launches, befores)
+    return turn.launch, turn.before
+
+
 class _InTurn:
     """Launches on several copies of the operands, one copy per round: ``before`` moves to the
     next copy and prepares it, ``launch`` launches on it (the timer calls them in that
-    order)."""
+    order). Two of them over the same copies, called once each per round, stay in step: the
+    kernel and cuBLAS of a round run on the same copy."""
 
     def __init__(self, launches: list[Callable[[], None]],
                  befores: list[Callable[[], None]]):

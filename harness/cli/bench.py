@@ -295,7 +295,9 @@ def _local_gpus(args, ranked: str | None = None):
     first = shown[chosen[0]]
     where = (f"GPU {first.index}, {first.name}" if len(chosen) == 1 else
              f"{len(chosen)} GPUs (" + "; ".join(f"{i}: {shown[i].name}" for i in chosen) + ")")
-    return [gpus.slot(i) for i in chosen], first.name, first.arch, where
+    share = gpus.host_share(len(chosen))
+    return ([gpus.slot(i, host_threads=share) for i in chosen], first.name, first.arch,
+            where)
 
 
 def _run_and_report(args, chosen, sizes, timing, gpu_name: str, where: str, measure) -> int:
@@ -452,7 +454,8 @@ def write_compare_report(record: RunRecord, results: Sequence[Result], command: 
     """``harness compare``'s report: ``stem.json`` and ``stem.md``, side by side first; the
     JSON-lines stream ``stem.jsonl`` is removed once the JSON holds the results."""
     meta = {**files.metadata(record.device, command, asdict(timing), sizes, _infos(record)),
-            "mode": "interleaved: each round launches every kernel and cuBLAS once, in order; "
+            "mode": "interleaved: each round launches every kernel once, in order, each "
+                    "followed by cuBLAS of its types, its baseline; "
                     "speedup = median over rounds of (first kernel's time / this one's), "
                     "p20-p80 of those ratios; 'within noise' when that range holds 1"}
     files.write_run(meta, results, stem, title="harness compare",

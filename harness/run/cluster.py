@@ -218,7 +218,7 @@ def _claim_gpu() -> dict:
             continue
         _HELD["lock"] = lock
         return {"index": gpu.index, "uuid": gpu.uuid, "name": gpu.name, "arch": gpu.arch,
-                "host": host}
+                "host": host, "host_gpus": len(shown)}
     raise HarnessError(f"Dask worker on {host}: all {len(shown)} GPUs here are held by other "
                        f"workers; expected one worker per GPU (--nworkers {len(shown)})")
 
@@ -253,8 +253,9 @@ def _fed(gpu: dict, options: RunOptions, reuse_baseline: bool, mode: str):
     if held is not None and held[0] == key:
         return held[1]
     release_worker()
-    fed = FedWorker(gpu_choice.slot(gpu["index"]), options, RunRecord(), lambda _: None,
-                    lambda _: None, reuse_baseline, mode)
+    share = gpu_choice.host_share(gpu.get("host_gpus", 1))
+    fed = FedWorker(gpu_choice.slot(gpu["index"], host_threads=share), options, RunRecord(),
+                    lambda _: None, lambda _: None, reuse_baseline, mode)
     _HELD["fed"] = (key, fed)
     return fed
 

@@ -23,8 +23,30 @@ class GpuSlot:
     """``CUDA_VISIBLE_DEVICES`` for the worker: an ordinal, or the entry of the harness's own
     ``CUDA_VISIBLE_DEVICES`` at ``index`` (a UUID or a MIG instance stays as given)."""
 
-    def env(self) -> dict[str, str]:
-        return {"CUDA_VISIBLE_DEVICES": self.visible}
+    host_threads: int = 0
+    """The host threads its numpy (float64 references) may use: the host's cores shared
+    among the workers of one host; 0 leaves them unset (one worker: every core)."""
+
+    def env(self, environ: Mapping[str, str] = os.environ) -> dict[str, str]:
+        """The worker's environment: its GPU, and its share of the host's cores for the BLAS
+        thread pools unless the harness's own environment sets them (several workers each
+        running a pool of every core slow each other's references)."""
+        out = {"CUDA_VISIBLE_DEVICES": self.visible}
+        if self.host_threads > 0:
+            out.update({var: str(self.host_threads) for var in BLAS_THREAD_VARIABLES
+                        if var not in environ})
+        return out
+
+
+BLAS_THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
+
+
+def host_share(workers: int, cores: int | None = None) -> int:
+    """Each of ``workers`` worker processes' share of this host's cores (at least 1); 0 for
+    one worker (it keeps them all)."""
+    if workers <= 1:
+        return 0
+    return max(1, (cores or os.cpu_count() or 1) // workers)
 
 
 @dataclass(frozen=True)
@@ -37,7 +59,8 @@ class VisibleGpu:
     arch: str
 
 
-def slot(index: int, environ: Mapping[str, str] = os.environ) -> GpuSlot:
+def slot(index: int, environ: Mapping[str, str] = os.environ, host_threads: int = 0
+         ) -> GpuSlot:
     """GPU ``index`` of the harness's numbering as a worker's pin. Under a
     ``CUDA_VISIBLE_DEVICES`` of the harness's own, device ``index`` is that list's entry
     ``index`` (CUDA numbers the visible devices in the list's order), not ordinal ``index``."""
@@ -45,8 +68,8 @@ def slot(index: int, environ: Mapping[str, str] = os.environ) -> GpuSlot:
     if given:
         entries = [e.strip() for e in given.split(",")]
         if index < len(entries):
-            return GpuSlot(index, entries[index])
-    return GpuSlot(index, str(index))
+            return GpuSlot(index, entries[index], host_threads)
+    return GpuSlot(index, str(index), host_threads)
 
 
 def parse_gpus(text: str) -> tuple[int, ...] | None:
