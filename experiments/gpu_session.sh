@@ -4,7 +4,7 @@
 # Usage: bash experiments/gpu_session.sh STEP...   steps: tests, run, ceiling, sweep, sass, ncu,
 #   tc-compare, tc-epi, tc-run, copy-cost, epi-cost, tc-2cta, tc-best, placement,
 #   tc-cluster, tc-cluster-x2, l2-state, kernel-clock, ceiling-cycles,
-#   tc-profile, energy, energy-parts (the tensor-core rungs of issue 4)
+#   tc-profile, energy, energy-parts (the tensor-core rungs of issue 4), multi-gpu (issue 24)
 set -uo pipefail
 OUT=${OUT:-/tmp/out}
 # reports of this session's runs: outside $OUT (a device call brings back few files), packed
@@ -116,35 +116,32 @@ for step in "$@"; do
         --size 1024 --size 4096 2>&1 | tee "$OUT/run-examples.log"
       python3 -m harness compare examples/wgmma_cluster_bf16.cu 19_wgmma_epi_bf16:s4e64 \
         --size 4096 --size 8192 2>&1 | tee "$OUT/compare-wgmma-example.log" ;;
-    multi-gpu|multi-gpu-tune|multi-gpu-run)  # issue 24: harness tune of 10_hoisted's
-      # 64-point space at 4096 and harness run --all at 1024, each on one GPU (no --gpus),
-      # with --gpus all and through a local Dask cluster of one worker per GPU, one after the
-      # other, the caches filled first; wall times to $MG/walls.txt, the reports and logs
-      # packed into $OUT/mg-<step>.tgz and compared (experiments/multi_gpu_report.py)
+    multi-gpu)  # issue 24: harness tune of 10_hoisted's 64-point space at 4096 and harness
+      # run --all at 1024, each on one GPU (no --gpus), with --gpus all and through a local
+      # Dask cluster of one worker per GPU, one after the other, the caches filled first;
+      # MG_CONFIGS picks some (KIND:LABEL words, all six by default), so that they fit device
+      # commands. Wall times to $MG/walls.txt; the reports and logs packed into
+      # $OUT/mg.tgz and compared (experiments/multi_gpu_report.py)
       MG=/tmp/mg; mkdir -p "$MG"
       nvidia-smi -L | tee "$OUT/gpus.txt"
       python3 experiments/warm_caches.py --tune 10_hoisted > "$MG/warm.log" 2>&1
       tail -1 "$MG/warm.log"
-      mg() {  # KIND LABEL LIMIT COMMAND...: one timed command into $MG/KIND-LABEL
-        local kind=$1 label=$2 limit=$3 t0 rc; shift 3
+      for config in ${MG_CONFIGS:-tune:one tune:all tune:dask run:one run:all run:dask}; do
+        kind=${config%%:*} label=${config##*:}
+        case "$kind:$label" in
+          tune:*) cmd=(python3 -m harness tune 10_hoisted) limit=300 ;;
+          run:*) cmd=(python3 -m harness run --all --size 1024) limit=400 ;;
+        esac
+        case "$label" in all) cmd+=(--gpus all) ;; dask) cmd+=(--cluster local) ;; esac
         rm -rf "${MG:?}/$kind-$label"; t0=$(date +%s.%N)
-        timeout "$limit" "$@" --report-dir "$MG/$kind-$label" > "$MG/$kind-$label.log" 2>&1
+        timeout "$limit" "${cmd[@]}" --report-dir "$MG/$kind-$label" > "$MG/$kind-$label.log" 2>&1
         rc=$?
-        echo "$kind $label $(awk "BEGIN { printf \"%.1f\", $(date +%s.%N) - $t0 }") $rc" | tee -a "$MG/walls.txt"
+        echo "$kind $label $(awk "BEGIN { printf \"%.1f\", $(date +%s.%N) - $t0 }") $rc" \
+          | tee -a "$MG/walls.txt"
         tail -2 "$MG/$kind-$label.log"
-      }
-      if [ "$step" != multi-gpu-run ]; then
-        mg tune one 300 python3 -m harness tune 10_hoisted
-        mg tune all 200 python3 -m harness tune 10_hoisted --gpus all
-        mg tune dask 200 python3 -m harness tune 10_hoisted --cluster local
-      fi
-      if [ "$step" != multi-gpu-tune ]; then
-        mg run one 400 python3 -m harness run --all --size 1024
-        mg run all 250 python3 -m harness run --all --size 1024 --gpus all
-        mg run dask 250 python3 -m harness run --all --size 1024 --cluster local
-      fi
-      tar czf "$OUT/mg-$step.tgz" -C "$MG" .
-      python3 experiments/multi_gpu_report.py "$MG" 2>&1 | tail -40 ;;
+        tar czf "$OUT/mg.tgz" -C "$MG" .
+      done
+      python3 experiments/multi_gpu_report.py "$MG" 2>&1 | tail -30 ;;
     known)  # issue 21: known-duration kernels in every regime
       python3 experiments/known_duration.py 2>&1 | tee "$OUT/known.log" ;;
     small)  # issue 21: run and profile of one tensor-core kernel at 1024, both regimes
