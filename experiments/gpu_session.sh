@@ -95,8 +95,9 @@ for step in "$@"; do
         2>&1 | tee "$OUT/tune-wgmma-example.log"
       timeout 150 python3 -m harness profile examples/wgmma_cluster_bf16.cu --size 4096 \
         --report-dir "$REP" 2>&1 | tee "$OUT/profile-wgmma-example.log" ;;
-    compare-tc)  # issue 21: the default run's tensor-core rows at 4096, all interleaved
-      timeout 300 python3 -m harness compare $TC_ROWS --size 4096 --report-dir "$REP" \
+    compare-tc)  # issue 21: the default run's tensor-core rows at its sizes, all interleaved
+      timeout 400 python3 -m harness compare $TC_ROWS --size 512 --size 1024 --size 2048 \
+        --size 4096 --report-dir "$REP" \
         2>&1 | tee "$OUT/compare-tc.log" ;;
     tc-state)  # issue 21: compare of the tensor-core rows with 300 ms of warm-up per kernel
       # (18 x 300 ms), then again as by default, NVML's temperature, clock and power sampled

@@ -4,6 +4,7 @@ processes that speak the worker protocol; on a GPU, two workers on one device ag
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 import time
@@ -164,9 +165,9 @@ def test_a_worker_is_pinned_through_the_harnesss_own_visible_devices():
 
 def test_workers_of_one_host_share_its_cores_for_their_references():
     """Several workers on one host each get an equal share of its cores for their BLAS pools
-    (float64 references), unless the harness's own environment sets the pools; one worker
-    keeps every core."""
-    assert gpu_choice.host_share(1, cores=32) == 0
+    (float64 references), unless the harness's own environment sets the pools; a Dask
+    worker's share replaces the one thread its nanny sets."""
+    assert gpu_choice.host_share(1, cores=32) == 32
     assert gpu_choice.host_share(2, cores=32) == 16
     assert gpu_choice.host_share(8, cores=4) == 1
     two = gpu_choice.slot(1, {}, host_threads=16)
@@ -175,6 +176,8 @@ def test_workers_of_one_host_share_its_cores_for_their_references():
     assert two.env({"OMP_NUM_THREADS": "4"}) == {
         "CUDA_VISIBLE_DEVICES": "1", "OPENBLAS_NUM_THREADS": "16", "MKL_NUM_THREADS": "16"}
     assert gpu_choice.slot(0, {}).env({}) == {"CUDA_VISIBLE_DEVICES": "0"}
+    dask = dataclasses.replace(two, replace_set_threads=True)
+    assert dask.env({"OMP_NUM_THREADS": "1"})["OMP_NUM_THREADS"] == "16"
 
 
 def test_gpus_of_several_models_are_refused_where_results_are_ranked():

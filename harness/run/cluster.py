@@ -17,6 +17,7 @@ Dask is imported here only: ``pip install -e '.[cluster]'``.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import socket
 import tempfile
@@ -253,9 +254,10 @@ def _fed(gpu: dict, options: RunOptions, reuse_baseline: bool, mode: str):
     if held is not None and held[0] == key:
         return held[1]
     release_worker()
-    share = gpu_choice.host_share(gpu.get("host_gpus", 1))
-    fed = FedWorker(gpu_choice.slot(gpu["index"], host_threads=share), options, RunRecord(),
-                    lambda _: None, lambda _: None, reuse_baseline, mode)
+    pin = dataclasses.replace(gpu_choice.slot(gpu["index"]), replace_set_threads=True,
+                              host_threads=gpu_choice.host_share(gpu.get("host_gpus", 1)))
+    fed = FedWorker(pin, options, RunRecord(), lambda _: None, lambda _: None,
+                    reuse_baseline, mode)
     _HELD["fed"] = (key, fed)
     return fed
 

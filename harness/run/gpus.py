@@ -25,7 +25,12 @@ class GpuSlot:
 
     host_threads: int = 0
     """The host threads its numpy (float64 references) may use: the host's cores shared
-    among the workers of one host; 0 leaves them unset (one worker: every core)."""
+    among the workers of one host; 0 leaves them as the environment has them."""
+    replace_set_threads: bool = False
+    """True: the share replaces pool sizes the environment sets. A Dask worker's nanny sets
+    them to 1 before it starts the worker, and the float64 references then ran on one core:
+    2.7x the time of ``--gpus all``'s on two H200s (reports/h200/multi-gpu-20261126-112152,
+    the runs' ``references`` phase)."""
 
     def env(self, environ: Mapping[str, str] = os.environ) -> dict[str, str]:
         """The worker's environment: its GPU, and its share of the host's cores for the BLAS
@@ -34,7 +39,7 @@ class GpuSlot:
         out = {"CUDA_VISIBLE_DEVICES": self.visible}
         if self.host_threads > 0:
             out.update({var: str(self.host_threads) for var in BLAS_THREAD_VARIABLES
-                        if var not in environ})
+                        if self.replace_set_threads or var not in environ})
         return out
 
 
@@ -42,11 +47,8 @@ BLAS_THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THR
 
 
 def host_share(workers: int, cores: int | None = None) -> int:
-    """Each of ``workers`` worker processes' share of this host's cores (at least 1); 0 for
-    one worker (it keeps them all)."""
-    if workers <= 1:
-        return 0
-    return max(1, (cores or os.cpu_count() or 1) // workers)
+    """Each of ``workers`` worker processes' share of this host's cores (at least 1)."""
+    return max(1, (cores or os.cpu_count() or 1) // max(workers, 1))
 
 
 @dataclass(frozen=True)
