@@ -121,7 +121,7 @@ for step in "$@"; do
       # run --all at 1024, each on one GPU (no --gpus), with --gpus all and through a local
       # Dask cluster of one worker per GPU, one after the other, the caches filled first;
       # MG_CONFIGS picks some (KIND:LABEL words, all six by default), so that they fit device
-      # commands. Wall times to $MG/walls.txt; the reports and logs packed into
+      # commands; MG_TUNE_ARGS and MG_RUN_ARGS add arguments (sizes). Wall times to $MG/walls.txt; the reports and logs packed into
       # $OUT/mg.tgz and compared (experiments/multi_gpu_report.py)
       MG=/tmp/mg; mkdir -p "$MG"
       nvidia-smi -L | tee "$OUT/gpus.txt"
@@ -130,8 +130,8 @@ for step in "$@"; do
       for config in ${MG_CONFIGS:-tune:one tune:all tune:dask run:one run:all run:dask}; do
         kind=${config%%:*} label=${config##*:}
         case "$kind:$label" in
-          tune:*) cmd=(python3 -m harness tune 10_hoisted) limit=300 ;;
-          run:*) cmd=(python3 -m harness run --all --size 1024) limit=400 ;;
+          tune:*) cmd=(python3 -m harness tune 10_hoisted ${MG_TUNE_ARGS:-}) limit=300 ;;
+          run:*) cmd=(python3 -m harness run --all ${MG_RUN_ARGS:---size 1024}) limit=400 ;;
         esac
         case "$label" in all) cmd+=(--gpus all) ;; dask) cmd+=(--cluster local) ;; esac
         rm -rf "${MG:?}/$kind-$label"; t0=$(date +%s.%N)
