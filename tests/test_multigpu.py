@@ -159,25 +159,40 @@ def test_a_gpu_the_host_does_not_have_is_refused_naming_those_it_has():
 def test_a_worker_is_pinned_through_the_harnesss_own_visible_devices():
     assert gpu_choice.slot(1, {}) == GpuSlot(1, "1")
     assert gpu_choice.slot(1, {"CUDA_VISIBLE_DEVICES": "3,5"}) == GpuSlot(1, "5")
-    assert gpu_choice.slot(0, {"CUDA_VISIBLE_DEVICES": "GPU-abc"}).env() == {
+    assert gpu_choice.slot(0, {"CUDA_VISIBLE_DEVICES": "GPU-abc"}).env({}) == {
         "CUDA_VISIBLE_DEVICES": "GPU-abc"}
 
 
 def test_workers_of_one_host_share_its_cores_for_their_references():
     """Several workers on one host each get an equal share of its cores for their BLAS pools
-    (float64 references), unless the harness's own environment sets the pools; a Dask
-    worker's share replaces the one thread its nanny sets."""
+    (float64 references), unless the harness's own environment sets the pools; a worker fed by
+    Dask does not inherit what the nanny set for the Dask worker (one thread, a malloc trim
+    threshold)."""
     assert gpu_choice.host_share(1, cores=32) == 32
     assert gpu_choice.host_share(2, cores=32) == 16
     assert gpu_choice.host_share(8, cores=4) == 1
     two = gpu_choice.slot(1, {}, host_threads=16)
-    assert two.env({}) == {"CUDA_VISIBLE_DEVICES": "1", "OMP_NUM_THREADS": "16",
-                           "OPENBLAS_NUM_THREADS": "16", "MKL_NUM_THREADS": "16"}
+    assert two.env({"HOME": "/h"}) == {
+        "HOME": "/h", "CUDA_VISIBLE_DEVICES": "1", "OMP_NUM_THREADS": "16",
+        "OPENBLAS_NUM_THREADS": "16", "MKL_NUM_THREADS": "16"}
     assert two.env({"OMP_NUM_THREADS": "4"}) == {
-        "CUDA_VISIBLE_DEVICES": "1", "OPENBLAS_NUM_THREADS": "16", "MKL_NUM_THREADS": "16"}
+        "OMP_NUM_THREADS": "4", "CUDA_VISIBLE_DEVICES": "1", "OPENBLAS_NUM_THREADS": "16",
+        "MKL_NUM_THREADS": "16"}
     assert gpu_choice.slot(0, {}).env({}) == {"CUDA_VISIBLE_DEVICES": "0"}
-    dask = dataclasses.replace(two, replace_set_threads=True)
-    assert dask.env({"OMP_NUM_THREADS": "1"})["OMP_NUM_THREADS"] == "16"
+    nanny = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1",
+             "MALLOC_TRIM_THRESHOLD_": "65536", "HOME": "/h"}
+    fed = dataclasses.replace(two, drop=("MALLOC_TRIM_THRESHOLD_", "OMP_NUM_THREADS",
+                                         "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"))
+    assert fed.env(nanny) == {"HOME": "/h", "CUDA_VISIBLE_DEVICES": "1",
+                              "OMP_NUM_THREADS": "16", "OPENBLAS_NUM_THREADS": "16",
+                              "MKL_NUM_THREADS": "16"}
+
+
+def test_a_dask_fed_worker_drops_what_the_nanny_set():
+    pytest.importorskip("distributed", reason="Dask distributed is not installed")
+    from harness.run import cluster
+
+    assert {"OMP_NUM_THREADS", "MALLOC_TRIM_THRESHOLD_"} <= set(cluster.nanny_environ())
 
 
 def test_gpus_of_several_models_are_refused_where_results_are_ranked():

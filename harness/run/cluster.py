@@ -254,12 +254,20 @@ def _fed(gpu: dict, options: RunOptions, reuse_baseline: bool, mode: str):
     if held is not None and held[0] == key:
         return held[1]
     release_worker()
-    pin = dataclasses.replace(gpu_choice.slot(gpu["index"]), replace_set_threads=True,
+    pin = dataclasses.replace(gpu_choice.slot(gpu["index"]), drop=nanny_environ(),
                               host_threads=gpu_choice.host_share(gpu.get("host_gpus", 1)))
     fed = FedWorker(pin, options, RunRecord(), lambda _: None, lambda _: None,
                     reuse_baseline, mode)
     _HELD["fed"] = (key, fed)
     return fed
+
+
+def nanny_environ() -> tuple[str, ...]:
+    """The variables a Dask nanny sets before it starts its worker (one BLAS thread, a malloc
+    trim threshold), which the harness worker it feeds must not inherit."""
+    import dask
+
+    return tuple(dask.config.get("distributed.nanny.pre-spawn-environ", None) or {})
 
 
 def release_worker() -> None:

@@ -26,20 +26,23 @@ class GpuSlot:
     host_threads: int = 0
     """The host threads its numpy (float64 references) may use: the host's cores shared
     among the workers of one host; 0 leaves them as the environment has them."""
-    replace_set_threads: bool = False
-    """True: the share replaces pool sizes the environment sets. A Dask worker's nanny sets
-    them to 1 before it starts the worker, and the float64 references then ran on one core:
-    2.7x the time of ``--gpus all``'s on two H200s (reports/h200/multi-gpu-20261126-112152,
-    the runs' ``references`` phase)."""
+    drop: tuple[str, ...] = ()
+    """Variables of the harness's environment the worker does not inherit: under Dask, those
+    the nanny set for its own worker (``distributed.nanny.pre-spawn-environ``: one BLAS
+    thread, ``MALLOC_TRIM_THRESHOLD_``). Inherited (the thread count alone replaced), they
+    left the harness workers' checks 23% slower and their references 72% slower than with
+    ``--gpus all`` on two H200s (the phases of run-20261126-115000 against -114821,
+    reports/h200/multi-gpu-20261126-115144)."""
 
     def env(self, environ: Mapping[str, str] = os.environ) -> dict[str, str]:
-        """The worker's environment: its GPU, and its share of the host's cores for the BLAS
-        thread pools unless the harness's own environment sets them (several workers each
-        running a pool of every core slow each other's references)."""
-        out = {"CUDA_VISIBLE_DEVICES": self.visible}
+        """The worker's whole environment: ``environ`` less ``drop``, its GPU, and its share
+        of the host's cores for the BLAS thread pools unless ``environ`` sets them (several
+        workers each running a pool of every core slow each other's references)."""
+        out = {k: v for k, v in environ.items() if k not in self.drop}
+        out["CUDA_VISIBLE_DEVICES"] = self.visible
         if self.host_threads > 0:
             out.update({var: str(self.host_threads) for var in BLAS_THREAD_VARIABLES
-                        if self.replace_set_threads or var not in environ})
+                        if var not in out})
         return out
 
 

@@ -203,11 +203,9 @@ class _Worker:
 
     def _start(self, stderr) -> tuple[subprocess.Popen, queue.Queue]:
         """The worker process (pinned to ``gpu``), and the queue its stdout lines arrive on."""
-        env = dict(os.environ)
+        env = dict(os.environ) if self.gpu is None else self.gpu.env()
         env["PYTHONPATH"] = os.pathsep.join([str(PROJECT_ROOT), env.get("PYTHONPATH", "")])
         env["PYTHONUNBUFFERED"] = "1"
-        if self.gpu is not None:
-            env.update(self.gpu.env())
         proc = subprocess.Popen(list(WORKER_COMMAND),
                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                 stderr=stderr, text=True, env=env)
