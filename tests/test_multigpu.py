@@ -193,6 +193,15 @@ def test_a_dask_fed_worker_drops_what_the_nanny_set():
     from harness.run import cluster
 
     assert {"OMP_NUM_THREADS", "MALLOC_TRIM_THRESHOLD_"} <= set(cluster.nanny_environ())
+    gpu = {"index": 1, "uuid": "GPU-1", "name": "NVIDIA H200", "arch": "sm_90", "host": "vm",
+           "host_gpus": 2}
+    fed = cluster._fed(gpu, runner.RunOptions(sizes=((64, 64, 64),)), False, "run")
+    try:
+        env = fed.gpu.env({"OMP_NUM_THREADS": "1", "MALLOC_TRIM_THRESHOLD_": "65536"})
+        assert "MALLOC_TRIM_THRESHOLD_" not in env and env["CUDA_VISIBLE_DEVICES"] == "1"
+        assert env["OMP_NUM_THREADS"] == str(gpu_choice.host_share(2))
+    finally:
+        cluster.release_worker()
 
 
 def test_gpus_of_several_models_are_refused_where_results_are_ranked():

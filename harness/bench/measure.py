@@ -319,14 +319,8 @@ def verify_timed(session: BenchSession, prep: Prepared, ready: Ready, launches: 
                 return _state_finding(ops, ready.seed, launches, "the output of the last "
                                       "timed launch (C poisoned before it)", result)
             if not spec.nondeterministic:
-                return CheckResult.finding_only(
-                    NONDETERMINISTIC, m, n, k, ready.seed, 1.0, 0.0,
-                    f"nondeterministic: after {launches} launches the output of the last timed "
-                    f"launch differs from the one checked before timing in "
-                    f"{int(np.count_nonzero(changed))} outputs, each within tolerance; a "
-                    "kernel whose result changes between identical runs races, unless it sums "
-                    "with atomics whose order changes: then declare nondeterministic = true "
-                    "in its spec", int(np.count_nonzero(changed)))
+                return _nondeterministic(ops, ready.seed, f"after {launches} launches the "
+                                         "output of the last timed launch", changed)
     ref, scale = operands.reference(ops, (m, n, k, ready.seed, spec.precision, spec.c_type,
                                           1.0, 0.0), 1.0, 0.0)
     with ops.a_rows_reversed(stream):
@@ -377,14 +371,20 @@ def _verify_copies(session: BenchSession, prep: Prepared, ready: Ready,
                 "left, and its timing is not a figure",
                 result.bad_elements or result.unwritten_elements)
         if not spec.nondeterministic:
-            return CheckResult.finding_only(
-                NONDETERMINISTIC, placed.m, placed.n, placed.k, ready.seed, 1.0, 0.0,
-                f"nondeterministic: {where} its output differs from the one checked before "
-                f"timing in {int(np.count_nonzero(changed))} outputs, each within tolerance; "
-                "a kernel whose result changes between identical runs races, unless it sums "
-                "with atomics whose order changes: then declare nondeterministic = true in its "
-                "spec", int(np.count_nonzero(changed)))
+            return _nondeterministic(placed, ready.seed, f"{where} its output", changed)
     return None
+
+
+def _nondeterministic(ops, seed: int, what: str, changed: np.ndarray) -> CheckResult:
+    """``what`` differs from the output checked before timing in the ``changed`` elements,
+    each within tolerance, and the kernel does not declare itself nondeterministic."""
+    count = int(np.count_nonzero(changed))
+    return CheckResult.finding_only(
+        NONDETERMINISTIC, ops.m, ops.n, ops.k, seed, 1.0, 0.0,
+        f"nondeterministic: {what} differs from the one checked before timing in {count} "
+        "outputs, each within tolerance; a kernel whose result changes between identical "
+        "runs races, unless it sums with atomics whose order changes: then declare "
+        "nondeterministic = true in its spec", count)
 
 
 def _state_finding(ops, seed: int, launches: int, what: str, result: CheckResult

@@ -254,8 +254,9 @@ def _fed(gpu: dict, options: RunOptions, reuse_baseline: bool, mode: str):
     if held is not None and held[0] == key:
         return held[1]
     release_worker()
-    pin = dataclasses.replace(gpu_choice.slot(gpu["index"]), drop=nanny_environ(),
-                              host_threads=gpu_choice.host_share(gpu.get("host_gpus", 1)))
+    share = gpu_choice.host_share(gpu.get("host_gpus", 1))
+    pin = dataclasses.replace(gpu_choice.slot(gpu["index"], host_threads=share),
+                              drop=nanny_environ())
     fed = FedWorker(pin, options, RunRecord(), lambda _: None, lambda _: None,
                     reuse_baseline, mode)
     _HELD["fed"] = (key, fed)
