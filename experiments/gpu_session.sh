@@ -4,7 +4,8 @@
 # Usage: bash experiments/gpu_session.sh STEP...   steps: tests, run, ceiling, sweep, sass, ncu,
 #   tc-compare, tc-epi, tc-run, copy-cost, epi-cost, tc-2cta, tc-best, placement,
 #   tc-cluster, tc-cluster-x2, l2-state, kernel-clock, ceiling-cycles,
-#   tc-profile, energy, energy-parts (the tensor-core rungs of issue 4), multi-gpu (issue 24)
+#   tc-profile, energy, energy-parts (the tensor-core rungs of issue 4), multi-gpu (issue 24),
+#   code-warmth (issue 21)
 set -uo pipefail
 OUT=${OUT:-/tmp/out}
 # reports of this session's runs: outside $OUT (a device call brings back few files), packed
@@ -73,6 +74,9 @@ for step in "$@"; do
           "wall" | tee -a "$OUT/default-run-cost.txt"
       done
       ;;
+    code-warmth)  # issue 21: the primer and placements at small sizes (code_warmth.py)
+      timeout 420 python3 experiments/code_warmth.py --size 512 --size 1024 \
+        --report-dir "$REP" 2>&1 | tee "$OUT/code-warmth.log" ;;
     variance)  # issue 21: where the run-to-run spread of % cuBLAS comes from, twice (two
       # processes), reports straight under $OUT
       for i in 1 2; do

@@ -53,7 +53,7 @@ from harness.build.compile import cache_dir
 from harness.build.sass import disassemble, opcodes
 from harness.errors import HarnessError, LaunchError
 from harness.gpu.cublas import compute_name
-from harness.gpu.timing import ISOLATED_MAX_REPS, Timing, TimingOptions
+from harness.gpu.timing import ISOLATED_MAX_REPS, Timing, TimingOptions, with_before
 from harness.kernels.registry import Kernel
 from harness.stats import Summary, peak_gflops
 
@@ -269,13 +269,14 @@ def _timed(gemm: LoadedGemm, ops: operands.Operands, session: BenchSession,
     every repetition, outside the events: C poisoned and the launch's own preparation (a
     declared workspace zeroed). On ``ops``, or in turn on each of ``copies`` (``ops`` among
     them; ``BenchSession.placements``), one per round, as cuBLAS is."""
-    launches, befores = [], []
+    launches, befores, primes = [], [], []
     for placed in copies or [ops]:
         launch = launcher(gemm, placed, session)
-        launches.append(getattr(launch, "run", launch))
-        befores.append(partial(_before_launch, placed, session.stream,
-                               getattr(launch, "prepare", None)))
-    launch, before = in_turn(launches, befores)
+        run, prepare = getattr(launch, "run", launch), getattr(launch, "prepare", None)
+        launches.append(run)
+        befores.append(partial(_before_launch, placed, session.stream, prepare))
+        primes.append(with_before(prepare, run))
+    launch, before = in_turn(launches, befores, primes if len(launches) > 1 else None)
     return _Counted(launch), before
 
 
@@ -286,14 +287,26 @@ def _before_launch(ops: operands.Operands, stream, prepare: Callable[[], None] |
 
 
 class _Counted:
-    """A launch that counts how often it was called (the timed launches' number)."""
+    """A launch that counts how often it ran (the timed launches and their primers)."""
 
     def __init__(self, launch: Callable[[], None]):
         self.launch, self.count = launch, 0
+        self._prime = getattr(launch, "prime", None)
 
     def __call__(self) -> None:
         self.count += 1
         self.launch()
+
+    @property
+    def prime(self) -> Callable[[], None] | None:
+        """Its primer (``timing.primer_of``), counted, where the launch has its own."""
+        if self._prime is None:
+            return None
+
+        def counted() -> None:
+            self.count += 1
+            self._prime()
+        return counted
 
 
 def verify_timed(session: BenchSession, prep: Prepared, ready: Ready, launches: int,

@@ -19,7 +19,7 @@ from harness.gpu.clocks import ClockSampler
 from harness.gpu.compilers import compiler_versions
 from harness.gpu.cublas import Cublas
 from harness.gpu.driver import Device, Stream
-from harness.gpu.timing import Timer, Timing, TimingOptions
+from harness.gpu.timing import Primed, Timer, Timing, TimingOptions
 from harness.kernels.registry import Kernel
 
 TIMING_OPERAND_BYTES = 4 << 30
@@ -184,29 +184,37 @@ class BenchSession:
         return facts
 
 
-def in_turn(launches: list[Callable[[], None]], befores: list[Callable[[], None]]
+def in_turn(launches: list[Callable[[], None]], befores: list[Callable[[], None]],
+            primes: list[Callable[[], None]] | None = None
             ) -> tuple[Callable[[], None], Callable[[], None]]:
     """A launch and its ``before`` for the timer that take the copies in turn, one per round
-    (the launch alone when there is one copy)."""
+    (the launch alone when there is one copy). ``primes[i]`` primes launch i on its copy
+    (``timing.primer_of``): its own preparation and the launch, C left as it is; by default
+    the launch."""
     if len(launches) == 1:
-        return launches[0], befores[0]
-    turn = _InTurn(launches, befores)
-    return turn.launch, turn.before
+        return (launches[0] if primes is None else Primed(launches[0], primes[0])), befores[0]
+    turn = _InTurn(launches, befores, primes or launches)
+    return Primed(turn.launch, turn.prime), turn.before
 
 
 class _InTurn:
     """Launches on several copies of the operands, one copy per round: ``before`` moves to the
     next copy and prepares it, ``launch`` launches on it (the timer calls them in that
     order). Two of them over the same copies, called once each per round, stay in step: the
-    kernel and cuBLAS of a round run on the same copy."""
+    kernel and cuBLAS of a round run on the same copy. ``prime``, called before ``before``,
+    launches on the copy of the round before (whose C the next round poisons before its
+    timed launch)."""
 
     def __init__(self, launches: list[Callable[[], None]],
-                 befores: list[Callable[[], None]]):
-        self.launches, self.befores, self.turn = launches, befores, 0
+                 befores: list[Callable[[], None]], primes: list[Callable[[], None]]):
+        self.launches, self.befores, self.primes, self.turn = launches, befores, primes, 0
 
     def before(self) -> None:
         self.turn = (self.turn + 1) % len(self.launches)
         self.befores[self.turn]()
+
+    def prime(self) -> None:
+        self.primes[self.turn]()
 
     def launch(self) -> None:
         self.launches[self.turn]()

@@ -15,7 +15,9 @@ share one window, so they share those. Board power needs a longer window than a 
 (NVML's readings move every ~100 ms): with ``power_s`` set, a single launch's timing is followed
 by a power pass, the launch back to back for that long with warm L2 and no events, the queue
 kept a few tens of ms ahead, whose mean board power and GPU time per launch give the energy per
-launch.
+launch. With cold L2, a launch shorter than ``prime_below_ms`` follows, in every
+repetition, an untimed launch of itself (before C is poisoned and L2 flushed): L2 is cold,
+its code in the SMs' caches is not, whatever else the round runs.
 
 Two regimes. *Sustained* (the default) is the above: launches back to back, the GPU never
 idle, so a power-capped card runs them at the clock its cap allows. *Isolated*
@@ -103,6 +105,17 @@ class TimingOptions:
     which it cannot under a kernel of no work: there the empty kernel read 0.5-1.0 us too
     much in three of four H100 runs; behind an L2 flush or a synchronise the empty kernel is
     right and a spin read up to 0.53 us too much (notes/timing.md)."""
+
+    prime_below_ms: float = 1.0
+    """Sustained with cold L2: every timed repetition of a launch shorter than this (its first
+    launch, timed alone) follows an untimed launch of itself, before its ``before`` and the L2
+    flush (``primer_of``): the SMs' instruction and constant caches then hold its code, as in
+    a loop of it, whatever else the round runs, and the flush still empties L2. Without it a
+    3 us cuBLAS at 512 read 0.3-0.5 us longer where 36 other launches of a compare round ran
+    between two of its own than where two did, in a run (notes/timing.md). 0 primes nothing;
+    above 1 ms the primer's cost outweighs what it could move. Hot, none: there a launch
+    follows the one before it with no flush between, and its overhead partly hides under
+    that one; a primer would change what it hides under."""
 
     isolated_gap_ms: float = 0.0
     """``--isolated`` with ``--gap-ms``: 0 times the sustained regime (the queue kept full);
@@ -319,22 +332,33 @@ class Timer:
         rounds = _Rounds(len(launches), opts.subtract_launch_overhead, opts.calibration_ms,
                          padded=opts.subtract_launch_overhead and opts.calibration_ms > 0
                          and opts.regime == SUSTAINED and not opts.cold_l2)
+        primers = [primer_of(launch, b) for launch, b in zip(launches, before, strict=True)]
         if rounds.calibrated:
             extra = [self._calibration()]
+            # the empty kernel is primed as the launches are; a calibration spin keeps a slot
+            # per launch and is not
+            primers.append(extra[0] if opts.calibration_ms <= 0 else None)
             if rounds.padded:  # the calibration spin after a spin, as the first launch is
                 extra.insert(0, lambda: self.kernels.spin(opts.calibration_ms))
+                primers.insert(-1, None)
             launches, before = [*launches, *extra], [*before, *[None] * len(extra)]
         if opts.regime == ISOLATED:
             return self._time_isolated(launches, before, rounds)
         # untimed launches (first, estimate, warm-up) get their ``before`` too: a launch whose
         # preparation fills a workspace must never run without it
-        prepared = [_after(b, launch) for launch, b in zip(launches, before, strict=True)]
+        prepared = [with_before(b, launch) for launch, b in zip(launches, before, strict=True)]
         for launch in prepared:
             launch()
         self.stream.synchronize("first launch")
+        first_ms = [self._measure(launch, 1)[0] for launch in prepared]  # each alone, loaded
+        below = opts.prime_below_ms if opts.cold_l2 else 0.0
+        primers = [p if p is not None and ms < below else None
+                   for p, ms in zip(primers, first_ms, strict=True)]
 
         def round_() -> None:
-            for launch in prepared:
+            for launch, primer in zip(prepared, primers, strict=True):
+                if primer is not None:
+                    primer()
                 launch()
 
         estimate_ms = max(self._measure(round_, 3)[0], 1e-4)
@@ -347,7 +371,8 @@ class Timer:
         cap = int(min(opts.max_reps, max(opts.min_reps, opts.budget_ms / estimate_ms)))
         floor = int(min(cap, max(opts.min_reps, math.ceil(opts.min_ms / estimate_ms))))
         per_batch = int(min(cap, max(5, math.ceil(BATCH_MS / estimate_ms))))
-        batches = _Batches(self, launches, before, cap, floor, per_batch, rounds, opts.graph)
+        batches = _Batches(self, launches, before, cap, floor, per_batch, rounds, opts.graph,
+                           primers)
         if batches.sets:
             return self._replayed(batches, rounds, estimate_ms * per_batch)
 
@@ -421,7 +446,7 @@ class Timer:
         """The isolated regime of :meth:`time_interleaved`: every repetition of every launch
         after a synchronise and ``isolated_gap_ms`` of idle GPU."""
         opts = self.options
-        prepared = [_after(b, launch) for launch, b in zip(launches, before, strict=True)]
+        prepared = [with_before(b, launch) for launch, b in zip(launches, before, strict=True)]
         for launch in prepared:
             launch()
         self.stream.synchronize("first launch")
@@ -482,7 +507,28 @@ def warmup_rounds(warmup_ms: float, round_ms: float) -> int:
     return int(min(WARMUP_MAX_ROUNDS, max(1, math.ceil(warmup_ms / max(round_ms, 1e-4)))))
 
 
-def _after(before: Callable[[], None] | None, launch: Callable[[], None]
+def primer_of(launch: Callable[[], None], before: Callable[[], None] | None = None
+              ) -> Callable[[], None]:
+    """What runs untimed before a timed repetition of ``launch`` to prime it
+    (``TimingOptions.prime_below_ms``): its ``prime`` attribute where it has one (a launch
+    that takes copies of its operands in turn primes on the copy of the round before, with
+    its own preparation but C left as it is), else ``before`` and the launch (C is poisoned
+    again after it, before the timed launch)."""
+    return getattr(launch, "prime", None) or with_before(before, launch)
+
+
+@dataclass(frozen=True)
+class Primed:
+    """A launch for the timer with what primes it (``primer_of``)."""
+
+    launch: Callable[[], None]
+    prime: Callable[[], None]
+
+    def __call__(self) -> None:
+        self.launch()
+
+
+def with_before(before: Callable[[], None] | None, launch: Callable[[], None]
            ) -> Callable[[], None]:
     """``launch`` preceded by ``before`` (when there is one)."""
     if before is None:
@@ -517,8 +563,9 @@ class _Batches:
     graph runs again, and the one before it still holds its end for the idle-time measure."""
 
     def __init__(self, timer: Timer, launches, before, cap: int, floor: int, per_batch: int,
-                 rounds: _Rounds, graph: bool = False):
+                 rounds: _Rounds, graph: bool = False, primers=None):
         self.timer, self.launches, self.before, self.rounds = timer, launches, before, rounds
+        self.primers = list(primers or [None] * len(launches))
         self.cap, self.floor, self.per_batch = cap, floor, per_batch
         self.enqueued = 0
         self.in_flight: list[list[list[tuple[Event, Event]]]] = []
@@ -539,8 +586,11 @@ class _Batches:
     def _rounds(self, batch, in_graph: bool = False) -> None:
         stream, cold = self.timer.stream, self.timer.options.cold_l2
         for round_events in batch:
-            for launch, before, (start, end) in zip(self.launches, self.before, round_events,
-                                                    strict=True):
+            for launch, before, primer, (start, end) in zip(self.launches, self.before,
+                                                            self.primers, round_events,
+                                                            strict=True):
+                if primer is not None:
+                    primer()
                 if before is not None:
                     before()
                 if cold:
