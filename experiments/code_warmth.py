@@ -86,7 +86,7 @@ def main() -> int:
                 live.append((kernel, gemm, ops, session.placements(kernel, ops)))
             for primed, timer in timers.items():
                 for kernel, gemm, ops, copies in live:
-                    launch, before = measure._timed(gemm, ops, session, copies)
+                    launch, before = measure.kernel_timed(gemm, ops, session, copies)
                     blas, poison = session.baseline_timed(kernel, ops)
                     (kt, bt), _ = timer.time_interleaved([launch, blas], [before, poison])
                     row(size=size, mode="pair", primed=primed, copies=len(copies),
@@ -95,7 +95,7 @@ def main() -> int:
                         overhead_us=kt.launch_overhead_ms * 1e3, mhz=kt.sm_clock_mhz)
                 launches, befores = [], []
                 for kernel, gemm, ops, copies in live:
-                    launch, before = measure._timed(gemm, ops, session, copies)
+                    launch, before = measure.kernel_timed(gemm, ops, session, copies)
                     blas, poison = session.baseline_timed(kernel, ops)
                     launches += [launch, blas]
                     befores += [before, poison]
@@ -129,7 +129,7 @@ def main() -> int:
                         made[types] = [session.operands(kernel, m, n, k, ops.seed)
                                        for _ in range(count)]
                     copies = made[types]
-                    launch, before = measure._timed(gemm, copies[0], session, copies)
+                    launch, before = measure.kernel_timed(gemm, copies[0], session, copies)
                     blas, poison = _blas_over(session, kernel, copies)
                     (kt, bt), _ = timers[True].time_interleaved([launch, blas], [before, poison])
                     row(size=size, mode=f"fresh{trial}", primed=True, copies=count,

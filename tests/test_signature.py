@@ -450,7 +450,7 @@ def test_a_workspace_is_zeroed_outside_the_timed_region(monkeypatch):
     launch.prepare, launch.run = (lambda: calls.append("zero")), (lambda: calls.append("run"))
     monkeypatch.setattr(measure, "launcher", lambda gemm, ops, session: launch)
     ops = SimpleNamespace(poison_c=lambda stream: calls.append("poison"))
-    timed, before = measure._timed(None, ops, SimpleNamespace(stream=None))
+    timed, before = measure.kernel_timed(None, ops, SimpleNamespace(stream=None))
     before()
     timed()
     assert calls == ["poison", "zero", "run"] and timed.count == 1

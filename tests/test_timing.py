@@ -363,7 +363,7 @@ def test_a_kernel_and_its_baseline_on_copies_take_the_same_copy_each_round(line,
 
     monkeypatch.setattr(measure, "launcher", kernel_on)
     monkeypatch.setattr(Timer, "kernels", Kernels(line))
-    launch, before = measure._timed(None, copies[0], SimpleNamespace(stream=None), copies)
+    launch, before = measure.kernel_timed(None, copies[0], SimpleNamespace(stream=None), copies)
     blas, poison = in_turn([blas_on(c) for c in copies], [lambda: None] * len(copies))
     timer = Timer(line.stream, 50 << 20, line.clocks,
                   TimingOptions(warmup_ms=1, min_ms=1, budget_ms=20, graph=graph,

@@ -263,8 +263,8 @@ def launcher(gemm: LoadedGemm, ops, session: BenchSession):
     return gemm_launch(gemm, ops, session.stream)
 
 
-def _timed(gemm: LoadedGemm, ops: operands.Operands, session: BenchSession,
-           copies: Sequence[operands.Operands] = ()):
+def kernel_timed(gemm: LoadedGemm, ops: operands.Operands, session: BenchSession,
+                 copies: Sequence[operands.Operands] = ()):
     """What the timer times, the kernel's launch alone (counted), and what it enqueues before
     every repetition, outside the events: C poisoned and the launch's own preparation (a
     declared workspace zeroed). On ``ops``, or in turn on each of ``copies`` (``ops`` among
@@ -451,7 +451,7 @@ def measure(session: BenchSession, prep: Prepared, m: int, n: int, k: int,
         return res
     timer, ops = session.timer, ready.ops
     copies = () if reuse_baseline else session.placements(prep.kernel, ops)
-    launch, before = _timed(prep.gemm, ops, session, copies)
+    launch, before = kernel_timed(prep.gemm, ops, session, copies)
     blas, poison = session.baseline_timed(prep.kernel, ops)
     if reuse_baseline:
         say("timing", limit_s=timing_limit_s(timer.options, ready.launch_ms))
@@ -505,7 +505,7 @@ def compare(session: BenchSession, preps: Sequence[Prepared], m: int, n: int, k:
     copies = [session.placements(prep.kernel, ready.ops) for prep, ready in live]
     launches, before, counted = [], [], []
     for (prep, ready), placed in zip(live, copies, strict=True):
-        launch, prepare = _timed(prep.gemm, ready.ops, session, placed)
+        launch, prepare = kernel_timed(prep.gemm, ready.ops, session, placed)
         blas, poison = session.baseline_timed(prep.kernel, ready.ops)
         launches += [launch, blas]
         before += [prepare, poison]

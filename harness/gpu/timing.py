@@ -418,19 +418,19 @@ class Timer:
         calibrated; and the per-round times so corrected, without the calibration's."""
         opts = self.options
         for i in range(len(per_round[0]) if per_round else 0):
-            if Summary.of([r[i] for r in per_round]).median <= 0:
+            if Summary.of_ticks([r[i] for r in per_round]).median <= 0:
                 raise HarnessError("timing: the median repetition took no time; the launch "
                                    "enqueued nothing on the timer's stream")
         overhead, overhead_se = 0.0, 0.0
         if rounds.calibrated:
-            calibration = Summary.of([r[-1] for r in per_round])
+            calibration = Summary.of_ticks([r[-1] for r in per_round])
             overhead = max(calibration.median - self._own_ms(), 0.0)
             overhead_se = standard_error(calibration)
             per_round = [r[:rounds.launches] for r in per_round]
         corrected = [[max(t - overhead, 0.0) for t in r] for r in per_round]
         timings = []
         for i in range(rounds.launches):
-            summary = Summary.of([r[i] for r in corrected])
+            summary = Summary.of_ticks([r[i] for r in corrected])
             se = math.hypot(standard_error(summary), overhead_se)
             timings.append(Timing(summary.median, summary.p20, summary.p80, summary.minimum,
                                   summary.maximum, len(corrected), opts.cold_l2,
@@ -487,7 +487,8 @@ class _Rounds:
         launches' medians, each less the calibration's median and with its error added (the
         overhead's uncertainty is the difference's, measured against the difference; a
         launch of no work is measured against its own median)."""
-        columns = [Summary.of([r[i] for r in per_round]) for i in range(len(per_round[0]))]
+        columns = [Summary.of_ticks([r[i] for r in per_round])
+                   for i in range(len(per_round[0]))]
         if not self.calibrated:
             return max(median_rel_se_pct(c) for c in columns)
         calibration, worst = columns[-1], 0.0
