@@ -319,14 +319,18 @@ class Timer:
                          sample.median, sample.limits)
 
     def time_interleaved(self, launches: Sequence[Callable[[], None]],
-                         before: Sequence[Callable[[], None] | None] | None = None
+                         before: Sequence[Callable[[], None] | None] | None = None,
+                         budget_scale: float = 1.0
                          ) -> tuple[list[Timing], list[list[float]]]:
         """Time several launches in rounds (A B C, A B C, ...), each with its own events and
         flush, so that clock or thermal drift touches all of them alike. ``before[i]``, when
         given, is enqueued before every timed repetition of launch i, outside its events (C
         poisoned, so that no repetition finds the last one's result). With the launch
         overhead subtracted, every round ends with the calibration launch (``_calibration``).
-        Returns a Timing per launch and the per-round times (ms) that go with them."""
+        ``budget_scale``: the budget (the cap of the stopping rule) is this many times
+        ``budget_ms`` (a compare of n kernels, each with its cuBLAS, gives every pair what a
+        run would). Returns a Timing per launch and the per-round times (ms) that go with
+        them."""
         opts = self.options
         before = list(before or [None] * len(launches))
         rounds = _Rounds(len(launches), opts.subtract_launch_overhead, opts.calibration_ms,
@@ -368,7 +372,8 @@ class Timer:
         if opts.cold_l2:
             gpu_ms += len(launches) * self.flush_ms()
         estimate_ms = max(gpu_ms, 1e-4)
-        cap = int(min(opts.max_reps, max(opts.min_reps, opts.budget_ms / estimate_ms)))
+        budget_ms = opts.budget_ms * max(budget_scale, 1.0)
+        cap = int(min(opts.max_reps, max(opts.min_reps, budget_ms / estimate_ms)))
         floor = int(min(cap, max(opts.min_reps, math.ceil(opts.min_ms / estimate_ms))))
         per_batch = int(min(cap, max(5, math.ceil(BATCH_MS / estimate_ms))))
         batches = _Batches(self, launches, before, cap, floor, per_batch, rounds, opts.graph,

@@ -21,6 +21,7 @@ from pathlib import Path
 from tabulate import tabulate
 
 from harness.bench.result import KernelInfo, Result, jsonable, report_json
+from harness.bench.session import BASELINE_PLACEMENTS
 from harness.kernels.registry import PROJECT_ROOT, Kernel
 from harness.report import index, tables
 
@@ -220,7 +221,8 @@ def write_run(meta: dict, results: Sequence[Result], stem: Path,
            f"; warm-up {meta['timing'].get('warmup_ms')} ms, budget "
            f"{meta['timing'].get('budget_ms')} ms"),
         "- baseline: cuBLAS `cublasGemmEx` on the same buffers (where A, B and C take at most "
-        "64 MiB, on them and 7 copies elsewhere in memory, one per round in turn), timed by "
+        f"64 MiB, on them and {BASELINE_PLACEMENTS - 1} copies elsewhere in memory, one per "
+        "round in turn), timed by "
         "the same code in the same rounds as the kernel; compute type per row in the JSON "
         "(`baseline.compute`)",
         *_ceiling_note(results),
