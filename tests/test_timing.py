@@ -385,18 +385,20 @@ def test_one_copy_is_timed_as_it_stands():
     assert in_turn([launch], [before]) == (launch, before)
 
 
-@pytest.mark.parametrize("prime_below_ms", [1.0, 0.0])
+@pytest.mark.parametrize("prime_below_ms, isolated", [(1.0, 0.0), (0.0, 0.0), (1.0, 2.0),
+                                                     (0.0, 2.0)])
 def test_each_launch_of_a_long_round_reads_as_in_a_loop_of_it(line, monkeypatch,
-                                                             prime_below_ms):
+                                                             prime_below_ms, isolated):
     """On the H100 a 3 us cuBLAS at 512 read 0.3-0.5 us longer in a compare round, where 36
     launches ran between two of its own, than in a run, where two did. Here a kernel whose
     code is not among the last two kernels' costs 0.4 us more: primed, each of 12 kernels
     timed in one round reads its duration, as it does timed alone; unprimed, each reads long."""
     line.code_cold_ms = 0.0004
     monkeypatch.setattr(Timer, "kernels", Kernels(line))
+    monkeypatch.setattr(timing.time, "sleep", lambda s: line.call(s * 1e3, 0.0))
     timer = Timer(line.stream, 50 << 20, line.clocks,
                   TimingOptions(warmup_ms=1, min_ms=1, budget_ms=20, prime_below_ms=prime_below_ms,
-                                subtract_launch_overhead=False))
+                                subtract_launch_overhead=False, isolated_gap_ms=isolated))
     launches = [partial(line.kernel, line.launch_host_ms, line.kernel_ms, code=i)
                 for i in range(12)]
     alone = timer.time(launches[0])

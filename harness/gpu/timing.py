@@ -107,15 +107,16 @@ class TimingOptions:
     right and a spin read up to 0.53 us too much (notes/timing.md)."""
 
     prime_below_ms: float = 1.0
-    """Sustained with cold L2: every timed repetition of a launch shorter than this (its first
-    launch, timed alone) follows an untimed launch of itself, before its ``before`` and the L2
-    flush (``primer_of``): the SMs' instruction and constant caches then hold its code, as in
-    a loop of it, whatever else the round runs, and the flush still empties L2. Without it a
-    3 us cuBLAS at 512 read 0.3-0.5 us longer where 36 other launches of a compare round ran
-    between two of its own than where two did, in a run (notes/timing.md). 0 primes nothing;
-    above 1 ms the primer's cost outweighs what it could move. Hot, none: there a launch
-    follows the one before it with no flush between, and its overhead partly hides under
-    that one; a primer would change what it hides under."""
+    """With cold L2: every timed repetition of a launch shorter than this (its first launch,
+    timed alone) follows an untimed launch of itself, before its ``before`` and the L2 flush
+    (``primer_of``; isolated, after the idle gap): the SMs' instruction and constant caches
+    then hold its code, as in a loop of it, whatever else the round runs, and the flush still
+    empties L2. Without it a 3 us cuBLAS at 512 read 0.3-0.5 us longer where 36 other launches
+    of a compare round ran between two of its own than where two did, in a run
+    (notes/timing.md). 0 primes nothing; above 1 ms the primer's cost outweighs what it could
+    move. Hot, none: sustained, a launch follows the one before it with no flush between, and
+    its overhead partly hides under that one; isolated, the work queued ahead of it already
+    begins with a launch of itself."""
 
     isolated_gap_ms: float = 0.0
     """``--isolated`` with ``--gap-ms``: 0 times the sustained regime (the queue kept full);
@@ -347,7 +348,7 @@ class Timer:
                 primers.insert(-1, None)
             launches, before = [*launches, *extra], [*before, *[None] * len(extra)]
         if opts.regime == ISOLATED:
-            return self._time_isolated(launches, before, rounds)
+            return self._time_isolated(launches, before, rounds, primers)
         # untimed launches (first, estimate, warm-up) get their ``before`` too: a launch whose
         # preparation fills a workspace must never run without it
         prepared = [with_before(b, launch) for launch, b in zip(launches, before, strict=True)]
@@ -447,9 +448,11 @@ class Timer:
         return timings, corrected
 
     def _time_isolated(self, launches: Sequence[Callable[[], None]], before: list,
-                       rounds: _Rounds) -> tuple[list[Timing], list[list[float]]]:
+                       rounds: _Rounds, primers: list) -> tuple[list[Timing], list[list[float]]]:
         """The isolated regime of :meth:`time_interleaved`: every repetition of every launch
-        after a synchronise and ``isolated_gap_ms`` of idle GPU."""
+        after a synchronise and ``isolated_gap_ms`` of idle GPU; with cold L2 a launch shorter
+        than ``prime_below_ms`` is primed after the gap, ahead of the flushes (with warm L2
+        the work queued ahead already begins with a launch of itself)."""
         opts = self.options
         prepared = [with_before(b, launch) for launch, b in zip(launches, before, strict=True)]
         for launch in prepared:
@@ -461,8 +464,11 @@ class Timer:
         self._measure(lambda: [launch() for launch in prepared], warm)
         cap = int(min(opts.max_reps, ISOLATED_MAX_REPS,
                       max(opts.min_reps, opts.budget_ms / total_ms)))
+        below = opts.prime_below_ms if opts.cold_l2 else 0.0
+        primers = [p if p is not None and gpu_ms < below else None
+                   for p, (gpu_ms, _) in zip(primers, measured, strict=True)]
         reps = _Isolated(self, launches, before, measured, cap, min(cap, opts.min_reps),
-                         rounds)
+                         rounds, primers)
         clocks = self.clocks.sample_until(reps.finished, interval_s=0.0, tick=reps.step)
         self.stream.synchronize("isolated repetitions")
         return self._timings(rounds, reps.times, clocks, reps.least_ahead_ms, reps.stop,
@@ -687,8 +693,9 @@ class _Isolated:
     repetitions are kept as they come, and ``queue_ahead_ms`` < 0 says so)."""
 
     def __init__(self, timer: Timer, launches, before, measured: list[tuple[float, float]],
-                 cap: int, floor: int, rounds: _Rounds):
+                 cap: int, floor: int, rounds: _Rounds, primers=None):
         self.timer, self.launches, self.cap, self.floor = timer, launches, cap, floor
+        self.primers = list(primers or [None] * len(launches))
         self.rounds = rounds
         self.before = before
         self.gpu_ms = [max(gpu_ms, 1e-4) for gpu_ms, _ in measured]
@@ -701,10 +708,13 @@ class _Isolated:
         self.stop = ""
 
     def _ahead(self, i: int) -> None:
-        """Cold: L2 flushes (each costs the GPU far more than the host). Hot: one launch of
-        the kernel itself (L2 warm with its data), then a spin of the time wanted (a kernel
-        shorter than its own enqueueing could never get ahead of the host by repetition)."""
+        """Cold: the launch's primer (``primer_of``), then L2 flushes (each costs the GPU far
+        more than the host). Hot: one launch of the kernel itself (L2 warm with its data),
+        then a spin of the time wanted (a kernel shorter than its own enqueueing could never
+        get ahead of the host by repetition)."""
         if self.timer.options.cold_l2:
+            if self.primers[i] is not None:
+                self.primers[i]()
             flush_ms = max(self.timer.flush_ms(), 1e-4)
             for _ in range(max(1, math.ceil(self.ahead_ms[i] / flush_ms))):
                 self.timer.flush()
