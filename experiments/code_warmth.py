@@ -38,7 +38,7 @@ from pathlib import Path
 from tabulate import tabulate
 
 from harness.bench import measure
-from harness.bench.session import BenchSession, in_turn
+from harness.bench.session import BenchSession
 from harness.gpu.timing import Timer
 from harness.kernels.registry import DEFAULT_KERNEL_DIRS, PROJECT_ROOT, load_registry
 from harness.report import files
@@ -50,11 +50,6 @@ KERNELS = """11_mma_sync_bf16:m128n256k64s4c1 11_mma_sync_fp16:m128n256k32s4
   16_wgmma_ws_fp16:m128n256 17_wgmma_persist_bf16:g16 17_wgmma_persist_fp16:g16
   18_wgmma_cluster_bf16:c2g8 18_wgmma_cluster_fp16:c2g8 19_wgmma_epi_bf16:s4e64
   19_wgmma_epi_fp16:s4e64""".split()
-
-
-def _blas_over(session, kernel, copies):
-    return in_turn([session.baseline_launcher(kernel, c) for c in copies],
-                   [partial(c.poison_c, session.stream) for c in copies])
 
 
 def main() -> int:
@@ -130,7 +125,7 @@ def main() -> int:
                                        for _ in range(count)]
                     copies = made[types]
                     launch, before = measure.kernel_timed(gemm, copies[0], session, copies)
-                    blas, poison = _blas_over(session, kernel, copies)
+                    blas, poison = session.baseline_timed(kernel, copies[0], copies)
                     (kt, bt), _ = timers[True].time_interleaved([launch, blas], [before, poison])
                     row(size=size, mode=f"fresh{trial}", primed=True, copies=count,
                         kernel=kernel.name, kernel_us=kt.median_ms * 1e3,

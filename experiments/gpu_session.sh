@@ -5,7 +5,7 @@
 #   tc-compare, tc-epi, tc-run, copy-cost, epi-cost, tc-2cta, tc-best, placement,
 #   tc-cluster, tc-cluster-x2, l2-state, kernel-clock, ceiling-cycles,
 #   tc-profile, energy, energy-parts (the tensor-core rungs of issue 4), multi-gpu (issue 24),
-#   code-warmth (issue 21)
+#   code-warmth, power-context (issue 21)
 set -uo pipefail
 OUT=${OUT:-/tmp/out}
 # reports of this session's runs: outside $OUT (a device call brings back few files), packed
@@ -74,6 +74,12 @@ for step in "$@"; do
           "wall" | tee -a "$OUT/default-run-cost.txt"
       done
       ;;
+    power-context)  # issue 21: a compare's round against a run's pair at 4096: cool, hot,
+      # soaked, and with each pair dwelling in the round (power_context.py; PC_ARGS adds
+      # arguments: --modes)
+      timeout 500 python3 experiments/power_context.py --size 4096 ${PC_ARGS:-} \
+        --report-dir "$REP" 2>&1 \
+        | tee "$OUT/power-context.log" ;;
     code-warmth)  # issue 21: the primer and placements at small sizes (code_warmth.py)
       timeout 420 python3 experiments/code_warmth.py --size 512 --size 1024 \
         --report-dir "$REP" 2>&1 | tee "$OUT/code-warmth.log" ;;

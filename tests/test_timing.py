@@ -110,6 +110,7 @@ def line(monkeypatch):
     line.stream = SimpleNamespace(synchronize=lambda what="": setattr(
         line, "host", max(line.host, line.gpu)))
     line.clocks = Clocks()
+    monkeypatch.setattr(Timer, "kernels", Kernels(line))
     return line
 
 
@@ -200,6 +201,47 @@ def test_the_launch_overhead_is_calibrated_in_every_round(line, monkeypatch, col
               isolated_gap_ms=isolated)
     assert t.launch_overhead_ms == pytest.approx(overhead_ms, abs=1e-9)
     assert t.median_ms == pytest.approx(line.kernel_ms, abs=1e-9)
+
+
+@pytest.mark.parametrize("cold, isolated, rests", [(True, 0.0, True), (False, 0.0, False),
+                                                   (True, 2.0, False)])
+def test_cold_sustained_launches_rest_their_own_time_outside_the_events(line, monkeypatch,
+                                                                       cold, isolated, rests):
+    """At full duty a power-capped card's clock follows what it ran over the last seconds, so
+    the same pair read 1-4.6% apart in a run and a compare on the H100; with cold L2 every
+    launch of 10 us or more follows a one-thread spin of ``rest`` times its own time. The
+    spins lie outside the events and outside the budget: the kernel reads what it takes, in
+    as many repetitions as without them. With warm L2 and isolated, no spins."""
+    kernels = Kernels(line)
+    monkeypatch.setattr(Timer, "kernels", kernels)
+    monkeypatch.setattr(timing.time, "sleep", lambda s: line.call(s * 1e3, 0.0))
+    line.kernel_ms, line.launch_host_ms = 0.2, 0.01
+    spins = []
+    monkeypatch.setattr(kernels, "spin", lambda ms: (spins.append(ms), line.kernel(0.01, ms)))
+    plain = _time(line, graph=True, cold=cold, rest=0.0, isolated_gap_ms=isolated,
+                  max_rel_se_pct=0, budget_ms=20)
+    assert not spins and plain.rest == 0.0
+    t = _time(line, graph=True, cold=cold, rest=1.5, isolated_gap_ms=isolated,
+              max_rel_se_pct=0, budget_ms=20)
+    assert t.median_ms == pytest.approx(line.kernel_ms, abs=1e-9)
+    assert t.reps == pytest.approx(plain.reps, rel=0.2)  # to a batch; not halved
+    if rests:
+        assert t.rest == 1.5
+        # before every launch of the warm-up and of each batch (captured once per graph):
+        # 1.5x the launch's first reading (the kernel and its before, C poisoned)
+        assert len(spins) >= 3 and len(set(spins)) == 1
+        assert spins[0] == pytest.approx(1.5 * 0.2, rel=0.2)
+    else:
+        assert t.rest == 0.0 and not spins
+
+
+def test_launches_under_10_us_do_not_rest(line, monkeypatch):
+    """A 3 us cuBLAS draws little power, and a spin's own launch costs about that much."""
+    spins = []
+    monkeypatch.setattr(Timer.kernels, "spin", lambda ms: spins.append(ms))
+    line.kernel_ms, line.launch_host_ms = 0.003, 0.001
+    t = _time(line, graph=True, rest=1.0)
+    assert t.rest == 0.0 and not spins
 
 
 def test_an_overhead_that_moves_between_timings_is_subtracted_as_it_is(line, monkeypatch):

@@ -276,7 +276,7 @@ def kernel_timed(gemm: LoadedGemm, ops: operands.Operands, session: BenchSession
         launches.append(run)
         befores.append(partial(_before_launch, placed, session.stream, prepare))
         primes.append(with_before(prepare, run))
-    launch, before = in_turn(launches, befores, primes if len(launches) > 1 else None)
+    launch, before = in_turn(launches, befores, primes)
     return _Counted(launch), before
 
 

@@ -7,7 +7,7 @@ open a :class:`BenchSession` instead of wiring the driver themselves.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from functools import cached_property, partial
 
 from harness.bench.ceiling import Ceilings
@@ -146,12 +146,13 @@ class BenchSession:
                                      for _ in range(BASELINE_PLACEMENTS - 1)]
         return [ops, *self._placements[key]]
 
-    def baseline_timed(self, kernel: Kernel, ops: Operands) -> tuple[Callable[[], None],
-                                                                      Callable[[], None]]:
+    def baseline_timed(self, kernel: Kernel, ops: Operands,
+                       copies: Sequence[Operands] | None = None
+                       ) -> tuple[Callable[[], None], Callable[[], None]]:
         """cuBLAS for the timer: its launch and what goes before every repetition (C
         poisoned). On ``ops``, or, for a small GEMM, on ``ops`` and copies of them elsewhere in
-        memory, one per round in turn (``placements``)."""
-        copies = self.placements(kernel, ops)
+        memory, one per round in turn (``placements``; ``copies`` names others)."""
+        copies = copies or self.placements(kernel, ops)
         return in_turn([self.baseline_launcher(kernel, c) for c in copies],
                        [partial(c.poison_c, self.stream) for c in copies])
 

@@ -41,6 +41,11 @@ def _timing_flags(p: argparse.ArgumentParser, budget_ms: float = 300.0) -> None:
                    f"error is at most PCT ({TimingOptions.max_rel_se_pct:g}); 0 spends the "
                    "whole budget")
     p.add_argument("--warmup-ms", type=float, default=TimingOptions.warmup_ms)
+    p.add_argument("--rest", type=float, default=TimingOptions.rest, metavar="R",
+                   help="with cold L2, sustained: before each launch of 10 us or more, rest "
+                        f"the SMs R times its own time ({TimingOptions.rest:g}: half duty, the "
+                        "card under its power cap whatever ran before); 0 times at full duty, "
+                        "at the clock the power cap allows")
     p.add_argument("--isolated", action="store_true",
                    help="time isolated launches, each after a synchronise and --gap-ms idle, "
                         "as Nsight Compute does (default: sustained, back to back with the "
@@ -53,6 +58,7 @@ def _timing_flags(p: argparse.ArgumentParser, budget_ms: float = 300.0) -> None:
 def _timing(args, cold_l2: bool = True, power_s: float = 0.0, **overrides) -> TimingOptions:
     values = {"cold_l2": cold_l2, "budget_ms": args.budget_ms, "min_ms": args.min_ms,
               "max_rel_se_pct": args.max_rel_se, "warmup_ms": args.warmup_ms,
+              "rest": args.rest,
               "power_s": power_s,
               "isolated_gap_ms": args.gap_ms if getattr(args, "isolated", False) else 0.0,
               **overrides}
@@ -520,7 +526,7 @@ def _tune(args) -> int:
                 raise HarnessError(f"--cluster {args.cluster}: tune ranks its points against "
                                    "each other, so expected Dask workers with GPUs of one "
                                    f"model, got {', '.join(engine.models)}")
-            facts = next(iter(engine.gpus.values()))
+            facts = engine.known[0]  # for local, this host's view: screening need not wait
             common.say(f"harness tune on a Dask cluster: {engine.describe()}")
             return _tune_points(args, spec, space, candidates, sizes, timing, facts["name"],
                                 facts["arch"], lambda keep, options, jsonl: engine.run(

@@ -26,6 +26,7 @@ _NUMBERS = (
     ("budget_ms", "--budget-ms", 0, False, "the most GPU time per timing, in milliseconds"),
     ("min_ms", "--min-ms", 0, True, "the least GPU time per timing, in milliseconds"),
     ("warmup_ms", "--warmup-ms", 0, True, "milliseconds of warm-up"),
+    ("rest", "--rest", 0, True, "a multiple of each launch's time; 0 times at full duty"),
     ("max_rel_se", "--max-rel-se", 0, True, "a percent; 0 spends the whole budget"),
     ("timeout_s", "--timeout-s", 0, False, "seconds without progress before a kernel is "
                                            "called hung"),

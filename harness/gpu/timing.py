@@ -55,6 +55,9 @@ ISOLATED_AHEAD_MAX_MS = 20.0
 ISOLATED_MAX_REPS = 200
 """Isolated repetitions each cost a sleep: their count is capped lower than back to back."""
 SUSTAINED, ISOLATED = "sustained", "isolated"
+REST_ABOVE_MS = 0.01
+"""Launches shorter than this get no rest (``TimingOptions.rest``): they draw little power, and
+a spin's own launch costs a few us."""
 GRAPH_IDLE_TOLERANCE_MS = 0.02
 """Graphs: an idle time between batches above this is the GPU waiting on the host (one graph
 launch after another in a stream starts within a few microseconds)."""
@@ -78,9 +81,11 @@ class TimingOptions:
     min_ms: float = 100.0
     """The least GPU time the timed repetitions take (the floor of the stopping rule): a median
     over a window as long as the power limiter's own (NVML's power moves every ~100 ms)."""
-    max_rel_se_pct: float = 0.5
+    max_rel_se_pct: float = 0.25
     """Stop once the median's relative standard error is at most this (percent); 0 runs every
-    timing to ``budget_ms``."""
+    timing to ``budget_ms``. At 0.5 a 3 us cuBLAS (p20-p80 over 15% of its median) stopped
+    after about 550 repetitions, and two runs' % cuBLAS of one kernel moved up to 2.5%; 0.25
+    takes about four times as many where the budget allows (notes/timing.md)."""
     min_reps: int = 10
     max_reps: int = 2000
     power_s: float = 0.0
@@ -105,6 +110,18 @@ class TimingOptions:
     which it cannot under a kernel of no work: there the empty kernel read 0.5-1.0 us too
     much in three of four H100 runs; behind an L2 flush or a synchronise the empty kernel is
     right and a spin read up to 0.53 us too much (notes/timing.md)."""
+
+    rest: float = 1.0
+    """Sustained with cold L2: every timed repetition (and warm-up round) of a launch is
+    preceded by a rest of this many times the launch's own GPU time, a one-thread spin that
+    leaves the SMs idle, so that the card runs at about half duty, under its power cap, at
+    the clock it picks when power does not hold it. At full duty (0) a power-capped card's
+    clock follows what it ran over the last 0.1-3 s: on the H100 at 4096 the same pairs read
+    mma.sync rows 1-4.6% lower in % cuBLAS within a compare's round than alone, and alone
+    after an idle 2 s than after a soak; at half duty every context agreed within 1.1%, at
+    1980 MHz (power-context-20261126-135043, notes/timing.md). The budget and the floor of
+    the stopping rule count GPU time without the rests. Not with warm L2 (a launch there
+    follows its own last one, which a rest would change) nor isolated (which idles)."""
 
     prime_below_ms: float = 1.0
     """With cold L2: every timed repetition of a launch shorter than this (its first launch,
@@ -136,6 +153,11 @@ class TimingOptions:
         """``sustained`` or ``isolated``."""
         return ISOLATED if self.isolated_gap_ms > 0 else SUSTAINED
 
+    @property
+    def rests(self) -> bool:
+        """Whether timed launches rest between repetitions (``rest``)."""
+        return self.rest > 0 and self.cold_l2 and self.regime == SUSTAINED
+
     def describe(self) -> str:
         """The stopping rule in words, for reports."""
         rule = (f"until the median's relative standard error is <= {self.max_rel_se_pct:g}% "
@@ -147,8 +169,10 @@ class TimingOptions:
                     f"{self.budget_ms:g} ms of GPU time or "
                     f"{min(self.max_reps, ISOLATED_MAX_REPS)} repetitions; warm-up "
                     f"{self.warmup_ms:g} ms")
+        rest = (f"; each launch after a rest of {self.rest:g}x its own time (one-thread spin: "
+                "the card under its power cap)" if self.rests else "")
         return (f"repetitions in batches {rule}, at most {self.budget_ms:g} ms of GPU time or "
-                f"{self.max_reps} repetitions; warm-up {self.warmup_ms:g} ms")
+                f"{self.max_reps} repetitions; warm-up {self.warmup_ms:g} ms{rest}")
 
 
 @dataclass(frozen=True)
@@ -196,6 +220,9 @@ class Timing:
     """The launch's own overhead, calibrated in the same rounds (median of the calibration
     launch less the span a spin measured of itself), subtracted from every repetition
     (TimingOptions.subtract_launch_overhead); 0 when nothing was subtracted."""
+    rest: float = 0.0
+    """The rest before each repetition, in multiples of the launch's own time
+    (TimingOptions.rest); 0, full duty (every report written before 2026-11-26 14:30 UTC)."""
 
     @property
     def energy_j(self) -> float:
@@ -356,12 +383,14 @@ class Timer:
             launch()
         self.stream.synchronize("first launch")
         first_ms = [self._measure(launch, 1)[0] for launch in prepared]  # each alone, loaded
-        below = opts.prime_below_ms if opts.cold_l2 else 0.0
-        primers = [p if p is not None and ms < below else None
-                   for p, ms in zip(primers, first_ms, strict=True)]
+        primers = self._gated(primers, first_ms)
+        rests = [opts.rest * ms if opts.rests and ms >= REST_ABOVE_MS else 0.0
+                 for ms in first_ms]
 
         def round_() -> None:
-            for launch, primer in zip(prepared, primers, strict=True):
+            for launch, primer, rest in zip(prepared, primers, rests, strict=True):
+                if rest:
+                    self.kernels.spin(rest)
                 if primer is not None:
                     primer()
                 launch()
@@ -373,12 +402,14 @@ class Timer:
         if opts.cold_l2:
             gpu_ms += len(launches) * self.flush_ms()
         estimate_ms = max(gpu_ms, 1e-4)
+        # the stopping rule's budget and floor count GPU time of the timed work, rests aside
+        work_ms = max(estimate_ms - sum(rests), 1e-4)
         budget_ms = opts.budget_ms * max(budget_scale, 1.0)
-        cap = int(min(opts.max_reps, max(opts.min_reps, budget_ms / estimate_ms)))
-        floor = int(min(cap, max(opts.min_reps, math.ceil(opts.min_ms / estimate_ms))))
+        cap = int(min(opts.max_reps, max(opts.min_reps, budget_ms / work_ms)))
+        floor = int(min(cap, max(opts.min_reps, math.ceil(opts.min_ms / work_ms))))
         per_batch = int(min(cap, max(5, math.ceil(BATCH_MS / estimate_ms))))
         batches = _Batches(self, launches, before, cap, floor, per_batch, rounds, opts.graph,
-                           primers)
+                           primers, rests)
         if batches.sets:
             return self._replayed(batches, rounds, estimate_ms * per_batch)
 
@@ -400,7 +431,15 @@ class Timer:
         self.stream.synchronize("timed repetitions")
         batches.tick()
         ahead_ms = ahead_end.elapsed_ms(ahead_start) - host_ms
-        return self._timings(rounds, batches.times, clocks, ahead_ms, batches.stop)
+        return self._timings(rounds, batches.times, clocks, ahead_ms, batches.stop,
+                             rest=opts.rest if any(rests) else 0.0)
+
+    def _gated(self, primers: list, durations_ms: Sequence[float]) -> list:
+        """The primers of launches shorter than ``prime_below_ms``, with cold L2 (None for
+        the others): ``TimingOptions.prime_below_ms``."""
+        below = self.options.prime_below_ms if self.options.cold_l2 else 0.0
+        return [p if p is not None and ms < below else None
+                for p, ms in zip(primers, durations_ms, strict=True)]
 
     def _replayed(self, batches: _Batches, rounds: _Rounds, batch_ms: float
                   ) -> tuple[list[Timing], list[list[float]]]:
@@ -415,7 +454,7 @@ class Timer:
         ahead_ms = -idle if idle > GRAPH_IDLE_TOLERANCE_MS else batch_ms
         batches.close()
         return self._timings(rounds, batches.times, clocks, ahead_ms, batches.stop,
-                             graph=True)
+                             graph=True, rest=self.options.rest if any(batches.rests) else 0.0)
 
     def _timings(self, rounds: _Rounds, per_round: list[list[float]], clocks,
                  ahead_ms: float, stop: str, **regime) -> tuple[list[Timing],
@@ -464,9 +503,7 @@ class Timer:
         self._measure(lambda: [launch() for launch in prepared], warm)
         cap = int(min(opts.max_reps, ISOLATED_MAX_REPS,
                       max(opts.min_reps, opts.budget_ms / total_ms)))
-        below = opts.prime_below_ms if opts.cold_l2 else 0.0
-        primers = [p if p is not None and gpu_ms < below else None
-                   for p, (gpu_ms, _) in zip(primers, measured, strict=True)]
+        primers = self._gated(primers, [gpu_ms for gpu_ms, _ in measured])
         reps = _Isolated(self, launches, before, measured, cap, min(cap, opts.min_reps),
                          rounds, primers)
         clocks = self.clocks.sample_until(reps.finished, interval_s=0.0, tick=reps.step)
@@ -575,9 +612,10 @@ class _Batches:
     graph runs again, and the one before it still holds its end for the idle-time measure."""
 
     def __init__(self, timer: Timer, launches, before, cap: int, floor: int, per_batch: int,
-                 rounds: _Rounds, graph: bool = False, primers=None):
+                 rounds: _Rounds, graph: bool = False, primers=None, rests=None):
         self.timer, self.launches, self.before, self.rounds = timer, launches, before, rounds
         self.primers = list(primers or [None] * len(launches))
+        self.rests = list(rests or [0.0] * len(launches))
         self.cap, self.floor, self.per_batch = cap, floor, per_batch
         self.enqueued = 0
         self.in_flight: list[list[list[tuple[Event, Event]]]] = []
@@ -598,9 +636,11 @@ class _Batches:
     def _rounds(self, batch, in_graph: bool = False) -> None:
         stream, cold = self.timer.stream, self.timer.options.cold_l2
         for round_events in batch:
-            for launch, before, primer, (start, end) in zip(self.launches, self.before,
-                                                            self.primers, round_events,
-                                                            strict=True):
+            for launch, before, primer, rest, (start, end) in zip(
+                    self.launches, self.before, self.primers, self.rests, round_events,
+                    strict=True):
+                if rest:
+                    self.timer.kernels.spin(rest)
                 if primer is not None:
                     primer()
                 if before is not None:

@@ -140,6 +140,11 @@ def _mode(result: Result) -> str:
     return "interleaved (compare)" if result.comparison is not None else "one at a time"
 
 
+def _duty(timing) -> str:
+    """A timing's duty in words (TimingOptions.rest)."""
+    return f"a rest of {timing.rest:g}x before each launch" if timing.rest else "full duty"
+
+
 def _l2(t: Timing) -> str:
     return "cold L2" if t.cold_l2 else "hot L2"
 
@@ -157,6 +162,8 @@ def _unlike(old: Result, new: Result) -> list[str]:
         out.append(f"{_mode(old)} against {_mode(new)}")
     if old.timing.regime != new.timing.regime:
         out.append(f"regime {old.timing.regime} against {new.timing.regime}")
+    if old.timing.rest != new.timing.rest:
+        out.append(f"{_duty(old.timing)} against {_duty(new.timing)}")
     if ko.precision and kn.precision and ko.precision != kn.precision:
         out.append(f"precision {ko.precision} against {kn.precision}")
     # a parameter in one run only is one the spec gained or lost (at its default): the

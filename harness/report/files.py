@@ -167,6 +167,11 @@ def timing_method(timing: dict) -> str:
         return (f"isolated launches: before each repetition the stream is synchronised and the "
                 f"GPU left idle {gap:g} ms, then CUDA events around the launch with a little "
                 f"work queued ahead of it; median and p20/p80 of the repetitions{less}")
+    rest = timing.get("rest") or 0
+    if rest > 0 and timing.get("cold_l2", True):
+        less += (f"; each launch of 10 us or more after a rest of {rest:g}x its own time (a "
+                 "one-thread spin), so that the card runs under its power cap at the clock "
+                 "it picks, whatever ran before")
     if timing.get("graph"):
         return ("sustained: each batch of repetitions (C poisoned, L2 flushed in cold mode, "
                 "CUDA events around each launch) captured once in a CUDA graph and replayed, "
