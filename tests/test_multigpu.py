@@ -5,9 +5,16 @@ processes that speak the worker protocol; on a GPU, two workers on one device ag
 from __future__ import annotations
 
 import dataclasses
+import functools
+import importlib.machinery
 import json
+import multiprocessing
+import re
+import socket
 import sys
+import threading
 import time
+from types import ModuleType, SimpleNamespace
 
 import pytest
 
@@ -367,13 +374,15 @@ def test_a_gpu_is_held_by_one_dask_worker_of_its_host(monkeypatch):
         (cluster.claims_folder() / f"{gpu.uuid}.lock").unlink(missing_ok=True)
 
 
-def test_without_dask_the_cluster_option_names_the_install(monkeypatch):
+@pytest.mark.parametrize("address", ["tcp://127.0.0.1:1", "local"])
+def test_without_dask_the_cluster_option_names_the_install(monkeypatch, address):
+    """Said at once, also for a local cluster, which imports Dask in the thread it starts in."""
     from harness.run import cluster
 
     monkeypatch.setitem(sys.modules, "distributed", None)
     with pytest.raises(HarnessError, match=r"--cluster needs Dask distributed, which is not "
                                            r"installed .*pip install -e '\.\[cluster\]'"):
-        cluster.Engine("tcp://127.0.0.1:1", lambda _: None)
+        cluster.Engine(address, lambda _: None)
 
 
 def test_a_local_dask_cluster_of_two_workers_gives_one_workers_rows(kernels, fake, tmp_path):
@@ -408,6 +417,126 @@ def test_a_local_dask_cluster_of_two_workers_gives_one_workers_rows(kernels, fak
     assert sorted(d["index"] for d in record.devices) == [0, 1]
     for lock in cluster.claims_folder().glob(f"{tag}-*.lock"):
         lock.unlink()
+
+
+class _FakeDask(ModuleType):
+    """Dask distributed as the engine imports and uses it (CI has no Dask): a LocalCluster
+    whose start waits for ``go``, a Client whose workers answer ``answers`` (or that cannot
+    reach the scheduler: ``refused``); what was closed, in order, in ``closed``."""
+
+    def __init__(self, answers, refused=None):
+        super().__init__("distributed")
+        self.__spec__ = importlib.machinery.ModuleSpec("distributed", None)
+        self.answers, self.refused = answers, refused
+        self.go, self.closed = threading.Event(), []
+
+    def LocalCluster(self, n_workers, **_):
+        assert self.go.wait(30), "the test never let the cluster start"
+        return SimpleNamespace(scheduler_address="tcp://fake:1",
+                               close=lambda: self.closed.append("cluster"))
+
+    def Client(self, address, timeout):
+        if self.refused:
+            raise self.refused
+        return SimpleNamespace(run=lambda fn, on_error: self.answers, cancel=lambda _: None,
+                               scheduler=SimpleNamespace(address=address),
+                               close=lambda: self.closed.append("client"))
+
+    @staticmethod
+    def as_completed(futures):
+        return iter(futures)
+
+
+def _facts(index, name="Fake GPU"):
+    return {"index": index, "uuid": f"GPU-{index}", "name": name, "arch": "sm_90",
+            "host": "fakehost", "host_gpus": 2}
+
+
+@pytest.fixture
+def fake_dask(monkeypatch):
+    """A host of two stand-in GPUs whose local cluster is a _FakeDask; returns a setter."""
+    monkeypatch.setattr(gpu_choice, "visible_gpus", lambda: SHOWN)
+
+    def use(answers, refused=None):
+        dask = _FakeDask(answers, refused)
+        monkeypatch.setitem(sys.modules, "distributed", dask)
+        return dask
+    return use
+
+
+def _said(lines, pattern):
+    """The seconds in the one line of ``lines`` that matches ``pattern``."""
+    matched = [line for line in lines if re.fullmatch(pattern, line)]
+    assert len(matched) == 1, (pattern, lines)
+    return [float(x) for x in re.findall(r"(\d+\.\d) s", matched[0])]
+
+
+def test_a_local_clusters_start_does_not_hold_the_caller_and_run_waits_for_it(fake_dask,
+                                                                             tmp_path):
+    """The engine is made at once, its GPUs known from this host's view (the tune screens
+    for their arch meanwhile); run waits for the cluster; the say() lines time both ends."""
+    from harness.run import cluster
+
+    dask = fake_dask({"tcp://w0": _facts(0, SHOWN[0].name), "tcp://w1": _facts(1, SHOWN[0].name)})
+    lines = []
+    with cluster.Engine("local", lines.append) as engine:
+        assert engine.client is None and engine.local is None, "the start waits for go"
+        assert engine.models == [SHOWN[0].name] and engine.known[0]["arch"] == "sm_90"
+        assert engine.describe() == (f"2 Dask workers on 1 host(s) ({socket.gethostname()}): "
+                                     f"2 x {SHOWN[0].name}")
+        threading.Timer(0.3, dask.go.set).start()
+        t0 = time.monotonic()
+        engine.run([], runner.RunOptions(sizes=SIZES), tmp_path / "r.jsonl", lines.append)
+        assert time.monotonic() - t0 >= 0.25
+        assert sorted(engine.gpus) == ["tcp://w0", "tcp://w1"]
+        assert engine.describe() == f"2 Dask workers on 1 host(s) (fakehost): 2 x {SHOWN[0].name}"
+    ready_s, overlapped_s, waited_s = _said(
+        lines, r"Dask: local cluster of 2 workers and their GPUs ready in \d+\.\d s \(\d+\.\d s "
+               r"of it overlapped with this process's work, \d+\.\d s waited for\)")
+    assert waited_s >= 0.2 and overlapped_s == pytest.approx(ready_s - waited_s, abs=0.11)
+    _said(lines, r"Dask: local cluster closed in \d+\.\d s")
+    assert dask.closed == ["client", "cluster"]
+
+
+@pytest.mark.parametrize(("answers", "refused", "said", "closed"), [
+    ({}, None, r"the Dask scheduler at tcp://fake:1 has no workers; expected one per GPU: "
+               r"start one with `dask scheduler`", ["client", "cluster"]),
+    ({"tcp://w0": _facts(0), "tcp://w1": HarnessError("Dask worker on b: expected a GPU, the "
+                                                      "CUDA driver shows none")}, None,
+     r"1 of 2 Dask workers hold no GPU \(the first, tcp://w1: Dask worker on b: expected a "
+     r"GPU, the CUDA driver shows none\); expected one worker per GPU", ["client", "cluster"]),
+    ({}, OSError("connection refused"), r"--cluster tcp://fake:1: expected a Dask scheduler "
+     r"there, could not reach one \(connection refused\)", ["cluster"]),
+])
+def test_a_local_clusters_failed_start_is_raised_where_it_is_waited_for_and_closed(
+        fake_dask, tmp_path, answers, refused, said, closed):
+    from harness.run import cluster
+
+    dask = fake_dask(answers, refused)
+    dask.go.set()
+    lines = []
+    with cluster.Engine("local", lines.append) as engine:
+        with pytest.raises(HarnessError, match=said):
+            engine.run([], runner.RunOptions(sizes=SIZES), tmp_path / "r.jsonl", lines.append)
+        assert dask.closed == closed, "closed by the start, before the engine is"
+    assert dask.closed == closed and lines == []
+
+
+def test_a_local_clusters_workers_must_hold_the_gpus_the_caller_was_told_of(fake_dask,
+                                                                           tmp_path):
+    """What the tune screened and ranked for (this host's GPU model) is checked against the
+    workers' answers before any work is handed out."""
+    from harness.run import cluster
+
+    dask = fake_dask({"tcp://w0": _facts(0, "NVIDIA H200"), "tcp://w1": _facts(1, "NVIDIA A100")})
+    dask.go.set()
+    with cluster.Engine("local", lambda _: None) as engine:
+        assert engine.models == [SHOWN[0].name]
+        with pytest.raises(HarnessError, match=r"--cluster local: expected the workers to hold "
+                                               r"GPUs of this host's models \(NVIDIA H100 80GB "
+                                               r"HBM3\), they hold NVIDIA H200, NVIDIA A100"):
+            engine.run([], runner.RunOptions(sizes=SIZES), tmp_path / "r.jsonl", lambda _: None)
+    assert dask.closed == ["client", "cluster"]
 
 
 # --- the command line ----------------------------------------------------------------------
@@ -617,3 +746,46 @@ def test_harness_tune_refuses_gpus_of_two_models(fake, monkeypatch, capsys):
     assert status == 2
     assert ("tune ranks its points against each other: expected GPUs of one model, got NVIDIA "
             "H100, NVIDIA H200") in err
+
+
+def _stand_in_hold(script: str, uuids: list[str]) -> dict:
+    """In a Dask worker process: hold_gpu among the stand-in GPUs."""
+    _stand_in_gpus(script, uuids)
+    from harness.run import cluster
+
+    return cluster.hold_gpu()
+
+
+def test_harness_tune_cluster_local_screens_while_the_cluster_starts(fake, tmp_path,
+                                                                    monkeypatch, capsys):
+    """`harness tune --cluster local`: the points are screened before the cluster is waited
+    for; the rows come from both workers' GPUs; no Dask worker process outlives the command."""
+    pytest.importorskip("distributed", reason="Dask distributed is not installed "
+                                              "(pip install -e '.[cluster]')")
+    import cloudpickle
+
+    from harness.run import cluster, tune
+
+    cloudpickle.register_pickle_by_value(sys.modules[__name__])
+    _stand_in_host(monkeypatch)
+    monkeypatch.setattr(tune, "why_not_launchable", lambda kernel, arch, sizes: None)
+    tag = f"GPU-tune-{time.time_ns()}"
+    monkeypatch.setattr(cluster, "hold_gpu", functools.partial(
+        _stand_in_hold, str(runner.WORKER_COMMAND[1]), [f"{tag}-0", f"{tag}-1"]))
+    try:
+        status, err = _harness(capsys, "tune", "09_cp_async", "--param", "BM=128", "--param",
+                               "BN=128", "--param", "STAGES=2", "--size", "256", "--cluster",
+                               "local", "--report-dir", str(tmp_path))
+    finally:
+        for lock in cluster.claims_folder().glob(f"{tag}-*.lock"):
+            lock.unlink()
+    assert status == 0, err
+    said = err.splitlines()
+    where = [next(i for i, line in enumerate(said) if part in line) for part in (
+        "harness tune on a Dask cluster: 2 Dask workers on 1 host(s)", "points to check",
+        "Dask: local cluster of 2 workers and their GPUs ready in", "Dask: local cluster closed")]
+    assert where == sorted(where), said
+    (report,) = (tmp_path / "fake-gpu").glob("tune-09_cp_async-*.json")
+    rows = json.loads(report.read_text())["rows"]
+    assert {r["gpu"]["index"] for r in rows} == {0, 1}
+    assert not [p for p in multiprocessing.active_children() if "Dask" in p.name]

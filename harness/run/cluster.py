@@ -18,12 +18,14 @@ Dask is imported here only: ``pip install -e '.[cluster]'``.
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
 import json
 import socket
 import tempfile
 import time
 import uuid
 from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 from harness.bench.result import Result
@@ -46,38 +48,48 @@ def distributed():
     try:
         import distributed as dist
     except ImportError as exc:
-        raise HarnessError(f"--cluster needs Dask distributed, which is not installed "
-                           f"({exc}): {INSTALL}") from None
+        raise _not_installed(exc) from None
     return dist
+
+
+def _not_installed(why) -> HarnessError:
+    return HarnessError(f"--cluster needs Dask distributed, which is not installed ({why}): "
+                        f"{INSTALL}")
 
 
 class Engine:
     """A client of a Dask scheduler, with the GPU each of its workers holds (``gpus``:
     worker address -> facts: index, uuid, name, arch, host). ``local``: a LocalCluster of one
-    worker process per GPU of this host, closed with the engine."""
+    worker process per GPU of this host, closed with the engine; it starts in a thread, so
+    that its start (Dask's import, the worker processes, each one's first CUDA call) overlaps
+    what the caller does before it hands out work (the tune's screening). Until then, what the
+    caller needs to know of the GPUs (``known``, ``models``, ``describe()``) is this host's own
+    view of them; ``gpus`` and ``run`` wait for the start."""
 
     def __init__(self, address: str, say: Say):
-        dist = distributed()
-        self.say, self.local = say, None
-        if address == "local":
-            count = len(gpu_choice.visible_gpus())
-            if not count:
-                raise HarnessError("--cluster local: expected GPUs on this host for a local "
-                                   "cluster of one worker per GPU, found none")
-            self.local = dist.LocalCluster(n_workers=count, threads_per_worker=1,
-                                           processes=True, dashboard_address=None)
-            address = self.local.scheduler_address
-        try:
-            self.client = dist.Client(address, timeout=30)
-        except (OSError, TimeoutError) as exc:
-            self._close_local()
-            raise HarnessError(f"--cluster {address}: expected a Dask scheduler there, could "
-                               f"not reach one ({exc}); {START}") from None
-        try:
-            self.gpus = self._hold_gpus()
-        except BaseException:
-            self.close()
-            raise
+        self.say, self.address = say, address
+        self.local = self.client = None
+        self._gpus: dict[str, dict] | None = None
+        self._shown: list[dict] = []
+        self._starting: Future | None = None
+        self._start_s = 0.0
+        if address != "local":  # a remote cluster's GPUs are known only by asking its workers
+            self._gpus = self._start(address)
+            say(f"Dask: scheduler at {address} and its {len(self._gpus)} workers' GPUs ready "
+                f"in {self._start_s:.1f} s")
+            return
+        if importlib.util.find_spec("distributed") is None:  # said now, not after screening
+            raise _not_installed("no module named 'distributed'")
+        shown = gpu_choice.visible_gpus()
+        if not shown:
+            raise HarnessError("--cluster local: expected GPUs on this host for a local "
+                               "cluster of one worker per GPU, found none")
+        host = socket.gethostname()
+        self._shown = [{"index": g.index, "uuid": g.uuid, "name": g.name, "arch": g.arch,
+                        "host": host, "host_gpus": len(shown)} for g in shown]
+        pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="dask-start")
+        self._starting = pool.submit(self._start, address, len(shown))
+        pool.shutdown(wait=False)
 
     def __enter__(self) -> Engine:
         return self
@@ -85,11 +97,69 @@ class Engine:
     def __exit__(self, *exc) -> None:
         self.close()
 
-    def close(self) -> None:
-        self.client.close()
-        self._close_local()
+    def _start(self, address: str, workers: int = 0) -> dict[str, dict]:
+        """Start a local cluster of ``workers`` (or reach the scheduler at ``address``) and
+        have every worker claim its GPU: the workers' GPUs. What it started is closed on
+        error."""
+        t0 = time.perf_counter()
+        dist = distributed()
+        try:
+            if workers:
+                self.local = dist.LocalCluster(n_workers=workers, threads_per_worker=1,
+                                               processes=True, dashboard_address=None)
+                address = self.local.scheduler_address
+            try:
+                self.client = dist.Client(address, timeout=30)
+            except (OSError, TimeoutError) as exc:
+                raise HarnessError(f"--cluster {address}: expected a Dask scheduler there, "
+                                   f"could not reach one ({exc}); {START}") from None
+            gpus = self._hold_gpus()
+        except BaseException:
+            self._shut()
+            raise
+        self._start_s = time.perf_counter() - t0
+        return gpus
 
-    def _close_local(self) -> None:
+    @property
+    def gpus(self) -> dict[str, dict]:
+        """Worker address -> the facts of the GPU it holds; waits for a local cluster's start."""
+        return self._ready()
+
+    def _ready(self) -> dict[str, dict]:
+        """The workers' GPUs once a local cluster's start is over: its error is raised here
+        (the cluster closed), and its workers' GPUs must be of the models the caller was told."""
+        if self._gpus is None:
+            t0 = time.perf_counter()
+            gpus = self._starting.result()
+            waited_s = time.perf_counter() - t0
+            held = _models(gpus.values())
+            if sorted(held) != sorted(self.models):
+                raise HarnessError(f"--cluster local: expected the workers to hold GPUs of "
+                                   f"this host's models ({', '.join(self.models)}), they hold "
+                                   f"{', '.join(held)}")
+            self._gpus = gpus
+            self.say(f"Dask: local cluster of {len(gpus)} workers and their GPUs ready in "
+                     f"{self._start_s:.1f} s ({max(0.0, self._start_s - waited_s):.1f} s of it "
+                     f"overlapped with this process's work, {waited_s:.1f} s waited for)")
+        return self._gpus
+
+    def close(self) -> None:
+        """Close the client, and a local cluster once its start is over (a start that failed
+        closed what it had started). Without a timeout: a LocalCluster.close(timeout=...) that
+        runs out leaves the cluster "closing", and Dask's exit hook then waits 10 s on it."""
+        if self._starting is not None:
+            self._starting.exception()  # its error, if any, is raised where the GPUs are asked
+        if self.client is None and self.local is None:
+            return
+        t0 = time.perf_counter()
+        what = "local cluster" if self.local is not None else f"client of {self.address}"
+        self._shut()
+        self.say(f"Dask: {what} closed in {time.perf_counter() - t0:.1f} s")
+
+    def _shut(self) -> None:
+        if self.client is not None:
+            self.client.close()
+            self.client = None
         if self.local is not None:
             self.local.close()
             self.local = None
@@ -109,14 +179,20 @@ class Engine:
         return answers
 
     @property
+    def known(self) -> list[dict]:
+        """The workers' GPUs as known without waiting: a local cluster's are this host's own
+        view of its GPUs until its workers have answered."""
+        return list(self._gpus.values()) if self._gpus is not None else self._shown
+
+    @property
     def models(self) -> list[str]:
         """The GPU models of the workers, in the order first seen."""
-        return list(dict.fromkeys(g["name"] for g in self.gpus.values()))
+        return _models(self.known)
 
     def describe(self) -> str:
-        hosts = sorted({g["host"] for g in self.gpus.values()})
-        return (f"{len(self.gpus)} Dask workers on {len(hosts)} host(s) ({', '.join(hosts)}): "
-                + ", ".join(f"{sum(g['name'] == m for g in self.gpus.values())} x {m}"
+        hosts = sorted({g["host"] for g in self.known})
+        return (f"{len(self.known)} Dask workers on {len(hosts)} host(s) ({', '.join(hosts)}): "
+                + ", ".join(f"{sum(g['name'] == m for g in self.known)} x {m}"
                             for m in self.models))
 
     def run(self, kernels: Sequence[Kernel], options: RunOptions, jsonl_path: Path, say: Say,
@@ -129,6 +205,7 @@ class Engine:
                                "run without --cluster")
         from harness.run.multi import in_run_order
 
+        self._ready()  # a local cluster's start is over (or its error raised)
         dist = distributed()
         record = RunRecord()
         t0 = time.perf_counter()
@@ -168,6 +245,10 @@ class Engine:
             record.phases[name] = record.phases.get(name, 0.0) + seconds
         for row in out["rows"]:
             keep(Result.from_json(row))
+
+
+def _models(gpus) -> list[str]:
+    return list(dict.fromkeys(g["name"] for g in gpus))
 
 
 def _sent(kernel: Kernel) -> dict:
