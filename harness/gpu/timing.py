@@ -560,8 +560,8 @@ def primer_of(launch: Callable[[], None], before: Callable[[], None] | None = No
               ) -> Callable[[], None]:
     """What runs untimed before a timed repetition of ``launch`` to prime it
     (``TimingOptions.prime_below_ms``): its ``prime`` attribute where it has one (a launch
-    that takes copies of its operands in turn primes on the copy of the round before, with
-    its own preparation but C left as it is), else ``before`` and the launch (C is poisoned
+    that takes copies of its operands in turn primes on the copy it is about to take, with
+    its own preparation, C poisoned after it), else ``before`` and the launch (C is poisoned
     again after it, before the timed launch)."""
     return getattr(launch, "prime", None) or with_before(before, launch)
 
