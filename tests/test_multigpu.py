@@ -239,6 +239,9 @@ def test_two_gpus_give_the_rows_one_gpu_gives_in_the_same_order(kernels, fake, t
     assert sorted(d["index"] for d in two.devices) == [0, 1]
     assert two.phases["timing"] == pytest.approx(1.0), "each worker's phases, summed"
     assert any("over 2 GPUs (0, 1)" in line for line in lines)
+    # each GPU's worker says how long it took to get ready (where a slow start would show)
+    assert {re.fullmatch(r" *GPU (\d): its worker ready in \d+\.\d s", line).group(1)
+            for line in lines if "ready in" in line} == {"0", "1"}
     streamed = (tmp_path / "two.jsonl").read_text().splitlines()
     assert len(streamed) == len(two.results)
 
@@ -415,6 +418,12 @@ def test_a_local_dask_cluster_of_two_workers_gives_one_workers_rows(kernels, fak
     assert len(streamed) == len(record.results)
     assert json.loads(streamed[0])["kernel"]["name"] != kernels[0].name, "streamed as done"
     assert sorted(d["index"] for d in record.devices) == [0, 1]
+    # every fed worker a task started (the first on each GPU, and one after the fault and
+    # after the hang) says how long it took and how long the task's screening took
+    started = [re.fullmatch(r" *GPU (\d) of \S+ \(Dask worker\): its worker ready in "
+                            r"\d+\.\d s; the task screened its kernel in \d+\.\d s", line)
+               for line in lines if "ready in" in line and "Dask worker" in line]
+    assert all(started) and {m.group(1) for m in started} == {"0", "1"} and len(started) >= 3
     for lock in cluster.claims_folder().glob(f"{tag}-*.lock"):
         lock.unlink()
 

@@ -219,7 +219,7 @@ class Engine:
                        for i, kernel in enumerate(kernels)}
             try:
                 for future in dist.as_completed(futures):
-                    self._keep(future, futures[future], options, record, keep)
+                    self._keep(future, futures[future], options, record, keep, say)
             except BaseException:
                 self.client.cancel(list(futures))
                 raise
@@ -231,7 +231,7 @@ class Engine:
 
     @staticmethod
     def _keep(future, kernel: Kernel, options: RunOptions, record: RunRecord,
-              keep: Callable[[Result], None]) -> None:
+              keep: Callable[[Result], None], say: Say = lambda _: None) -> None:
         try:
             out = future.result()
         except Exception as exc:  # the task itself failed (a Dask worker lost, a bug)
@@ -241,6 +241,12 @@ class Engine:
             return
         if out["device"]:
             record.saw(out["device"], out["gpu"]["index"])
+        started = out.get("started")
+        if started:  # the Dask worker started its fed worker for this task
+            gpu = out["gpu"]
+            say(f"      GPU {gpu['index']} of {gpu['host']} (Dask worker): its worker ready in "
+                f"{started['worker_start_s']:.1f} s; the task screened its kernel in "
+                f"{started['screen_s']:.1f} s")
         for name, seconds in out["phases"].items():
             record.phases[name] = record.phases.get(name, 0.0) + seconds
         for row in out["rows"]:
@@ -311,8 +317,11 @@ def measure_kernel(sent: dict, options: RunOptions, reuse_baseline: bool, mode: 
     from harness.run.multi import WorkerStartError
 
     gpu = hold_gpu()
+    t0 = time.perf_counter()
     kernel, rows = runner.screen(_received(sent), gpu["arch"], options.sizes)
+    screen_s = time.perf_counter() - t0
     fed = _fed(gpu, options, reuse_baseline, mode)
+    opens = fed.opens
     if not rows:
         fed.sink = rows.append  # this task's rows, as the worker gives them
         try:
@@ -322,8 +331,10 @@ def measure_kernel(sent: dict, options: RunOptions, reuse_baseline: bool, mode: 
                            f"{gpu['index']} of {gpu['host']}: {exc.message}")
                     for size in options.sizes]
     phases, fed.record.phases = fed.record.phases, {}
+    started = ({"screen_s": screen_s, "worker_start_s": fed.start_s}
+               if fed.opens > opens else None)  # this task started the fed worker
     return {"rows": [r.to_json() for r in rows], "device": fed.record.device, "gpu": gpu,
-            "phases": phases}
+            "phases": phases, "started": started}
 
 
 def _fed(gpu: dict, options: RunOptions, reuse_baseline: bool, mode: str):

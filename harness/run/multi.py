@@ -17,6 +17,7 @@ import collections
 import dataclasses
 import tempfile
 import threading
+import time
 from collections.abc import Callable, Sequence
 
 from harness.bench.result import Result
@@ -57,6 +58,12 @@ class FedWorker(_Worker):
         self.lines = None
         self.stderr = None
         self.killed = False
+        self.opens = 0
+        """Processes it started that got ready."""
+        self.start_s: float | None = None
+        """How long its last process took from its start to ``ready`` (CUDA, cuBLAS, the
+        ceilings): a Dask worker's first rows came 3.7 s after `--gpus all`'s on two H200s
+        (notes/multi_gpu.md), and this says whether its worker's start is where they went."""
 
     def measure(self, kernel: Kernel) -> None:
         """Every size of ``kernel`` on this GPU, each row to ``keep`` as it comes. Raises
@@ -97,6 +104,7 @@ class FedWorker(_Worker):
             proc.kill()
 
     def _open(self) -> None:
+        t0 = time.perf_counter()
         self.stderr = tempfile.TemporaryFile(mode="w+")
         self.proc, self.lines = self._start(self.stderr)
         self.proc.stdin.write(self.job.to_json() + "\n")
@@ -108,6 +116,8 @@ class FedWorker(_Worker):
             returncode, tail = self._reap()
             raise WorkerStartError(*_failure(error, hung, returncode, tail, self.limit_s,
                                              self.stage))
+        self.start_s, self.opens = time.perf_counter() - t0, self.opens + 1
+        self.say(f"its worker ready in {self.start_s:.1f} s")
 
     def _wait(self, until: str | None) -> tuple[bool, dict | None]:
         try:
