@@ -239,3 +239,32 @@ def test_driver_api_headers_compile_under_nvrtc():
     assert compiled.cubin[:4] == b"\x7fELF"
     (plain,) = discover([HEADERS])
     assert headers.extra_flags(plain.spec.path) == ()
+
+
+def test_an_edited_header_rebuilds(tmp_path):
+    """The cache keys on every file the build reads: a header the kernel includes with
+    ``#include "..."`` (two deep here) edited after a cached compile gives a new build."""
+    from harness.kernels.registry import Kernel
+    from harness.kernels.spec import read_spec
+
+    (tmp_path / "inner.h").write_text("#define WORDS 1024\n")
+    (tmp_path / "outer.h").write_text('#include "inner.h"\n')
+    path = tmp_path / "uses_header.cu"
+    path.write_text('/* harness\nentry = "uses_header"\nsummary = "test"\nprecision = "fp32"\n'
+                    'min_arch = "sm_80"\nblock = ["32"]\ngrid = ["1"]\n*/\n'
+                    '#include "outer.h"\n'
+                    'extern "C" __global__ void uses_header(int M, int N, int K, float alpha, '
+                    'const float* A, const float* B, float beta, float* C) {\n'
+                    '    __shared__ float s[WORDS];\n'
+                    '    s[threadIdx.x] = A[threadIdx.x]; __syncthreads();\n'
+                    '    C[threadIdx.x] = s[(threadIdx.x + 1) % 32];\n}\n')
+    kernel = Kernel("uses_header", read_spec(path), ())
+    first = compile_kernel(kernel, "sm_90")
+    assert first.resources.static_smem_bytes == 4096
+    assert compile_kernel(kernel, "sm_90").cached
+    (tmp_path / "inner.h").write_text("#define WORDS 8192\n")
+    edited = compile_kernel(kernel, "sm_90")
+    assert not edited.cached and edited.resources.static_smem_bytes == 32768
+    # the host set-up beside a kernel is read by the build too
+    path.with_suffix(".py").write_text("def setup(launch):\n    return {}\n")
+    assert not compile_kernel(kernel, "sm_90").cached

@@ -1,8 +1,10 @@
 """Host-side compilation to cubin: ``.cu`` through NVRTC, ``.ptx`` through nvJitLink.
 
 No GPU or driver is needed. Each compile keeps the ptxas resource report with its cubin in an
-on-disk cache keyed by source, options, target and compiler version (NVRTC's own cache returns an
-empty log on a hit, so it is turned off with ``--no-cache``).
+on-disk cache keyed by every file the build reads (the kernel, the files it includes with
+``#include "..."``, recursively, and its host set-up ``<kernel>.py``), options, target and
+compiler version (NVRTC's own cache returns an empty log on a hit, so it is turned off with
+``--no-cache``).
 """
 
 from __future__ import annotations
@@ -29,10 +31,10 @@ from harness.gpu.compilers import (
     nvrtc_compile,
 )
 from harness.kernels import ptxpp
-from harness.kernels.registry import Kernel
+from harness.kernels.registry import Kernel, source_sha256
 from harness.kernels.spec import read_spec
 
-CACHE_SCHEMA = 2  # 2: the entry's symbol is kept beside the cubin
+CACHE_SCHEMA = 3  # 2: the entry's symbol kept beside the cubin; 3: includes and .py in the key
 
 
 @dataclass(frozen=True)
@@ -120,8 +122,11 @@ def compile_kernel(kernel: Kernel, arch: str, *, use_cache: bool = True) -> Comp
         source = expanded.text.encode()
         options = CompileOptions(arch=arch)
         flags, compiler = options.nvjitlink_flags(), f"nvjitlink {compiler_versions()['nvjitlink']}"
+    # every file the build reads: an edited header must rebuild (source_sha256 covers the
+    # quoted includes, recursively, and the host set-up beside the kernel)
     key = hashlib.sha256(
-        json.dumps([CACHE_SCHEMA, spec.language, flags, compiler]).encode() + source
+        json.dumps([CACHE_SCHEMA, spec.language, flags, compiler,
+                    source_sha256(spec.path)]).encode() + source
     ).hexdigest()[:32]
     if use_cache:
         hit = _cache_load(key, kernel, arch, compiler)
