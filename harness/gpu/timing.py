@@ -305,12 +305,13 @@ class Timer:
             self._flush_ms = self._measure(self.flush, 10)[0]
         return self._flush_ms
 
-    def time(self, launch: Callable[[], None], before: Callable[[], None] | None = None
-             ) -> Timing:
+    def time(self, launch: Callable[[], None], before: Callable[[], None] | None = None,
+             after: Callable[[], None] | None = None) -> Timing:
         """Time ``launch`` (which enqueues one kernel on this timer's stream), then measure its
         power if the options ask for it. ``before`` enqueues work before every timed
-        repetition, outside its events (poisoning C)."""
-        timing = self.time_interleaved([launch], None if before is None else [before])[0][0]
+        repetition, outside its events (poisoning C); ``after``, after every timed one."""
+        timing = self.time_interleaved([launch], None if before is None else [before],
+                                       after=None if after is None else [after])[0][0]
         return self.with_power(timing, launch)
 
     def with_power(self, timing: Timing, launch: Callable[[], None]) -> Timing:
@@ -348,7 +349,8 @@ class Timer:
 
     def time_interleaved(self, launches: Sequence[Callable[[], None]],
                          before: Sequence[Callable[[], None] | None] | None = None,
-                         budget_scale: float = 1.0
+                         budget_scale: float = 1.0,
+                         after: Sequence[Callable[[], None] | None] | None = None
                          ) -> tuple[list[Timing], list[list[float]]]:
         """Time several launches in rounds (A B C, A B C, ...), each with its own events and
         flush, so that clock or thermal drift touches all of them alike. ``before[i]``, when
@@ -357,10 +359,13 @@ class Timer:
         overhead subtracted, every round ends with the calibration launch (``_calibration``).
         ``budget_scale``: the budget (the cap of the stopping rule) is this many times
         ``budget_ms`` (a compare of n kernels, each with its cuBLAS, gives every pair what a
-        run would). Returns a Timing per launch and the per-round times (ms) that go with
-        them."""
+        run would). ``after[i]``, when given, is enqueued after every timed repetition of
+        launch i, outside its events, and after no other launch of it (the capture of a
+        timed output: verify.py). Returns a Timing per launch and the per-round times (ms)
+        that go with them."""
         opts = self.options
         before = list(before or [None] * len(launches))
+        after = list(after or [None] * len(launches))
         rounds = _Rounds(len(launches), opts.subtract_launch_overhead, opts.calibration_ms,
                          padded=opts.subtract_launch_overhead and opts.calibration_ms > 0
                          and opts.regime == SUSTAINED and not opts.cold_l2)
@@ -374,8 +379,9 @@ class Timer:
                 extra.insert(0, lambda: self.kernels.spin(opts.calibration_ms))
                 primers.insert(-1, None)
             launches, before = [*launches, *extra], [*before, *[None] * len(extra)]
+            after = [*after, *[None] * len(extra)]
         if opts.regime == ISOLATED:
-            return self._time_isolated(launches, before, rounds, primers)
+            return self._time_isolated(launches, before, rounds, primers, after)
         # untimed launches (first, estimate, warm-up) get their ``before`` too: a launch whose
         # preparation fills a workspace must never run without it
         prepared = [with_before(b, launch) for launch, b in zip(launches, before, strict=True)]
@@ -409,7 +415,7 @@ class Timer:
         floor = int(min(cap, max(opts.min_reps, math.ceil(opts.min_ms / work_ms))))
         per_batch = int(min(cap, max(5, math.ceil(BATCH_MS / estimate_ms))))
         batches = _Batches(self, launches, before, cap, floor, per_batch, rounds, opts.graph,
-                           primers, rests)
+                           primers, rests, after)
         if batches.sets:
             return self._replayed(batches, rounds, estimate_ms * per_batch)
 
@@ -487,7 +493,8 @@ class Timer:
         return timings, corrected
 
     def _time_isolated(self, launches: Sequence[Callable[[], None]], before: list,
-                       rounds: _Rounds, primers: list) -> tuple[list[Timing], list[list[float]]]:
+                       rounds: _Rounds, primers: list, after: list
+                       ) -> tuple[list[Timing], list[list[float]]]:
         """The isolated regime of :meth:`time_interleaved`: every repetition of every launch
         after a synchronise and ``isolated_gap_ms`` of idle GPU; with cold L2 a launch shorter
         than ``prime_below_ms`` is primed after the gap, ahead of the flushes (with warm L2
@@ -505,7 +512,7 @@ class Timer:
                       max(opts.min_reps, opts.budget_ms / total_ms)))
         primers = self._gated(primers, [gpu_ms for gpu_ms, _ in measured])
         reps = _Isolated(self, launches, before, measured, cap, min(cap, opts.min_reps),
-                         rounds, primers)
+                         rounds, primers, after)
         clocks = self.clocks.sample_until(reps.finished, interval_s=0.0, tick=reps.step)
         self.stream.synchronize("isolated repetitions")
         return self._timings(rounds, reps.times, clocks, reps.least_ahead_ms, reps.stop,
@@ -612,8 +619,9 @@ class _Batches:
     graph runs again, and the one before it still holds its end for the idle-time measure."""
 
     def __init__(self, timer: Timer, launches, before, cap: int, floor: int, per_batch: int,
-                 rounds: _Rounds, graph: bool = False, primers=None, rests=None):
+                 rounds: _Rounds, graph: bool = False, primers=None, rests=None, after=None):
         self.timer, self.launches, self.before, self.rounds = timer, launches, before, rounds
+        self.after = list(after or [None] * len(launches))
         self.primers = list(primers or [None] * len(launches))
         self.rests = list(rests or [0.0] * len(launches))
         self.cap, self.floor, self.per_batch = cap, floor, per_batch
@@ -636,9 +644,9 @@ class _Batches:
     def _rounds(self, batch, in_graph: bool = False) -> None:
         stream, cold = self.timer.stream, self.timer.options.cold_l2
         for round_events in batch:
-            for launch, before, primer, rest, (start, end) in zip(
-                    self.launches, self.before, self.primers, self.rests, round_events,
-                    strict=True):
+            for launch, before, after, primer, rest, (start, end) in zip(
+                    self.launches, self.before, self.after, self.primers, self.rests,
+                    round_events, strict=True):
                 if rest:
                     self.timer.kernels.spin(rest)
                 if primer is not None:
@@ -650,6 +658,8 @@ class _Batches:
                 start.record(stream, in_graph)
                 launch()
                 end.record(stream, in_graph)
+                if after is not None:
+                    after()
 
     def _capture(self) -> _Captured:
         batch = [[(Event(), Event()) for _ in self.launches] for _ in range(self.per_batch)]
@@ -733,8 +743,9 @@ class _Isolated:
     repetitions are kept as they come, and ``queue_ahead_ms`` < 0 says so)."""
 
     def __init__(self, timer: Timer, launches, before, measured: list[tuple[float, float]],
-                 cap: int, floor: int, rounds: _Rounds, primers=None):
+                 cap: int, floor: int, rounds: _Rounds, primers=None, after=None):
         self.timer, self.launches, self.cap, self.floor = timer, launches, cap, floor
+        self.after = list(after or [None] * len(launches))
         self.primers = list(primers or [None] * len(launches))
         self.rounds = rounds
         self.before = before
@@ -808,6 +819,8 @@ class _Isolated:
             launch()
             host_ms = (time.perf_counter() - host_t0) * 1e3
             end.record(stream)
+            if self.after[i] is not None:
+                self.after[i]()
             self.pending.append((mark, start, end, host_ms))
 
     def finished(self) -> bool:
