@@ -575,10 +575,12 @@ def primer_of(launch: Callable[[], None], before: Callable[[], None] | None = No
 
 @dataclass(frozen=True)
 class Primed:
-    """A launch for the timer with what primes it (``primer_of``)."""
+    """A launch for the timer with what primes it (``primer_of``) and, where it has one, what
+    follows each of its timed repetitions (``Timer.time_interleaved``'s ``after``)."""
 
     launch: Callable[[], None]
     prime: Callable[[], None]
+    after: Callable[[], None] | None = None
 
     def __call__(self) -> None:
         self.launch()
