@@ -308,11 +308,12 @@ def _verify_one(timed: TimedOutputs, initial: Operands, screen: Screen | None, o
 def _replayed(timed: TimedOutputs, initial: Operands, one: Kept, out: np.ndarray,
               rows: np.ndarray, cols: np.ndarray) -> str:
     """What earlier inputs ``out`` is the product of, if any: the repetition before, the last
-    content of this placement (what its primer ran on), or the inputs checked before
-    timing."""
+    content of this placement (what its primer ran on), the timing's first launch, or the
+    inputs checked before timing."""
     spec = timed.spec
     candidates = [(one.content - 1, "the inputs of the repetition before it"),
-                  (one.content - len(timed.copies), "the inputs its placement held before")]
+                  (one.content - len(timed.copies), "the inputs its placement held before"),
+                  (1, "the inputs of the timing's first launch")]
     tried = set()
     for content, what in candidates:
         if content < 1 or content in tried:

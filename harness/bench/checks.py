@@ -279,11 +279,28 @@ def kernel_checks(gemm: LoadedGemm, stream: Stream, plan: Plan, strict_blas: boo
         accuracy = {DEEP: {"deep": True}, WIDE: {"draw": "wide"}}.get(check.kind, {})
         for r in check_one(gemm, stream, *shape, check.seed, check.alpha, check.beta,
                            check.repeats, **accuracy):
+            if check.kind == WIDE and r.finding in ("non-finite", "wrong values"):
+                r = _narrower(r, gemm.kernel.spec.precision)
             if r.passed and r.finding == NONDETERMINISTIC:
                 _note(out, r.message)
                 continue
             out.results.append(r)
     return out
+
+
+NARROWER = "narrower range than claimed"
+
+
+def _narrower(r: CheckResult, precision: str) -> CheckResult:
+    """A failure on wide-exponent inputs named for what it shows: the kernel computes in a
+    type whose exponents do not reach the claimed precision's (FP16 for TF32, say)."""
+    spread = numerics.WIDE_EXPONENT[precision]
+    return dataclasses.replace(
+        r, finding=NARROWER,
+        message=f"{NARROWER}: on inputs spread over exponents -{spread}..{spread}"
+                f"{' (unrounded FP32 values)' if precision == 'tf32' else ''} it is wrong: "
+                f"{r.message}; it computes in a type with a narrower exponent range than "
+                f"{precision} (FP16?)")
 
 
 def summary_of(results: list[CheckResult]) -> tuple[int, float, str, str]:
