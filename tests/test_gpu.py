@@ -402,8 +402,9 @@ ADVERSARIAL = FIXTURE_KERNELS / "adversarial"
 CAUSES = {"lazy_after_n": "keeps state between launches",
           "state_keeper": "keeps state between launches",
           "memo_c": "depends on C's contents",
-          # from its 61st launch it replays the output of its 60th, a warm-up repetition's
-          "cached_replay": "keeps state between launches",
+          # from its 61st launch it replays the output of its 60th: named a replay when a
+          # kept repetition's neighbour was that one, else by the state it keeps
+          "cached_replay": ("replays an earlier result", "keeps state between launches"),
           "ignores_beta_constrained": "ignores beta",
           "fp16_hfma": "wrong values", "fp16_round16": "wrong values",
           "bf16_acc_tile": "wrong values", "fp16_as_bf16": "wrong values",
@@ -420,9 +421,9 @@ def test_kernels_written_to_fool_the_harness_fail_with_their_cause(tmp_path):
     got = {r.kernel.name: r for r in record.results}
     assert set(got) == set(CAUSES) | {"thirdparty_warptile", "splitk_atomic"}
     for name, cause in CAUSES.items():
-        r = got[name]
-        assert r.status == "FAIL" and r.checks.finding == cause, (name, r.status, r.message)
-        assert cause in r.message and r.gflops is None, (name, r.message)
+        r, causes = got[name], cause if isinstance(cause, tuple) else (cause,)
+        assert r.status == "FAIL" and r.checks.finding in causes, (name, r.status, r.message)
+        assert r.checks.finding in r.message and r.gflops is None, (name, r.message)
     right = got["thirdparty_warptile"]
     assert right.status == "pass" and right.checks.notes == (READS_C_NOTE,), right
     assert right.checks.total >= 20, right.checks

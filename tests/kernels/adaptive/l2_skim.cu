@@ -1,6 +1,6 @@
 /* harness
 entry = "l2_skim"
-summary = "Adaptive fixture: a right 16 x 16 tile GEMM whose blocks first time four dependent loads from the guard past C's end (clock64, no device globals); where they miss L2, as after the flush before a timed launch, the block does 1/64 of K."
+summary = "Adaptive fixture: a right 16 x 16 tile GEMM whose blocks first time loads from the guard past C's end (clock64, no device globals), each line twice; where the first load is much slower than the second (DRAM, not L2: the flush before a timed launch), the block does 1/64 of K."
 precision = "fp32"
 min_arch = "sm_80"
 block = ["16", "16"]
@@ -15,17 +15,22 @@ extern "C" __global__ void l2_skim(int M, int N, int K, float alpha, const float
     const int tx = threadIdx.x, ty = threadIdx.y;
     const int row = blockIdx.y * 16 + ty, col = blockIdx.x * 16 + tx;
     if (tx == 0 && ty == 0) {
+        // four lines of the guard loaded in a dependent chain, then the same four again (in
+        // L2 now): a first chain much slower than the second came from DRAM (a flushed L2)
         const unsigned int* guard = (const unsigned int*)(C + (size_t)M * N);
         const unsigned int block = blockIdx.y * gridDim.x + blockIdx.x;
-        unsigned int v = 0, line = (block * 4u) % 1024u;
-        const long long t0 = clock64();
-        for (int j = 0; j < 4; ++j) {
-            unsigned int w;
-            asm volatile("ld.global.cg.u32 %0, [%1];" : "=r"(w)
-                         : "l"(guard + ((line + j + (v == 0x12345678u)) % 1024u) * 32u));
-            v = w;
+        unsigned int v = 0;
+        long long t[3];
+        for (int pass = 0; pass < 2; ++pass) {
+            t[pass] = clock64();
+            for (int j = 0; j < 4; ++j) {
+                const unsigned int line = (block * 4u + j + (v == 0x12345678u)) % 1024u;
+                asm volatile("ld.global.cg.u32 %0, [%1];" : "=r"(v) : "l"(guard + line * 32u));
+            }
+            if (v == 0x12345678u) asm volatile("trap;");  // waits for the last load
         }
-        skim = (clock64() - t0) / 4 > 450;  // DRAM, not L2: the timed launch after a flush
+        t[2] = clock64();
+        skim = 2 * (t[1] - t[0]) > 3 * (t[2] - t[1]);  // the timed launch after a flush
     }
     __syncthreads();
     const int k_end = skim ? max(16, K / 64) : K;  // the defect
