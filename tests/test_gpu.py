@@ -433,7 +433,10 @@ def test_kernels_written_to_fool_the_harness_fail_with_their_cause(tmp_path):
 ADAPTIVE = FIXTURE_KERNELS / "adaptive"
 ADAPTS = {"content_memo": "memoises", "dead_mma_memo": "memoises",
           "sampled_memo": "memoises", "timer_skim": "keeps state between launches",
-          "l2_skim": "adapts to timing", "primer_replay": "replays an earlier result",
+          # its probe of C's guard reads L2 as cold after the poisoning memset too (H100,
+          # notes/verification.md), so it skims in the battery as well: a race there
+          "l2_skim": ("adapts to timing", "race", "nondeterministic", "wrong values"),
+          "primer_replay": "replays an earlier result",
           "bf16x3_fp32": "less accurate than FP32",
           "fp16_as_tf32": "narrower range than claimed"}
 
@@ -449,10 +452,11 @@ def test_kernels_that_adapt_to_the_verifier_fail_with_their_cause(tmp_path):
                  tmp_path / "adapt.jsonl", lambda _: None)
     got = {r.kernel.name: r for r in record.results}
     assert set(got) == set(ADAPTS) | {"honest_counter"}
-    for name, cause in ADAPTS.items():
-        r = got[name]
-        assert r.status == "FAIL" and r.checks.finding == cause, (name, r.status, r.message)
-        assert r.gflops is None, (name, r.message)
+    wrong = {name: (r.status, r.checks.finding if r.checks else None, r.message)
+             for name, cause in ADAPTS.items() if (r := got[name]).status != "FAIL"
+             or r.checks.finding not in (cause if isinstance(cause, tuple) else (cause,))
+             or r.gflops is not None}
+    assert not wrong, wrong
     honest = got["honest_counter"]
     assert honest.status == "pass", honest.message
     assert honest.checks.timed_checked == min(2 * 16, honest.timing.reps) and honest.screen
