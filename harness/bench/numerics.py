@@ -161,6 +161,9 @@ class Tolerance:
     input_factor: float = 0.0
     """2 u_in: an element's bound per unit of its error scale for inputs represented with
     relative error u_in (``fp32_via``, unrounded TF32); 0 when the inputs are exact."""
+    c_rounding: float = 0.0
+    """||round_C(ref) - ref||: what storing the exact result in a 16-bit C costs (0 for
+    FP32)."""
 
     @classmethod
     def for_gemm(cls, precision: str, k: int, ref: np.ndarray, scale: np.ndarray,
@@ -180,11 +183,12 @@ class Tolerance:
             raise HarnessError(f"no tolerance for C type {c_type!r}; expected one of "
                                f"{', '.join(C_TYPES)}")
         walk = accumulation_bound(k)
+        rounding = c_rounding_norm(ref, c_type)
         norm_abs = NORM_SAFETY * walk * float(np.linalg.norm(scale))
-        norm_abs += (1.0 + C_ROUNDING_SLACK) * c_rounding_norm(ref, c_type)
+        norm_abs += (1.0 + C_ROUNDING_SLACK) * rounding
         norm_abs += 2.0 * input_unit * input_norm
         return cls(c_type, ELEMENT_SAFETY * walk, norm_abs, float(np.linalg.norm(ref)),
-                   2.0 * input_unit)
+                   2.0 * input_unit, rounding)
 
     def element_limit(self, ref: np.ndarray, scale: np.ndarray) -> np.ndarray:
         """Each element's bound on |out - ref|: the accumulation's (and the inputs'
@@ -345,7 +349,8 @@ def compare(out: np.ndarray, ref: np.ndarray, precision: str, *, scale: np.ndarr
     when beta != 0); elements whose bits did not change are unwritten. ``c64``: C's start
     values, which let a failure at beta != 0 be told apart as "ignores beta" or "ignores
     alpha". ``yardstick``: FP32 accumulation's error norm on the same inputs
-    (:func:`fp32_yardstick`), which the error is reported as a multiple of; with
+    (:func:`fp32_yardstick`; with a 16-bit C, with the rounding to C added), which the error
+    is reported as a multiple of; with
     ``max_multiple``, a multiple above it fails as "less accurate than FP32".
     ``input_unit``, ``input_norm``: inputs the kernel represents less exactly than given
     (:meth:`Tolerance.for_gemm`)."""
@@ -366,6 +371,8 @@ def compare(out: np.ndarray, ref: np.ndarray, precision: str, *, scale: np.ndarr
     max_abs = float(diff.max()) if diff.size else 0.0
     n_unwritten = int(np.count_nonzero(unwritten))
     passed = nan_elements == 0 and bad == 0 and err_norm <= tol.norm_abs
+    if yardstick:  # a 16-bit C: FP32 accumulation rounded to C, as a right kernel gives
+        yardstick = math.hypot(yardstick, tol.c_rounding)
     multiple = err_norm / yardstick if yardstick and not nan_elements else math.nan
     finding, message = "ok", "ok"
     if n_unwritten:
