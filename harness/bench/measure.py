@@ -18,6 +18,7 @@ import hashlib
 import json
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import partial
 
@@ -153,12 +154,15 @@ def prepare(session: BenchSession, kernel: Kernel, strict_blas: bool = False,
             limit_s=launches_limit_s(check.m, check.n, check.k, 2 + check.repeats)
             + reference_limit_s(check.m, check.n, check.k))
 
-    with PHASES("checks"):
-        checks = kernel_checks(gemm, session.stream, battery,
-                               strict_blas or gemm.kernel.spec.blas_strict, say=each,
-                               run_seed=session.run_seed)
-    with PHASES("sass"):
-        family, found = screened(gemm)
+    # the disassembly (cuobjdump, most of a second on a cold cache) runs beside the checks
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        screening = pool.submit(screened, gemm)
+        with PHASES("checks"):
+            checks = kernel_checks(gemm, session.stream, battery,
+                                   strict_blas or gemm.kernel.spec.blas_strict, say=each,
+                                   run_seed=session.run_seed)
+        with PHASES("sass"):
+            family, found = screening.result()
     spec = gemm.kernel.spec
     if family == "tensor" and spec.precision == "fp32" and not spec.fp32_via:
         _note(checks, "its SASS holds tensor-core instructions though it claims FP32 and "
