@@ -126,10 +126,11 @@ def compile_kernel(kernel: Kernel, arch: str, *, use_cache: bool = True) -> Comp
         flags, compiler = options.nvjitlink_flags(), f"nvjitlink {compiler_versions()['nvjitlink']}"
     # every file the build reads: an edited header must rebuild (source_sha256 covers the
     # quoted includes, recursively, and the host set-up beside the kernel)
-    key = hashlib.sha256(
-        json.dumps([CACHE_SCHEMA, spec.language, flags, compiler,
-                    source_sha256(spec.path)]).encode() + source
-    ).hexdigest()[:32]
+    identity = [CACHE_SCHEMA, spec.language, flags, compiler, source_sha256(spec.path)]
+    if spec.language == "cu" and kernel.entry_expression != spec.entry:
+        # template arguments that are not -D macros make variants of one source and flags
+        identity.append(kernel.entry_expression)
+    key = hashlib.sha256(json.dumps(identity).encode() + source).hexdigest()[:32]
     ptx = expanded.text if expanded is not None else None
     if use_cache:
         hit = _cache_load(key, kernel, arch, compiler)

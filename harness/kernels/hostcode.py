@@ -439,16 +439,20 @@ def nvrtc_hints(log: str, source: str, name: str, defines: Iterable[str] = (),
             f"hint: {name}:{first}: {shown!r} is host code{more}: NVRTC compiles device code "
             f"only;{tried} guard host code with '#ifndef __CUDACC_RTC__' ... '#endif' (NVRTC "
             "defines __CUDACC_RTC__), or mark a function that runs on the GPU __device__")
+    rewritten: dict[int, list[tuple[str, str]]] = {}
     for define in defines:
         macro, _, value = define.removeprefix("-D").partition("=")
         pattern = re.compile(rf"(?:{_DECLARES}|\b(?:constexpr|const)\s+\w+\s+){re.escape(macro)}\b")
         for number, text in enumerate(lines, 1):
             if pattern.search(text) and not text.lstrip().startswith(("#", "//")):
-                hints.append(
-                    f"hint: {name}:{number}: [params] {macro} is passed as the macro "
-                    f"-D{macro}={value}, which rewrites the name {macro} this line declares "
-                    f"({text.strip()!r}): name {macro} in the entry's template arguments "
-                    f"(entry = \"kernel<{macro}>\") to pass it as a template argument, or leave "
-                    f"it out of the spec's macros (macros = false, or a list without it)")
+                rewritten.setdefault(number, []).append((macro, value))
                 break
+    for number, macros in sorted(rewritten.items()):
+        names = ", ".join(m for m, _ in macros)
+        flags = " ".join(f"-D{m}={v}" for m, v in macros)
+        hints.append(
+            f"hint: {name}:{number}: [params] {names} arrive as macros ({flags}) and rewrite "
+            f"the names this line declares ({lines[number - 1].strip()!r}): pass them as "
+            f"template arguments instead (name them in the entry, entry = \"kernel<{names}>\", "
+            "and leave them out of the spec's macros: macros = false, or a list without them)")
     return hints
