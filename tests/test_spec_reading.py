@@ -73,6 +73,17 @@ HEAD = NAIVE.read_text()
     (HEAD.replace("/* harness\n", "/* harness spec\n", 1),
      r"^k\.cu:1: the spec block's first line must be '/\* harness' alone, found "
      r"'/\* harness spec'"),
+    # a first line garbled or in another case
+    (HEAD.replace("/* harness\n", "/* Harness\n", 1),
+     r"^k\.cu:1: the spec block's first line must be '/\* harness' \(lower case, alone\), found "
+     r"'/\* Harness'$"),
+    (HEAD.replace("/* harness\n", "/* har{ness\n", 1),
+     r"^k\.cu:1: the spec block's first line must be '/\* harness' \(lower case, alone\), found "
+     r"'/\* har\{ness'$"),
+    # no first line at all
+    (HEAD.replace("/* harness\n", "", 1),
+     r"^k\.cu:1: this looks like a spec block without its first line \('entry = \.\.\.' before "
+     r"a closing '\*/'\): start the file with '/\* harness' on a line of its own$"),
     # not first
     ("// Copyright the authors.\n" + HEAD,
      r"^k\.cu:2: the spec block \('/\* harness'\) must open the file, with only blank lines "

@@ -444,7 +444,8 @@ def parse_spec(source: str, path: Path) -> KernelSpec:
         if not _NAME.match(name):
             raise fail(f"variant name {name!r} must be letters, digits and '_'")
     representative = table.get("representative")
-    if representative is not None and representative not in variants:
+    if representative is not None and (not isinstance(representative, str)
+                                       or representative not in variants):
         raise fail(f"representative {representative!r} is not one of the variants "
                    f"({', '.join(variants) or 'none declared'})")
 
@@ -665,6 +666,18 @@ def _misplaced_spec_block(source: str, path: Path) -> str | None:
         return None
     later = _SPEC_OPENER_ANYWHERE.search(source)
     if later is None:
+        head = source.split("*/", 1)[0] if "*/" in source else ""
+        entry = re.search(r"^[ \t]*entry[ \t]*=", head, re.MULTILINE)
+        if re.match(r"\A\s*/\*[ \t]*harness\b", source, re.IGNORECASE) or (
+                entry and re.match(r"\A\s*/\*", source)):
+            return (f"{path}:{_opening_line(source)}: the spec block's first line must be "
+                    f"'/* harness' (lower case, alone), found "
+                    f"{_line(source, _opening_line(source))!r}")
+        if entry:
+            line = head[: entry.start()].count("\n") + 1
+            return (f"{path}:{line}: this looks like a spec block without its first line "
+                    "('entry = ...' before a closing '*/'): start the file with '/* harness' "
+                    "on a line of its own")
         return None
     line = source[: later.start()].count("\n") + 1
     first = next(i for i, text in enumerate(source.split("\n"), 1) if text.strip())
