@@ -2,6 +2,7 @@
 that is there but cannot be read (never closed, not first, a longer first line) is said to be
 so at its line, not reported as missing with a spec to paste that is already there."""
 
+import re
 from pathlib import Path
 
 import pytest
@@ -118,3 +119,14 @@ def test_a_ptx_kernel_and_its_include_with_a_bom_and_crlf_assemble(tmp_path):
     kernel = kernels_in(read_spec(tmp_path / "11_mma_sync_bf16.ptx"))[0]
     compiled = compile_kernel(kernel, "sm_90", use_cache=False)
     assert compiled.resources.registers > 0
+
+
+def test_every_spec_key_is_in_the_readmes_spec_reference():
+    """The README documents every key a spec may have (block_order, macros, ... included)."""
+    from harness.kernels import spec
+
+    readme = (PROJECT_ROOT / "README.md").read_text()
+    missing = [key for key in spec._REQUIRED + spec._OPTIONAL
+               if not re.search(rf"(`|\[|\b){re.escape(key)}( =|`|\]|\.)", readme)]
+    assert missing == []
+    assert '`block_order = "spread"`' in readme and "`macros = true | false" in readme
