@@ -115,6 +115,14 @@ def test_a_header_nvrtc_finds_is_kept():
     assert blanked(part, "<vector>") and kept(part, "#include <cmath>")
 
 
+def test_a_generated_file_past_the_scan_limit_is_left_as_it_is(monkeypatch):
+    import harness.kernels.hostcode as hostcode
+
+    monkeypatch.setattr(hostcode, "MAX_SCAN_CHARS", 100)
+    part = device_part(HOST_FILE)
+    assert part.text == HOST_FILE and part.left_out == ()
+
+
 def test_a_file_without_host_code_is_left_as_it_is():
     source = NAIVE.read_text()
     part = device_part(source)

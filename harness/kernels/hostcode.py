@@ -60,6 +60,11 @@ _CAPS_MACRO = re.compile(r"\b[A-Z][A-Z0-9_]*[A-Z0-9]\b")
 _IDENTIFIER = re.compile(r"\b[A-Za-z_]\w*\b")
 
 
+MAX_SCAN_CHARS = 2_000_000
+"""Sources longer than this (generated files) are not scanned for host code (about 2 s per
+million characters): their failure keeps NVRTC's own diagnostics and the hints."""
+
+
 @dataclass(frozen=True)
 class LeftOut:
     """One piece of host code left out: its lines (1-based, inclusive) and what it is."""
@@ -116,6 +121,8 @@ def device_part(source: str, *, default_device: bool = False,
     call the runtime, the driver or the standard library), host variables (without
     ``-default-device``), classes and declarations that use the standard library, and
     declarations that name what was left out (``using ns::launch;``)."""
+    if len(source) > MAX_SCAN_CHARS:
+        return DevicePart(source, ())
     masked = _mask(source)
     qualifier_macros = _qualifier_macros(source)
     out = list(source)
