@@ -312,3 +312,21 @@ def test_the_example_passes_its_checks_on_the_gpu(tmp_path):
         notes = result.checks.notes if result.checks is not None else ()
         # a right GEMM, which reads C only when beta != 0 (no "reads C when beta = 0" note)
         assert result.status == "pass" and not notes, (result.status, result.message, notes)
+
+
+def test_a_template_argument_the_source_also_uses_as_a_macro_gets_a_hint(tmp_path):
+    """The entry names BM and BK, so neither is a -D macro by default; a helper that uses BK
+    as a macro fails, with the key to add."""
+    body = ("template <int TM, int TK>\n__global__ void gemm(int M, int N, int K, float alpha, "
+            "const float* A, const float* B, float beta, float* C) {\n"
+            "    __shared__ float tile[TK];\n    tile[0] = tile_width();\n}\n")
+    helper = "__device__ int tile_width() { return BK; }\n"
+    path = tmp_path / "k.cu"
+    path.write_text(HEAD.format(entry="gemm<BM, BK>", extra="") + helper + body)
+    with pytest.raises(CompileError) as info:
+        compile_kernel(kernels_in(read_spec(path))[0], "sm_90", use_cache=False)
+    assert (f"hint: {path}:12: [params] BK is not a macro (the entry's template arguments name "
+            "it, so it reaches the kernel as one), and this line uses it as one: add macros = "
+            '["BK"] to the spec (or macros = true) to pass -DBK=8 as well') in str(info.value)
+    path.write_text(HEAD.format(entry="gemm<BM, BK>", extra='macros = ["BK"]\n') + helper + body)
+    assert compile_kernel(kernels_in(read_spec(path))[0], "sm_90", use_cache=False).cubin

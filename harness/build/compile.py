@@ -144,7 +144,8 @@ def compile_kernel(kernel: Kernel, arch: str, *, use_cache: bool = True) -> Comp
         # a mangled symbol is taken as it is
         expression = kernel.entry_expression
         names = () if spec.entry.startswith("_Z") else (expression,)
-        cubin, log, lowered = nvrtc_device_cubin(source, str(spec.path), flags, names)
+        withheld = {n: v for n, v in kernel.params if not spec.passes_as_macro(n)}
+        cubin, log, lowered = nvrtc_device_cubin(source, str(spec.path), flags, names, withheld)
         symbol = lowered.get(expression, symbol)
     else:
         check_ptx_header(source.decode(errors="replace"), spec.path, arch,
@@ -216,13 +217,17 @@ def nvrtc_cubin(source: bytes, name: str, flags: list[str], name_expressions: tu
 
 
 def nvrtc_device_cubin(source: bytes, name: str, flags: list[str],
-                       name_expressions: tuple[str, ...] = ()) -> tuple[bytes, str, dict[str, str]]:
+                       name_expressions: tuple[str, ...] = (),
+                       withheld: dict[str, int] | None = None
+                       ) -> tuple[bytes, str, dict[str, str]]:
     """:func:`nvrtc_cubin` of ``source`` as written; where that fails and the file has host code
     (launchers, ``__host__`` functions, ``std::`` containers, their #includes: NVRTC compiles
     device code only), of its device part, the host code blanked
     (:func:`harness.kernels.hostcode.device_part`), with a note of what was left out in the log.
     A failure carries hints: host code the harness could not leave out (its line, and the
-    ``#ifndef __CUDACC_RTC__`` guard) and ``-D`` parameters that rewrite the source's own names."""
+    ``#ifndef __CUDACC_RTC__`` guard), ``-D`` parameters that rewrite the source's own names,
+    and parameters ``withheld`` from the macros (template arguments) that the source uses as
+    macros all the same."""
     text = source.decode(errors="replace")
     defines = [f for f in flags if f.startswith("-D")]
     try:
@@ -231,12 +236,12 @@ def nvrtc_device_cubin(source: bytes, name: str, flags: list[str],
         device = hostcode.device_part(text, default_device=headers.DEFAULT_DEVICE in flags,
                                       header_found=_nvrtc_has_header)
         if not device.left_out:
-            hints = hostcode.nvrtc_hints(str(first), text, name, defines)
+            hints = hostcode.nvrtc_hints(str(first), text, name, defines, withheld=withheld)
             raise CompileError("\n".join([str(first), *hints])) from None
     try:
         cubin, log, lowered = nvrtc_cubin(device.text.encode(), name, flags, name_expressions)
     except CompileError as second:
-        hints = hostcode.nvrtc_hints(str(second), text, name, defines, device)
+        hints = hostcode.nvrtc_hints(str(second), text, name, defines, device, withheld)
         # what to use on the device instead of a standard header left out (<cuda/std/...>)
         hints += [_missing_header(header) for header in device.headers]
         raise CompileError("\n".join([str(second), device.note(), *hints])) from None

@@ -428,11 +428,14 @@ _DECLARES = r"(?:\b(?:int|unsigned|long|short|bool|char|auto|size_t|u?int(?:8|16
 
 
 def nvrtc_hints(log: str, source: str, name: str, defines: Iterable[str] = (),
-                left_out: DevicePart | None = None) -> list[str]:
+                left_out: DevicePart | None = None,
+                withheld: dict[str, int] | None = None) -> list[str]:
     """What to do about a failed NVRTC compile of ``source`` (the file ``name``) whose log is
     ``log``: host code NVRTC refused that the harness could not leave out (its line and the
-    ``#ifndef __CUDACC_RTC__`` guard), and ``-D`` parameters (``defines``) that rewrite a name
-    the source declares itself (``template <int BM>`` read as ``template <int 128>``)."""
+    ``#ifndef __CUDACC_RTC__`` guard), ``-D`` parameters (``defines``) that rewrite a name
+    the source declares itself (``template <int BM>`` read as ``template <int 128>``), and
+    parameters ``withheld`` from the macros (the entry's template arguments) that the source
+    uses as macros (``identifier "BK" is undefined``)."""
     hints = []
     lines = source.splitlines()
     refused = [m for m in _JIT_HOST.finditer(log) if m["file"] == name]
@@ -462,4 +465,14 @@ def nvrtc_hints(log: str, source: str, name: str, defines: Iterable[str] = (),
             f"the names this line declares ({lines[number - 1].strip()!r}): pass them as "
             f"template arguments instead (name them in the entry, entry = \"kernel<{names}>\", "
             "and leave them out of the spec's macros: macros = false, or a list without them)")
+    undefined = dict.fromkeys(re.findall(r'^(?:.+?)\((\d+)\): error: identifier "(\w+)" is '
+                                         r"undefined", log, re.MULTILINE))
+    for number, macro in undefined:
+        if withheld and macro in withheld:
+            hints.append(
+                f"hint: {name}:{number}: [params] {macro} is not a macro (the entry's template "
+                f"arguments name it, so it reaches the kernel as one), and this line uses it as "
+                f"one: add macros = [\"{macro}\"] to the spec (or macros = true) to pass "
+                f"-D{macro}={withheld[macro]} as well")
+            withheld = {k: v for k, v in withheld.items() if k != macro}
     return hints
