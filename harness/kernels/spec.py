@@ -58,13 +58,17 @@ _OPTIONAL = ("layout_b", "c_type", "blas_strict", "nondeterministic", "represent
              "constraints", "carveout_pct", "predicted", "params", "variants", "tune",
              "tuned", "model", "kind", "ceiling", "tma", "budget",
              "signature", "layout_a", "layout_c", "tmaps", "cluster_dims", "block_order",
-             "macros")
+             "fp32_via", "macros")
 BLOCK_ORDERS = ("default", "spread", "load_balancing")
 """How the GPU places a launch's blocks (their clusters) on the SMs (``block_order``): the
 driver's cluster scheduling policy (``CU_LAUNCH_ATTRIBUTE_CLUSTER_SCHEDULING_POLICY_PREFERENCE``),
 ``default``, ``spread`` (a cluster's blocks spread over SMs) or ``load_balancing`` (the hardware
 may balance them). The order in which tiles are visited is the kernel's own (its grid formulas
 and its index arithmetic, or a host-built schedule)."""
+FP32_VIA = ("tf32", "tf32x3", "bf16", "bf16x3", "bf16x6", "bf16x9")
+"""How an FP32 kernel may compute on tensor cores (``fp32_via``): its inputs rounded to TF32 or
+BF16 once, or split into 3, 6 or 9 products of parts (the "x3" schemes drop the small x small
+terms). A kernel that declares none is held to FP32's accuracy and to the FP32 FMA peak."""
 C_TYPES = ("fp32", "bf16", "fp16")
 """Element types of C a kernel may declare (``c_type``); a 16-bit C goes with inputs of the
 same type (what cuBLAS offers: FP32 inputs write FP32)."""
@@ -168,6 +172,9 @@ class KernelSpec:
     """The element type the kernel writes C in (and reads it in, when beta != 0)."""
     blas_strict: bool = False
     """Reading C when beta = 0 is a failure, not a note (BLAS leaves C unset then)."""
+    fp32_via: str = ""
+    """An FP32 kernel that computes on tensor cores says how (:data:`FP32_VIA`); "" holds it
+    to FP32 accuracy and the FP32 FMA peak."""
     nondeterministic: bool = False
     """The kernel's output may change in its last bits between identical runs (atomics whose
     order changes): a note with the size of the difference instead of a failure."""
@@ -429,6 +436,11 @@ def parse_spec(source: str, path: Path) -> KernelSpec:
         allowed = "\"fp32\"" + (f" or \"{precision}\"" if precision in C_TYPES[1:] else "")
         raise fail(f"c_type {c_type!r} with {precision} inputs: a 16-bit C must be the inputs' "
                    f"own type, the pairs cuBLAS (the baseline) offers; use c_type = {allowed}")
+    fp32_via = table.get("fp32_via", "")
+    if fp32_via and (precision != "fp32" or fp32_via not in FP32_VIA):
+        raise fail(f"fp32_via {fp32_via!r}: an FP32 kernel that computes on tensor cores names "
+                   f"how, one of {', '.join(FP32_VIA)}" if precision == "fp32" else
+                   f"fp32_via is for precision = \"fp32\" kernels; this one is {precision}")
     for key in ("blas_strict", "nondeterministic"):
         if not isinstance(table.get(key, False), bool):
             raise fail(f"{key} must be true or false, found {table[key]!r}")
@@ -525,7 +537,8 @@ def parse_spec(source: str, path: Path) -> KernelSpec:
         path=path, entry=entry, summary=table["summary"].strip(), precision=precision,
         min_arch=table["min_arch"], block=block, grid=grid, dynamic_smem_bytes=dynamic_smem,
         layout_b=layout_b, c_type=c_type, blas_strict=table.get("blas_strict", False),
-        nondeterministic=table.get("nondeterministic", False), constraints=constraints,
+        fp32_via=fp32_via, nondeterministic=table.get("nondeterministic", False),
+        constraints=constraints,
         carveout_pct=carveout,
         predicted=table.get("predicted", "").strip(), params=params, variants=variants,
         representative=representative,
