@@ -309,9 +309,9 @@ def _local_gpus(args, ranked: str | None = None):
 def _run_and_report(args, chosen, sizes, timing, gpu_name: str, where: str, measure) -> int:
     """The run's stream, its measurement (``measure(jsonl_path)``: a RunRecord), its reports
     (one per GPU model) and its table."""
-    stamp = files.run_stamp()
     folder = args.report_dir / files.gpu_slug(gpu_name)
-    jsonl = args.json or folder / f"run-{stamp}.jsonl"
+    stem = None if args.json else files.new_stem(folder, "run")  # claims the stream's name
+    jsonl = args.json or Path(f"{stem}.jsonl")
     what = ("one representative of each kernel file" if not args.kernels and not args.all
             else f"{len(chosen)} kernels")
     common.say(f"harness run: {what} ({len(chosen)}) x {len(sizes)} sizes on {where}, "
@@ -320,7 +320,8 @@ def _run_and_report(args, chosen, sizes, timing, gpu_name: str, where: str, meas
     record = measure(jsonl)
     written = write_run_reports(record, ["harness", *sys.argv[1:]], timing, sizes,
                                 jsonl.with_suffix(""), stream=None if args.json else jsonl,
-                                report_dir=args.report_dir, name=f"run-{stamp}")
+                                report_dir=args.report_dir,
+                                name=stem.name if stem else f"run-{files.run_stamp()}")
     print(tables.table(record.results))
     fails = tables.failures(record.results)
     if fails:
@@ -456,7 +457,7 @@ def with_sass(results: Sequence[Result], kernels: Sequence[Kernel], arch: str) -
 
 
 def write_compare_report(record: RunRecord, results: Sequence[Result], command: Sequence[str],
-                         timing: TimingOptions, sizes, stem: Path) -> None:
+                         timing: TimingOptions, sizes, stem: Path) -> tuple[Path, Path]:
     """``harness compare``'s report: ``stem.json`` and ``stem.md``, side by side first; the
     JSON-lines stream ``stem.jsonl`` is removed once the JSON holds the results."""
     meta = {**files.metadata(record.device, command, asdict(timing), sizes, _infos(record)),
@@ -464,7 +465,7 @@ def write_compare_report(record: RunRecord, results: Sequence[Result], command: 
                     "followed by cuBLAS of its types, its baseline; "
                     "speedup = median over rounds of (first kernel's time / this one's), "
                     "p20-p80 of those ratios; 'within noise' when that range holds 1"}
-    files.write_run(meta, results, stem, title="harness compare",
+    return files.write_run(meta, results, stem, title="harness compare",
                     sections=["## Side by side", "", tables.compare_table(results), "",
                               "## Every result", ""], stream=stem.with_suffix(".jsonl"))
 
@@ -485,15 +486,16 @@ def _compare(args) -> int:
     timing = _timing(args, cold_l2=args.cold_l2)
     common.gpu()
     slots, why, arch, _ = _local_gpus(args)
-    stem = args.report_dir / files.gpu_slug(why) / f"compare-{files.run_stamp()}"
+    stem = files.new_stem(args.report_dir / files.gpu_slug(why), "compare")
     options = RunOptions(sizes=sizes, timeout_s=args.timeout_s, timing=timing,
                          strict_blas=args.blas_strict)
     record = run(chosen, arch, options, stem.with_suffix(".jsonl"), common.say, mode="compare",
                  gpus=slots)
     results = with_sass(record.results, chosen, arch)
-    write_compare_report(record, results, ["harness", *sys.argv[1:]], timing, sizes, stem)
+    json_path, md_path = write_compare_report(record, results, ["harness", *sys.argv[1:]],
+                                              timing, sizes, stem)
     print(tables.compare_table(results))
-    print(f"\nwritten: {stem}.json, {stem}.md")
+    print(f"\nwritten: {json_path}, {md_path}")
     passed = all(r.status in ("pass", "skipped") for r in results)
     return common.EXIT_OK if passed else common.EXIT_FAILED
 
@@ -564,7 +566,7 @@ def _tune_points(args, spec, space, candidates, sizes, timing, why: str, arch: s
         print(f"\n{len(keep)} points would be timed" + "".join(f"\n  {k.name}" for k in keep))
         return common.EXIT_OK
     folder = args.report_dir / files.gpu_slug(why)
-    stem = folder / f"tune-{spec.stem}-{files.run_stamp()}"
+    stem = files.new_stem(folder, f"tune-{spec.stem}")
     options = RunOptions(sizes=sizes, timing=timing, timeout_s=args.timeout_s)
     record = measure(keep, options, stem.with_suffix(".jsonl"))
     top = tune.best(record.results, sizes[-1], args.top)
@@ -576,13 +578,13 @@ def _tune_points(args, spec, space, candidates, sizes, timing, why: str, arch: s
             "skipped": skipped_rows, "baseline": "cuBLAS timed once per size in each worker"}
     columns = tables.columns_without("precision")
     skips = "\n".join(f"- {r['kernel']}: {r['message']}" for r in skipped_rows) or "- none"
-    files.write_run(meta, record.results, stem, title="harness tune", sections=[
+    json_path, _ = files.write_run(meta, record.results, stem, title="harness tune", sections=[
         *_gpus_section(record, meta),
         f"## Best {len(top)} at {'x'.join(map(str, sizes[-1]))}", "",
         tables.table(top, columns, fmt="github"), "", "## Skipped points", "", skips, "",
         "## Every timed point", ""], stream=stem.with_suffix(".jsonl"))
     print(tables.table(top, columns))
-    print(f"\n{len(keep)} points timed, {len(skipped)} skipped (reasons in {stem}.json); "
+    print(f"\n{len(keep)} points timed, {len(skipped)} skipped (reasons in {json_path}); "
           f"ranked at {'x'.join(map(str, sizes[-1]))}")
     if args.pin and top:
         best_params = {n: top[0].kernel.params[n] for n in space}
@@ -628,7 +630,7 @@ def _ceiling(args) -> int:
         facts = session.facts()
     meta = {**files.metadata(facts, ["harness", *sys.argv[1:]], asdict(timing), (), chosen),
             "launch": [asdict(options) for options in launches]}
-    stem = args.report_dir / files.gpu_slug(facts["name"]) / f"ceiling-{files.run_stamp()}"
+    stem = files.new_stem(args.report_dir / files.gpu_slug(facts["name"]), "ceiling", None)
     json_path, md_path = files.write_ceiling(meta, rows, stem)
     if args.json:
         import json
@@ -718,11 +720,11 @@ def _energy(args) -> int:
     method = (f"each point run back to back for {args.seconds:g} s with warm L2, {args.rounds} "
               "rounds in turn; board power from NVML's energy counter between its first and "
               "last move in the pass; pJ/FLOP = W x GPU time per launch / FLOP")
-    stem = args.report_dir / files.gpu_slug(facts["name"]) / f"kernel-energy-{files.run_stamp()}"
-    files.write_table_report(meta, rows, stem, "Board energy per FLOP",
-                             [f"- method: {method}", "", summary, ""])
+    stem = files.new_stem(args.report_dir / files.gpu_slug(facts["name"]), "kernel-energy", None)
+    json_path, md_path = files.write_table_report(meta, rows, stem, "Board energy per FLOP",
+                                                  [f"- method: {method}", "", summary, ""])
     print(summary)
-    print(f"\nwritten: {stem}.json, {stem}.md")
+    print(f"\nwritten: {json_path}, {md_path}")
     return common.EXIT_OK
 
 

@@ -119,9 +119,9 @@ def render(folder: Path, found: Iterable[Entry]) -> str:
 
 def write_index(folder: Path) -> Path:
     """Write ``folder/INDEX.md`` from the reports in ``folder``; returns its path."""
-    path = Path(folder) / INDEX_NAME
-    path.write_text(render(Path(folder), entries(Path(folder))))
-    return path
+    from harness.report.files import write_atomic
+
+    return write_atomic(Path(folder) / INDEX_NAME, render(Path(folder), entries(Path(folder))))
 
 
 def index_folders(report_dir: Path) -> list[Path]:

@@ -17,7 +17,7 @@ from harness.errors import HarnessError
 from harness.kernels.registry import PROJECT_ROOT, discover
 from harness.kernels.spec import read_spec
 from harness.report import napkin, plots
-from harness.report.files import gpu_slug, writing
+from harness.report.files import gpu_slug, write_atomic, writing
 
 
 def load(path: Path) -> RunReport:
@@ -131,7 +131,7 @@ def write(run_path: Path, size: tuple[int, int, int]) -> tuple[Path, Path, Path 
                            _precisions(modelled))
         else:
             roof_png = None
-        md.write_text("\n".join(text))
+        write_atomic(md, "\n".join(text))
     return md, ladder_png, roof_png
 
 
@@ -177,7 +177,7 @@ def update_readme(readme: Path, section: str, name: str = "results") -> None:
     pattern = re.compile(re.escape(start) + ".*?" + re.escape(end), re.DOTALL)
     if not pattern.search(text):
         raise HarnessError(f"{readme} has no {start} ... {end} section")
-    readme.write_text(pattern.sub(lambda _: section, text))
+    write_atomic(readme, pattern.sub(lambda _: section, text))
 
 
 def readme_sources(readme: Path) -> list[tuple[Path, str, bool]]:
