@@ -20,6 +20,7 @@ from harness.errors import HarnessError
 from harness.gpu.timing import TimingOptions
 from harness.kernels.registry import Kernel, representatives
 from harness.report import files, tables
+from harness.report.width import fit_text
 from harness.run.runner import RunOptions, RunRecord, parse_size, run
 
 DEFAULT_RUN_SIZES = ("512", "1024", "2048", "4096")
@@ -125,6 +126,7 @@ def add_parsers(sub) -> None:
     p.add_argument("--blas-strict", action="store_true",
                    help="a kernel that reads C when beta = 0 fails (default: a note)")
     _spread_flags(p, "kernels")
+    common.wide_flag(p)
     p.set_defaults(run=_run)
 
     p = sub.add_parser("check", help="the check battery: --plan lists it (no GPU); without "
@@ -141,6 +143,7 @@ def add_parsers(sub) -> None:
     p.add_argument("--timeout-s", type=float, default=None, help=_TIMEOUT_HELP)
     p.add_argument("--blas-strict", action="store_true",
                    help="a kernel that reads C when beta = 0 fails (default: a note)")
+    common.wide_flag(p)
     p.set_defaults(run=_check)
 
     p = sub.add_parser("compare", help="variants side by side, timed interleaved with cuBLAS")
@@ -155,6 +158,7 @@ def add_parsers(sub) -> None:
     p.add_argument("--gpus", metavar="I",
                    help="the one GPU to compare on (default 0): interleaving needs one GPU")
     _timing_flags(p)
+    common.wide_flag(p)
     p.set_defaults(run=_compare)
 
     p = sub.add_parser("tune", help="sweep a kernel's tile parameters: check, time, rank")
@@ -175,6 +179,7 @@ def add_parsers(sub) -> None:
     p.add_argument("--report-dir", type=Path, default=common.REPORTS)
     _spread_flags(p, "points")
     _timing_flags(p, budget_ms=100.0)
+    common.wide_flag(p)
     p.set_defaults(run=_tune)
 
     p = sub.add_parser("ceiling", help="the mma.sync (or wgmma) issue ceiling of this GPU, per "
@@ -267,10 +272,11 @@ def _run(args) -> int:
     ok, why = common.has_gpu()
     if not ok:
         largest = max(sizes, key=lambda s: s[0] * s[1] * s[2])
-        print(f"no GPU here ({why}): nothing can be checked or timed; the offline build report "
-              f"for sm_90 at {'x'.join(map(str, largest))} follows")
+        print(fit_text(f"no GPU here ({why}): nothing can be checked or timed; the offline "
+                       f"build report for sm_90 at {'x'.join(map(str, largest))} follows",
+                       common.width(args)))
         rows = build_all(chosen, "sm_90", largest)
-        print(tables.build_table(rows))
+        print(tables.build_table(rows, width=common.width(args)))
         others = [r for size in sizes if size != largest for r in build_all(chosen, "sm_90", size)]
         for r in rows + others:
             if r["status"] != "ok":
@@ -322,8 +328,8 @@ def _run_and_report(args, chosen, sizes, timing, gpu_name: str, where: str, meas
                                 jsonl.with_suffix(""), stream=None if args.json else jsonl,
                                 report_dir=args.report_dir,
                                 name=stem.name if stem else f"run-{files.run_stamp()}")
-    print(tables.table(record.results))
-    fails = tables.failures(record.results)
+    print(tables.console_table(record.results, wide=args.wide))
+    fails = tables.failures(record.results, common.width(args))
     if fails:
         print("\nNot passed:\n" + fails)
     summed = (f" (phases summed over {len(record.devices)} GPUs' workers)"
@@ -347,7 +353,7 @@ def _check(args) -> int:
             print(json.dumps([p.to_json() for p in plans], indent=1))
         else:
             for p in plans:
-                print(tables.plan_table(p))
+                print(tables.plan_table(p, common.width(args)))
         return common.EXIT_OK if all(p.checks for p in plans) else common.EXIT_FAILED
     if args.json:
         raise HarnessError("--json goes with --plan (a GPU check prints its table and writes "
@@ -363,8 +369,8 @@ def _check(args) -> int:
     with tempfile.TemporaryDirectory() as folder:
         record = run(chosen, arch, options, Path(folder) / "check.jsonl", common.say,
                      mode="check")
-    print(tables.check_table(record.results))
-    fails = tables.failures(record.results)
+    print(tables.check_table(record.results, width=common.width(args)))
+    fails = tables.failures(record.results, common.width(args))
     if fails:
         print("\nNot passed:\n" + fails)
     passed = all(r.status in ("pass", "skipped") for r in record.results)
@@ -494,7 +500,8 @@ def _compare(args) -> int:
     results = with_sass(record.results, chosen, arch)
     json_path, md_path = write_compare_report(record, results, ["harness", *sys.argv[1:]],
                                               timing, sizes, stem)
-    print(tables.compare_table(results))
+    print(tables.compare_table(results) if args.wide else
+          tables.compare_table(results, fmt="simple", width=common.width(args)))
     print(f"\nwritten: {json_path}, {md_path}")
     passed = all(r.status in ("pass", "skipped") for r in results)
     return common.EXIT_OK if passed else common.EXIT_FAILED
@@ -558,8 +565,9 @@ def _tune_points(args, spec, space, candidates, sizes, timing, why: str, arch: s
 
     keep, skipped = tune.screen(candidates, arch, sizes, args.jobs, common.say)
     if args.dry_run or not keep:
-        print(tabulate([[k.name, reason[:110]] for k, reason in skipped],
-                       headers=["skipped point", "reason"]))
+        print(fit_text("\n".join(["skipped points:", *(f"- {k.name}: {reason}"
+                                                        for k, reason in skipped)]),
+                       common.width(args)))
         if not keep and not args.dry_run:
             print(f"\nnone of the {len(skipped)} points can be timed: nothing was run")
             return common.EXIT_FAILED
@@ -583,7 +591,7 @@ def _tune_points(args, spec, space, candidates, sizes, timing, why: str, arch: s
         f"## Best {len(top)} at {'x'.join(map(str, sizes[-1]))}", "",
         tables.table(top, columns, fmt="github"), "", "## Skipped points", "", skips, "",
         "## Every timed point", ""], stream=stem.with_suffix(".jsonl"))
-    print(tables.table(top, columns))
+    print(tables.console_table(top, columns, wide=args.wide))
     print(f"\n{len(keep)} points timed, {len(skipped)} skipped (reasons in {json_path}); "
           f"ranked at {'x'.join(map(str, sizes[-1]))}")
     if args.pin and top:

@@ -65,15 +65,15 @@ def check_options(args: argparse.Namespace) -> None:
         if blocks < 1:
             raise HarnessError(f"--blocks-per-sm {blocks}: expected at least 1 (blocks per SM)")
     if getattr(args, "report_dir", None) is not None:
-        _check_writable_folder("--report-dir", Path(args.report_dir))
+        check_writable_folder("--report-dir", Path(args.report_dir))
     if isinstance(getattr(args, "json", None), Path):
         if args.json.is_dir():
             raise HarnessError(f"--json {args.json}: a folder; expected the path of a JSON-lines "
                                "file to append the results to")
-        _check_writable_folder("--json", args.json.parent, args.json)
+        check_writable_folder("--json", args.json.parent, args.json)
 
 
-def _check_writable_folder(flag: str, folder: Path, given: Path | None = None) -> None:
+def check_writable_folder(flag: str, folder: Path, given: Path | None = None) -> None:
     """``folder`` is a folder that can be written, or can be made where its nearest existing
     parent can be written (nothing is created here)."""
     given = given or folder
@@ -89,6 +89,21 @@ def _check_writable_folder(flag: str, folder: Path, given: Path | None = None) -
     if not os.access(probe, os.W_OK | os.X_OK):
         raise HarnessError(f"{flag} {given}: {probe} is not writable; pass a folder that can "
                            "be written")
+
+
+def wide_flag(p: argparse.ArgumentParser) -> None:
+    """``--wide``: tables at their full width, every column (default: what fits 100 columns,
+    the rest in the JSON)."""
+    p.add_argument("--wide", action="store_true",
+                   help="print every column at full width (default: the columns that matter, "
+                        "fitted to 100 columns; the reports' JSON has them all)")
+
+
+def width(args: argparse.Namespace) -> int | None:
+    """The width the command's tables and prose fit: None (as they are) with --wide."""
+    from harness.report.width import WIDTH
+
+    return None if getattr(args, "wide", False) else WIDTH
 
 
 def say(line: str) -> None:

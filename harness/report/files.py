@@ -174,13 +174,17 @@ def _git(root: Path, *args: str) -> str | None:
 
 
 @contextmanager
-def writing(folder: Path) -> Iterator[Path]:
+def writing(folder: Path, regenerate_index: bool = True) -> Iterator[Path]:
     """Around the writing of one report into ``folder``, the hook every report writer goes
     through: makes the folder, and once the report's files are all there regenerates the
-    folder's INDEX.md (a failure there is said, and costs the report nothing)."""
+    folder's INDEX.md (a failure there is said, and costs the report nothing);
+    ``regenerate_index`` False leaves INDEX.md alone (files written into a folder the user
+    named)."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     yield folder
+    if not regenerate_index:
+        return
     try:
         index.write_index(folder)
     except OSError as exc:
