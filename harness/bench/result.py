@@ -380,11 +380,11 @@ def _expected(hint) -> str:
     if dataclasses.is_dataclass(hint):
         return f"an object ({hint.__name__})"
     if origin is tuple:
-        return "a list"
+        return f"a list of {len(args)}" if args and Ellipsis not in args else "a list"
     if origin is dict:
         return f"an object of {_expected(args[1]) if len(args) == 2 else 'values'}"
     return {int: "a whole number", float: "a number", str: "a string", bool: "true or false",
-            list: "a list"}.get(hint, getattr(hint, "__name__", str(hint)))
+            list: "a list", dict: "an object"}.get(hint, getattr(hint, "__name__", str(hint)))
 
 
 def _wrong(where: str, value, hint) -> ReportError:
@@ -401,13 +401,12 @@ def _value(hint, value, where: str):
     if origin in (typing.Union, types.UnionType):
         if value is None and type(None) in args:
             return None
-        options = [a for a in args if a is not type(None)]
-        for option in options:
+        for option in (a for a in args if a is not type(None)):
             try:
                 return _value(option, value, where)
-            except ReportError:
-                if len(options) == 1:
-                    raise
+            except ReportError as exc:
+                if not str(exc).startswith(f"{where} is "):
+                    raise  # a field inside the value: say which
         raise _wrong(where, value, hint)
     if dataclasses.is_dataclass(hint):
         if not isinstance(value, dict):
@@ -474,7 +473,7 @@ def _record(cls, data: dict[str, Any], where: str = ""):
         value = _value(hints[f.name], value, here)
         least = _AT_LEAST.get((cls, f.name))
         if least is not None and value < least:
-            raise ReportError(f"{here} is {_found(value)}; expected at least {least}")
+            raise ReportError(f"{here} is {_found(value)}; expected at least {least:g}")
         values[f.name] = value
     return cls(**values)
 

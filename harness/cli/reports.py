@@ -88,8 +88,8 @@ def _report(args) -> int:
         if args.out_dir is not None:
             common.check_writable_folder("--out-dir", args.out_dir)
         md, ladder_png, roof_png = ladder.write(args.run_json, size, args.out_dir)
-        written = [str(p) for p in (md, ladder_png, roof_png) if p is not None]
-        print(fit_text(f"written: {', '.join(written)}", width))
+        print("written:", *(f"  {p}" for p in (md, ladder_png, roof_png) if p is not None),
+              sep="\n")
     if args.readme:
         section = ladder.readme_section(args.run_json, None if args.all_sizes else
                                         size or ladder.default_size(ladder.napkin_rows(run)),

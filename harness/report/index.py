@@ -258,8 +258,12 @@ def _load(folder: Path, key: str, names: list[str]) -> RunReport:
 
 
 def _state(report: RunReport, headline: str) -> str:
-    """``headline``, after why the report is incomplete where it is."""
-    return headline if report.complete else f"incomplete ({'; '.join(report.notes)}): {headline}"
+    """``headline``, after why the report is incomplete where it is: ``incomplete run (a
+    stream of 50 rows with no run-X.json beside it ...)``."""
+    if report.complete:
+        return headline
+    kind = kind_of(report_key(report.path.name) or report.path.stem)
+    return f"incomplete {kind} ({'; '.join(report.notes)}): {headline}"
 
 
 def _timed_at_largest(results: list[Result]) -> tuple[tuple[int, int, int] | None, list[Result]]:

@@ -33,12 +33,17 @@ precision the model has no figures for): the row keeps its measured columns, the
 left blank."""
 
 
-def _model(result: Result, defaults: dict) -> tuple[dict, str]:
+def _model(result: Result, defaults: dict, specs: dict) -> tuple[dict, str]:
     """The napkin model of ``result``'s kernel, and its spec's prediction; ({}, "") when the
-    file is gone, has no [model] table, or its model cannot be computed for this row."""
-    try:
-        spec = read_spec(PROJECT_ROOT / result.kernel.file)
-    except _NO_MODEL:
+    file is gone, has no [model] table, or its model cannot be computed for this row.
+    ``specs``: the specs read so far, by file (None for one that cannot be read)."""
+    if result.kernel.file not in specs:
+        try:
+            specs[result.kernel.file] = read_spec(PROJECT_ROOT / result.kernel.file)
+        except _NO_MODEL:
+            specs[result.kernel.file] = None
+    spec = specs[result.kernel.file]
+    if spec is None:
         return {}, ""
     if not spec.model:
         return {}, spec.predicted
@@ -65,11 +70,11 @@ def napkin_rows(run: RunReport) -> list[dict]:
     device = _device(run)
     slug = gpu_slug(run.meta.get("gpu") or "")
     defaults = {k.name: dict(k.params) for k in discover()}
-    out = []
+    out, specs = [], {}
     for r in run.results:
         if r.status != "pass" or r.timing is None:
             continue
-        est, predicted = _model(r, defaults)
+        est, predicted = _model(r, defaults, specs)
         row = {"kernel": r.kernel.name, "precision": r.kernel.precision, "m": r.m, "n": r.n,
                "k": r.k, "gflops": r.gflops, "pct_cublas": r.pct_baseline,
                "pct_peak": r.pct_peak, "cublas_gflops": r.baseline_gflops,
