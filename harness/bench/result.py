@@ -15,6 +15,7 @@ Reports written before the schema had a version (flat rows, ``cublas_*`` keys) a
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import math
 import types
@@ -391,11 +392,17 @@ def _wrong(where: str, value, hint) -> ReportError:
     return ReportError(f"{where} is {_found(value)}; expected {_expected(hint)}")
 
 
+@functools.cache
+def _shape(hint) -> tuple[Any, tuple]:
+    """A type hint's origin and arguments (``dict[str, int]``: dict, (str, int))."""
+    return typing.get_origin(hint), typing.get_args(hint)
+
+
 def _value(hint, value, where: str):
     """``value`` (from JSON) as the field typed ``hint`` holds it; ReportError when it is not
     one. Lists become tuples, null a NaN in float fields, non-finite floats NaN; a hint this
     reader does not know takes the value as written."""
-    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    origin, args = _shape(hint)
     if hint is Any:
         return value
     if origin in (typing.Union, types.UnionType):
@@ -408,7 +415,7 @@ def _value(hint, value, where: str):
                 if not str(exc).startswith(f"{where} is "):
                     raise  # a field inside the value: say which
         raise _wrong(where, value, hint)
-    if dataclasses.is_dataclass(hint):
+    if hint in _HINTS or dataclasses.is_dataclass(hint):
         if not isinstance(value, dict):
             raise _wrong(where, value, hint)
         return _record(hint, value, where)
