@@ -334,9 +334,11 @@ def _run_and_report(args, chosen, sizes, timing, gpu_name: str, where: str, meas
         print("\nNot passed:\n" + fails)
     summed = (f" (phases summed over {len(record.devices)} GPUs' workers)"
               if len(record.devices) > 1 else "")
-    print(f"\nwall time {record.wall_s:.1f} s{summed}: " + "; ".join(_phases_lines(record)))
+    print("\n" + fit_text(f"wall time {record.wall_s:.1f} s{summed}: "
+                          + "; ".join(_phases_lines(record)), common.width(args)))
     kept = f"{jsonl}, " if args.json else ""  # the default stream is gone: the JSON has it
-    print(f"written: {kept}" + ", ".join(f"{j}, {m}" for j, m in written))
+    print(fit_text(f"written: {kept}" + ", ".join(f"{j}, {m}" for j, m in written),
+                   common.width(args)))
     passed = all(r.status in ("pass", "skipped") for r in record.results)
     return common.EXIT_OK if passed else common.EXIT_FAILED
 
