@@ -83,6 +83,8 @@ BAD = [
                                             r"least 0"),
     (_set("rows.0.m", 0), r"row 1: m is 0 \(a number\); expected at least 1"),
     (_set("rows.0.m", True), r"row 1: m is true \(a boolean\); expected a whole number"),
+    (_set("rows.0.m", 10**30), r"row 1: m is 1000.* \(a number\); expected a whole number "
+                               r"below 2\^63"),
     (_set("rows.0.kernel.params", {"BM": "x"}), r'kernel.params.BM is "x" \(a string\)'),
     (_set("rows.0.kernel.name", None), r"row 1: kernel.name is null; expected a string"),
     (_set("rows.0.baseline.timing.reps", 1.5), r"baseline.timing.reps is 1.5 \(a number\)"),

@@ -349,8 +349,14 @@ _HINTS: dict[type, dict[str, Any]] = {}
 
 
 def _hints(cls: type) -> dict[str, Any]:
+    """The type of each field of ``cls``; Any (the value as written) for every field of a
+    record whose annotations cannot be resolved here (a name imported for type checkers
+    only)."""
     if cls not in _HINTS:
-        _HINTS[cls] = typing.get_type_hints(cls)
+        try:
+            _HINTS[cls] = typing.get_type_hints(cls)
+        except (NameError, TypeError):
+            _HINTS[cls] = {f.name: Any for f in fields(cls)}
     return _HINTS[cls]
 
 
@@ -424,10 +430,12 @@ def _value(hint, value, where: str):
             return value
         raise _wrong(where, value, hint)
     if hint is int:
-        if isinstance(value, int) and not isinstance(value, bool):
-            return value
         if isinstance(value, float) and value.is_integer():
-            return int(value)
+            value = int(value)
+        if isinstance(value, int) and not isinstance(value, bool):
+            if abs(value) < 2**63:  # no count the harness writes is larger
+                return value
+            raise ReportError(f"{where} is {_found(value)}; expected a whole number below 2^63")
         raise _wrong(where, value, hint)
     if hint is float:
         if value is None:
