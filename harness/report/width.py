@@ -3,8 +3,8 @@ prints every column at its full width instead).
 
 A table is narrowed by wrapping the columns that can wrap, in the order given: prose at its
 spaces, names (kernels, reports) after their punctuation, so that a name still reads as one;
-each down to a least width. Numbers never wrap: a table whose numbers alone are wider than the
-terminal is left as it is (the tests hold every table the CLI prints to the width).
+each down to a least width. Where that is not enough, the columns its caller names as the least
+needed are left out, one at a time, and named (``--wide`` shows them). Numbers never wrap.
 """
 
 from __future__ import annotations
