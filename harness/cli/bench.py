@@ -126,7 +126,6 @@ def add_parsers(sub) -> None:
     p.add_argument("--blas-strict", action="store_true",
                    help="a kernel that reads C when beta = 0 fails (default: a note)")
     _spread_flags(p, "kernels")
-    common.wide_flag(p)
     p.set_defaults(run=_run)
 
     p = sub.add_parser("check", help="the check battery: --plan lists it (no GPU); without "
@@ -143,7 +142,6 @@ def add_parsers(sub) -> None:
     p.add_argument("--timeout-s", type=float, default=None, help=_TIMEOUT_HELP)
     p.add_argument("--blas-strict", action="store_true",
                    help="a kernel that reads C when beta = 0 fails (default: a note)")
-    common.wide_flag(p)
     p.set_defaults(run=_check)
 
     p = sub.add_parser("compare", help="variants side by side, timed interleaved with cuBLAS")
@@ -158,7 +156,6 @@ def add_parsers(sub) -> None:
     p.add_argument("--gpus", metavar="I",
                    help="the one GPU to compare on (default 0): interleaving needs one GPU")
     _timing_flags(p)
-    common.wide_flag(p)
     p.set_defaults(run=_compare)
 
     p = sub.add_parser("tune", help="sweep a kernel's tile parameters: check, time, rank")
@@ -179,7 +176,6 @@ def add_parsers(sub) -> None:
     p.add_argument("--report-dir", type=Path, default=common.REPORTS)
     _spread_flags(p, "points")
     _timing_flags(p, budget_ms=100.0)
-    common.wide_flag(p)
     p.set_defaults(run=_tune)
 
     p = sub.add_parser("ceiling", help="the mma.sync (or wgmma) issue ceiling of this GPU, per "

@@ -65,15 +65,15 @@ def check_options(args: argparse.Namespace) -> None:
         if blocks < 1:
             raise HarnessError(f"--blocks-per-sm {blocks}: expected at least 1 (blocks per SM)")
     if getattr(args, "report_dir", None) is not None:
-        check_writable_folder("--report-dir", Path(args.report_dir))
+        _check_writable_folder("--report-dir", Path(args.report_dir))
     if isinstance(getattr(args, "json", None), Path):
         if args.json.is_dir():
             raise HarnessError(f"--json {args.json}: a folder; expected the path of a JSON-lines "
                                "file to append the results to")
-        check_writable_folder("--json", args.json.parent, args.json)
+        _check_writable_folder("--json", args.json.parent, args.json)
 
 
-def check_writable_folder(flag: str, folder: Path, given: Path | None = None) -> None:
+def _check_writable_folder(flag: str, folder: Path, given: Path | None = None) -> None:
     """``folder`` is a folder that can be written, or can be made where its nearest existing
     parent can be written (nothing is created here)."""
     given = given or folder
@@ -89,6 +89,16 @@ def check_writable_folder(flag: str, folder: Path, given: Path | None = None) ->
     if not os.access(probe, os.W_OK | os.X_OK):
         raise HarnessError(f"{flag} {given}: {probe} is not writable; pass a folder that can "
                            "be written")
+
+
+def check_writable_folder(flag: str, folder: Path) -> None:
+    """``folder`` (given as ``flag``) can be written, or made; HarnessError in one line if
+    not."""
+    _check_writable_folder(flag, Path(folder))
+
+
+WIDE_COMMANDS = ("run", "check", "compare", "tune", "list", "build", "report", "diff", "index")
+"""The commands whose tables fit 100 columns unless ``--wide``."""
 
 
 def wide_flag(p: argparse.ArgumentParser) -> None:

@@ -29,7 +29,6 @@ def add_parsers(sub) -> None:
                                     "what the rung changes; files with errors say which")
     p.add_argument("--variants", action="store_true",
                    help="one line per registry key (stem:variant) instead of per file")
-    common.wide_flag(p)
     p.set_defaults(run=_list)
 
     p = sub.add_parser("build", help="compile to cubin and report resources (no GPU needed)")
@@ -37,7 +36,6 @@ def add_parsers(sub) -> None:
     p.add_argument("--arch", default="sm_90", choices=sorted(ARCHS))
     p.add_argument("--size", default=",".join(map(str, DEFAULT_SIZE)), help=_SIZE_HELP)
     p.add_argument("--json", action="store_true", help="print a JSON list")
-    common.wide_flag(p)
     p.set_defaults(run=_build)
 
     p = sub.add_parser("occupancy", help="occupancy breakdown, offline and from the driver")

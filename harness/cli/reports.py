@@ -44,7 +44,6 @@ def add_parsers(sub) -> None:
     p.add_argument("--readme", action="store_true",
                    help="rewrite the README's results section from this run (and write the "
                         "ladder files it links, as --write)")
-    common.wide_flag(p)
     p.set_defaults(run=_report)
 
     help_text = ("two saved runs side by side per kernel and size, with a verdict from the "
@@ -63,7 +62,6 @@ def add_parsers(sub) -> None:
     p.add_argument("--per-clock", action="store_true",
                    help="judge by cycles (time x SM clock) instead of wall time: the verdict "
                         "that counts, and that --fail-on-slower reads")
-    common.wide_flag(p)
     p.set_defaults(run=_diff)
 
     help_text = ("the reports in each reports/<gpu>/ folder, newest first, one line each "
@@ -75,7 +73,6 @@ def add_parsers(sub) -> None:
     p.add_argument("--write", action="store_true",
                    help="write INDEX.md in each folder that holds reports (reports/ itself "
                         "included where it holds any)")
-    common.wide_flag(p)
     p.set_defaults(run=_index)
 
 
