@@ -308,10 +308,11 @@ class KernelHandle:
 
     def check(self, sizes: Sequence[SizeLike] | SizeLike = ("1024",), *,
               timeout_s: float | None = None, blas_strict: bool = False,
-              quiet: bool = False) -> Results:
+              quiet: bool = False, seed: int | None = None) -> Results:
         """``harness check``: the check battery and a check at each size on a GPU, no timing
-        and no report; ``quiet`` leaves out the progress lines on stderr."""
-        return _check(self.kernels, sizes, timeout_s, blas_strict, quiet)
+        and no report; ``quiet`` leaves out the progress lines on stderr; ``seed`` as
+        ``--seed``."""
+        return _check(self.kernels, sizes, timeout_s, blas_strict, quiet, seed)
 
     def run(self, sizes: Sequence[SizeLike] | SizeLike = DEFAULT_RUN_SIZES, *,
             cold_l2: bool = True, budget_ms: float = 300.0,
@@ -322,7 +323,7 @@ class KernelHandle:
             gap_ms: float = ISOLATED_GAP_MS, power: bool = False, power_s: float = 2.0,
             carveout: int | None = None, timeout_s: float | None = None,
             blas_strict: bool = False, report_dir: str | os.PathLike | None = None,
-            quiet: bool = False) -> Results:
+            quiet: bool = False, seed: int | None = None) -> Results:
         """``harness run``: check and time each kernel against cuBLAS at each size on a GPU.
         The options are the CLI's flags (``cold_l2=False`` is ``--hot``). ``report_dir``:
         None writes nothing; a folder gets the reports ``harness run --report-dir`` writes
@@ -333,7 +334,7 @@ class KernelHandle:
         sizes_ = _sizes(sizes)
         timing = _timing(args, cold_l2=cold_l2, power_s=_power_seconds(args))
         options = RunOptions(sizes=sizes_, timing=timing, carveout_pct=carveout,
-                             timeout_s=timeout_s, strict_blas=blas_strict)
+                             timeout_s=timeout_s, strict_blas=blas_strict, seed=seed)
         command = [f"{self.origin}.run({_call_args(sizes_, flags, KernelHandle.run)})"]
         return _measure(self.kernels, options, "run", report_dir, command, quiet)
 
@@ -392,7 +393,7 @@ def compare(kernels: Sequence[KernelLike], sizes: Sequence[SizeLike] | SizeLike 
             gap_ms: float = ISOLATED_GAP_MS, timeout_s: float | None = None,
             blas_strict: bool = False, report_dir: str | os.PathLike | None = None,
             quiet: bool = False, kernel_dir: Sequence[str | os.PathLike] = (),
-            no_builtin: bool = False) -> Results:
+            no_builtin: bool = False, seed: int | None = None) -> Results:
     """``harness compare``: two or more kernels (handles, registry keys, stems, globs or
     paths; the first is the reference) timed interleaved with cuBLAS, round by round, each with
     its speedup over the first. Options and ``report_dir`` as :meth:`KernelHandle.run`."""
@@ -409,7 +410,7 @@ def compare(kernels: Sequence[KernelLike], sizes: Sequence[SizeLike] | SizeLike 
     sizes_ = _sizes(sizes)
     timing = _timing(args, cold_l2=cold_l2)
     options = RunOptions(sizes=sizes_, timeout_s=timeout_s, timing=timing,
-                         strict_blas=blas_strict)
+                         strict_blas=blas_strict, seed=seed)
     command = [f"harness.compare({_labels(kernels)}, {_call_args(sizes_, flags, compare)})"]
     return _measure(chosen, options, "compare", report_dir, command, quiet)
 
@@ -524,14 +525,14 @@ def _say(quiet: bool) -> Callable[[str], None]:
 
 
 def _check(kernels: Sequence[Kernel], sizes, timeout_s: float | None, blas_strict: bool,
-           quiet: bool) -> Results:
+           quiet: bool, seed: int | None = None) -> Results:
     sizes_ = _sizes(sizes)
     common.check_options(SimpleNamespace(timeout_s=timeout_s))
     why, arch = _gpu(".check()")
     say = _say(quiet)
     say(f"harness check: {len(kernels)} kernel(s), their battery and {len(sizes_)} size(s) on "
         f"{why} ({arch}), no timing")
-    options = RunOptions(sizes=sizes_, timeout_s=timeout_s, strict_blas=blas_strict)
+    options = RunOptions(sizes=sizes_, timeout_s=timeout_s, strict_blas=blas_strict, seed=seed)
     with tempfile.TemporaryDirectory(prefix="harness-check-") as folder:
         record = run(kernels, arch, options, Path(folder) / "check.jsonl", say, mode="check")
     return Results(record.results, "check", record.device, None, record.wall_s)

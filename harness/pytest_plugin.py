@@ -8,11 +8,13 @@ Installed with the package (a ``pytest11`` entry point); it does nothing unless 
     arch = "sm_90"              # optional: --harness-arch
     size = "1024"               # optional: --harness-size (N or M,N,K)
 
-Each kernel file under the folders gives one test per variant, ``<file>::<registry key>``; a
-file whose spec cannot be read gives one test that fails with the registry's message. Without
-a GPU a test compiles its kernel for the target arch, reads the ptxas report, checks the launch
-limits at the size and the spec's ``[budget]``; with one it also runs the check battery
-(``harness check``) at the size. A failure prints the harness's finding, not a traceback.
+Each kernel file under the folders gives two tests per variant: ``<file>::<registry
+key>::build`` compiles the kernel for the target arch, reads the ptxas report, checks the
+launch limits at the size and the spec's ``[budget]`` (no GPU needed), and
+``<file>::<registry key>::check`` runs the check battery (``harness check``) at the size on the
+GPU, or is skipped with the reason where there is none, so that a compile is never mistaken for
+a check. A file whose spec cannot be read gives one test that fails with the registry's
+message. A failure prints the harness's finding, not a traceback.
 The ``harness_gpu`` fixture (:mod:`harness.testing`) comes with the plugin.
 """
 
@@ -21,7 +23,7 @@ from __future__ import annotations
 import os
 import tempfile
 import tomllib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
@@ -50,8 +52,10 @@ class _Settings:
 @dataclass
 class _State:
     gpu: tuple[bool, str, str] | None = None
-    """(usable, name or why not, arch), probed once, by the first kernel test to run."""
+    """(usable, name or why not, arch), probed once, by the first check test to run."""
     tests_run: int = 0
+    built: dict[str, str] = field(default_factory=dict)
+    """Registry key -> the offline build's finding ("" when it passed), for the check tests."""
 
 
 _SETTINGS = pytest.StashKey[_Settings]()
@@ -183,7 +187,8 @@ def _kernel_files(session: pytest.Session, settings: _Settings) -> list[KernelFi
 
 
 class KernelFile(pytest.File):
-    """A kernel file: a test per variant, or one failing test when its spec cannot be read."""
+    """A kernel file: a collector per variant, or one failing test when its spec cannot be
+    read."""
 
     def __init__(self, *, kernels=(), error: str | None = None, **kwargs):
         super().__init__(**kwargs)
@@ -191,22 +196,36 @@ class KernelFile(pytest.File):
         self.error = error
 
     def collect(self):
-        from harness.archs import can_run, get_arch
-
         if self.error is not None:
             yield BrokenKernelTest.from_parent(self, name=self.path.stem, error=self.error)
-        arch = self.config.stash[_SETTINGS].arch
         for kernel in self.kernels:
-            test = KernelTest.from_parent(self, name=kernel.name, kernel=kernel)
-            need = get_arch(kernel.spec.min_arch)
-            # skips known before a compile are marks: pytest reports them at the kernel file
-            if kernel.spec.kind != "gemm":
-                test.add_marker(pytest.mark.skip(
-                    reason=f"a {kernel.spec.kind} kernel: `harness {kernel.spec.kind}` measures "
-                           "it; the plugin tests GEMM kernels"))
-            elif not can_run(need, get_arch(arch)):
-                test.add_marker(pytest.mark.skip(
-                    reason=f"needs {need.name} (min_arch), not built for {arch}"))
+            yield KernelCase.from_parent(self, name=kernel.name, kernel=kernel)
+
+
+class KernelCase(pytest.Collector):
+    """One kernel (a file, or one variant of it): its ``build`` test (offline) and its
+    ``check`` test (the GPU check battery)."""
+
+    def __init__(self, *, kernel, **kwargs):
+        super().__init__(**kwargs)
+        self.kernel = kernel
+
+    def collect(self):
+        from harness.archs import can_run, get_arch
+
+        arch = self.config.stash[_SETTINGS].arch
+        need = get_arch(self.kernel.spec.min_arch)
+        # skips known before a compile are marks: pytest reports them at the kernel file
+        skip = None
+        if self.kernel.spec.kind != "gemm":
+            skip = (f"a {self.kernel.spec.kind} kernel: `harness {self.kernel.spec.kind}` "
+                    "measures it; the plugin tests GEMM kernels")
+        elif not can_run(need, get_arch(arch)):
+            skip = f"needs {need.name} (min_arch), not built for {arch}"
+        for kind in (KernelBuildTest, KernelCheckTest):
+            test = kind.from_parent(self, name=kind.NAME, kernel=self.kernel)
+            if skip:
+                test.add_marker(pytest.mark.skip(reason=skip))
             yield test
 
 
@@ -231,32 +250,80 @@ class BrokenKernelTest(_HarnessTest):
         raise KernelFinding(self.error)
 
 
-class KernelTest(_HarnessTest):
-    """One kernel (a file, or one variant of it): the offline build, its launch limits and
-    ``[budget]``, then the check battery where a GPU is found."""
+def _skip(reason: str) -> None:
+    """Skip the running kernel test, reported at its kernel file (as a mark's skip is), not at
+    a line of this module."""
+    try:
+        exc = pytest.skip.Exception(reason, _use_item_location=True)
+    except TypeError:  # a pytest without it: the reason is what matters
+        exc = pytest.skip.Exception(reason)
+    raise exc
+
+
+def _offline_finding(kernel, settings: _Settings) -> str:
+    """The offline build of ``kernel`` judged: "" when it compiles, can launch at the size and
+    keeps its ``[budget]``; else the finding. Raises pytest's skip where the build skips."""
+    from harness.build.offline import build_row
+
+    row = build_row(kernel, settings.arch, settings.size)
+    label = f"{row['kernel']} ({row['arch']})"
+    if row["status"] == "skipped":
+        _skip(row["message"])
+    if row["status"] != "ok":
+        return f"{label}: {row['status']}: {short_message(row['message'])}"
+    problems = budget_problems(row, kernel.spec.budget)
+    if problems:
+        return f"{label} is over its [budget]: " + "; ".join(problems)
+    return ""
+
+
+class KernelBuildTest(_HarnessTest):
+    """``::build``: the offline build, its launch limits and ``[budget]`` (no GPU)."""
+
+    NAME = "build"
 
     def __init__(self, *, kernel, **kwargs):
         super().__init__(**kwargs)
         self.kernel = kernel
 
-    def runtest(self) -> None:
-        from harness.build.offline import build_row
+    def reportinfo(self):
+        return self.path, 0, f"kernel {self.kernel.name}: offline build"
 
+    def runtest(self) -> None:
         settings, state = self.config.stash[_SETTINGS], self.config.stash[_STATE]
         state.tests_run += 1
-        row = build_row(self.kernel, settings.arch, settings.size)
-        label = f"{row['kernel']} ({row['arch']})"
-        if row["status"] == "skipped":
-            pytest.skip(row["message"])
-        if row["status"] != "ok":
-            raise KernelFinding(f"{label}: {row['status']}: {short_message(row['message'])}")
-        problems = budget_problems(row, self.kernel.spec.budget)
-        if problems:
-            raise KernelFinding(f"{label} is over its [budget]: " + "; ".join(problems))
+        finding = _offline_finding(self.kernel, settings)
+        state.built[self.kernel.name] = finding
+        if finding:
+            raise KernelFinding(finding)
+
+
+class KernelCheckTest(_HarnessTest):
+    """``::check``: the check battery on the GPU; skipped, with the reason, without one (or
+    when the offline build failed: its ``::build`` test says why)."""
+
+    NAME = "check"
+
+    def __init__(self, *, kernel, **kwargs):
+        super().__init__(**kwargs)
+        self.kernel = kernel
+
+    def reportinfo(self):
+        return self.path, 0, f"kernel {self.kernel.name}: GPU check battery"
+
+    def runtest(self) -> None:
+        settings, state = self.config.stash[_SETTINGS], self.config.stash[_STATE]
+        finding = state.built.get(self.kernel.name)
+        if finding is None:  # its build test did not run here (deselected, another worker)
+            finding = _offline_finding(self.kernel, settings)
+        if finding:
+            _skip(f"not checked: the offline build failed ({self.kernel.name}::build says why)")
         if state.gpu is None:
             state.gpu = _probe_gpu()
-        if state.gpu[0]:
-            self._check_on_gpu(settings.size, state.gpu[2])
+        if not state.gpu[0]:
+            _skip(f"not checked: no GPU ({state.gpu[1]}); ::build compiled the kernel and "
+                  "checked its limits offline, nothing ran")
+        self._check_on_gpu(settings.size, state.gpu[2])
 
     def _check_on_gpu(self, size: tuple[int, int, int], arch: str) -> None:
         from harness.bench.result import PASSED
@@ -288,7 +355,8 @@ def pytest_terminal_summary(terminalreporter, config: pytest.Config) -> None:
     ok, what, arch = state.gpu or (False, "", "")
     battery = ("no kernel got as far as the check battery" if state.gpu is None
                else f"the check battery ran on {what} ({arch})" if ok
-               else f"no check battery (no GPU: {what}): built and checked offline only")
+               else f"no check battery (no GPU: {what}): built and checked offline only, "
+                    "the ::check tests skipped")
     terminalreporter.write_line(f"harness: {state.tests_run} kernel test(s) built for "
                                 f"{settings.arch} at {'x'.join(map(str, settings.size))}; "
                                 f"{battery}")

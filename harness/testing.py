@@ -17,50 +17,16 @@ with the package); nothing here loads a CUDA library until it is called.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
-from typing import Any
 
 import pytest
 
 from harness.errors import HarnessError
+from harness.kernels.spec import budget_problems as budget_problems  # re-exported
 
 DEFAULT_ARCH = "sm_90"
 DEFAULT_SIZE = (1024, 1024, 1024)
 """The problem size (M, N, K) builds are judged at: grid, dynamic shared memory, and the size
 the pytest plugin's GPU check battery runs at."""
-
-
-def budget_problems(build_row: Mapping[str, Any] | Any, budget: Mapping[str, int]) -> list[str]:
-    """Every limit of ``budget`` (keys of ``[budget]``) that the build exceeds, one line each,
-    e.g. ``"registers 168 > max_registers 128"``. ``build_row``: a row of
-    :func:`harness.build.offline.build_row` (or a record with ``to_dict()``, the API's Build);
-    a row that did not build has nothing to judge (no problems)."""
-    from harness.kernels.spec import parse_budget
-
-    budget = parse_budget(dict(budget), HarnessError)
-    row = build_row.to_dict() if hasattr(build_row, "to_dict") else build_row
-    if row.get("registers") is None:
-        return []
-    problems = []
-    limit = budget.get("max_registers")
-    if limit is not None and row["registers"] > limit:
-        problems.append(f"registers {row['registers']} > max_registers {limit}")
-    limit = budget.get("max_spill_bytes")
-    stores, loads = row["spill_store_bytes"], row["spill_load_bytes"]
-    if limit is not None and stores + loads > limit:
-        problems.append(f"spill bytes {stores + loads} > max_spill_bytes {limit} "
-                        f"(stores {stores}, loads {loads})")
-    limit = budget.get("max_smem_bytes")
-    static, dynamic = row["static_smem_bytes"], row["dynamic_smem_bytes"]
-    if limit is not None and static + dynamic > limit:
-        size = "x".join(map(str, row.get("size") or ()))
-        problems.append(f"smem bytes {static + dynamic} > max_smem_bytes {limit} "
-                        f"(static {static} + dynamic {dynamic} at {size})")
-    limit = budget.get("min_occupancy_pct")
-    if limit is not None and row["occupancy_pct"] < limit:
-        problems.append(f"occupancy {row['occupancy_pct']:g}% < min_occupancy_pct {limit} "
-                        f"(limited by {row['limiter']})")
-    return problems
 
 
 def _one_kernel(kernel):

@@ -109,7 +109,8 @@ grid = ["1"]
 .version {version}
 .target {target}
 .address_size 64
-.visible .entry k()
+.visible .entry k(.param .u32 M, .param .u32 N, .param .u32 K, .param .f32 alpha,
+    .param .u64 A, .param .u64 B, .param .f32 beta, .param .u64 C)
 {{
     ret;
 }}

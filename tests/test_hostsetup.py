@@ -163,3 +163,43 @@ def test_a_report_names_each_declared_signature_and_layouts(tmp_path):
                      "- abt: `(ptr A, ptr B, ptr C, i32 M, i32 N, i32 K)`; A row, B col, C row",
                      "- spread: `(the common ABI)`; A row, B row, C row; launched with "
                      "cluster 2x1x1 (spec), block order spread"]
+
+
+def test_setup_runs_in_its_own_process_and_hands_back_data_only(tmp_path):
+    """A set-up that reaches into the harness (replacing the comparison, say) changes its own
+    process, not the one that checks and times (issue 33 item 7)."""
+    import os
+
+    from harness.bench import numerics
+
+    path = write(tmp_path, setup=SETUP.replace(
+        "    return {", "    import harness.bench.numerics as n\n"
+        "    n.compare = lambda *a, **k: None\n    import os\n"
+        "    return {'tiles': os.getpid(), ").replace(', "tiles": len(order)}', "}"))
+    spec = read_spec(path)
+    compare = numerics.compare
+    out = hostsetup.run_setup(path, host_keys(spec.signature), launch_of())
+    assert out.values["tiles"] != os.getpid() and numerics.compare is compare
+    assert np.frombuffer(out.workspace, np.int32)[:3].tolist() == [0, 3, 6]
+
+
+@pytest.mark.parametrize("value, match", [
+    ("2 ** 70", r"'tiles' is 1180591620717411303424, outside i32's -2147483648\.\.2147483647"),
+    ("-1.0", r"'tiles' is -1\.0; the signature declares it i32"),
+])
+def test_host_values_are_checked_against_their_declared_types(tmp_path, value, match):
+    path = write(tmp_path, setup=f"def setup(launch):\n    return {{'workspace': b'', "
+                                 f"'tiles': {value}}}\n")
+    kernel = Kernel("k", read_spec(path), (("BM", 128),))
+    device = type("D", (), {"sm_count": 132, "name": "GPU", "arch": type("A", (), {
+        "name": "sm_90"})()})()
+    shape = gemm.LaunchShape((132, 1, 1), (128, 1, 1), 0)
+    with pytest.raises(LaunchError, match=match):
+        gemm.host_values(kernel, device, shape, 300, 260, 64, {}, workspace_bytes=36)
+
+
+def test_a_string_is_not_a_workspace(tmp_path):
+    path = write(tmp_path, setup="def setup(launch):\n    return {'workspace': 'abc', "
+                                 "'tiles': 1}\n")
+    with pytest.raises(SpecError, match=r"must be a numeric numpy array or bytes, got str"):
+        hostsetup.run_setup(path, host_keys(read_spec(path).signature), launch_of())

@@ -388,3 +388,118 @@ def test_fresh_inputs_differ_by_seed():
     a0 = operands_of(16, 16, 16, seed=0)[0]
     a1 = operands_of(16, 16, 16, seed=1)[0]
     assert not np.array_equal(a0, a1) and np.count_nonzero(a0) == a0.size
+
+
+# --- accuracy at depth: FP32's own error as the yardstick (issue 33 item 5) -----------------
+
+def _sequential_fp32(a64, b64):
+    """An FP32 loop, one FMA per k step in order: what a SIMT kernel does per output."""
+    acc = np.zeros((a64.shape[0], b64.shape[1]), np.float32)
+    for k in range(a64.shape[1]):
+        acc = (acc.astype(np.float64) + np.outer(a64[:, k], b64[k, :])).astype(np.float32)
+    return acc
+
+
+def _bf16(x):
+    return numerics.bf16_to_float(numerics.bf16_bits(x)).astype(np.float64)
+
+
+def _bf16x3(a64, b64):
+    """Three BF16 products per FP32 one (hi hi + hi lo + lo hi), summed exactly: only the
+    split's own error."""
+    ah, bh = _bf16(a64), _bf16(b64)
+    al, bl = _bf16(a64 - ah), _bf16(b64 - bh)
+    return (ah @ bh + ah @ bl + al @ bh).astype(np.float32)
+
+
+def _deep(k, seed, m=64, n=64):
+    _, a64, _, b64 = operands_of(m, n, k, "fp32", seed)
+    ref = a64 @ b64
+    scale = numerics.error_scale(a64, b64, 1.0, 0.0, None)
+    return a64, b64, ref, scale
+
+
+@pytest.mark.parametrize("k", [512, 2048, 4096, 8192])
+def test_the_fp32_yardstick_is_what_an_fp32_loop_gives(k):
+    a64, b64, ref, _ = _deep(k, seed=k)
+    err = np.linalg.norm(_sequential_fp32(a64, b64) - ref)
+    assert 0.9 < err / numerics.fp32_yardstick(a64, b64) < 1.1
+
+
+@pytest.mark.parametrize("k", [2048, 4096])
+def test_fp32_passes_and_bf16x3_fails_the_deep_bound(k):
+    """BF16x3 is within the K-deep bound (it passed as FP32 before issue 33) but several
+    times FP32's own error: the deep bound names it, an FP32 loop passes it."""
+    a64, b64, ref, scale = _deep(k, seed=7)
+    stick = numerics.fp32_yardstick(a64, b64)
+
+    def judged(out):
+        return numerics.compare(out, ref, "fp32", scale=scale, k=k, seed=0, alpha=1.0,
+                                beta=0.0, yardstick=stick,
+                                max_multiple=numerics.FP32_MULTIPLE_MAX)
+
+    right = judged(_sequential_fp32(a64, b64))
+    assert right.passed and 0.8 < right.fp32_multiple < 1.2, right.message
+    split = judged(_bf16x3(a64, b64))
+    assert not split.passed and split.finding == "less accurate than FP32", split.message
+    assert split.fp32_multiple > 3.0
+    assert re.search(r"its error norm is \d+\.\dx what FP32 accumulation gives", split.message)
+    # the same output without the deep bound passes: what it passed as before
+    assert numerics.compare(_bf16x3(a64, b64), ref, "fp32", scale=scale, k=k, seed=0,
+                            alpha=1.0, beta=0.0).passed
+
+
+def test_a_declared_split_is_held_to_its_own_arithmetic():
+    """An FP32 kernel that declares fp32_via = bf16x3 passes with the input term of its
+    scheme; one that declares bf16x3 but computes in plain BF16 fails."""
+    k = 2048
+    a64, b64, ref, scale = _deep(k, seed=9)
+    unit = numerics.FP32_VIA_UNIT["bf16x3"]
+    norm = numerics.product_norm(a64, b64)
+
+    def judged(out):
+        return numerics.compare(out, ref, "fp32", scale=scale, k=k, seed=0, alpha=1.0,
+                                beta=0.0, input_unit=unit, input_norm=norm)
+
+    assert judged(_bf16x3(a64, b64)).passed
+    plain = (_bf16(a64) @ _bf16(b64)).astype(np.float32)
+    assert not judged(plain).passed
+
+
+def test_wide_exponents_overflow_a_narrower_type():
+    """A TF32 kernel that converts its inputs to FP16 is exact on TF32 values in [-1, 1) but
+    overflows (or flushes) on wide exponents; one that truncates unrounded FP32 values to
+    TF32, as the hardware does, passes with the TF32 input term."""
+    rng = np.random.default_rng(3)
+    a, a64 = numerics.random_operand(rng, (M, 61), "tf32", "wide")
+    b, b64 = numerics.random_operand(rng, (61, N), "tf32", "wide")
+    assert np.abs(np.log2(np.abs(a64[a64 != 0]))).max() > 16  # past FP16's range
+    assert not np.array_equal(numerics.tf32_round(a), a)  # unrounded FP32 values
+    ref = a64 @ b64
+    scale = numerics.error_scale(a64, b64, 1.0, 0.0, None)
+    unit, norm = numerics.TF32_UNROUNDED_UNIT, numerics.product_norm(a64, b64)
+
+    def judged(out):
+        return numerics.compare(out, ref, "tf32", scale=scale, k=61, seed=0, alpha=1.0,
+                                beta=0.0, input_unit=unit, input_norm=norm)
+
+    def truncated(x):
+        return (x.view(np.uint32) & np.uint32(0xFFFFE000)).view(np.float32).astype(np.float64)
+
+    assert judged((truncated(a) @ truncated(b)).astype(np.float32)).passed
+    with np.errstate(over="ignore", invalid="ignore"):
+        via_fp16 = to_fp16(a).astype(np.float64) @ to_fp16(b).astype(np.float64)
+    assert not judged(via_fp16.astype(np.float32)).passed
+
+
+def test_uniform_tf32_inputs_hide_fp16():
+    """Why the wide draw exists: TF32 values in [-1, 1) are FP16 values too (bar the tiny)."""
+    rng = np.random.default_rng(4)
+    a, _ = numerics.random_operand(rng, (64, 64), "tf32")
+    exact = np.abs(a) > 2.0**-14
+    assert np.array_equal(to_fp16(a)[exact], a[exact])
+
+
+def test_draws_are_named():
+    with pytest.raises(HarnessError, match="uniform or wide, not 'gaussian'"):
+        numerics.random_operand(np.random.default_rng(0), (2, 2), "fp32", "gaussian")

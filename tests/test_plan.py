@@ -11,7 +11,15 @@ from pathlib import Path
 import pytest
 from conftest import FIXTURE_KERNELS
 
-from harness.bench.plan import READS_C, STALE_C, VALUES, grows_with_problem, plan
+from harness.bench.plan import (
+    DEEP,
+    READS_C,
+    STALE_C,
+    VALUES,
+    WIDE,
+    grows_with_problem,
+    plan,
+)
 from harness.kernels.registry import discover, kernels_in
 from harness.kernels.spec import parse_spec
 
@@ -36,6 +44,8 @@ def _classes(p):
             "repeats": any(c.repeats for c in p.checks),
             "reads C": any(c.kind == READS_C for c in p.checks),
             "stale C": any(c.kind == STALE_C for c in p.checks),
+            "deep": any(c.kind == DEEP and c.k >= 2048 for c in p.checks),
+            "wide": any(c.kind == WIDE for c in p.checks),
             "seeds": len({c.seed for c in p.checks if c.kind == VALUES}) >= 2}
 
 
@@ -55,7 +65,16 @@ def test_a_constrained_kernel_gets_every_check_class_on_shapes_that_satisfy_them
 def test_an_unconstrained_kernel_keeps_odd_shapes():
     p = plan(kernel_with([]))
     assert (37, 45, 29) in p.shapes and all(_classes(p).values())
-    assert all(m % 2 for m, _, _ in p.shapes)
+    assert all(c.m % 2 for c in p.checks if c.kind != DEEP)
+
+
+def test_the_deep_check_is_aligned_and_deep_whatever_the_constraints():
+    """BF16 parts used only on aligned shapes with a deep K still meet a check: M and N
+    multiples of 256, K of 2048, within what the constraints allow."""
+    for constraints in ([], ["M % 128 == 0", "N % 128 == 0", "K % 64 == 0"], ["K >= 4096"]):
+        (deep,) = [c for c in plan(kernel_with(constraints)).checks if c.kind == DEEP]
+        assert deep.m % 256 == 0 and deep.n % 256 == 0 and deep.k % 2048 == 0, deep
+        assert not kernel_with(constraints).shape_problems(*deep.shape)
 
 
 @pytest.mark.parametrize("kernel", discover(),

@@ -91,7 +91,7 @@ N_ADD = 2
 .version 8.0
 .target sm_80
 .address_size 64
-.visible .entry k(.param .u64 p)
+.visible .entry k(ABI)
 {
     .reg .f32 %f<8>;
     .reg .b64 %rd<2>;
@@ -103,7 +103,8 @@ N_ADD = 2
     st.global.f32 [%rd1], %f${N_ADD};
     ret;
 }
-"""
+""".replace("ABI", ".param .u32 M, .param .u32 N, .param .u32 K, .param .f32 alpha, .param .u64 A, "
+            ".param .u64 B, .param .f32 beta, .param .u64 p")  # the common GEMM ABI, C as p
 
 
 def test_variants_assemble_with_their_parameters(tmp_path):

@@ -64,26 +64,36 @@ def test_the_plugin_is_installed_as_a_pytest11_entry_point():
 def test_one_test_per_kernel_and_variant_findings_without_traceback(tmp_path):
     folder = kernel_folder(tmp_path, NAIVE, TILED, PTX_SYNTAX, BIG_SMEM)
     listing = pytest_in(folder, "--harness-kernels", ".", "--collect-only", "-q")
+    # two tests per kernel: its offline build, and its GPU check battery
     assert collected(listing) == [
-        "01_naive.cu::01_naive", "03_smem_tiled.cu::03_smem_tiled:t16",
-        "03_smem_tiled.cu::03_smem_tiled:t32", "big_smem.cu::big_smem",
-        "ptx_syntax.ptx::ptx_syntax"], listing.stdout + listing.stderr
+        f"{key}::{test}" for key in (
+            "01_naive.cu::01_naive", "03_smem_tiled.cu::03_smem_tiled:t16",
+            "03_smem_tiled.cu::03_smem_tiled:t32", "big_smem.cu::big_smem",
+            "ptx_syntax.ptx::ptx_syntax") for test in ("build", "check")
+    ], listing.stdout + listing.stderr
 
-    result = pytest_in(folder, "--harness-kernels", ".", "-q")
+    result = pytest_in(folder, "--harness-kernels", ".", "-q", "-ra")
     out = result.stdout
     assert result.returncode == 1, out + result.stderr
-    assert "2 failed, 3 passed" in out
+    # no GPU: the builds pass or fail, and no check passes: every one is skipped, with why
+    assert "2 failed, 3 passed, 5 skipped" in out
+    assert "SKIPPED [1] 01_naive.cu:1: not checked: no GPU (" in out, out
+    assert "SKIPPED [2] 03_smem_tiled.cu:1: not checked: no GPU (" in out
+    assert ("SKIPPED [1] big_smem.cu:1: not checked: the offline build failed (big_smem::build "
+            "says why)") in out
+    assert "ptx_syntax.ptx:1: not checked: the offline build failed (ptx_syntax::build" in out
     assert ("big_smem (sm_90): cannot launch: needs 240 KB shared memory per block (static 0 + "
             "dynamic 240 KB), sm_90 allows 227 KB") in out
     assert "ptx_syntax (sm_90): compile error: " in out
     assert f"{folder / 'ptx_syntax.ptx'}:16: error: Unknown symbol '%r1'" in out
-    assert "FAILED big_smem.cu::big_smem" in out and "FAILED ptx_syntax.ptx::ptx_syntax" in out
+    assert ("FAILED big_smem.cu::big_smem::build" in out
+            and "FAILED ptx_syntax.ptx::ptx_syntax::build" in out)
     # the finding, not a traceback, and not the full linker log
     assert "Traceback" not in out and "pytest_plugin.py" not in out
     assert "full linker log" not in out
     # the GPU was hidden: the no-GPU path, said so once
     assert ("harness: 5 kernel test(s) built for sm_90 at 1024x1024x1024; no check battery "
-            "(no GPU: ") in out
+            "(no GPU: ") in out and "the ::check tests skipped" in out
 
 
 def test_a_kernel_over_its_budget_fails_with_the_budget_line(tmp_path):
@@ -94,11 +104,11 @@ def test_a_kernel_over_its_budget_fails_with_the_budget_line(tmp_path):
                                                        "max_spill_bytes = 0"))
     result = pytest_in(folder, "--harness-kernels", ".", "-q")
     out = result.stdout
-    assert result.returncode == 1 and "1 failed, 1 passed" in out, out + result.stderr
+    assert result.returncode == 1 and "1 failed, 1 passed, 2 skipped" in out, out + result.stderr
     assert ("fat (sm_90) is over its [budget]: smem bytes 204800 > max_smem_bytes 65536 (static "
             "0 + dynamic 204800 at 1024x1024x1024); occupancy 12.5% < min_occupancy_pct 25 "
             "(limited by shared memory)") in out
-    assert "FAILED fat.cu::fat" in out
+    assert "FAILED fat.cu::fat::build" in out
 
 
 def test_the_size_and_arch_options_reach_the_build(tmp_path):
@@ -108,7 +118,7 @@ def test_the_size_and_arch_options_reach_the_build(tmp_path):
     assert "(static 0 + dynamic 204800 at 256x512x64)" in result.stdout, result.stdout
     # smem_200k needs sm_90: below its min_arch the test is skipped, at the kernel file
     result = pytest_in(folder, "--harness-kernels", ".", "-q", "-rs", "--harness-arch", "sm_80")
-    assert result.returncode == 0 and "1 skipped" in result.stdout, result.stdout
+    assert result.returncode == 0 and "2 skipped" in result.stdout, result.stdout
     assert "fat.cu: needs sm_90 (min_arch), not built for sm_80" in result.stdout
 
 
@@ -119,7 +129,7 @@ def test_a_broken_spec_fails_its_own_file_and_the_others_run(tmp_path):
     (folder / "sub" / "no_spec.cu").write_text('extern "C" __global__ void k() {}\n')
     result = pytest_in(folder, "--harness-kernels", ".", "-q")
     out = result.stdout
-    assert result.returncode == 1 and "2 failed, 1 passed" in out, out + result.stderr
+    assert result.returncode == 1 and "2 failed, 1 passed, 1 skipped" in out, out + result.stderr
     assert "FAILED sub/typo.cu::typo" in out and "FAILED sub/no_spec.cu::no_spec" in out
     assert ("sub/typo.cu: spec: budget: unknown key(s) 'max_regs' (did you mean "
             "'max_registers'?); allowed keys: max_registers, max_spill_bytes, max_smem_bytes, "
@@ -144,16 +154,17 @@ def test_pyproject_names_the_folders(tmp_path):
     (tmp_path / "tests" / "test_mine.py").write_text("def test_one():\n    assert True\n")
     (tmp_path / "pyproject.toml").write_text('[tool.harness]\nkernels = ["kernels/"]\n')
     everything = pytest_in(tmp_path, "--collect-only", "-q")
-    assert collected(everything) == ["tests/test_mine.py::test_one",
-                                     "kernels/01_naive.cu::01_naive",
-                                     "kernels/big_smem.cu::big_smem"], everything.stdout
+    kernel_tests = [f"kernels/{key}::{test}" for key in ("01_naive.cu::01_naive",
+                                                         "big_smem.cu::big_smem")
+                    for test in ("build", "check")]
+    assert collected(everything) == ["tests/test_mine.py::test_one", *kernel_tests], (
+        everything.stdout)
     # paths on the command line choose, as for test files
     assert collected(pytest_in(tmp_path, "tests", "--collect-only", "-q")) == [
         "tests/test_mine.py::test_one"]
-    assert collected(pytest_in(tmp_path, "kernels", "--collect-only", "-q")) == [
-        "kernels/01_naive.cu::01_naive", "kernels/big_smem.cu::big_smem"]
+    assert collected(pytest_in(tmp_path, "kernels", "--collect-only", "-q")) == kernel_tests
     result = pytest_in(tmp_path, "-q")
-    assert "1 failed, 2 passed" in result.stdout, result.stdout + result.stderr
+    assert "1 failed, 2 passed, 2 skipped" in result.stdout, result.stdout + result.stderr
 
 
 @pytest.mark.parametrize(("setup", "args", "match"), [
@@ -217,7 +228,9 @@ def test_with_a_gpu_the_check_battery_decides(pytester, monkeypatch):
         shutil.copy(path, pytester.path / path.name)
     result = pytester.runpytest("--harness-kernels", ".", "--harness-size", "512", "-q",
                                 "-p", "no:cacheprovider")
-    result.assert_outcomes(passed=1, failed=2)
+    # 01_naive: built, checked; big_smem: its build fails, its check is skipped for that;
+    # unwritten_half: built, its check fails
+    result.assert_outcomes(passed=3, failed=2, skipped=1)
     # a kernel that fails offline never reaches the GPU
     assert calls == [(["01_naive"], "sm_90", ((512, 512, 512),), "check"),
                      (["unwritten_half"], "sm_90", ((512, 512, 512),), "check")]
@@ -234,7 +247,7 @@ def test_with_a_gpu_the_check_battery_runs(tmp_path):
     folder = kernel_folder(tmp_path, NAIVE, FIXTURE_KERNELS / "classes" / "unwritten_half.cu")
     result = pytest_in(folder, "--harness-kernels", ".", "-q", gpu=True)
     out = result.stdout
-    assert result.returncode == 1 and "1 failed, 1 passed" in out, out + result.stderr
-    assert "FAILED unwritten_half.cu::unwritten_half" in out
+    assert result.returncode == 1 and "1 failed, 3 passed" in out, out + result.stderr
+    assert "FAILED unwritten_half.cu::unwritten_half::check" in out
     assert "unwritten_half at 1024x1024x1024 on sm_" in out and "unwritten" in out
     assert "the check battery ran on " in out

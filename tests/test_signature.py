@@ -514,8 +514,13 @@ def test_a_mangled_entry_is_taken_as_the_symbol(tmp_path):
     from harness.errors import CompileError
     from harness.kernels.spec import read_spec
 
-    symbol = "_ZN7lessons5tiledILi64EfEEviPT0_"
-    body = TEMPLATE_BODY + "template __global__ void lessons::tiled<64, float>(int, float*);\n"
+    # the common GEMM ABI: the build checks the compiled kernel's parameters against it
+    symbol = "_ZN7lessons5tiledILi64EfEEviiiT0_PKS1_S3_S1_PS1_"
+    body = ("namespace lessons {\ntemplate <int T, typename Real>\n__global__ void tiled(int M, "
+            "int N, int K, Real alpha, const Real* A, const Real* B, Real beta, Real* C) {\n"
+            "    if (threadIdx.x < T) C[threadIdx.x] = Real(M);\n}\n}\n"
+            "template __global__ void lessons::tiled<64, float>(int, int, int, float, "
+            "const float*, const float*, float, float*);\n")
     for entry in (symbol, symbol.replace("64", "32")):
         path = tmp_path / f"k{len(entry)}{entry[-6:-4]}.cu"
         path.write_text(HEAD.replace('entry = "k"', f'entry = "{entry}"').replace(

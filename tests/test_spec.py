@@ -88,7 +88,12 @@ def test_ptx_entry_is_found():
          "block must list 1 to 3 dimensions"),
         (lambda t: t.replace('summary = "A test kernel."', "summary = [1]"),
          "summary must be a string"),
-        (lambda t: t.replace("/* harness", "/* kernel"), "no spec block"),
+        # the block is there under another first line: said so, not "no spec block"
+        (lambda t: t.replace("/* harness", "/* kernel"),
+         r"^k\.cu:1: the spec block's first line must be '/\* harness' \(lower case, alone\), "
+         r"found '/\* kernel'$"),
+        (lambda t: t.replace("/* harness", "/* kernel").replace('entry = "k"\n', ""),
+         "no spec block"),
         (lambda t: t.replace('entry = "k"', 'entry = k'),
          r"^k\.cu:2: the spec block is not valid TOML, column \d+: .*: 'entry = k'$"),
     ],

@@ -13,15 +13,16 @@ that skips work where C looks computed). plan.py says which checks a kernel gets
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from harness.bench import numerics, operands
+from harness.bench import contents, numerics, operands
 from harness.bench.gemm import LoadedGemm
 from harness.bench.numerics import CheckResult
-from harness.bench.plan import READS_C, STALE_C, Plan, PlannedCheck
+from harness.bench.plan import DEEP, READS_C, STALE_C, WIDE, Plan, PlannedCheck
 from harness.errors import HarnessError
 from harness.gpu.cublas import Cublas
 from harness.gpu.driver import Stream
@@ -48,24 +49,36 @@ class Checked:
 
 
 def compare_to_reference(gemm: LoadedGemm, ops: operands.Operands, out: np.ndarray, seed: int,
-                         alpha: float, beta: float, initial: np.ndarray | None) -> CheckResult:
-    """``out`` (C after a launch on ``ops``) against the float64 reference of ``ops``."""
+                         alpha: float, beta: float, initial: np.ndarray | None,
+                         deep: bool = False) -> CheckResult:
+    """``out`` (C after a launch on ``ops``) against the float64 reference of ``ops``, its
+    error also as a multiple of FP32 accumulation's on the same inputs; ``deep`` (K >= 2048,
+    or a timed size): a kernel that claims FP32 fails above numerics.FP32_MULTIPLE_MAX."""
     spec = gemm.kernel.spec
     m, n, k = ops.m, ops.n, ops.k
     ref, scale = operands.reference(ops, (m, n, k, seed, spec.precision, spec.c_type, alpha,
-                                          beta), alpha, beta)
-    return numerics.compare(out, ref, spec.precision, k=k, seed=seed, alpha=alpha, beta=beta,
-                            c_type=spec.c_type, initial=initial, c64=ops.c64, scale=scale)
+                                          beta, ops.draw), alpha, beta)
+    via = getattr(spec, "fp32_via", "")
+    unit = (numerics.FP32_VIA_UNIT[via] if via else
+            numerics.TF32_UNROUNDED_UNIT if ops.unrounded else 0.0)
+    strict = deep and spec.precision == "fp32" and not via
+    return numerics.compare(
+        out, ref, spec.precision, k=k, seed=seed, alpha=alpha, beta=beta, c_type=spec.c_type,
+        initial=initial, c64=ops.c64, scale=scale,
+        yardstick=(numerics.fp32_yardstick(ops.a64, ops.b64, alpha)
+                   if beta == 0.0 and ops.draw == "uniform" else None),
+        max_multiple=numerics.FP32_MULTIPLE_MAX if strict else None, input_unit=unit,
+        input_norm=abs(alpha) * numerics.product_norm(ops.a64, ops.b64) if unit else 0.0)
 
 
 def launch_and_compare(gemm: LoadedGemm, ops: operands.Operands, stream: Stream, seed: int,
-                       alpha: float = 1.0, beta: float = 0.0) -> Checked:
+                       alpha: float = 1.0, beta: float = 0.0, deep: bool = False) -> Checked:
     """C poisoned, one launch, its output compared with the reference."""
     ops.poison_c(stream)
     _launch(gemm, ops, alpha, beta, stream)
     out, guard = ops.result(stream)
-    return Checked(out, compare_to_reference(gemm, ops, out, seed, alpha, beta, ops.initial()),
-                   guard)
+    return Checked(out, compare_to_reference(gemm, ops, out, seed, alpha, beta, ops.initial(),
+                                             deep), guard)
 
 
 def _bits_differ(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -142,13 +155,15 @@ def outside_c(r: CheckResult, guard: int) -> CheckResult:
 
 def check_one(gemm: LoadedGemm, stream: Stream, m: int, n: int, k: int, seed: int,
               alpha: float = 1.0, beta: float = 0.0, repeats: int = 0,
-              baseline: Cublas | None = None) -> list[CheckResult]:
+              baseline: Cublas | None = None, draw: str = "uniform",
+              deep: bool = False) -> list[CheckResult]:
     """Run the kernel (``1 + repeats`` times, and the baseline once if given) on fresh inputs
-    and compare with float64; what explains a failed comparison comes before it."""
+    drawn ``draw`` and compare with float64 (``deep``: held to FP32's error too); what
+    explains a failed comparison comes before it."""
     spec = gemm.kernel.spec
-    ops = operands.for_kernel(stream, spec, m, n, k, seed, with_c=beta != 0.0)
+    ops = operands.for_kernel(stream, spec, m, n, k, seed, with_c=beta != 0.0, draw=draw)
     try:
-        runs = [launch_and_compare(gemm, ops, stream, seed, alpha, beta)
+        runs = [launch_and_compare(gemm, ops, stream, seed, alpha, beta, deep)
                 for _ in range(1 + repeats)]
         causes = [outside_c(runs[0].result, runs[0].guard)] if runs[0].guard else []
         found = repeat_finding(gemm, runs)
@@ -237,12 +252,15 @@ def _note(out: KernelChecks, text: str) -> None:
 
 
 def kernel_checks(gemm: LoadedGemm, stream: Stream, plan: Plan, strict_blas: bool = False,
-                  say: Callable[[PlannedCheck], None] = lambda _: None) -> KernelChecks:
-    """Every check of ``plan``, in order; the probes run only once the checks before them
-    passed (their findings mean little on a kernel that computes wrong values)."""
+                  say: Callable[[PlannedCheck], None] = lambda _: None,
+                  run_seed: int = 0) -> KernelChecks:
+    """Every check of ``plan``, in order, on inputs drawn from ``run_seed`` and each check's
+    own seed; the probes run only once the checks before them passed (their findings mean
+    little on a kernel that computes wrong values)."""
     out = KernelChecks(skipped=list(plan.skipped), plan=plan)
-    for check in plan.checks:
-        say(check)
+    for planned in plan.checks:
+        say(planned)
+        check = dataclasses.replace(planned, seed=contents.derive(run_seed, planned.seed))
         shape = check.shape
         if check.kind == READS_C:
             if all(r.passed for r in out.results) and reads_c_at_beta_zero(
@@ -258,13 +276,31 @@ def kernel_checks(gemm: LoadedGemm, stream: Stream, plan: Plan, strict_blas: boo
         if check.kind == STALE_C:
             out.results += stale_c(gemm, stream, *shape, check.seed)
             continue
+        accuracy = {DEEP: {"deep": True}, WIDE: {"draw": "wide"}}.get(check.kind, {})
         for r in check_one(gemm, stream, *shape, check.seed, check.alpha, check.beta,
-                           check.repeats):
+                           check.repeats, **accuracy):
+            if check.kind == WIDE and r.finding in ("non-finite", "wrong values"):
+                r = _narrower(r, gemm.kernel.spec.precision)
             if r.passed and r.finding == NONDETERMINISTIC:
                 _note(out, r.message)
                 continue
             out.results.append(r)
     return out
+
+
+NARROWER = "narrower range than claimed"
+
+
+def _narrower(r: CheckResult, precision: str) -> CheckResult:
+    """A failure on wide-exponent inputs named for what it shows: the kernel computes in a
+    type whose exponents do not reach the claimed precision's (FP16 for TF32, say)."""
+    spread = numerics.WIDE_EXPONENT[precision]
+    return dataclasses.replace(
+        r, finding=NARROWER,
+        message=f"{NARROWER}: on inputs spread over exponents -{spread}..{spread}"
+                f"{' (unrounded FP32 values)' if precision == 'tf32' else ''} it is wrong: "
+                f"{r.message}; it computes in a type with a narrower exponent range than "
+                f"{precision} (FP16?)")
 
 
 def summary_of(results: list[CheckResult]) -> tuple[int, float, str, str]:

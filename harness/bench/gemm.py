@@ -138,10 +138,22 @@ def host_values(kernel: Kernel, device: Device, shape: LaunchShape, m: int, n: i
     except SpecError as exc:
         raise LaunchError(f"{kernel.name}: {exc}") from None
     for p in kernel.spec.abi:
-        if p.name == "host" and p.type[0] in "iu" and not isinstance(found.values[p.key], int):
-            raise LaunchError(f"{kernel.name}: host set-up value {p.key!r} is "
-                              f"{found.values[p.key]!r}; the signature declares it {p.type}")
+        if p.name != "host":
+            continue
+        value, limits = found.values[p.key], _INT_RANGES.get(p.type)
+        if limits is not None and not isinstance(value, int):
+            raise LaunchError(f"{kernel.name}: host set-up value {p.key!r} is {value!r}; the "
+                              f"signature declares it {p.type}")
+        if limits is not None and not limits[0] <= value <= limits[1]:
+            raise LaunchError(f"{kernel.name}: host set-up value {p.key!r} is {value}, outside "
+                              f"{p.type}'s {limits[0]}..{limits[1]}: it would reach the kernel "
+                              "wrapped; return a value the declared type holds, or declare a "
+                              "wider type")
     return found
+
+
+_INT_RANGES = {"i32": (-(1 << 31), (1 << 31) - 1), "u32": (0, (1 << 32) - 1),
+               "i64": (-(1 << 63), (1 << 63) - 1), "u64": (0, (1 << 64) - 1)}
 
 
 class LoadedGemm:

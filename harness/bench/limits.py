@@ -1,12 +1,13 @@
 """What the hardware allows a GEMM at most (pure Python): a figure past it is a failure.
 
-Two ceilings. Arithmetic: the dense peak of the instruction family the kernel's SASS uses, at
-the highest SM clock seen while it was timed (FP32 FMA for SIMT kernels, twice that for packed
-16-bit SIMT, the tensor cores' dense rate for kernels with HMMA/HGMMA: an FP32 kernel on tensor
-cores is TF32). Memory, with cold L2 only: the compulsory bytes (A and B read once, C written
-once) at the device's peak DRAM bandwidth. A kernel timed faster than either did not do the
-work it was timed on (it skipped launches, or memoised), or the timer is wrong: either way the
-figure is not reported.
+Two ceilings. Arithmetic: the dense peak of the precision the kernel claims, at the highest SM
+clock seen while it was timed: the FP32 FMA peak for an FP32 kernel, whatever opcodes lie in its
+SASS (an instruction that never executes raises no ceiling), unless its spec declares how it
+computes FP32 on tensor cores (``fp32_via``: TF32's rate, or BF16's over the products a split
+takes); the tensor cores' dense rate for TF32, BF16 and FP16 kernels. Memory, with cold L2
+only: the compulsory bytes (A and B read once, C written once) at the device's peak DRAM
+bandwidth. A kernel timed faster than either did not do the work it was timed on (it skipped
+launches, or memoised), or the timer is wrong: either way the figure is not reported.
 """
 
 from __future__ import annotations
@@ -33,12 +34,30 @@ def family(opcodes) -> str:
     return "simt"
 
 
-def peak_flops_per_clock_per_sm(arch: Arch, precision: str, instruction_family: str) -> float:
+def claimed_family(precision: str, fp32_via: str = "") -> str:
+    """The family a kernel's figure is held to by what it claims, whatever its SASS holds
+    (code that never runs raises no ceiling): an FP32 kernel to the FP32 FMA peak unless it
+    declares how it computes on tensor cores; every other precision to the tensor cores'."""
+    return "simt" if precision == "fp32" and not fp32_via else "tensor"
+
+
+def _via_peak(table: dict, fp32_via: str) -> float:
+    """Dense FLOP per clock per SM of FP32 done as ``fp32_via`` (``bf16x3``: three BF16
+    products per FP32 one)."""
+    base, _, parts = fp32_via.partition("x")
+    return table.get(base, math.nan) / int(parts or 1)
+
+
+def peak_flops_per_clock_per_sm(arch: Arch, precision: str, instruction_family: str,
+                                fp32_via: str = "") -> float:
     """Dense FLOP per clock per SM the family can issue for the precision (NaN unknown).
-    ``unknown`` (no SASS could be read) takes the larger of the two."""
+    ``unknown`` (no SASS could be read) takes the larger of the two; an FP32 kernel that
+    declares ``fp32_via`` is held to that scheme's rate."""
     table = arch.fma_flops_per_clock_per_sm
     simt = table.get("fp32", math.nan) * (2 if precision in ("bf16", "fp16") else 1)
     tensor = table.get("tf32" if precision == "fp32" else precision, math.nan)
+    if precision == "fp32" and fp32_via:
+        tensor = _via_peak(table, fp32_via)
     if instruction_family == "simt":
         return simt
     if instruction_family == "tensor":
@@ -64,16 +83,20 @@ class Limits:
 
 def violation(limits: Limits, m: int, n: int, k: int, precision: str, c_type: str,
               instruction_family: str, median_ms: float, clock_max_mhz: float,
-              cold_l2: bool) -> str:
-    """Why a median time is faster than the hardware allows ("" when it is not)."""
+              cold_l2: bool, fp32_via: str = "") -> str:
+    """Why a median time is faster than the hardware allows for what the kernel claims (""
+    when it is not)."""
     flops = 2.0 * m * n * k
     gflops = flops / (median_ms * 1e-3) / 1e9
     seen = clock_max_mhz == clock_max_mhz
     clock = clock_max_mhz if seen else limits.max_sm_clock_mhz
     when = "the highest SM clock seen while it ran" if seen else "the boost clock"
-    per_clock = peak_flops_per_clock_per_sm(limits.arch, precision, instruction_family)
+    per_clock = peak_flops_per_clock_per_sm(limits.arch, precision, instruction_family,
+                                            fp32_via)
     peak = per_clock * limits.sm_count * clock * CLOCK_MARGIN * 1e6 / 1e9
     what = {"simt": "SIMT FMA", "tensor": "tensor-core", "unknown": "best"}[instruction_family]
+    if fp32_via:
+        what = f"{fp32_via} tensor-core"
     if gflops > peak:
         return (f"faster than the hardware allows: {gflops:,.0f} GFLOP/s is "
                 f"{100 * gflops / (peak / CLOCK_MARGIN):.0f}% of the {precision} {what} peak "

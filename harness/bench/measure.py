@@ -1,30 +1,29 @@
 """A kernel measured: compiled and loaded once, put through its check battery (plan.py), then
-per size checked on the very operands it is timed on, timed with cuBLAS (one after the other,
-or interleaved with other kernels), and its timed launches checked again. Every
+per size checked on the operands it is timed on, timed with cuBLAS (one after the other, or
+interleaved with other kernels), and its timed launches checked. Every
 :class:`~harness.bench.result.Result` of a measurement is made here.
 
-What a timing must survive before it is a figure: every repetition starts from a poisoned C
-(no repetition can find the last one's result); the output of the timed launches is checked
-against the output checked before timing, bit for bit (a kernel that goes wrong after some
-launches keeps state between them); and the figure must not pass what the hardware allows
-(limits.py).
+What a timing must survive before it is a figure: every repetition runs on inputs drawn
+afresh for it on the device and starts from a poisoned C (capture.py); a random sample of
+the timed repetitions' outputs, kept inside the timed sequence, must be right, and the inputs
+unchanged after them; a kernel whose cubin can keep state (screen.py) must not run faster on
+inputs it has seen; and the figure must not pass what the hardware allows for the precision
+the kernel claims (limits.py).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import hashlib
+import json
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import partial
 
-import numpy as np
-
-from harness.bench import limits, numerics, operands
+from harness.bench import capture, limits, numerics, operands
 from harness.bench.checks import (
-    KEEPS_STATE,
-    NONDETERMINISTIC,
     Checked,
     KernelChecks,
     check_baseline,
@@ -51,6 +50,7 @@ from harness.bench.result import (
 from harness.bench.session import BenchSession, in_turn
 from harness.build.compile import cache_dir
 from harness.build.sass import disassemble, opcodes
+from harness.build.screen import Screen, screen
 from harness.errors import HarnessError, LaunchError
 from harness.gpu.cublas import compute_name
 from harness.gpu.timing import ISOLATED_MAX_REPS, Timing, TimingOptions, with_before
@@ -100,35 +100,43 @@ class Prepared:
     info: KernelInfo
     checks: KernelChecks
     family: str = "unknown"
-    """``simt`` or ``tensor``: the instruction family its SASS uses (its peak), ``unknown``
-    when the SASS could not be read."""
+    """``simt`` or ``tensor``: the instruction family its SASS uses, ``unknown`` when the
+    SASS could not be read (reported; the peak it is held to follows its claim)."""
+    screen: Screen | None = None
+    """What its cubin could keep state in or read time from (screen.py); None unread."""
 
     @property
     def kernel(self) -> Kernel:
         return self.gemm.kernel
 
 
-def instruction_family(gemm: LoadedGemm) -> str:
-    """Which peak a kernel is held to, from its SASS (limits.family), kept beside the compile
-    cache by the cubin's hash: a disassembly costs the host most of a second."""
+def screened(gemm: LoadedGemm) -> tuple[str, Screen | None]:
+    """The instruction family of a kernel's SASS (limits.family) and its cubin's screening,
+    kept beside the compile cache by the cubin's hash: a disassembly costs the host most of a
+    second."""
     cubin = gemm.compiled.cubin
-    path = cache_dir() / f"{hashlib.sha256(cubin).hexdigest()[:32]}.family"
+    path = cache_dir() / f"{hashlib.sha256(cubin).hexdigest()[:32]}.screen.json"
     try:
-        known = path.read_text()
-        if known in ("simt", "tensor"):
-            return known
-    except OSError:
+        known = json.loads(path.read_text())
+        return known["family"], Screen.from_json(known["screen"])
+    except (OSError, ValueError, KeyError, TypeError):
         pass
     try:
-        found = limits.family(opcodes(disassemble(cubin)))
+        sass = disassemble(cubin)
+        found = limits.family(opcodes(sass)), screen(cubin, sass)
     except HarnessError:
-        return "unknown"
+        return "unknown", None
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(found)
+        path.write_text(json.dumps({"family": found[0], "screen": found[1].to_json()}))
     except OSError:
         pass  # an unwritable cache costs the next run the disassembly, nothing else
     return found
+
+
+def instruction_family(gemm: LoadedGemm) -> str:
+    """The instruction family of a kernel's SASS (:func:`screened`)."""
+    return screened(gemm)[0]
 
 
 def prepare(session: BenchSession, kernel: Kernel, strict_blas: bool = False,
@@ -146,12 +154,25 @@ def prepare(session: BenchSession, kernel: Kernel, strict_blas: bool = False,
             limit_s=launches_limit_s(check.m, check.n, check.k, 2 + check.repeats)
             + reference_limit_s(check.m, check.n, check.k))
 
-    with PHASES("checks"):
-        checks = kernel_checks(gemm, session.stream, battery,
-                               strict_blas or gemm.kernel.spec.blas_strict, say=each)
-    with PHASES("sass"):
-        family = instruction_family(gemm)
-    return Prepared(gemm, KernelInfo.of(gemm.kernel), checks, family)
+    # the disassembly (cuobjdump, most of a second on a cold cache) runs beside the checks
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        screening = pool.submit(screened, gemm)
+        with PHASES("checks"):
+            checks = kernel_checks(gemm, session.stream, battery,
+                                   strict_blas or gemm.kernel.spec.blas_strict, say=each,
+                                   run_seed=session.run_seed)
+        with PHASES("sass"):
+            family, found = screening.result()
+    spec = gemm.kernel.spec
+    if family == "tensor" and spec.precision == "fp32" and not spec.fp32_via:
+        _note(checks, "its SASS holds tensor-core instructions though it claims FP32 and "
+                      "declares no fp32_via: held to FP32's accuracy and the FP32 FMA peak")
+    return Prepared(gemm, KernelInfo.of(gemm.kernel), checks, family, found)
+
+
+def _note(checks: KernelChecks, text: str) -> None:
+    if text not in checks.notes:
+        checks.notes.append(text)
 
 
 @dataclass
@@ -160,9 +181,6 @@ class Ready:
 
     result: Result
     ops: operands.Operands
-    golden: np.ndarray
-    """The kernel's output on ``ops`` as checked before timing: the timed launches must give
-    the same bits."""
     seed: int
     launch_ms: float
     """Host wall time of the checked launch (with its synchronisation): a timing estimate."""
@@ -214,9 +232,10 @@ def checked(session: BenchSession, prep: Prepared, m: int, n: int, k: int,
         gemm_launch(gemm, ops, session.stream)()
         out, guard = ops.result(session.stream)
         launch_ms = (time.perf_counter() - t0) * 1e3
+        deep = k >= numerics.TIMED_DEEP_K and m * n >= numerics.TIMED_DEEP_OUTPUTS
         first = Checked(out, compare_to_reference(gemm, ops, out, seed, 1.0, 0.0,
-                                                  ops.initial()), guard)
-        again = _rerun(gemm, ops, session.stream, seed, first)
+                                                  ops.initial(), deep), guard)
+        again = _rerun(gemm, ops, session.stream, seed, first, deep)
         results = list(prep.checks.results)
         if first.guard:
             results.append(outside_c(first.result, first.guard))
@@ -231,16 +250,17 @@ def checked(session: BenchSession, prep: Prepared, m: int, n: int, k: int,
     notes = tuple(prep.checks.notes) + ((found.message,) if found and found.passed else ())
     if prep.checks.skipped:  # how little the constraints let the battery check
         notes += (f"battery: {prep.checks.plan.summary()}",)
-    res = res.with_parts(checks=CheckSummary(passed, len(results), max_rel,
-                                             tuple(prep.checks.skipped), finding, failure,
-                                             notes))
+    res = res.with_parts(
+        checks=CheckSummary(passed, len(results), max_rel, tuple(prep.checks.skipped), finding,
+                            failure, notes, fp32_multiple=first.result.fp32_multiple),
+        screen=prep.screen.lines() if prep.screen else (), seed=session.run_seed)
     if failure:
         return res.ended("FAIL", failure), None
-    return res, Ready(res, ops, first.out, seed, launch_ms)
+    return res, Ready(res, ops, seed, launch_ms)
 
 
 def _rerun(gemm: LoadedGemm, ops: operands.Operands, stream, seed: int,
-           first: Checked) -> Checked:
+           first: Checked, deep: bool) -> Checked:
     """The same launch again on the same operands; compared with the reference only when its
     bits differ from the first's (at 4096 a comparison costs a second of host time)."""
     ops.poison_c(stream)
@@ -248,8 +268,8 @@ def _rerun(gemm: LoadedGemm, ops: operands.Operands, stream, seed: int,
     out, guard = ops.result(stream)
     if not (numerics.bits(out) != numerics.bits(first.out)).any():
         return Checked(out, first.result, guard)
-    return Checked(out, compare_to_reference(gemm, ops, out, seed, 1.0, 0.0, ops.initial()),
-                   guard)
+    return Checked(out, compare_to_reference(gemm, ops, out, seed, 1.0, 0.0, ops.initial(),
+                                             deep), guard)
 
 
 def gemm_launch(gemm: LoadedGemm, ops: operands.Operands, stream):
@@ -264,11 +284,14 @@ def launcher(gemm: LoadedGemm, ops, session: BenchSession):
 
 
 def kernel_timed(gemm: LoadedGemm, ops: operands.Operands, session: BenchSession,
-                 copies: Sequence[operands.Operands] = ()):
+                 copies: Sequence[operands.Operands] = (),
+                 timed: capture.TimedOutputs | None = None):
     """What the timer times, the kernel's launch alone (counted), and what it enqueues before
-    every repetition, outside the events: C poisoned and the launch's own preparation (a
-    declared workspace zeroed). On ``ops``, or in turn on each of ``copies`` (``ops`` among
-    them; ``BenchSession.placements``), one per round, as cuBLAS is."""
+    every repetition, outside the events: with ``timed``, inputs drawn afresh (capture.py),
+    then C poisoned and the launch's own preparation (a declared workspace zeroed). On
+    ``ops``, or in turn on each of ``copies`` (``ops`` among them;
+    ``BenchSession.placements``), one per round, as cuBLAS is. With ``timed`` the launch's
+    ``after`` keeps a random sample of the timed repetitions' outputs."""
     launches, befores, primes = [], [], []
     for placed in copies or [ops]:
         launch = launcher(gemm, placed, session)
@@ -276,7 +299,10 @@ def kernel_timed(gemm: LoadedGemm, ops: operands.Operands, session: BenchSession
         launches.append(run)
         befores.append(partial(_before_launch, placed, session.stream, prepare))
         primes.append(with_before(prepare, run))
-    launch, before = in_turn(launches, befores, primes)
+    if timed is not None:
+        befores = timed.befores(befores)
+    launch, before = in_turn(launches, befores, primes,
+                             timed.afters() if timed is not None else None)
     return _Counted(launch), before
 
 
@@ -292,6 +318,8 @@ class _Counted:
     def __init__(self, launch: Callable[[], None]):
         self.launch, self.count = launch, 0
         self._prime = getattr(launch, "prime", None)
+        self.after = getattr(launch, "after", None)
+        """What follows each timed repetition (the keeping of outputs), or None."""
 
     def __call__(self) -> None:
         self.count += 1
@@ -309,118 +337,69 @@ class _Counted:
         return counted
 
 
-def verify_timed(session: BenchSession, prep: Prepared, ready: Ready, launches: int,
-                 last_output: bool = True, copies: Sequence[operands.Operands] = ()
-                 ) -> CheckResult | None:
-    """The timed configuration checked after its timing, on its own buffers: the output the
-    last timed launch left in C (``last_output``; C was poisoned before it) must be the bits
-    checked before timing (or, for a kernel that declares itself nondeterministic, pass the
-    check); then one more launch, with A's rows in reverse order in the same buffer and C
-    poisoned, must give the reference's rows reversed (a kernel that replays a result kept in
-    device memory, or that counts its launches, gives something else), and the launch after
-    it, on A as timed, the checked result (a kernel wrong every other launch); and one launch
-    on each of the other ``copies`` it was timed on (the same values elsewhere in memory) the
-    checked bits. None when all is right."""
+def verify_timed(session: BenchSession, prep: Prepared, ready: Ready,
+                 outputs: capture.TimedOutputs) -> tuple[CheckResult | None, int]:
+    """The timed launches checked after the timing (capture.verify: the kept repetitions'
+    outputs and inputs), then, for a kernel whose cubin can keep state, whether it runs
+    faster on inputs it has seen (:func:`memo_probe`): the first failure (None when all is
+    right) and how many timed repetitions were checked."""
+    found, kept = capture.verify(outputs, ready.ops, prep.screen)
+    if found is None and prep.screen is not None and prep.screen.stateful:
+        found = memo_probe(session, prep, ready, outputs)
+    return found, kept
+
+
+MEMO_MARGIN = 0.03
+"""How much faster than on fresh inputs a kernel may run on inputs it has just seen before it
+is called a memo: timed interleaved, both cold, a kernel that keeps nothing runs alike on
+both (within its noise, p20-p80 a few tenths of a percent at a default run's sizes)."""
+
+
+def memo_probe(session: BenchSession, prep: Prepared, ready: Ready,
+               outputs: capture.TimedOutputs) -> CheckResult | None:
+    """A kernel with state timed on fresh inputs and, in the same rounds, again on the inputs
+    it has just run on: a memo answers the second from what it kept. None unless the second
+    is faster by more than MEMO_MARGIN and beyond both spreads."""
     gemm, ops, stream = prep.gemm, ready.ops, session.stream
-    spec, (m, n, k) = prep.kernel.spec, (ops.m, ops.n, ops.k)
-    if last_output:
-        out = ops.result(stream)[0]
-        changed = numerics.bits(out) != numerics.bits(ready.golden)
-        if changed.any():
-            result = compare_to_reference(gemm, ops, out, ready.seed, 1.0, 0.0, ops.initial())
-            if not result.passed:
-                return _state_finding(ops, ready.seed, launches, "the output of the last "
-                                      "timed launch (C poisoned before it)", result)
-            if not spec.nondeterministic:
-                return _nondeterministic(ops, ready.seed, f"after {launches} launches the "
-                                         "output of the last timed launch", changed)
-    ref, scale = operands.reference(ops, (m, n, k, ready.seed, spec.precision, spec.c_type,
-                                          1.0, 0.0), 1.0, 0.0)
-    with ops.a_rows_reversed(stream):
-        ops.poison_c(stream)
-        gemm_launch(gemm, ops, stream)()
-        out = ops.result(stream)[0]
-    result = numerics.compare(out, ref[::-1], spec.precision, k=k, seed=ready.seed, alpha=1.0,
-                              beta=0.0, c_type=spec.c_type, initial=ops.initial(),
-                              scale=scale[::-1])
-    if not result.passed:
-        return _state_finding(ops, ready.seed, launches + 1, "one more launch with A's rows "
-                              "reversed in the same buffer (C poisoned before it)", result)
-    ops.poison_c(stream)
-    gemm_launch(gemm, ops, stream)()
-    out = ops.result(stream)[0]
-    changed = numerics.bits(out) != numerics.bits(ready.golden)
-    if changed.any():
-        result = compare_to_reference(gemm, ops, out, ready.seed, 1.0, 0.0, ops.initial())
-        if not result.passed:
-            return _state_finding(ops, ready.seed, launches + 2, "the launch after it, on A "
-                                  "as timed (C poisoned before it)", result)
-    return _verify_copies(session, prep, ready, copies)
+    launch = gemm_launch(gemm, ops, stream)
+    run, prepare = getattr(launch, "run", launch), getattr(launch, "prepare", None)
 
+    def seen() -> None:
+        _before_launch(ops, stream, prepare)
 
-def _verify_copies(session: BenchSession, prep: Prepared, ready: Ready,
-                   copies: Sequence[operands.Operands]) -> CheckResult | None:
-    """One launch on each copy of the operands the kernel was timed on besides its own (C
-    poisoned): the same values must give the checked bits, or pass the check when the kernel
-    declares itself nondeterministic."""
-    gemm, stream, spec = prep.gemm, session.stream, prep.kernel.spec
-    for number, placed in enumerate(copies):
-        if placed is ready.ops:
-            continue
-        placed.poison_c(stream)
-        gemm_launch(gemm, placed, stream)()
-        out = placed.result(stream)[0]
-        changed = numerics.bits(out) != numerics.bits(ready.golden)
-        if not changed.any():
-            continue
-        result = compare_to_reference(gemm, placed, out, ready.seed, 1.0, 0.0, placed.initial())
-        where = (f"on copy {number} of the operands it was timed on (the same values at "
-                 "another address, C poisoned)")
-        if not result.passed:
-            return CheckResult.finding_only(
-                result.finding, placed.m, placed.n, placed.k, ready.seed, 1.0, 0.0,
-                f"{result.finding} {where}: {result.message}; its operands' own buffers gave "
-                "the checked result: it depends on where they lie or on what earlier launches "
-                "left, and its timing is not a figure",
-                result.bad_elements or result.unwritten_elements)
-        if not spec.nondeterministic:
-            return _nondeterministic(placed, ready.seed, f"{where} its output", changed)
-    return None
+    def fresh() -> None:
+        outputs.refresh(0)  # copies[0] is ops
+        seen()
 
-
-def _nondeterministic(ops, seed: int, what: str, changed: np.ndarray) -> CheckResult:
-    """``what`` differs from the output checked before timing in the ``changed`` elements,
-    each within tolerance, and the kernel does not declare itself nondeterministic."""
-    count = int(np.count_nonzero(changed))
+    with PHASES("timing"):
+        (new, again), _ = session.timer.time_interleaved([run, run], [fresh, seen])
+    if not (again.median_ms < (1 - MEMO_MARGIN) * new.median_ms and again.p80_ms < new.p20_ms):
+        return None
+    m, n, k = ops.m, ops.n, ops.k
+    held = "; ".join(prep.screen.lines()) if prep.screen else ""
     return CheckResult.finding_only(
-        NONDETERMINISTIC, ops.m, ops.n, ops.k, seed, 1.0, 0.0,
-        f"nondeterministic: {what} differs from the one checked before timing in {count} "
-        "outputs, each within tolerance; a kernel whose result changes between identical "
-        "runs races, unless it sums with atomics whose order changes: then declare "
-        "nondeterministic = true in its spec", count)
-
-
-def _state_finding(ops, seed: int, launches: int, what: str, result: CheckResult
-                   ) -> CheckResult:
-    return CheckResult.finding_only(
-        KEEPS_STATE, ops.m, ops.n, ops.k, seed, 1.0, 0.0,
-        f"{KEEPS_STATE}: wrong after {launches} launches on the same buffers: {what} is "
-        f"wrong ({result.message}), though the launch checked before timing was right; the "
-        "output depends on how often the kernel ran or on what it kept in device memory "
-        "(counters, flags, cached results): its timing is not a figure",
-        result.bad_elements or result.unwritten_elements)
+        capture.MEMOISES, m, n, k, outputs.seed, 1.0, 0.0,
+        f"{capture.MEMOISES}: on the inputs it had just run on it took {again.median_ms * 1e3:.2f}"
+        f" us against {new.median_ms * 1e3:.2f} us on fresh ones "
+        f"({100 * (1 - again.median_ms / new.median_ms):.0f}% faster, timed interleaved, both "
+        f"with a cold L2): it keeps results or inputs between launches ({held}); a kernel "
+        "timed on inputs it has seen is timed on its memory, not on the work", 0)
 
 
 def timed(session: BenchSession, prep: Prepared, res: Result, kernel_timing: Timing,
           baseline_timing: Timing) -> Result:
     """``res`` completed with the kernel's and cuBLAS's timings: passed, unless a figure is
-    past what the hardware allows. Tensor-core rows carry the issue ceiling of the
-    instruction family the kernel uses."""
+    past what the hardware allows for the precision the kernel claims (an FP32 kernel is
+    held to the FP32 FMA peak whatever its SASS holds, unless it declares fp32_via).
+    Tensor-core rows carry the issue ceiling of the instruction family the kernel uses."""
     device, precision, c_type = session.device, res.kernel.precision, res.kernel.c_type
+    via = prep.kernel.spec.fp32_via
     for who, timing, family in (("cuBLAS", baseline_timing, "unknown"),
-                                (res.kernel.name, kernel_timing, prep.family)):
+                                (res.kernel.name, kernel_timing,
+                                 limits.claimed_family(precision, via))):
         why = limits.violation(session.limits, res.m, res.n, res.k, precision, c_type, family,
-                               timing.median_ms, timing.sm_clock_max_mhz, timing.cold_l2)
+                               timing.median_ms, timing.sm_clock_max_mhz, timing.cold_l2,
+                               fp32_via=via if who != "cuBLAS" else "")
         if why and who == "cuBLAS":
             return res.ended("error", f"cuBLAS timed {why}: the timer is wrong here; no "
                                       "figure of this size is reported")
@@ -443,33 +422,40 @@ def measure(session: BenchSession, prep: Prepared, m: int, n: int, k: int,
             reuse_baseline: bool = False, say: Say = lambda *_, **__: None) -> Result:
     """Check ``prep``'s kernel at one size, time it and cuBLAS interleaved round by round (so
     that clock and power drift touch both alike, whichever ran first), a small GEMM's rounds
-    taking copies of the operands in turn, both on the same copy in a round; then check its
-    timed launches. ``reuse_baseline`` (tuning sweeps): the kernel timed alone on its
-    operands, cuBLAS once per shape and types in the session."""
+    taking copies of the operands in turn, both on the same copy in a round, every round on
+    inputs drawn afresh; then check the timed launches kept. ``reuse_baseline`` (tuning
+    sweeps): the kernel timed alone on its operands, cuBLAS once per shape and types in the
+    session."""
     res, ready = checked(session, prep, m, n, k, say)
     if ready is None:
         return res
     timer, ops = session.timer, ready.ops
-    copies = () if reuse_baseline else session.placements(prep.kernel, ops)
-    launch, before = kernel_timed(prep.gemm, ops, session, copies)
-    blas, poison = session.baseline_timed(prep.kernel, ops)
-    if reuse_baseline:
-        say("timing", limit_s=timing_limit_s(timer.options, ready.launch_ms))
-        with PHASES("timing"):
-            kernel_timing = timer.time(launch, before=before)
-    else:
-        say("timing the kernel and cuBLAS interleaved",
-            limit_s=timing_limit_s(timer.options, ready.launch_ms, 2))
-        with PHASES("timing"):
-            (kernel_timing, baseline_timing), _ = timer.time_interleaved(
-                [launch, blas], [before, poison])
-            kernel_timing = timer.with_power(kernel_timing, launch)
-    say("checking the timed launches", limit_s=launches_limit_s(m, n, k, 3 + len(copies)))
-    with PHASES("checks"):
-        found = verify_timed(session, prep, ready, launch.count, last_output=reuse_baseline,
-                             copies=copies)
+    copies = [ops] if reuse_baseline else session.placements(prep.kernel, ops)
+    outputs = session.timed_outputs(prep.kernel, copies, slots=_slots(prep))
+    try:
+        launch, before = kernel_timed(prep.gemm, ops, session, copies, outputs)
+        if reuse_baseline:
+            say("timing", limit_s=timing_limit_s(timer.options, ready.launch_ms))
+            with PHASES("timing"):
+                kernel_timing = timer.time(launch, before=before, after=launch.after)
+        else:
+            blas, poison = session.baseline_timed(prep.kernel, ops)
+            say("timing the kernel and cuBLAS interleaved",
+                limit_s=timing_limit_s(timer.options, ready.launch_ms, 2))
+            with PHASES("timing"):
+                (kernel_timing, baseline_timing), _ = timer.time_interleaved(
+                    [launch, blas], [before, poison], after=[launch.after, None])
+                kernel_timing = timer.with_power(kernel_timing, launch)
+        say("checking the timed launches", limit_s=launches_limit_s(m, n, k, 4)
+            + timing_limit_s(timer.options, ready.launch_ms, 2))
+        with PHASES("checks"):
+            found, kept = verify_timed(session, prep, ready, outputs)
+    finally:
+        outputs.close()
+        ops.restore(session.stream)
     if found is not None:
         return _with_failure(res, found)
+    res = _kept(res, kept, launch.count)
     with PHASES("cuBLAS timing"):
         if reuse_baseline:
             say("timing cuBLAS", limit_s=timing_limit_s(timer.options, ready.launch_ms))
@@ -477,6 +463,23 @@ def measure(session: BenchSession, prep: Prepared, m: int, n: int, k: int,
         else:
             baseline_timing = timer.with_power(baseline_timing, blas)
     return timed(session, prep, res, kernel_timing, baseline_timing)
+
+
+def _slots(prep: Prepared) -> int | None:
+    """Timed repetitions to keep: twice the default for a kernel whose cubin can keep state
+    or read a clock (the stateful checks at full strength)."""
+    found = prep.screen
+    if found is not None and (found.stateful or found.clocks):
+        return 2 * capture.SLOTS
+    return None
+
+
+def _kept(res: Result, kept: int, launches: int) -> Result:
+    """``res`` noting how many timed repetitions were kept and checked."""
+    if res.checks is None:
+        return res
+    return res.with_parts(checks=dataclasses.replace(res.checks, timed_checked=kept,
+                                                     launches=launches))
 
 
 def check_only(session: BenchSession, prep: Prepared, m: int, n: int, k: int,
@@ -503,34 +506,45 @@ def compare(session: BenchSession, preps: Sequence[Prepared], m: int, n: int, k:
         limit_s=timing_limit_s(session.timer.options, max(r.launch_ms for _, r in live),
                                2 * len(live)))
     copies = [session.placements(prep.kernel, ready.ops) for prep, ready in live]
-    launches, before, counted = [], [], []
-    for (prep, ready), placed in zip(live, copies, strict=True):
-        launch, prepare = kernel_timed(prep.gemm, ready.ops, session, placed)
-        blas, poison = session.baseline_timed(prep.kernel, ready.ops)
-        launches += [launch, blas]
-        before += [prepare, poison]
-        counted.append(launch)
-    with PHASES("timing"):
-        # each pair gets the budget a run would give it: over 18 pairs at 512 one budget
-        # ended at 125 rounds, where cuBLAS's median has a 1% standard error
-        timings, per_round = session.timer.time_interleaved(launches, before,
-                                                            budget_scale=len(live))
-    done = {}
-    first_name = live[0][0].kernel.name
-    for i, ((prep, ready), count) in enumerate(zip(live, counted, strict=True)):
-        say("checking the timed launches", limit_s=launches_limit_s(m, n, k, 2 + len(copies[i])))
-        with PHASES("checks"):
-            found = verify_timed(session, prep, ready, count.count, last_output=False,
-                                 copies=copies[i])
-        if found is not None:
-            done[id(ready.result)] = _with_failure(ready.result, found)
-            continue
-        # per-round ratios: drift between rounds cancels, so their spread is the noise
-        ratios = Summary.of([r[0] / r[2 * i] for r in per_round])
-        res = timed(session, prep, ready.result, timings[2 * i], timings[2 * i + 1])
-        if res.status == "pass":
-            res = res.with_parts(comparison=Comparison(
-                first_name, ratios.median, ratios.p20, ratios.p80,
-                i > 0 and ratios.p20 <= 1.0 <= ratios.p80))
-        done[id(ready.result)] = res
+    kept_outputs = [session.timed_outputs(prep.kernel, placed, slots=_slots(prep))
+                    for (prep, _), placed in zip(live, copies, strict=True)]
+    launches, before, after, counted = [], [], [], []
+    try:
+        for (prep, ready), placed, outputs in zip(live, copies, kept_outputs, strict=True):
+            launch, prepare = kernel_timed(prep.gemm, ready.ops, session, placed, outputs)
+            blas, poison = session.baseline_timed(prep.kernel, ready.ops)
+            launches += [launch, blas]
+            before += [prepare, poison]
+            after += [launch.after, None]
+            counted.append(launch)
+        with PHASES("timing"):
+            # each pair gets the budget a run would give it: over 18 pairs at 512 one budget
+            # ended at 125 rounds, where cuBLAS's median has a 1% standard error
+            timings, per_round = session.timer.time_interleaved(
+                launches, before, budget_scale=len(live), after=after)
+        done = {}
+        first_name = live[0][0].kernel.name
+        for i, ((prep, ready), count, outputs) in enumerate(
+                zip(live, counted, kept_outputs, strict=True)):
+            say("checking the timed launches", limit_s=launches_limit_s(m, n, k, 4)
+                + timing_limit_s(session.timer.options, ready.launch_ms, 2))
+            with PHASES("checks"):
+                found, kept = verify_timed(session, prep, ready, outputs)
+            if found is not None:
+                done[id(ready.result)] = _with_failure(ready.result, found)
+                continue
+            # per-round ratios: drift between rounds cancels, so their spread is the noise
+            ratios = Summary.of([r[0] / r[2 * i] for r in per_round])
+            res = timed(session, prep, _kept(ready.result, kept, count.count), timings[2 * i],
+                        timings[2 * i + 1])
+            if res.status == "pass":
+                res = res.with_parts(comparison=Comparison(
+                    first_name, ratios.median, ratios.p20, ratios.p80,
+                    i > 0 and ratios.p20 <= 1.0 <= ratios.p80))
+            done[id(ready.result)] = res
+    finally:
+        for outputs in kept_outputs:
+            outputs.close()
+        for _, ready in live:
+            ready.ops.restore(session.stream)
     return [done.get(id(r), r) for r in results]

@@ -71,6 +71,28 @@ C_ROUNDING_SLACK = 0.1
 """DELTA: a correct kernel rounds the exact value, not the reference, to C's type; its
 rounding's norm differs from the reference's by the few elements whose rounding the
 accumulation error moves across a tie."""
+FP32_SEQUENTIAL = 0.09
+"""c in the expected error norm of FP32 accumulation, one FMA per k step in order:
+``u sqrt(c K sum_k ||A_k||^2 ||B_k||^2)`` (:func:`fp32_yardstick`). Each FMA's rounding error
+has variance 0.18 u^2 S^2 over the partial sum S (uniform within half an ulp, the significand
+log-uniform), and the partial sums' squares average (K/2) sum (a_k b_k)^2: 0.18 / 2. A simulated
+FP32 loop on uniform inputs meets it within 1% at K = 512..8192 (tests/test_numerics.py)."""
+FP32_MULTIPLE_MAX = 2.0
+"""The most an FP32 kernel's error may be, as a multiple of :func:`fp32_yardstick`, on the
+deep checks (K >= 2048, uniform inputs) and at a timed size: a kernel accumulating in FP32 in
+any order gives at most about 1 (sums in blocks or pairs give less), while BF16x3 (three BF16
+products per FP32 one) gives about 4.7 at K = 2048 and 3.3 at 4096, TF32 about 100."""
+TIMED_DEEP_K, TIMED_DEEP_OUTPUTS = 256, 4096
+"""A timed size's check holds an FP32 claim to :data:`FP32_MULTIPLE_MAX` from this K and this
+many outputs on (fewer, and the error norm of a right kernel scatters more around the
+yardstick); the battery's deep check has K >= 2048 (plan.DEEP_TARGET)."""
+FP32_VIA_UNIT = {"tf32": 2.0**-10, "tf32x3": 2.0**-19, "bf16": 2.0**-7, "bf16x3": 2.0**-15,
+                 "bf16x6": 2.0**-21, "bf16x9": 2.0**-23}
+"""Per input of an FP32 kernel that computes on tensor cores (spec ``fp32_via``), the most its
+representation may be off, relative (one unit of the last place kept, rounded or truncated):
+the tolerance adds what that costs a product (:meth:`Tolerance.for_gemm`)."""
+TF32_UNROUNDED_UNIT = 2.0**-10
+"""A TF32 kernel given FP32 values not representable in TF32 rounds or truncates them."""
 _C_SIGNIFICAND_BITS = {"bf16": 8, "fp16": 11}
 # the spacing of subnormals, below which a 16-bit type's spacing stops shrinking
 _C_MIN_SPACING = {"bf16": 2.0**-133, "fp16": 2.0**-24}
@@ -106,6 +128,19 @@ def accumulation_bound(k: int) -> float:
     return U32 * math.sqrt(max(k, 1))
 
 
+def product_norm(a64: np.ndarray, b64: np.ndarray) -> float:
+    """sqrt(sum over i, j, k of (a_ik b_kj)^2) = sqrt(sum_k ||A_k||^2 ||B_k||^2): the size of
+    the products' random errors (columns of A, rows of B), from O(MK + KN) work."""
+    return math.sqrt(float(np.square(a64).sum(axis=0) @ np.square(b64).sum(axis=1)))
+
+
+def fp32_yardstick(a64: np.ndarray, b64: np.ndarray, alpha: float = 1.0) -> float:
+    """The error norm FP32 accumulation gives on these inputs, one FMA per k step in order
+    (:data:`FP32_SEQUENTIAL`): what an error is reported as a multiple of."""
+    k = a64.shape[1]
+    return U32 * math.sqrt(FP32_SEQUENTIAL * k) * abs(alpha) * product_norm(a64, b64)
+
+
 @dataclass(frozen=True)
 class Tolerance:
     """The bound of one check, from the arithmetic the kernel claims (module docstring)."""
@@ -123,11 +158,24 @@ class Tolerance:
         """Bound on ||out - ref||_F / ||ref||_F (the check's ``tolerance_norm``)."""
         return self.norm_abs / self.ref_norm if self.ref_norm else math.inf
 
+    input_factor: float = 0.0
+    """2 u_in: an element's bound per unit of its error scale for inputs represented with
+    relative error u_in (``fp32_via``, unrounded TF32); 0 when the inputs are exact."""
+    c_rounding: float = 0.0
+    """||round_C(ref) - ref||: what storing the exact result in a 16-bit C costs (0 for
+    FP32)."""
+
     @classmethod
     def for_gemm(cls, precision: str, k: int, ref: np.ndarray, scale: np.ndarray,
-                 c_type: str = "fp32") -> Tolerance:
+                 c_type: str = "fp32", input_unit: float = 0.0,
+                 input_norm: float = 0.0) -> Tolerance:
         """The bound for a K-deep GEMM of ``precision`` inputs whose reference is ``ref`` and
-        error scale ``scale`` (:func:`error_scale`), written to a ``c_type`` C."""
+        error scale ``scale`` (:func:`error_scale`), written to a ``c_type`` C. With
+        ``input_unit`` u_in (inputs the kernel represents less exactly than given), each
+        product may be off by 2 u_in of itself: elements by 2 u_in of their scale, the norm
+        by 2 u_in ``input_norm`` (:func:`product_norm` times |alpha|: the products' errors
+        add like a random walk, three times the rounding's expected walk, once more for
+        truncation's bias)."""
         if precision not in PRECISIONS:
             raise HarnessError(f"no tolerance for precision {precision!r}; expected one of "
                                f"{', '.join(PRECISIONS)}")
@@ -135,14 +183,18 @@ class Tolerance:
             raise HarnessError(f"no tolerance for C type {c_type!r}; expected one of "
                                f"{', '.join(C_TYPES)}")
         walk = accumulation_bound(k)
+        rounding = c_rounding_norm(ref, c_type)
         norm_abs = NORM_SAFETY * walk * float(np.linalg.norm(scale))
-        norm_abs += (1.0 + C_ROUNDING_SLACK) * c_rounding_norm(ref, c_type)
-        return cls(c_type, ELEMENT_SAFETY * walk, norm_abs, float(np.linalg.norm(ref)))
+        norm_abs += (1.0 + C_ROUNDING_SLACK) * rounding
+        norm_abs += 2.0 * input_unit * input_norm
+        return cls(c_type, ELEMENT_SAFETY * walk, norm_abs, float(np.linalg.norm(ref)),
+                   2.0 * input_unit, rounding)
 
     def element_limit(self, ref: np.ndarray, scale: np.ndarray) -> np.ndarray:
-        """Each element's bound on |out - ref|: the accumulation's, plus half an ulp of C at the
-        largest magnitude the accumulation allows."""
-        local = self.element_factor * scale.astype(np.float64)
+        """Each element's bound on |out - ref|: the accumulation's (and the inputs'
+        representation's), plus half an ulp of C at the largest magnitude the accumulation
+        allows."""
+        local = (self.element_factor + self.input_factor) * scale.astype(np.float64)
         if self.c_type == "fp32":
             return local
         return local + half_ulp(np.abs(ref) + local, self.c_type)
@@ -158,7 +210,9 @@ def c_rounding_norm(ref: np.ndarray, c_type: str) -> float:
 FINDINGS = ("ok", "unwritten", "non-finite", "wrong values", "ignores beta", "ignores alpha",
             "race", "keeps state between launches", "depends on C's contents",
             "writes outside C", "faster than the hardware allows", "reads C when beta = 0",
-            "nondeterministic")
+            "nondeterministic", "less accurate than FP32", "narrower range than claimed",
+            "wrong when timed", "adapts to timing", "replays an earlier result",
+            "changes its inputs", "memoises")
 """What a check can find, each a different cause (the first failed check's is the row's).
 "reads C when beta = 0" is a note unless BLAS strictness is asked for; "nondeterministic" is
 a note for a kernel whose spec declares it (atomics), a failure otherwise."""
@@ -182,6 +236,9 @@ class CheckResult:
     finding: str = "ok"
     """One of :data:`FINDINGS`."""
     unwritten_elements: int = 0
+    fp32_multiple: float = math.nan
+    """The error norm as a multiple of FP32 accumulation's on the same inputs
+    (:func:`fp32_yardstick`); NaN where not measured."""
 
     @classmethod
     def finding_only(cls, finding: str, m: int, n: int, k: int, seed: int, alpha: float,
@@ -247,9 +304,27 @@ def to_float64(array: np.ndarray, kind: str) -> np.ndarray:
     return (bf16_to_float(array) if kind == "bf16" else array).astype(np.float64)
 
 
-def random_operand(rng: np.random.Generator, shape: tuple[int, int], precision: str):
-    """A random operand in the device's storage format and its exact float64 value."""
-    store = stored(rng.uniform(-1.0, 1.0, size=shape), precision)
+WIDE_EXPONENT = {"fp32": 20, "tf32": 20, "bf16": 20, "fp16": 2}
+"""The ``wide`` draw's exponent range per precision: values m 2^e, m uniform in [-1, 1), e
+uniform in [-E, E] (FP16's own range is 2^-24..65504: E = 2 keeps its sums finite)."""
+DRAWS = ("uniform", "wide")
+
+
+def random_operand(rng: np.random.Generator, shape: tuple[int, int], precision: str,
+                   draw: str = "uniform"):
+    """A random operand in the device's storage format and its exact float64 value: uniform
+    in [-1, 1), or with ``draw = "wide"`` spread over exponents (:data:`WIDE_EXPONENT`; TF32
+    operands then unrounded FP32 values, which a TF32 kernel must round or truncate itself)."""
+    values = rng.uniform(-1.0, 1.0, size=shape)
+    if draw == "wide":
+        e = WIDE_EXPONENT[precision]
+        values = np.ldexp(values, rng.integers(-e, e + 1, size=shape))
+        if precision == "tf32":
+            store = values.astype(np.float32)
+            return store, store.astype(np.float64)
+    elif draw != "uniform":
+        raise HarnessError(f"operands are drawn {' or '.join(DRAWS)}, not {draw!r}")
+    store = stored(values, precision)
     return store, to_float64(store, precision)
 
 
@@ -264,19 +339,26 @@ def reference(a64: np.ndarray, b64: np.ndarray, alpha: float, beta: float,
 
 def compare(out: np.ndarray, ref: np.ndarray, precision: str, *, scale: np.ndarray, k: int,
             seed: int, alpha: float, beta: float, c_type: str = "fp32",
-            initial: np.ndarray | None = None, c64: np.ndarray | None = None) -> CheckResult:
+            initial: np.ndarray | None = None, c64: np.ndarray | None = None,
+            yardstick: float | None = None, max_multiple: float | None = None,
+            input_unit: float = 0.0, input_norm: float = 0.0) -> CheckResult:
     """Check ``out`` (C as the kernel left it, in ``c_type`` storage) against ``ref``.
 
     ``scale``: the error scale of ``ref`` (:func:`error_scale` of the same operands, alpha,
     beta and C). ``initial``: C's bits before the launch (the sentinel, or the start values
     when beta != 0); elements whose bits did not change are unwritten. ``c64``: C's start
     values, which let a failure at beta != 0 be told apart as "ignores beta" or "ignores
-    alpha"."""
+    alpha". ``yardstick``: FP32 accumulation's error norm on the same inputs
+    (:func:`fp32_yardstick`; with a 16-bit C, with the rounding to C added), which the error
+    is reported as a multiple of; with
+    ``max_multiple``, a multiple above it fails as "less accurate than FP32".
+    ``input_unit``, ``input_norm``: inputs the kernel represents less exactly than given
+    (:meth:`Tolerance.for_gemm`)."""
     m, n = ref.shape
     out64 = to_float64(out, c_type)
     finite = np.isfinite(out64)
     nan_elements = int(out64.size - np.count_nonzero(finite))
-    tol = Tolerance.for_gemm(precision, k, ref, scale, c_type)
+    tol = Tolerance.for_gemm(precision, k, ref, scale, c_type, input_unit, input_norm)
     limit = tol.element_limit(ref, scale)
     diff = np.where(finite, np.abs(out64 - ref), np.inf)
     bad_mask = diff > limit
@@ -289,6 +371,9 @@ def compare(out: np.ndarray, ref: np.ndarray, precision: str, *, scale: np.ndarr
     max_abs = float(diff.max()) if diff.size else 0.0
     n_unwritten = int(np.count_nonzero(unwritten))
     passed = nan_elements == 0 and bad == 0 and err_norm <= tol.norm_abs
+    if yardstick:  # a 16-bit C: FP32 accumulation rounded to C, as a right kernel gives
+        yardstick = math.hypot(yardstick, tol.c_rounding)
+    multiple = err_norm / yardstick if yardstick and not nan_elements else math.nan
     finding, message = "ok", "ok"
     if n_unwritten:
         finding = "unwritten"
@@ -309,8 +394,16 @@ def compare(out: np.ndarray, ref: np.ndarray, precision: str, *, scale: np.ndarr
         if c64 is not None and beta != 0.0 and alpha != 0.0:
             finding, message = _alpha_beta(out64, ref, scale, precision, k, c_type, alpha, beta,
                                            c64, message)
+    elif max_multiple is not None and multiple > max_multiple:
+        passed, finding = False, "less accurate than FP32"
+        message = (f"less accurate than FP32: its error norm is {multiple:.1f}x what FP32 "
+                   f"accumulation gives on the same inputs (rel {rel:.2e}; at most "
+                   f"{max_multiple:g}x for a kernel that claims FP32), though within the "
+                   f"K-deep bound {tol.norm_rel:.2e}: it computes with fewer bits than FP32 "
+                   "(BF16 or TF32 parts on tensor cores?); a kernel that does declares how "
+                   "with fp32_via in its spec (tf32, bf16x3, ...)")
     return CheckResult(passed, m, n, k, seed, alpha, beta, rel, max_abs, bad, nan_elements,
-                       tol.norm_rel, message, finding, n_unwritten)
+                       tol.norm_rel, message, finding, n_unwritten, multiple)
 
 
 def _relative(err_norm: float, ref_norm: float) -> float:

@@ -37,19 +37,38 @@ class Operands:
 
     def __init__(self, stream: Stream, m: int, n: int, k: int, precision: str, layout_b: str,
                  seed: int, with_c: bool = False, c_type: str = "fp32", layout_a: str = "row",
-                 layout_c: str = "row", with_d: bool = False):
+                 layout_c: str = "row", with_d: bool = False, draw: str = "uniform"):
         self.m, self.n, self.k, self.c_type = m, n, k, c_type
         self.precision, self.layout_b, self.seed = precision, layout_b, seed
-        self.layout_a, self.layout_c = layout_a, layout_c
+        self.layout_a, self.layout_c, self.draw = layout_a, layout_c, draw
         a, self.a64, b, self.b64, self.c_start, self.c64 = _host_operands(
-            m, n, k, precision, seed, with_c, c_type)
+            m, n, k, precision, seed, with_c, c_type, draw)
         self.c_word_bytes = numerics.c_bytes(c_type)
         self.a, self.b = Buffer(a.nbytes), Buffer(b.nbytes)
         self.c = Buffer((m * n + GUARD_ELEMENTS) * self.c_word_bytes)
         self.d = Buffer((m * n + GUARD_ELEMENTS) * self.c_word_bytes) if with_d else None
         self.out = self.d if with_d else self.c
         """The buffer a launch writes: D for a kernel with a separate output, else C."""
+        self._blas_out: Buffer | None = None
+        self._stored = (a, b)
         self._upload(a, b, stream)
+
+    @property
+    def blas_out(self) -> Buffer:
+        """The output cuBLAS writes when it is timed beside a kernel: its own, so that the
+        kernel never finds cuBLAS's result in its C (made the first time it is asked for)."""
+        if self._blas_out is None:
+            self._blas_out = Buffer(self.out.nbytes)
+        return self._blas_out
+
+    def restore(self, stream: Stream) -> None:
+        """A and B back to the values drawn from ``seed`` (a timing draws others into them)."""
+        self._upload(*self._stored, stream)
+
+    @property
+    def unrounded(self) -> bool:
+        """TF32 inputs given as FP32 values TF32 cannot hold (the ``wide`` draw)."""
+        return self.precision == "tf32" and self.draw == "wide"
 
     def _upload(self, a: np.ndarray, b: np.ndarray, stream: Stream) -> None:
         self.a.upload(stored_a(a, self.layout_a), stream)
@@ -59,8 +78,8 @@ class Operands:
         """New A and B from ``seed`` in the same device buffers; C is left as it is (the stale-C
         probe: a kernel must not find its last result there and keep it)."""
         a, self.a64, b, self.b64, _, _ = _host_operands(self.m, self.n, self.k, self.precision,
-                                                        seed, False, self.c_type)
-        self.seed = seed
+                                                        seed, False, self.c_type, self.draw)
+        self.seed, self._stored = seed, (a, b)
         self._upload(a, b, stream)
 
     @contextmanager
@@ -86,6 +105,10 @@ class Operands:
             self.d.fill(word, self.c_word_bytes, stream)
         if self.c_start is not None:
             self.c.upload_at(stored_c(self.c_start, self.layout_c), 0, stream)
+
+    def poison_blas(self, stream: Stream) -> None:
+        """cuBLAS's own output (``blas_out``) filled with the sentinel."""
+        self.blas_out.fill(numerics.SENTINEL[self.c_type], self.c_word_bytes, stream)
 
     def start_output(self, stream: Stream) -> None:
         """C's start values into the output buffer too (cuBLAS computes in place: on a kernel
@@ -113,17 +136,18 @@ class Operands:
         return logical_c(whole[: self.m * self.n], self.layout_c, self.m, self.n), changed
 
     def close(self) -> None:
-        for buf in (self.a, self.b, self.c, self.d):
+        for buf in (self.a, self.b, self.c, self.d, self._blas_out):
             if buf is not None:
                 buf.close()
 
 
 def for_kernel(stream: Stream, spec, m: int, n: int, k: int, seed: int,
-               with_c: bool = False) -> Operands:
-    """Fresh operands with ``spec``'s types and layouts (and a D where its signature has one)."""
+               with_c: bool = False, draw: str = "uniform") -> Operands:
+    """Fresh operands with ``spec``'s types and layouts (and a D where its signature has one),
+    drawn ``draw`` (numerics.random_operand)."""
     return Operands(stream, m, n, k, spec.precision, spec.layout_b, seed, with_c=with_c,
                     c_type=spec.c_type, layout_a=spec.layout_a, layout_c=spec.layout_c,
-                    with_d=spec.has_d)
+                    with_d=spec.has_d, draw=draw)
 
 
 def stored_a(a: np.ndarray, layout: str) -> np.ndarray:
@@ -162,16 +186,16 @@ def _keep(cache: dict, key, value, nbytes: int) -> None:
 
 
 def _host_operands(m: int, n: int, k: int, precision: str, seed: int, with_c: bool,
-                   c_type: str) -> tuple:
+                   c_type: str, draw: str = "uniform") -> tuple:
     """A, B (and C's start values) drawn from ``seed``: their storage form and float64 values.
     The large ones (a timed size, checked and timed for every kernel of a run on the same
     seed) are kept, since drawing them costs a second of CPU at 8192."""
-    key = (m, n, k, precision, seed, with_c, c_type)
+    key = (m, n, k, precision, seed, with_c, c_type, draw)
     if key in _HOST:
         return _HOST[key][0]
     rng = np.random.default_rng(seed)
-    a, a64 = numerics.random_operand(rng, (m, k), precision)
-    b, b64 = numerics.random_operand(rng, (k, n), precision)
+    a, a64 = numerics.random_operand(rng, (m, k), precision, draw)
+    b, b64 = numerics.random_operand(rng, (k, n), precision, draw)
     c_start = c64 = None
     if with_c:
         c_start = numerics.stored(rng.uniform(-1, 1, (m, n)), c_type)

@@ -13,8 +13,16 @@ At every shape: two seeds at beta = 0 and one check of alpha and beta (alpha = 0
 bit for bit: a race, or a kernel that keeps state between launches). Once: alpha alone
 (alpha = -1.5, beta = 0), a launch with NaN in C at beta = 0 (reads C when beta = 0), and a
 launch on new inputs with C still holding the result of the previous ones (a kernel whose
-work depends on what C held). At each timed size, :mod:`measure` adds a check on the timed
-operands and checks the timed launches themselves.
+work depends on what C held). Then accuracy where it shows: a deep check on an aligned shape
+with K >= 2048 (:data:`DEEP_TARGET`; the error also as a multiple of FP32 accumulation's, at
+most 2x for an FP32 claim: a kernel that computes in BF16 parts only on aligned, deep shapes
+is seen), and inputs with exponents spread wide (a TF32 kernel given unrounded FP32 values;
+a kernel computing in a narrower type overflows). At each timed size, :mod:`measure` adds a
+check on the timed operands (held to FP32's error too) and checks a random sample of the
+timed launches themselves (capture.py).
+
+The seeds here are offsets: a run draws its inputs from its own seed and these
+(``contents.derive``), so no kernel can know them in advance.
 
 A declared signature without beta (it computes beta = 0 and never reads C) gets no beta check
 and no reads-C probe; one without alpha (alpha = 1) gets no alpha check, and its beta check
@@ -48,8 +56,15 @@ NO_ALPHA_REASON = "its signature has no alpha: it computes alpha = 1"
 """Why the alpha checks are skipped for a kernel whose declared signature has no alpha."""
 """Extra runs of a check on the same inputs, compared bit for bit with the first."""
 
+DEEP_TARGET = (256, 256, 2048)
+"""The deep check's shape before rounding: M and N multiples of 256, K of 2048."""
 VALUES, REPEAT, READS_C, STALE_C = "values", "identical runs", "reads C at beta = 0", "stale C"
+DEEP, WIDE = "deep", "wide exponents"
 WHAT = {VALUES: "fresh inputs, C poisoned, compared with float64",
+        DEEP: "an aligned shape with K >= 2048: the error also as a multiple of FP32 "
+              "accumulation's on the same inputs (an FP32 claim: at most 2x)",
+        WIDE: "inputs with exponents spread over +-20 (+-2 for FP16); TF32 given unrounded "
+              "FP32 values: a narrower type overflows",
         REPEAT: "the same launch run again on the same inputs: outputs must agree bit for bit",
         READS_C: "NaN in C at beta = 0: NaN out means the kernel computes beta * C",
         STALE_C: "new inputs in the same buffers with C still holding the last result: "
@@ -69,7 +84,8 @@ class PlannedCheck:
     repeats: int = 0
     """Extra identical runs after the first (compared bit for bit)."""
     kind: str = VALUES
-    """``values``, ``reads C at beta = 0`` or ``stale C`` (see WHAT)."""
+    """``values``, ``deep``, ``wide exponents``, ``reads C at beta = 0`` or ``stale C`` (see
+    WHAT)."""
 
     @property
     def shape(self) -> tuple[int, int, int]:
@@ -221,6 +237,14 @@ def check_shapes(kernel: Kernel) -> tuple[list[tuple[int, int, int]], dict[str, 
     return shapes, dict(zip("MNK", rounding, strict=True)), skipped
 
 
+def _deep_rounding(rounding: dict[str, int]) -> tuple[int, int, int]:
+    """The deep shape's rounding: the constraints', and M, N at least multiples of 256 (the
+    aligned shapes a kernel may treat apart), K of 2048."""
+    if not rounding:
+        return 256, 256, 2048
+    return (max(rounding["M"], 256), max(rounding["N"], 256), max(rounding["K"], 2048))
+
+
 def plan(kernel: Kernel) -> Plan:
     """The battery ``kernel`` gets before any timing."""
     shapes, rounding, skipped = check_shapes(kernel)
@@ -243,6 +267,14 @@ def plan(kernel: Kernel) -> Plan:
         if has_beta:
             checks.append(PlannedCheck(*first, 52, kind=READS_C))
         checks.append(PlannedCheck(*other, 53, kind=STALE_C))
+        deep = (_grow(kernel, DEEP_TARGET, _deep_rounding(rounding))
+                or _square(kernel, DEEP_TARGET))
+        if deep is None:
+            skipped.append(f"the deep check: no shape near {DEEP_TARGET} satisfies the "
+                           "constraints")
+        else:
+            checks.append(PlannedCheck(*deep, 54, kind=DEEP))
+        checks.append(PlannedCheck(*other, 55, kind=WIDE))
     if not has_beta:
         skipped.append(f"beta checks and {READS_C!r}: {spec.no_beta_reason}")
     if not has_alpha:

@@ -58,13 +58,22 @@ class KernelInfo:
     launch_attributes: str = ""
     """What the kernel is launched with besides its grid and block: ``"cluster 2x1x1
     (__cluster_dims__), block order spread"``; empty for a plain launch."""
+    fp32_via: str = ""
+    """How an FP32 kernel computes on tensor cores, as its spec declares (``bf16x3``, ...);
+    empty: FP32 itself."""
 
     @classmethod
     def of(cls, kernel: Kernel) -> KernelInfo:
         spec = kernel.spec
         return cls(kernel.name, project_relative(spec.path), spec.precision, dict(kernel.params),
                    spec.layout_b, spec.c_type, kernel.source_sha256,
-                   signature_text(spec.signature), layouts_text(spec), launch_text(kernel))
+                   signature_text(spec.signature), layouts_text(spec), launch_text(kernel),
+                   getattr(spec, "fp32_via", ""))
+
+    @property
+    def computes(self) -> str:
+        """The precision as every table names it: ``fp32``, or ``fp32 via bf16x3``."""
+        return f"{self.precision} via {self.fp32_via}" if self.fp32_via else self.precision
 
 
 def launch_text(kernel: Kernel) -> str:
@@ -139,6 +148,14 @@ class CheckSummary:
     """The first failed check: where, with which seed, alpha and beta, and what was wrong."""
     notes: tuple[str, ...] = ()
     """Findings that are not failures, e.g. "reads C when beta = 0"."""
+    fp32_multiple: float = math.nan
+    """The error at this size as a multiple of what FP32 accumulation (one FMA per k step)
+    gives on the same inputs: about 1 for an FP32 kernel, more for BF16 or TF32 parts; NaN
+    where not measured (older reports)."""
+    timed_checked: int = 0
+    """Timed repetitions whose outputs were kept inside the timed sequence and checked."""
+    launches: int = 0
+    """Launches of the kernel in its timing (warm-up, primers and timed repetitions)."""
 
 
 @dataclass(frozen=True)
@@ -231,6 +248,12 @@ class Result:
     sass: dict[str, int] | None = None
     gpu: GpuInfo | None = None
     """The GPU it ran on; None for rows no GPU saw (compile errors) and in older reports."""
+    seed: int | None = None
+    """The run's seed its inputs were drawn from (``--seed`` replays it); None in older
+    reports and rows no GPU saw."""
+    screen: tuple[str, ...] = ()
+    """What the kernel's cubin could keep state in or read time from (screen.py), a phrase
+    each; empty when nothing was found."""
 
     @classmethod
     def of(cls, kernel: KernelInfo, m: int, n: int, k: int) -> Result:

@@ -10,7 +10,9 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from functools import cached_property, partial
 
+from harness.bench.capture import FreshKernels, TimedOutputs
 from harness.bench.ceiling import Ceilings
+from harness.bench.contents import derive, new_seed
 from harness.bench.gemm import LoadedGemm
 from harness.bench.limits import Limits
 from harness.bench.operands import Operands, for_kernel
@@ -19,7 +21,7 @@ from harness.gpu.clocks import ClockSampler
 from harness.gpu.compilers import compiler_versions
 from harness.gpu.cublas import Cublas
 from harness.gpu.driver import Device, Stream
-from harness.gpu.timing import Primed, Timer, Timing, TimingOptions
+from harness.gpu.timing import Primed, Timer, Timing, TimingOptions, with_before
 from harness.kernels.registry import Kernel
 
 TIMING_OPERAND_BYTES = 4 << 30
@@ -44,8 +46,13 @@ class BenchSession:
     """A GPU opened for measuring; use as a context manager (closing releases the context)."""
 
     def __init__(self, timing: TimingOptions | None = None, *, carveout_pct: int | None = None,
-                 ordinal: int = 0, say: Callable[[str], None] = lambda _: None):
+                 ordinal: int = 0, say: Callable[[str], None] = lambda _: None,
+                 run_seed: int | None = None):
         timing = timing or TimingOptions()
+        self.run_seed = new_seed() if run_seed is None else int(run_seed)
+        """What every input of this session is drawn from (contents.derive): recorded with
+        the results, so a run can be replayed with ``--seed``."""
+        self._timings = 0
         self.device = Device(ordinal)
         self.stream = Stream()
         self.clocks = ClockSampler(self.device.pci_bus_id)
@@ -84,6 +91,21 @@ class BenchSession:
         return Cublas(self.stream)
 
     @cached_property
+    def fresh(self) -> FreshKernels:
+        """The kernels that draw fresh inputs and keep timed outputs (capture.py), compiled
+        the first time they are needed."""
+        return FreshKernels(self.stream, self.device.sm_count)
+
+    def timed_outputs(self, kernel: Kernel, copies: Sequence[Operands],
+                      slots: int | None = None) -> TimedOutputs:
+        """Fresh inputs and kept outputs for one timing of ``kernel`` over ``copies``, salted
+        apart from every other timing of the session."""
+        self._timings += 1
+        first = copies[0]
+        salt = derive(self.run_seed, kernel.name, first.m, first.n, first.k, self._timings)
+        return TimedOutputs(self.fresh, kernel.spec, copies, self.run_seed, salt, slots)
+
+    @cached_property
     def ceilings(self) -> Ceilings:
         """Each precision's mma.sync ceiling, measured the first time it is asked for."""
         return Ceilings(self.device, self.timer, say=self.say)
@@ -110,14 +132,16 @@ class BenchSession:
 
     def timing_operands(self, kernel: Kernel, m: int, n: int, k: int) -> Operands:
         """The operands every kernel of this session with ``kernel``'s types and layout is
-        timed on at m x n x k (seed m + n + k), made once; C is poisoned afresh by each user.
+        checked on at m x n x k before it is timed (drawn from the run's seed), made once; C is
+        poisoned afresh by each user, and a timing restores A and B after it.
         Kept while they take at most TIMING_OPERAND_BYTES of device memory (every timed size
         of a default run in every precision does)."""
         spec = kernel.spec
         key = (m, n, k, spec.precision, spec.layout_a, spec.layout_b, spec.layout_c,
                spec.c_type, spec.has_d)
         if key not in self._timing_operands:
-            self._timing_operands[key] = self.operands(kernel, m, n, k, seed=m + n + k)
+            seed = derive(self.run_seed, m, n, k, *map(str, key[3:]))
+            self._timing_operands[key] = self.operands(kernel, m, n, k, seed=seed)
             while (sum(o.a.nbytes + o.b.nbytes + o.c.nbytes
                        for o in self._timing_operands.values()) > TIMING_OPERAND_BYTES
                    and len(self._timing_operands) > 1):
@@ -129,7 +153,7 @@ class BenchSession:
         beta 0)."""
         spec = kernel.spec
         return partial(self.blas.gemm, spec.precision, ops.m, ops.n, ops.k, 1.0, ops.a.address,
-                       ops.b.address, 0.0, ops.out.address, spec.layout_b, spec.c_type,
+                       ops.b.address, 0.0, ops.blas_out.address, spec.layout_b, spec.c_type,
                        layout_a=ops.layout_a, layout_c=ops.layout_c)
 
     def placements(self, kernel: Kernel, ops: Operands) -> list[Operands]:
@@ -149,12 +173,13 @@ class BenchSession:
     def baseline_timed(self, kernel: Kernel, ops: Operands,
                        copies: Sequence[Operands] | None = None
                        ) -> tuple[Callable[[], None], Callable[[], None]]:
-        """cuBLAS for the timer: its launch and what goes before every repetition (C
-        poisoned). On ``ops``, or, for a small GEMM, on ``ops`` and copies of them elsewhere in
-        memory, one per round in turn (``placements``; ``copies`` names others)."""
+        """cuBLAS for the timer: its launch and what goes before every repetition (its own
+        output poisoned: ``Operands.blas_out``). On ``ops``, or, for a small GEMM, on ``ops``
+        and copies of them elsewhere in memory, one per round in turn (``placements``;
+        ``copies`` names others)."""
         copies = copies or self.placements(kernel, ops)
         return in_turn([self.baseline_launcher(kernel, c) for c in copies],
-                       [partial(c.poison_c, self.stream) for c in copies])
+                       [partial(c.poison_blas, self.stream) for c in copies])
 
     def time_baseline(self, kernel: Kernel, ops: Operands, reuse: bool = False) -> Timing:
         """cuBLAS with ``kernel``'s types and layout on ``ops`` (beta = 0), timed now as the
@@ -189,16 +214,21 @@ class BenchSession:
 
 
 def in_turn(launches: list[Callable[[], None]], befores: list[Callable[[], None]],
-            primes: list[Callable[[], None]] | None = None
+            primes: list[Callable[[], None]] | None = None,
+            afters: list[Callable[[], None]] | None = None
             ) -> tuple[Callable[[], None], Callable[[], None]]:
     """A launch and its ``before`` for the timer that take the copies in turn, one per round
     (the launch alone when there is one copy). ``primes[i]`` primes launch i on its copy
     (``timing.primer_of``): its own preparation and the launch, C left as it is; by default
-    the launch."""
+    the launch. ``afters[i]`` follows each timed repetition of launch i on its copy (the
+    returned launch's ``after``)."""
     if len(launches) == 1:
-        return (launches[0] if primes is None else Primed(launches[0], primes[0])), befores[0]
-    turn = _InTurn(launches, befores, primes or launches)
-    return Primed(turn.launch, turn.prime), turn.before
+        if primes is None and afters is None:
+            return launches[0], befores[0]
+        prime = primes[0] if primes else with_before(befores[0], launches[0])
+        return Primed(launches[0], prime, afters[0] if afters else None), befores[0]
+    turn = _InTurn(launches, befores, primes or launches, afters)
+    return Primed(turn.launch, turn.prime, turn.after if afters else None), turn.before
 
 
 class _InTurn:
@@ -213,8 +243,10 @@ class _InTurn:
     the kernels 0.5-1.3% slower than runs did: compare-20261126-140622.)"""
 
     def __init__(self, launches: list[Callable[[], None]],
-                 befores: list[Callable[[], None]], primes: list[Callable[[], None]]):
+                 befores: list[Callable[[], None]], primes: list[Callable[[], None]],
+                 afters: list[Callable[[], None]] | None = None):
         self.launches, self.befores, self.primes, self.turn = launches, befores, primes, 0
+        self.afters = afters
 
     def before(self) -> None:
         self.turn = (self.turn + 1) % len(self.launches)
@@ -225,3 +257,6 @@ class _InTurn:
 
     def launch(self) -> None:
         self.launches[self.turn]()
+
+    def after(self) -> None:
+        self.afters[self.turn]()

@@ -9,6 +9,7 @@ compiler version (NVRTC's own cache returns an empty log on a hit, so it is turn
 
 from __future__ import annotations
 
+import codecs
 import hashlib
 import json
 import multiprocessing
@@ -30,7 +31,7 @@ from harness.gpu.compilers import (
     nvjitlink_ptx,
     nvrtc_compile,
 )
-from harness.kernels import ptxpp
+from harness.kernels import hostcode, ptxpp
 from harness.kernels.registry import Kernel, source_sha256
 from harness.kernels.spec import read_spec
 
@@ -108,7 +109,8 @@ def compile_kernel(kernel: Kernel, arch: str, *, use_cache: bool = True) -> Comp
     get_arch(arch)  # a clear error for an unknown target before the compiler sees it
     arch = target_arch(kernel, arch)
     spec = kernel.spec
-    source = spec.path.read_bytes()
+    # a UTF-8 byte-order mark stops NVRTC ("unrecognized token") and nvJitLink (bad input)
+    source = spec.path.read_bytes().removeprefix(codecs.BOM_UTF8)
     expanded = None
     if spec.language == "cu":
         options = CompileOptions(arch=arch, defines=kernel.defines,
@@ -124,19 +126,26 @@ def compile_kernel(kernel: Kernel, arch: str, *, use_cache: bool = True) -> Comp
         flags, compiler = options.nvjitlink_flags(), f"nvjitlink {compiler_versions()['nvjitlink']}"
     # every file the build reads: an edited header must rebuild (source_sha256 covers the
     # quoted includes, recursively, and the host set-up beside the kernel)
-    key = hashlib.sha256(
-        json.dumps([CACHE_SCHEMA, spec.language, flags, compiler,
-                    source_sha256(spec.path)]).encode() + source
-    ).hexdigest()[:32]
+    identity = [CACHE_SCHEMA, spec.language, flags, compiler, source_sha256(spec.path)]
+    if spec.language == "cu" and kernel.entry_expression != spec.entry:
+        # template arguments that are not -D macros make variants of one source and flags
+        identity.append(kernel.entry_expression)
+    key = hashlib.sha256(json.dumps(identity).encode() + source).hexdigest()[:32]
+    ptx = expanded.text if expanded is not None else None
     if use_cache:
         hit = _cache_load(key, kernel, arch, compiler)
         if hit:
+            _check_parameters(kernel, hit.cubin, hit.symbol, ptx)
             return hit
     symbol = spec.entry
     if spec.language == "cu":
+        # a .cu entry is a name NVRTC lowers: a template instantiation, a kernel in a
+        # namespace, a plain C++ kernel (mangled: _Z1fiii...) and an extern "C" one (itself);
+        # a mangled symbol is taken as it is
         expression = kernel.entry_expression
-        names = (expression,) if spec.entry_is_cxx else ()
-        cubin, log, lowered = nvrtc_cubin(source, str(spec.path), flags, names)
+        names = () if spec.entry.startswith("_Z") else (expression,)
+        withheld = {n: v for n, v in kernel.params if not spec.passes_as_macro(n)}
+        cubin, log, lowered = nvrtc_device_cubin(source, str(spec.path), flags, names, withheld)
         symbol = lowered.get(expression, symbol)
     else:
         check_ptx_header(source.decode(errors="replace"), spec.path, arch,
@@ -151,11 +160,20 @@ def compile_kernel(kernel: Kernel, arch: str, *, use_cache: bool = True) -> Comp
             "that the kernel is extern \"C\" or named as C++ ('ns::kernel<128>') (.cu), or "
             ".visible .entry (.ptx)"
         )
+    _check_parameters(kernel, cubin, symbol, ptx)
     compiled = CompiledKernel(kernel.name, arch, cubin, report[symbol], log, compiler, False,
                               symbol)
     if use_cache:
         _cache_store(key, compiled)
     return compiled
+
+
+def _check_parameters(kernel: Kernel, cubin: bytes, symbol: str, ptx: str | None) -> None:
+    """Refuse a kernel whose compiled parameters differ in count or sizes from what its
+    launches pass (the spec's signature): both lists, and what to change."""
+    problem = kernel.spec.parameter_problem(cubin, symbol, ptx)
+    if problem:
+        raise CompileError(problem)
 
 
 def _cache_load(key: str, kernel: Kernel, arch: str, compiler: str) -> CompiledKernel | None:
@@ -196,6 +214,43 @@ def nvrtc_cubin(source: bytes, name: str, flags: list[str], name_expressions: tu
     if not out.ok:
         raise CompileError(_explain_nvrtc(out.log, name, source.decode(errors="replace"), flags))
     return out.cubin, out.log, out.lowered
+
+
+def nvrtc_device_cubin(source: bytes, name: str, flags: list[str],
+                       name_expressions: tuple[str, ...] = (),
+                       withheld: dict[str, int] | None = None
+                       ) -> tuple[bytes, str, dict[str, str]]:
+    """:func:`nvrtc_cubin` of ``source`` as written; where that fails and the file has host code
+    (launchers, ``__host__`` functions, ``std::`` containers, their #includes: NVRTC compiles
+    device code only), of its device part, the host code blanked
+    (:func:`harness.kernels.hostcode.device_part`), with a note of what was left out in the log.
+    A failure carries hints: host code the harness could not leave out (its line, and the
+    ``#ifndef __CUDACC_RTC__`` guard), ``-D`` parameters that rewrite the source's own names,
+    and parameters ``withheld`` from the macros (template arguments) that the source uses as
+    macros all the same."""
+    text = source.decode(errors="replace")
+    defines = [f for f in flags if f.startswith("-D")]
+    try:
+        return nvrtc_cubin(source, name, flags, name_expressions)
+    except CompileError as first:
+        device = hostcode.device_part(text, default_device=headers.DEFAULT_DEVICE in flags,
+                                      header_found=_nvrtc_has_header)
+        if not device.left_out:
+            hints = hostcode.nvrtc_hints(str(first), text, name, defines, withheld=withheld)
+            raise CompileError("\n".join([str(first), *hints])) from None
+    try:
+        cubin, log, lowered = nvrtc_cubin(device.text.encode(), name, flags, name_expressions)
+    except CompileError as second:
+        hints = hostcode.nvrtc_hints(str(second), text, name, defines, device, withheld)
+        # what to use on the device instead of a standard header left out (<cuda/std/...>)
+        hints += [_missing_header(header) for header in device.headers]
+        raise CompileError("\n".join([str(second), device.note(), *hints])) from None
+    return cubin, f"{device.note()}\n{log}", lowered
+
+
+def _nvrtc_has_header(header: str) -> bool:
+    """Whether NVRTC finds ``#include <header>`` on the harness's include path."""
+    return any((Path(folder) / header).is_file() for folder in headers.include_paths())
 
 
 _NVRTC_DIAG = re.compile(r"^(?P<file>.+?)\((?P<line>\d+)\): (?P<kind>error|catastrophic error)"

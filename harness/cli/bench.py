@@ -101,6 +101,22 @@ def _spread_flags(p: argparse.ArgumentParser, what: str) -> None:
                             "'.[cluster]'")
 
 
+def _seed_flag(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--seed", type=_seed, metavar="N",
+                   help="draw every input from this seed (default: a new one per run, which "
+                        "the report records): replays a run's inputs")
+
+
+def _seed(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if not 0 <= value < 2**31:
+        raise argparse.ArgumentTypeError(f"{value} is outside 0..2147483647")
+    return value
+
+
 def add_parsers(sub) -> None:
     p = sub.add_parser("run", help="check, time and report against cuBLAS (needs a GPU)")
     p.add_argument("kernels", nargs="*", metavar="KERNEL",
@@ -126,6 +142,7 @@ def add_parsers(sub) -> None:
     p.add_argument("--blas-strict", action="store_true",
                    help="a kernel that reads C when beta = 0 fails (default: a note)")
     _spread_flags(p, "kernels")
+    _seed_flag(p)
     p.set_defaults(run=_run)
 
     p = sub.add_parser("check", help="the check battery: --plan lists it (no GPU); without "
@@ -142,6 +159,7 @@ def add_parsers(sub) -> None:
     p.add_argument("--timeout-s", type=float, default=None, help=_TIMEOUT_HELP)
     p.add_argument("--blas-strict", action="store_true",
                    help="a kernel that reads C when beta = 0 fails (default: a note)")
+    _seed_flag(p)
     p.set_defaults(run=_check)
 
     p = sub.add_parser("compare", help="variants side by side, timed interleaved with cuBLAS")
@@ -156,6 +174,7 @@ def add_parsers(sub) -> None:
     p.add_argument("--gpus", metavar="I",
                    help="the one GPU to compare on (default 0): interleaving needs one GPU")
     _timing_flags(p)
+    _seed_flag(p)
     p.set_defaults(run=_compare)
 
     p = sub.add_parser("tune", help="sweep a kernel's tile parameters: check, time, rank")
@@ -176,6 +195,7 @@ def add_parsers(sub) -> None:
     p.add_argument("--report-dir", type=Path, default=common.REPORTS)
     _spread_flags(p, "points")
     _timing_flags(p, budget_ms=100.0)
+    _seed_flag(p)
     p.set_defaults(run=_tune)
 
     p = sub.add_parser("ceiling", help="the mma.sync (or wgmma) issue ceiling of this GPU, per "
@@ -256,7 +276,8 @@ def _run(args) -> int:
     power_s = _power_seconds(args)
     timing = _timing(args, cold_l2=args.cold_l2, power_s=power_s)
     options = RunOptions(sizes=sizes, timing=timing, carveout_pct=args.carveout,
-                         timeout_s=args.timeout_s, strict_blas=args.blas_strict)
+                         timeout_s=args.timeout_s, strict_blas=args.blas_strict,
+                         seed=args.seed)
     if args.cluster:
         from harness.run.cluster import Engine
 
@@ -363,7 +384,8 @@ def _check(args) -> int:
     arch = device_arch_name()
     common.say(f"harness check: {len(chosen)} kernel(s), their battery and {len(sizes)} "
                f"size(s) on {why} ({arch}), no timing")
-    options = RunOptions(sizes=sizes, timeout_s=args.timeout_s, strict_blas=args.blas_strict)
+    options = RunOptions(sizes=sizes, timeout_s=args.timeout_s, strict_blas=args.blas_strict,
+                         seed=args.seed)
     with tempfile.TemporaryDirectory() as folder:
         record = run(chosen, arch, options, Path(folder) / "check.jsonl", common.say,
                      mode="check")
@@ -385,6 +407,7 @@ def write_run_report(record: RunRecord, command: Sequence[str], timing: TimingOp
     JSON-lines file the results came in through) is removed once the JSON holds them."""
     meta = files.metadata(record.device, command, asdict(timing), sizes, _infos(record))
     meta["wall_s"], meta["phases_s"] = record.wall_s, record.phases
+    meta["seed"] = record.seed
     sections = _gpus_section(record, meta)
     return files.write_run(meta, record.results, stem, stream=stream, sections=sections)
 
@@ -468,7 +491,8 @@ def write_compare_report(record: RunRecord, results: Sequence[Result], command: 
             "mode": "interleaved: each round launches every kernel once, in order, each "
                     "followed by cuBLAS of its types, its baseline; "
                     "speedup = median over rounds of (first kernel's time / this one's), "
-                    "p20-p80 of those ratios; 'within noise' when that range holds 1"}
+                    "p20-p80 of those ratios; 'within noise' when that range holds 1",
+            "seed": record.seed}
     return files.write_run(meta, results, stem, title="harness compare",
                     sections=["## Side by side", "", tables.compare_table(results), "",
                               "## Every result", ""], stream=stem.with_suffix(".jsonl"))
@@ -492,7 +516,7 @@ def _compare(args) -> int:
     slots, why, arch, _ = _local_gpus(args)
     stem = files.new_stem(args.report_dir / files.gpu_slug(why), "compare")
     options = RunOptions(sizes=sizes, timeout_s=args.timeout_s, timing=timing,
-                         strict_blas=args.blas_strict)
+                         strict_blas=args.blas_strict, seed=args.seed)
     record = run(chosen, arch, options, stem.with_suffix(".jsonl"), common.say, mode="compare",
                  gpus=slots)
     results = with_sass(record.results, chosen, arch)
@@ -573,7 +597,7 @@ def _tune_points(args, spec, space, candidates, sizes, timing, why: str, arch: s
         return common.EXIT_OK
     folder = args.report_dir / files.gpu_slug(why)
     stem = files.new_stem(folder, f"tune-{spec.stem}")
-    options = RunOptions(sizes=sizes, timing=timing, timeout_s=args.timeout_s)
+    options = RunOptions(sizes=sizes, timing=timing, timeout_s=args.timeout_s, seed=args.seed)
     record = measure(keep, options, stem.with_suffix(".jsonl"))
     top = tune.best(record.results, sizes[-1], args.top)
     skipped_rows = [{"kernel": k.name, "params": dict(k.params), "message": reason}
@@ -581,7 +605,8 @@ def _tune_points(args, spec, space, candidates, sizes, timing, why: str, arch: s
     meta = {**files.metadata(record.device, ["harness", *sys.argv[1:]], asdict(timing), sizes,
                              _infos(record)),
             "space": space, "points": len(keep) + len(skipped), "timed": len(keep),
-            "skipped": skipped_rows, "baseline": "cuBLAS timed once per size in each worker"}
+            "skipped": skipped_rows, "baseline": "cuBLAS timed once per size in each worker",
+            "seed": record.seed}
     columns = tables.columns_without("precision")
     skips = "\n".join(f"- {r['kernel']}: {r['message']}" for r in skipped_rows) or "- none"
     json_path, _ = files.write_run(meta, record.results, stem, title="harness tune", sections=[

@@ -52,6 +52,7 @@ def check_options(args: argparse.Namespace) -> None:
         if not math.isfinite(value) or value < least or (value == least and not inclusive):
             bound = f"at least {least}" if inclusive else f"more than {least}"
             raise HarnessError(f"{flag} {value:g}: expected {bound} ({what})")
+    check_sizes(getattr(args, "size", None))
     carveout = getattr(args, "carveout", None)
     if carveout is not None and not 0 <= carveout <= 100:
         raise HarnessError(f"--carveout {carveout}: expected a percent from 0 to 100 (the "
@@ -71,6 +72,18 @@ def check_options(args: argparse.Namespace) -> None:
             raise HarnessError(f"--json {args.json}: a folder; expected the path of a JSON-lines "
                                "file to append the results to")
         _check_writable_folder("--json", args.json.parent, args.json)
+
+
+def check_sizes(given) -> None:
+    """``--size`` (one value or a repeated option's list) read the one way every command, the
+    API and the pytest plugin read it (:func:`harness.run.runner.parse_size`: N or M,N,K,
+    positive integers within the ABI's int range), before any work: a command that would not
+    use it for what it was asked (``check --plan``) refuses a size it could never use all the
+    same."""
+    from harness.run.runner import parse_size
+
+    for text in [given] if isinstance(given, str) else given or []:
+        parse_size(text)
 
 
 def _check_writable_folder(flag: str, folder: Path, given: Path | None = None) -> None:

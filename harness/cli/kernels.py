@@ -16,6 +16,7 @@ from harness.build.offline import DEFAULT_SIZE, build_all
 from harness.cli import common
 from harness.errors import HarnessError, LaunchError
 from harness.kernels.registry import DEFAULT_KERNEL_DIRS, load_registry, project_relative
+from harness.kernels.spec import budget_problems
 from harness.report import files, tables
 from harness.report.width import NAME, TEXT, fit_table
 from harness.run.runner import parse_size
@@ -107,7 +108,13 @@ def _list(args) -> int:
 
 
 def _build(args) -> int:
-    rows = build_all(common.kernels(args), args.arch, parse_size(args.size))
+    chosen = common.kernels(args)
+    rows = build_all(chosen, args.arch, parse_size(args.size))
+    for kernel, row in zip(chosen, rows, strict=True):
+        over = budget_problems(row, kernel.spec.budget) if row["status"] == "ok" else []
+        if over:  # the spec's [budget] is a limit of the build, as the pytest plugin holds it
+            row.update(status="over budget",
+                       message="; ".join(over) + " (the limits of its spec's [budget])")
     if args.json:
         print(json.dumps(rows, indent=1))
     else:

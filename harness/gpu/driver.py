@@ -248,6 +248,18 @@ class Buffer:
         stream.synchronize("download")
         return out
 
+    def download_at(self, offset_bytes: int, dtype, count: int, stream: Stream) -> np.ndarray:
+        """``count`` elements of ``dtype`` from ``offset_bytes`` on, after the work queued on
+        ``stream``."""
+        out = np.empty(count, dtype=dtype)
+        if offset_bytes < 0 or offset_bytes + out.nbytes > self.nbytes:
+            raise HarnessError(f"download of {out.nbytes} bytes at {offset_bytes} from a "
+                               f"{self.nbytes}-byte buffer")
+        check(cu.cuMemcpyDtoHAsync(out.ctypes.data, self.address + offset_bytes, out.nbytes,
+                                   stream.handle), "cuMemcpyDtoHAsync")
+        stream.synchronize("download")
+        return out
+
     def fill_u32(self, word: int, stream: Stream) -> None:
         """Write the 32-bit pattern ``word`` over the whole buffer (poison, L2 flush)."""
         check(cu.cuMemsetD32Async(self.dptr, word, self.nbytes // 4, stream.handle),

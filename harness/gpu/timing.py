@@ -575,10 +575,12 @@ def primer_of(launch: Callable[[], None], before: Callable[[], None] | None = No
 
 @dataclass(frozen=True)
 class Primed:
-    """A launch for the timer with what primes it (``primer_of``)."""
+    """A launch for the timer with what primes it (``primer_of``) and, where it has one, what
+    follows each of its timed repetitions (``Timer.time_interleaved``'s ``after``)."""
 
     launch: Callable[[], None]
     prime: Callable[[], None]
+    after: Callable[[], None] | None = None
 
     def __call__(self) -> None:
         self.launch()
@@ -759,19 +761,25 @@ class _Isolated:
         self.stop = ""
 
     def _ahead(self, i: int) -> None:
-        """Cold: the launch's primer (``primer_of``), then L2 flushes (each costs the GPU far
-        more than the host). Hot: one launch of the kernel itself (L2 warm with its data),
-        then a spin of the time wanted (a kernel shorter than its own enqueueing could never
-        get ahead of the host by repetition)."""
+        """Cold: the launch's primer (``primer_of``), its ``before`` (fresh inputs written, C
+        poisoned), then L2 flushes (each costs the GPU far more than the host): nothing the
+        launch reads is left in L2. Hot: one launch of the kernel itself (L2 warm with its
+        data), a spin of the time wanted (a kernel shorter than its own enqueueing could never
+        get ahead of the host by repetition), then its ``before``."""
+        before = self.before[i]
         if self.timer.options.cold_l2:
             if self.primers[i] is not None:
                 self.primers[i]()
+            if before is not None:
+                before()
             flush_ms = max(self.timer.flush_ms(), 1e-4)
             for _ in range(max(1, math.ceil(self.ahead_ms[i] / flush_ms))):
                 self.timer.flush()
             return
         self.launches[i]()
         self.timer.kernels.spin(self.ahead_ms[i])
+        if before is not None:
+            before()
 
     def _collect(self) -> None:
         if not self.pending:
@@ -813,8 +821,6 @@ class _Isolated:
             mark.record(stream)
             host_t0 = time.perf_counter()
             self._ahead(i)
-            if self.before[i] is not None:
-                self.before[i]()
             start.record(stream)
             launch()
             host_ms = (time.perf_counter() - host_t0) * 1e3

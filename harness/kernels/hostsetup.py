@@ -11,17 +11,26 @@ A declared signature may take values only the host can compute (``{ host = "tile
         return {"workspace": np.asarray(order, np.int32), "tiles": len(order)}
 
 It is called once per launch configuration (kernel variant and problem size), before any
-launch and outside every timed region; the workspace contents it returns are copied into the
-kernel's workspace before every launch (so a kernel may consume them). It returns a dict with
-``workspace`` (for ``fill = "host"``; an array or bytes no larger than the declared ``bytes``)
-and one value per ``host`` entry. An exception in it, a missing key or a value of the wrong kind
-is a :class:`~harness.errors.SpecError` naming the file and line.
+launch and outside every timed region, in a process of its own (``python -m
+harness.kernels.hostsetup``): it hands back data only (numbers and the workspace's bytes, as
+JSON), so no code of the kernel's author runs beside the verifier and the timer. The workspace
+contents it returns are copied into the kernel's workspace before every launch (so a kernel
+may consume them). It returns a dict with ``workspace`` (for ``fill = "host"``; a numeric
+array or bytes no larger than the declared ``bytes``) and one value per ``host`` entry. An
+exception in it, a missing key or a value of the wrong kind is a
+:class:`~harness.errors.SpecError` naming the file and line.
 """
 
 from __future__ import annotations
 
+import base64
+import dataclasses
 import hashlib
 import importlib.util
+import json
+import os
+import subprocess
+import sys
 import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -113,12 +122,72 @@ def _where(exc: BaseException, path: Path, doing: str) -> str:
     return f"{path}{line}: {doing}: {type(exc).__name__}: {exc}"
 
 
+SETUP_LIMIT_S = 120.0
+"""The longest a host set-up may take (a schedule for a large problem takes well under a
+second)."""
+_DONE: dict[tuple, HostValues] = {}
+
+
 def run_setup(kernel_path: Path, keys: tuple[str, ...], launch: HostLaunch) -> HostValues:
-    """Call the kernel's ``setup(launch)`` and check it returned ``keys``."""
+    """The kernel's ``setup(launch)``, called in a process of its own, checked to have
+    returned ``keys``; answered once per set-up file contents and launch in a process."""
     why = missing_setup(kernel_path, keys)
     if why is not None:
         raise SpecError(f"{kernel_path}: {why}")
     path = setup_path(kernel_path)
+    key = (str(path.resolve()), hashlib.sha256(path.read_bytes()).hexdigest(), keys,
+           json.dumps(dataclasses.asdict(launch), sort_keys=True))
+    if key not in _DONE:
+        _DONE[key] = _in_child(path, keys, launch)
+    return _DONE[key]
+
+
+def _in_child(path: Path, keys: tuple[str, ...], launch: HostLaunch) -> HostValues:
+    """``python -m harness.kernels.hostsetup`` told the set-up file, keys and launch as JSON
+    on stdin; its answer, one JSON object, on stdout."""
+    package_root = str(Path(__file__).resolve().parents[2])
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+        [package_root, *filter(None, [os.environ.get("PYTHONPATH")])])}
+    request = json.dumps({"path": str(path), "keys": list(keys),
+                          "launch": dataclasses.asdict(launch)})
+    try:
+        done = subprocess.run([sys.executable, "-m", "harness.kernels.hostsetup"],
+                              input=request, capture_output=True, text=True, env=env,
+                              timeout=SETUP_LIMIT_S)
+    except subprocess.TimeoutExpired:
+        raise SpecError(f"{path}: {FUNCTION}() at {launch.m}x{launch.n}x{launch.k} ran past "
+                        f"{SETUP_LIMIT_S:g} s; a host set-up computes a schedule or a few "
+                        "numbers") from None
+    try:
+        answer = json.loads(done.stdout.strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        tail = (done.stderr or done.stdout).strip()[-800:]
+        raise SpecError(f"{path}: the host set-up's process ended (exit {done.returncode}) "
+                        f"without an answer: {tail}") from None
+    if "error" in answer:
+        raise SpecError(answer["error"])
+    raw = answer.get("workspace")
+    return HostValues(None if raw is None else base64.b64decode(raw), answer["values"])
+
+
+def _main() -> int:
+    """The host set-up's own process: one request on stdin, one JSON answer on stdout."""
+    request = json.loads(sys.stdin.read())
+    launch = request["launch"]
+    launch = HostLaunch(**{**launch, "grid": tuple(launch["grid"]),
+                           "block": tuple(launch["block"])})
+    try:
+        found = _call(Path(request["path"]), tuple(request["keys"]), launch)
+        answer = {"values": found.values, "workspace": None if found.workspace is None
+                  else base64.b64encode(found.workspace).decode()}
+    except SpecError as exc:
+        answer = {"error": str(exc)}
+    sys.stdout.write("\n" + json.dumps(answer) + "\n")
+    return 0
+
+
+def _call(path: Path, keys: tuple[str, ...], launch: HostLaunch) -> HostValues:
+    """Call ``setup(launch)`` here and check what it returned."""
     function = _load(path)
     try:
         out = function(launch)
@@ -138,12 +207,13 @@ def run_setup(kernel_path: Path, keys: tuple[str, ...], launch: HostLaunch) -> H
     workspace = None
     if "workspace" in keys:
         raw = out["workspace"]
-        try:
-            workspace = (bytes(raw) if isinstance(raw, bytes | bytearray)
-                         else np.ascontiguousarray(raw).tobytes())
-        except Exception as exc:  # noqa: BLE001
-            raise SpecError(f"{path}: {FUNCTION}()['workspace'] must be a numpy array or bytes, "
-                            f"got {type(raw).__name__} ({exc})") from None
+        array = np.asarray(raw) if not isinstance(raw, bytes | bytearray | str) else None
+        if array is not None and array.dtype.kind not in "biuf":
+            array = None
+        if array is None and not isinstance(raw, bytes | bytearray):
+            raise SpecError(f"{path}: {FUNCTION}()['workspace'] must be a numeric numpy array "
+                            f"or bytes, got {type(raw).__name__} {str(raw)[:40]!r}")
+        workspace = bytes(raw) if array is None else np.ascontiguousarray(array).tobytes()
         if len(workspace) > launch.workspace_bytes:
             raise SpecError(f"{path}: {FUNCTION}()['workspace'] is {len(workspace)} bytes at "
                             f"{launch.m}x{launch.n}x{launch.k}; the signature declares "
@@ -161,3 +231,7 @@ def run_setup(kernel_path: Path, keys: tuple[str, ...], launch: HostLaunch) -> H
                             f"{type(value).__name__} {value!r}")
         values[key] = value
     return HostValues(workspace, values)
+
+
+if __name__ == "__main__":
+    sys.exit(_main())

@@ -215,7 +215,9 @@ def _parse(lines: list[str], kernel_path: Path, included: Path | None,
                 raise fail(number, f"includes nest deeper than {_MAX_INCLUDE_DEPTH}: a cycle?")
             child = (path.parent / m["file"]).resolve()
             try:
-                sources[child] = child.read_text().splitlines()
+                # a byte-order mark would land mid-PTX, which nvJitLink refuses
+                sources[child] = child.read_text(encoding="utf-8-sig",
+                                                 errors="replace").splitlines()
             except OSError as exc:
                 raise fail(number, f"cannot read {child}: {exc.strerror}") from None
             node = _Node(number, "include", included)

@@ -166,8 +166,10 @@ class Kernel:
 
     @property
     def defines(self) -> tuple[str, ...]:
-        """``-D`` options a .cu file is compiled with (its parameters)."""
-        return tuple(f"-D{name}={value}" for name, value in self.params)
+        """``-D`` options a .cu file is compiled with: its parameters, but those the spec
+        passes only as template arguments (:meth:`KernelSpec.passes_as_macro`)."""
+        return tuple(f"-D{name}={value}" for name, value in self.params
+                     if self.spec.passes_as_macro(name))
 
 
 _INCLUDE = re.compile(rb'^\s*#\s*include\s+"([^"]+)"', re.MULTILINE)

@@ -9,22 +9,31 @@ from __future__ import annotations
 import difflib
 import re
 import tomllib
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from harness.archs import ARCHS
-from harness.errors import SpecError
+from harness.errors import HarnessError, SpecError
 from harness.kernels import expr
 from harness.kernels.hostsetup import missing_setup
 from harness.kernels.signature import (
     DEFAULT_SIGNATURE,
+    TMAP_BYTES,
     Param,
     TensorMapSpec,
+    cubin_parameter_sizes,
     has_alpha,
     has_beta,
     host_keys,
+    param_bytes,
+    param_label,
+    parameter_mismatch,
     parse_signature,
     parse_tmaps,
+    ptx_entry_parameters,
+    show_parameters,
     tensor_map_operands,
 )
 
@@ -48,13 +57,18 @@ _OPTIONAL = ("layout_b", "c_type", "blas_strict", "nondeterministic", "represent
              "dynamic_smem_bytes",
              "constraints", "carveout_pct", "predicted", "params", "variants", "tune",
              "tuned", "model", "kind", "ceiling", "tma", "budget",
-             "signature", "layout_a", "layout_c", "tmaps", "cluster_dims", "block_order")
+             "signature", "layout_a", "layout_c", "tmaps", "cluster_dims", "block_order",
+             "fp32_via", "macros")
 BLOCK_ORDERS = ("default", "spread", "load_balancing")
 """How the GPU places a launch's blocks (their clusters) on the SMs (``block_order``): the
 driver's cluster scheduling policy (``CU_LAUNCH_ATTRIBUTE_CLUSTER_SCHEDULING_POLICY_PREFERENCE``),
 ``default``, ``spread`` (a cluster's blocks spread over SMs) or ``load_balancing`` (the hardware
 may balance them). The order in which tiles are visited is the kernel's own (its grid formulas
 and its index arithmetic, or a host-built schedule)."""
+FP32_VIA = ("tf32", "tf32x3", "bf16", "bf16x3", "bf16x6", "bf16x9")
+"""How an FP32 kernel may compute on tensor cores (``fp32_via``): its inputs rounded to TF32 or
+BF16 once, or split into 3, 6 or 9 products of parts (the "x3" schemes drop the small x small
+terms). A kernel that declares none is held to FP32's accuracy and to the FP32 FMA peak."""
 C_TYPES = ("fp32", "bf16", "fp16")
 """Element types of C a kernel may declare (``c_type``); a 16-bit C goes with inputs of the
 same type (what cuBLAS offers: FP32 inputs write FP32)."""
@@ -68,6 +82,12 @@ _MMA = re.compile(r"^(?P<family>mma\.sync|wgmma\.mma_async\.sync)\.aligned"
 # warps that issue one instruction together: a wgmma is one warpgroup's (4 warps)
 _WARPS_PER_MMA = {"mma.sync": 1, "wgmma": 4}
 _SPEC_BLOCK = re.compile(r"\A\s*/\*\s*harness[ \t]*\n(?P<body>.*?)\*/", re.DOTALL)
+_SPEC_OPENER = re.compile(r"\A\s*/\*[ \t]*harness\b(?P<rest>[^\n]*)")
+_SPEC_OPENER_ANYWHERE = re.compile(r"^[ \t]*/\*[ \t]*harness[ \t]*$", re.MULTILINE)
+# a line of the body that is code, not TOML: the block ran on past its end
+_CODE_LINE = re.compile(r"^\s*(?:#\s*include\s*[<\"]|#(?:define|ifn?def|if|pragma)\b|"
+                        r"extern\s+\"C\"|__global__|template\s*<|namespace\s+\w+\s*(?:\{|$)|"
+                        r"\.(?:version|target|visible|entry)\s|//|/\*)")
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 CXX_ENTRY = re.compile(r"^(?:::)?(?:[A-Za-z_]\w*::)*[A-Za-z_]\w*\s*(?:<[^;{}()]*>)?$")
 """A .cu entry given as a C++ name (a kernel in a namespace, a template instantiation): the
@@ -76,7 +96,7 @@ BUDGET_KEYS = ("max_registers", "max_spill_bytes", "max_smem_bytes", "min_occupa
 """Keys of the optional ``[budget]`` table: limits the offline build must stay within (registers
 per thread, spill stores + loads in bytes, static + dynamic shared memory per block at the size
 built for, and the least predicted occupancy in percent); the pytest plugin and
-``harness.testing`` check them (:func:`harness.testing.budget_problems`)."""
+``harness.testing`` check them, and ``harness build`` (:func:`budget_problems`)."""
 TMA_OPERANDS = ("A", "B", "C")
 """Operands a kernel may take as TMA tensor maps ([tma]), passed after C in this order."""
 TMA_SWIZZLES = ("128B", "64B", "32B", "none")
@@ -152,6 +172,9 @@ class KernelSpec:
     """The element type the kernel writes C in (and reads it in, when beta != 0)."""
     blas_strict: bool = False
     """Reading C when beta = 0 is a failure, not a note (BLAS leaves C unset then)."""
+    fp32_via: str = ""
+    """An FP32 kernel that computes on tensor cores says how (:data:`FP32_VIA`); "" holds it
+    to FP32 accuracy and the FP32 FMA peak."""
     nondeterministic: bool = False
     """The kernel's output may change in its last bits between identical runs (atomics whose
     order changes): a note with the size of the difference instead of a failure."""
@@ -202,6 +225,27 @@ class KernelSpec:
     block_order: str = "default"
     """``block_order``: one of :data:`BLOCK_ORDERS`; anything but ``default`` is launched with
     the cluster scheduling-policy launch attribute."""
+    macros: bool | tuple[str, ...] | None = None
+    """``macros``: which parameters a .cu file is compiled with as ``-DNAME=VALUE`` (NVRTC):
+    true (all), false (none), a list of [params] names, or None (not declared: the rule of
+    :meth:`passes_as_macro`)."""
+    template_params: frozenset[str] = frozenset()
+    """The [params] names the entry's template arguments use (``gemm<BM, BN>``): their values
+    reach the kernel through the name NVRTC instantiates."""
+    macro_tested: frozenset[str] = frozenset()
+    """Of :attr:`template_params`, those the source tests in a preprocessor directive
+    (``#if``, ``#ifdef``, ``#ifndef``, ``#elif``): it uses them as macros too."""
+
+    def passes_as_macro(self, name: str) -> bool:
+        """Whether the parameter ``name`` is passed to a .cu file as ``-DNAME=VALUE``. Declared
+        ``macros`` decides; without it every parameter is a macro except those the entry's
+        template arguments name (a ``template <int BM>`` kernel named ``gemm<BM>`` would read
+        ``template <int 128>`` with ``-DBM=128``), unless the source tests them with ``#if``."""
+        if self.macros is None:
+            return name not in self.template_params or name in self.macro_tested
+        if isinstance(self.macros, bool):
+            return self.macros
+        return name in self.macros
 
     @property
     def has_d(self) -> bool:
@@ -245,6 +289,49 @@ class KernelSpec:
         """``cu`` (NVRTC) or ``ptx`` (nvJitLink)."""
         return self.path.suffix.lstrip(".")
 
+    @property
+    def launch_parameters(self) -> tuple[tuple[str, int], ...]:
+        """What a launch passes the kernel, in order: each parameter's label (``M i32``) and
+        bytes. A ceiling kernel's ``(u64 sink, u32 iterations)``; the declared signature; or the
+        common ABI followed by the [tma] maps (A, B, C order)."""
+        if self.kind == "ceiling":
+            return (("sink u64", 8), ("iterations u32", 4))
+        params = [(param_label(p), param_bytes(p)) for p in self.abi]
+        if self.signature is None:
+            params += [(f"tmap_{o} (from [tma])", TMAP_BYTES) for o in TMA_OPERANDS
+                       if o in self.tma]
+        return tuple(params)
+
+    def parameter_problem(self, cubin: bytes, symbol: str, ptx: str | None = None
+                          ) -> str | None:
+        """How the compiled kernel's parameters differ in count or sizes from what a launch
+        passes (:attr:`launch_parameters`), with both lists; None when they agree or the
+        compiled code does not say. ``ptx``: a .ptx kernel's text, whose ``.entry`` is read
+        (names and types); otherwise the cubin's parameter records (sizes)."""
+        found = ptx_entry_parameters(ptx, symbol) if ptx is not None else None
+        where = f".entry {symbol} of the PTX"
+        if found is None:
+            sizes = cubin_parameter_sizes(cubin, symbol)
+            if sizes is None:
+                return None
+            found = tuple(("", b) for b in sizes)
+            where = f"{symbol} in the cubin (bytes each)"
+        declared = self.launch_parameters
+        difference = parameter_mismatch(declared, found)
+        if difference is None:
+            return None
+        origin = ("the ceiling ABI" if self.kind == "ceiling"
+                  else "its signature = [...]" if self.signature is not None
+                  else "the common GEMM ABI" + (" and its [tma] maps" if self.tma else "")
+                  + " (no signature declared)")
+        return (f"{self.path}: the kernel's parameters do not match what the harness passes "
+                f"from {origin}: {difference}\n"
+                f"  declared {show_parameters(declared)}\n"
+                f"  found    {show_parameters(found)} ({where})\n"
+                "Make the kernel take the declared parameters, or declare its own in order "
+                "with signature = [...] (README, 'Other signatures'); a launch with the wrong "
+                "parameters reads garbage.")
+
 
 def read_spec(path: Path) -> KernelSpec:
     """Parse and validate the spec block of the kernel file at ``path``."""
@@ -262,20 +349,32 @@ def read_spec(path: Path) -> KernelSpec:
     return parse_spec(source, path)
 
 
+def normalize_text(source: str) -> str:
+    """``source`` without a leading UTF-8 byte-order mark, its line ends made ``\\n`` (CRLF
+    and lone CR, as Windows and old Mac editors save them): what the spec is read from."""
+    return source.removeprefix("\ufeff").replace("\r\n", "\n").replace("\r", "\n")
+
+
 def parse_spec(source: str, path: Path) -> KernelSpec:
     """Parse the spec block of ``source`` (the text of the file at ``path``)."""
     if path.suffix not in (".cu", ".ptx"):
         raise SpecError(f"{path}: expected a .cu or .ptx kernel file, found {path.suffix!r}")
+    source = normalize_text(source)
     match = _SPEC_BLOCK.match(source)
     if not match:
-        raise SpecError(_no_spec_block(source, path))
+        raise SpecError(_misplaced_spec_block(source, path) or _no_spec_block(source, path))
     try:
         table = tomllib.loads(match["body"])
     except tomllib.TOMLDecodeError as exc:
         # tomllib counts lines from the start of the block's body, and its message says so
         where = re.search(r"\(at line (\d+), column (\d+)\)", str(exc))
         body_line = int(where[1]) if where else 1
-        line = source[: match.start("body")].count("\n") + body_line
+        first = source[: match.start("body")].count("\n")
+        line = first + body_line
+        ran_on = next((first + i for i, text in enumerate(match["body"].split("\n"), 1)
+                       if _CODE_LINE.match(text)), None)
+        if ran_on is not None and ran_on <= line:
+            raise SpecError(_unclosed(source, path, ran_on)) from None
         what = re.sub(r"\s*\(at line \d+, column \d+\)", "", str(exc))
         column = f", column {where[2]}" if where else ""
         raise SpecError(f"{path}:{line}: the spec block is not valid TOML{column}: {what}: "
@@ -337,6 +436,11 @@ def parse_spec(source: str, path: Path) -> KernelSpec:
         allowed = "\"fp32\"" + (f" or \"{precision}\"" if precision in C_TYPES[1:] else "")
         raise fail(f"c_type {c_type!r} with {precision} inputs: a 16-bit C must be the inputs' "
                    f"own type, the pairs cuBLAS (the baseline) offers; use c_type = {allowed}")
+    fp32_via = table.get("fp32_via", "")
+    if fp32_via and (precision != "fp32" or fp32_via not in FP32_VIA):
+        raise fail(f"fp32_via {fp32_via!r}: an FP32 kernel that computes on tensor cores names "
+                   f"how, one of {', '.join(FP32_VIA)}" if precision == "fp32" else
+                   f"fp32_via is for precision = \"fp32\" kernels; this one is {precision}")
     for key in ("blas_strict", "nondeterministic"):
         if not isinstance(table.get(key, False), bool):
             raise fail(f"{key} must be true or false, found {table[key]!r}")
@@ -352,7 +456,8 @@ def parse_spec(source: str, path: Path) -> KernelSpec:
         if not _NAME.match(name):
             raise fail(f"variant name {name!r} must be letters, digits and '_'")
     representative = table.get("representative")
-    if representative is not None and representative not in variants:
+    if representative is not None and (not isinstance(representative, str)
+                                       or representative not in variants):
         raise fail(f"representative {representative!r} is not one of the variants "
                    f"({', '.join(variants) or 'none declared'})")
 
@@ -425,12 +530,15 @@ def parse_spec(source: str, path: Path) -> KernelSpec:
     if block_order not in BLOCK_ORDERS:
         raise fail(f"block_order must be one of {', '.join(BLOCK_ORDERS)}, found "
                    f"{block_order!r}")
+    macros, template_params, macro_tested = _macros(table, entry, params,
+                                                    source[match.end():], path, fail)
 
     return KernelSpec(
         path=path, entry=entry, summary=table["summary"].strip(), precision=precision,
         min_arch=table["min_arch"], block=block, grid=grid, dynamic_smem_bytes=dynamic_smem,
         layout_b=layout_b, c_type=c_type, blas_strict=table.get("blas_strict", False),
-        nondeterministic=table.get("nondeterministic", False), constraints=constraints,
+        fp32_via=fp32_via, nondeterministic=table.get("nondeterministic", False),
+        constraints=constraints,
         carveout_pct=carveout,
         predicted=table.get("predicted", "").strip(), params=params, variants=variants,
         representative=representative,
@@ -441,8 +549,41 @@ def parse_spec(source: str, path: Path) -> KernelSpec:
         budget=parse_budget(table.get("budget", {}), fail),
         layout_a=table.get("layout_a", "row"), layout_c=table.get("layout_c", "row"),
         signature=signature, tmaps=tmaps, cluster=cluster, cluster_from=cluster_from,
-        block_order=block_order,
+        block_order=block_order, macros=macros, template_params=template_params,
+        macro_tested=macro_tested,
     )
+
+
+_DIRECTIVE = re.compile(r"^[ \t]*#[ \t]*(?:if|ifdef|ifndef|elif)\b(?P<tested>.*)$", re.MULTILINE)
+_IDENTIFIER = re.compile(r"\b[A-Za-z_]\w*\b")
+
+
+def _macros(table, entry: str, params: dict[str, int], body: str, path: Path, fail):
+    """``macros`` checked (true, false or a list of [params] names; .cu files only), the
+    [params] names the entry's template arguments use, and those of them the source tests in
+    a preprocessor directive."""
+    raw = table.get("macros")
+    if raw is not None:
+        if path.suffix != ".cu":
+            raise fail("macros is for .cu files (NVRTC's -D); a .ptx kernel's [params] reach "
+                       "its PTX macros (${NAME}, #if) always: remove the key")
+        if isinstance(raw, list):
+            if not all(isinstance(name, str) for name in raw):
+                raise fail(f"macros must be true, false or a list of [params] names, found "
+                           f"{raw!r}")
+            unknown = sorted(set(raw) - set(params))
+            if unknown:
+                raise fail(f"macros names {', '.join(unknown)}, which [params] does not "
+                           f"declare; declared: {', '.join(params) or 'none'}")
+            raw = tuple(dict.fromkeys(raw))
+        elif not isinstance(raw, bool):
+            raise fail(f"macros must be true, false or a list of [params] names, found {raw!r}")
+    arguments = entry.partition("<")[2] if "<" in entry else ""
+    in_entry = frozenset(_IDENTIFIER.findall(arguments)) & set(params)
+    tested = set()
+    for directive in _DIRECTIVE.finditer(body):
+        tested |= set(_IDENTIFIER.findall(directive["tested"]))
+    return raw, in_entry, frozenset(in_entry & tested)
 
 
 def _signature_and_maps(table, names: frozenset[str], tma: dict, fail):
@@ -506,6 +647,58 @@ _CU_ENTRY = re.compile(rf"__global__\s+{_BOUNDS}void\s+{_BOUNDS}([A-Za-z_]\w*)\s
 _PTX_ENTRY = re.compile(r"\.entry\s+([A-Za-z_$][\w$]*)")
 
 
+def _opening_line(source: str) -> int:
+    return source[: source.index("/*")].count("\n") + 1
+
+
+def _unclosed(source: str, path: Path, code_line: int | None) -> str:
+    """The error for a spec block whose closing ``*/`` is missing (before ``code_line``, the
+    first line of code it ran into, where one is known)."""
+    opened = _opening_line(source)
+    where = (f"before line {code_line} ({_line(source, code_line)!r}), where the code starts"
+             if code_line else "anywhere in the file")
+    return (f"{path}:{opened}: the spec block opened here ('/* harness') is not closed {where}; "
+            "end it with '*/' on the line after its last TOML line")
+
+
+def _misplaced_spec_block(source: str, path: Path) -> str | None:
+    """The error for a spec block that is there but cannot be read as one: never closed, a
+    first line with more than '/* harness', or not at the top of the file. None when the file
+    has no '/* harness' line at all."""
+    opener = _SPEC_OPENER.match(source)
+    if opener:
+        if opener["rest"].strip():
+            return (f"{path}:{_opening_line(source)}: the spec block's first line must be "
+                    f"'/* harness' alone, found {_line(source, _opening_line(source))!r}; put "
+                    "the TOML on the lines after it and '*/' on a line of its own")
+        if "*/" not in source[opener.end():]:
+            first = source[: opener.end()].count("\n") + 1
+            code = next((i for i, text in enumerate(source.split("\n"), 1)
+                         if i > first and _CODE_LINE.match(text)), None)
+            return _unclosed(source, path, code)
+        return None
+    later = _SPEC_OPENER_ANYWHERE.search(source)
+    if later is None:
+        head = source.split("*/", 1)[0] if "*/" in source else ""
+        entry = re.search(r"^[ \t]*entry[ \t]*=", head, re.MULTILINE)
+        if re.match(r"\A\s*/\*[ \t]*harness\b", source, re.IGNORECASE) or (
+                entry and re.match(r"\A\s*/\*", source)):
+            return (f"{path}:{_opening_line(source)}: the spec block's first line must be "
+                    f"'/* harness' (lower case, alone), found "
+                    f"{_line(source, _opening_line(source))!r}")
+        if entry:
+            line = head[: entry.start()].count("\n") + 1
+            return (f"{path}:{line}: this looks like a spec block without its first line "
+                    "('entry = ...' before a closing '*/'): start the file with '/* harness' "
+                    "on a line of its own")
+        return None
+    line = source[: later.start()].count("\n") + 1
+    first = next(i for i, text in enumerate(source.split("\n"), 1) if text.strip())
+    return (f"{path}:{line}: the spec block ('/* harness') must open the file, with only blank "
+            f"lines before it; line {first} comes first ({_line(source, first)!r}): move the "
+            "block to the top")
+
+
 def _no_spec_block(source: str, path: Path) -> str:
     """The error for a file with no spec block: what one looks like, filled with the entry
     symbols found in the file, ready to paste at its top."""
@@ -567,6 +760,37 @@ def parse_budget(raw, fail=SpecError) -> dict[str, int]:
             what = "an integer percent 0..100" if top else "a non-negative integer"
             raise fail(f"budget.{key} must be {what}, found {value!r}")
     return {key: raw[key] for key in BUDGET_KEYS if key in raw}
+
+
+def budget_problems(build_row: Mapping[str, Any] | Any, budget: Mapping[str, int]) -> list[str]:
+    """Every limit of ``budget`` (keys of ``[budget]``) that the build exceeds, one line each,
+    e.g. ``"registers 168 > max_registers 128"``. ``build_row``: a row of
+    :func:`harness.build.offline.build_row` (or a record with ``to_dict()``, the API's Build);
+    a row that did not build has nothing to judge (no problems)."""
+    budget = parse_budget(dict(budget), HarnessError)
+    row = build_row.to_dict() if hasattr(build_row, "to_dict") else build_row
+    if row.get("registers") is None:
+        return []
+    problems = []
+    limit = budget.get("max_registers")
+    if limit is not None and row["registers"] > limit:
+        problems.append(f"registers {row['registers']} > max_registers {limit}")
+    limit = budget.get("max_spill_bytes")
+    stores, loads = row["spill_store_bytes"], row["spill_load_bytes"]
+    if limit is not None and stores + loads > limit:
+        problems.append(f"spill bytes {stores + loads} > max_spill_bytes {limit} "
+                        f"(stores {stores}, loads {loads})")
+    limit = budget.get("max_smem_bytes")
+    static, dynamic = row["static_smem_bytes"], row["dynamic_smem_bytes"]
+    if limit is not None and static + dynamic > limit:
+        size = "x".join(map(str, row.get("size") or ()))
+        problems.append(f"smem bytes {static + dynamic} > max_smem_bytes {limit} "
+                        f"(static {static} + dynamic {dynamic} at {size})")
+    limit = budget.get("min_occupancy_pct")
+    if limit is not None and row["occupancy_pct"] < limit:
+        problems.append(f"occupancy {row['occupancy_pct']:g}% < min_occupancy_pct {limit} "
+                        f"(limited by {row['limiter']})")
+    return problems
 
 
 def _tma_table(raw, names: frozenset[str], fail) -> dict[str, TmaMap]:

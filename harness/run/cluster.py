@@ -207,7 +207,8 @@ class Engine:
 
         self._ready()  # a local cluster's start is over (or its error raised)
         dist = distributed()
-        record = RunRecord()
+        options = options.seeded()  # one seed for every host: the run is replayed whole
+        record = RunRecord(seed=options.seed)
         t0 = time.perf_counter()
         jsonl_path.parent.mkdir(parents=True, exist_ok=True)
         run_id = uuid.uuid4().hex[:8]

@@ -66,6 +66,8 @@ class Job:
     strict_blas: bool = False
     feed: bool = False
     """Kernels come one JSON line at a time on stdin after the job, each after a ``ready``."""
+    seed: int | None = None
+    """The run's seed (RunOptions.seed): every input the worker draws comes from it."""
 
     def to_json(self) -> str:
         return json.dumps(asdict(self))
@@ -78,7 +80,8 @@ class Job:
             sizes=tuple(tuple(s) for s in data["sizes"]),
             timing=TimingOptions(**data["timing"]), carveout_pct=data["carveout_pct"],
             reuse_baseline=data["reuse_baseline"], mode=data["mode"],
-            strict_blas=data["strict_blas"], feed=data.get("feed", False))
+            strict_blas=data["strict_blas"], feed=data.get("feed", False),
+            seed=data.get("seed"))
 
 
 def emit(event: str, **fields: Any) -> None:

@@ -24,10 +24,11 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from harness.archs import get_arch
+from harness.bench.contents import new_seed
 from harness.bench.result import GpuInfo, KernelInfo, Result
 from harness.build.compile import compile_kernel
 from harness.build.occupancy import abi_problems, kernel_launch_problems
@@ -58,6 +59,13 @@ class RunOptions:
     in flight, about 30 s at the default sizes)."""
     strict_blas: bool = False
     """Reading C when beta = 0 fails the check instead of being a note."""
+    seed: int | None = None
+    """What every input of the run is drawn from (the checks' and the timed repetitions');
+    None draws one, which the report records (``--seed`` replays it)."""
+
+    def seeded(self) -> RunOptions:
+        """These options with a seed: their own, or one drawn now."""
+        return self if self.seed is not None else replace(self, seed=new_seed())
 
 
 @dataclass
@@ -71,6 +79,8 @@ class RunRecord:
     """Wall seconds per phase (compile, worker start, checks, references, timing, ...); summed
     over the workers where several GPUs ran at once."""
     wall_s: float = 0.0
+    seed: int | None = None
+    """The run's seed (RunOptions.seed)."""
     devices: list[dict] = field(default_factory=list)
     """The device facts of every GPU that ran a kernel (one entry on one GPU), each with its
     ``index`` in the harness's numbering."""
@@ -120,7 +130,8 @@ def run(kernels: Sequence[Kernel], arch: str, options: RunOptions, jsonl_path: P
     if gpus is not None and len(gpus) > 1 and mode == "compare":
         raise HarnessError(f"compare times its kernels interleaved on one GPU; expected one "
                            f"GPU, got {len(gpus)}")
-    record = RunRecord()
+    options = options.seeded()
+    record = RunRecord(seed=options.seed)
     t0 = time.perf_counter()
     jsonl_path.parent.mkdir(parents=True, exist_ok=True)
     total = len(kernels) * len(options.sizes)
@@ -185,7 +196,8 @@ class _Worker:
         self.gpu = gpu
         self.gpu_info = GpuInfo(gpu.index) if gpu else None
         self.job = Job(tuple(KernelRef.of(k) for k in kernels), options.sizes, options.timing,
-                       options.carveout_pct, reuse_baseline, mode, options.strict_blas)
+                       options.carveout_pct, reuse_baseline, mode, options.strict_blas,
+                       seed=options.seed)
         self.by_name = {k.name: k for k in kernels}
         self.finished: set[str] = set()
         self.reported: set[tuple[str, Size]] = set()

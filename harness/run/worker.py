@@ -42,7 +42,7 @@ def run_job(job: Job) -> None:
     kernels = [_kernel(ref) for ref in job.kernels]
     with PHASES("worker start"):
         session = BenchSession(job.timing, carveout_pct=job.carveout_pct,
-                               say=_progress("ceiling"))
+                               say=_progress("ceiling"), run_seed=job.seed)
         facts = {**session.facts(), "cublas_version": session.blas.version,
                  "uuid": device_uuid(session.device.ordinal), "host": socket.gethostname()}
     with session:

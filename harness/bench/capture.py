@@ -1,0 +1,331 @@
+"""Timed outputs checked: operands drawn afresh on the device before every timed repetition, a
+random sample of the timed repetitions' outputs kept on the device, and each compared with
+float64 after the timing.
+
+Before every repetition of a timed launch (and of its warm-up), outside its events, the
+device advances a counter and draws A and B for it in place (contents.py): no two
+repetitions see the same inputs, so a kernel cannot answer one from a result it kept, and the
+contents follow from the run's seed, which no kernel knows. After every timed repetition (not
+the warm-up), outside its events, a one-thread kernel decides by reservoir sampling, from a
+secret drawn from the seed, whether this repetition's output is kept, and a copy kernel keeps
+it (with the guard after it) in one of ``slots`` slots: whatever the number of repetitions,
+each is equally likely to be kept, and which ones are is decided after the launch, so nothing
+the kernel can see tells a kept repetition from another.
+
+After the timing each kept output is scanned on the device (outputs still holding the
+sentinel, non-finite ones, guard elements overwritten) and a random block of it (up to
+:data:`SAMPLE` rows by :data:`SAMPLE` columns) is compared with the float64 product of the
+same rows of A and columns of B, drawn here for that repetition's content. Every kept
+repetition's A and B must still hold, right after its launch, what was drawn for it (a kernel
+that writes its inputs changes them). A kernel whose output is wrong in a kept repetition is
+named by what its cubin can keep or read (screen.py): keeps state between launches, adapts to
+timing, or replays an earlier result when its output is the product of earlier inputs.
+"""
+
+from __future__ import annotations
+
+import ctypes
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from harness.bench import contents, numerics
+from harness.bench.numerics import CheckResult
+from harness.bench.operands import GUARD_ELEMENTS, Operands
+from harness.build.screen import Screen
+from harness.errors import HarnessError
+from harness.gpu.check import check
+from harness.gpu.driver import Buffer, LaunchShape, Module, Stream, device_arch_name
+
+SAMPLE = 64
+"""Rows and columns of a kept output compared with float64 (the whole output is scanned)."""
+SLOTS = 16
+"""Timed repetitions kept per timed launch: a kernel wrong in half of them passes all with
+probability 2^-16."""
+SLOTS_LARGE = 8
+"""Kept where an output has 4M elements or more (64 MB in FP32 each)."""
+THREADS = 256
+
+KEEPS_STATE = "keeps state between launches"
+ADAPTS = "adapts to timing"
+WRONG_WHEN_TIMED = "wrong when timed"
+REPLAYS = "replays an earlier result"
+CHANGES_INPUTS = "changes its inputs"
+MEMOISES = "memoises"
+WRITES_OUTSIDE = "writes outside C"
+
+
+class FreshKernels:
+    """The generator, decision, capture and scan kernels (contents.SOURCE), compiled for the
+    current device once per session."""
+
+    def __init__(self, stream: Stream, sm_count: int):
+        from harness.gpu.compilers import nvrtc_compile
+        from harness.gpu.driver import cu
+
+        ordinal = check(cu.cuCtxGetDevice(), "cuCtxGetDevice")
+        out = nvrtc_compile(contents.SOURCE.encode(), "fresh_inputs.cu",
+                            [f"-arch={device_arch_name(int(ordinal))}", "-std=c++17"])
+        if not out.ok:
+            raise HarnessError(f"the fresh-input kernels did not compile: {out.log or out.status}")
+        self.module = Module(out.cubin, "fresh inputs")
+        self.stream, self.blocks_max = stream, 8 * sm_count
+        self.tick = self.module.function("fresh_tick")
+        self.draw = self.module.function("fresh_draw")
+        self.decide = self.module.function("fresh_decide")
+        self.copy = self.module.function("fresh_capture")
+        self.scan = self.module.function("fresh_scan")
+        self._one = LaunchShape((1, 1, 1), (1, 1, 1), 0)
+
+    def shape(self, count: int) -> LaunchShape:
+        blocks = max(1, min(self.blocks_max, -(-count // THREADS)))
+        return LaunchShape((blocks, 1, 1), (THREADS, 1, 1), 0)
+
+
+def _u32(x: int) -> ctypes.c_uint32:
+    return ctypes.c_uint32(x & 0xFFFFFFFF)
+
+
+def _u64(x: int) -> ctypes.c_uint64:
+    return ctypes.c_uint64(x)
+
+
+@dataclass(frozen=True)
+class Kept:
+    """One kept timed repetition: its slot, its index among the timed repetitions and the
+    content its inputs were drawn for."""
+
+    slot: int
+    rep: int
+    content: int
+
+
+class TimedOutputs:
+    """Fresh inputs and kept outputs for one timed launch over ``copies`` (its placements; a
+    launch on copy i draws into copy i)."""
+
+    def __init__(self, fresh: FreshKernels, spec, copies: Sequence[Operands], seed: int,
+                 salt: int, slots: int | None = None):
+        first = copies[0]
+        self.fresh, self.stream, self.spec = fresh, fresh.stream, spec
+        self.copies, self.seed, self.salt = list(copies), seed & 0x7FFFFFFF, salt & 0xFFFFFFFF
+        self.m, self.n, self.k = first.m, first.n, first.k
+        if max(self.m * self.k, self.k * self.n, self.m * self.n + GUARD_ELEMENTS) >= 1 << 31:
+            raise HarnessError(f"{self.m}x{self.n}x{self.k}: fresh inputs index at most 2^31 "
+                               "elements per operand")
+        large = self.m * self.n >= 1 << 22
+        self.slots = min(slots or (SLOTS_LARGE if large else SLOTS), contents.MAX_SLOTS)
+        self.kind = contents.KIND[spec.precision]
+        self.c_type = spec.c_type
+        self.word_bytes = numerics.c_bytes(spec.c_type)
+        self.out_bytes = (self.m * self.n + GUARD_ELEMENTS) * self.word_bytes
+        self.stride = -(-self.out_bytes // 256) * 256
+        self.secret = contents.derive(seed, salt, "kept")
+        self.state = Buffer(contents.STATE_WORDS * 8)
+        self.state.fill_u32(0, self.stream)
+        self.kept_buffer = Buffer(self.slots * self.stride)
+        self.counts = Buffer(16)
+        self.changed = Buffer(8)
+        self.changed.fill_u32(0, self.stream)
+
+    def close(self) -> None:
+        for buf in (self.state, self.kept_buffer, self.counts, self.changed):
+            buf.close()
+
+    # --- enqueued around every repetition ------------------------------------------------
+    def _draw(self, index: int, verify: bool) -> None:
+        ops, f = self.copies[index], self.fresh
+        for operand, buf, count in (("A", ops.a, self.m * self.k), ("B", ops.b, self.k * self.n)):
+            f.draw.launch(f.shape(count), self.stream, (
+                _u64(buf.address), _u32(count), _u32(self.kind), _u32(self.seed),
+                _u32(self.salt), _u32(contents.OPERAND[operand]), _u64(self.state.address),
+                _u32(int(verify)), _u64(self.changed.address + 4 * contents.OPERAND[operand])))
+
+    def refresh(self, index: int) -> None:
+        """Before a repetition on copy ``index``: the next content drawn into its A and B."""
+        self.fresh.tick.launch(self.fresh._one, self.stream, (_u64(self.state.address),))
+        self._draw(index, verify=False)
+
+    def keep(self, index: int) -> None:
+        """After a timed repetition on copy ``index``: kept or not (reservoir sampling); when
+        kept, its output copied to its slot and its A and B compared with what was drawn."""
+        f, out = self.fresh, self.copies[index].out
+        f.decide.launch(f._one, self.stream, (_u64(self.state.address), _u32(self.slots),
+                                              _u32(self.secret)))
+        f.copy.launch(f.shape(self.out_bytes // 16), self.stream, (
+            _u64(out.address), _u64(self.out_bytes), _u64(self.kept_buffer.address),
+            _u64(self.stride), _u64(self.state.address)))
+        self._draw(index, verify=True)
+
+    def befores(self, befores: Sequence[Callable[[], None]]) -> list[Callable[[], None]]:
+        """Each copy's ``before`` (C poisoned, workspace prepared) after its fresh draw."""
+        def one(index: int, before: Callable[[], None]) -> Callable[[], None]:
+            def both() -> None:
+                self.refresh(index)
+                before()
+            return both
+        return [one(i, b) for i, b in enumerate(befores)]
+
+    def afters(self) -> list[Callable[[], None]]:
+        return [lambda i=i: self.keep(i) for i in range(len(self.copies))]
+
+    # --- after the timing ----------------------------------------------------------------
+    def _state(self) -> np.ndarray:
+        return self.state.download(np.uint64, (contents.STATE_WORDS,), self.stream)
+
+    def kept(self) -> tuple[int, list[Kept]]:
+        """How many timed repetitions ran, and the kept ones in the order they ran."""
+        words = self._state()
+        timed = int(words[contents.STATE_TIMED])
+        kept = [Kept(j, int(words[contents.STATE_SLOT_REP + j]),
+                     int(words[contents.STATE_SLOT_CONTENT + j]))
+                for j in range(min(timed, self.slots))]
+        return timed, sorted(kept, key=lambda x: x.rep)
+
+    def scan(self, address: int, elements: int, guard: int) -> tuple[int, int, int]:
+        """(outputs holding the sentinel, non-finite outputs, guard elements overwritten) of
+        the output at ``address``."""
+        self.counts.fill_u32(0, self.stream)
+        f = self.fresh
+        f.scan.launch(f.shape(elements + guard), self.stream, (
+            _u64(address), _u32(elements), _u32(guard), _u32(self.word_bytes),
+            _u32(numerics.SENTINEL[self.c_type]), _u32(contents.EXPONENT_MASK[self.c_type]),
+            _u64(self.counts.address)))
+        counts = self.counts.download(np.uint32, (4,), self.stream)
+        return int(counts[0]), int(counts[1]), int(counts[2])
+
+    def block(self, slot: int, rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
+        """Rows ``rows`` by columns ``cols`` of a kept output, in C's storage type."""
+        dtype = numerics.c_dtype(self.c_type)
+        base = slot * self.stride
+        if self.spec.layout_c == "row":
+            lines = [self.kept_buffer.download_at(base + int(r) * self.n * self.word_bytes,
+                                                  dtype, self.n, self.stream) for r in rows]
+            return np.stack(lines)[:, cols]
+        lines = [self.kept_buffer.download_at(base + int(c) * self.m * self.word_bytes,
+                                              dtype, self.m, self.stream) for c in cols]
+        return np.ascontiguousarray(np.stack(lines)[:, rows].T)
+
+    def changed_inputs(self) -> tuple[int, int]:
+        """Elements of A and of B that differed, right after a kept repetition, from what was
+        drawn before it (summed over the kept repetitions)."""
+        a, b = self.changed.download(np.uint32, (2,), self.stream)
+        return int(a), int(b)
+
+    def reference(self, content: int, rows: np.ndarray, cols: np.ndarray
+                  ) -> tuple[np.ndarray, np.ndarray]:
+        """The float64 product of rows ``rows`` of A and columns ``cols`` of B drawn for
+        ``content``, and its error scale."""
+        spec = self.spec
+        a = contents.a_rows(self.seed, self.salt, content, spec.precision, spec.layout_a, self.m,
+                            self.k, rows)
+        b = contents.b_cols(self.seed, self.salt, content, spec.precision, spec.layout_b, self.k,
+                            self.n, cols)
+        return a @ b, np.abs(a).astype(np.float32) @ np.abs(b).astype(np.float32)
+
+
+def verify(timed: TimedOutputs, initial: Operands, screen: Screen | None
+           ) -> tuple[CheckResult | None, int]:
+    """Every kept timed repetition checked, then the inputs: the first failure (None when all
+    is right) and how many kept repetitions were checked."""
+    total, kept = timed.kept()
+    spec, (m, n, k) = timed.spec, (timed.m, timed.n, timed.k)
+    rng = np.random.default_rng(contents.derive(timed.seed, timed.salt, "sample"))
+    for one in kept:
+        found = _verify_one(timed, initial, screen, one, total, rng)
+        if found is not None:
+            return found, len(kept)
+    changed_a, changed_b = timed.changed_inputs()
+    if changed_a or changed_b:
+        what = " and ".join(f"{count} elements of {name}" for name, count
+                            in (("A", changed_a), ("B", changed_b)) if count)
+        return CheckResult.finding_only(
+            CHANGES_INPUTS, m, n, k, timed.seed, 1.0, 0.0,
+            f"{CHANGES_INPUTS}: right after its kept timed repetitions {what} no longer held "
+            "what was drawn into them before the launch: a GEMM reads A and B and never "
+            "writes them; a kernel that marks or reuses its inputs is not measured on the "
+            "inputs it was given", changed_a + changed_b), len(kept)
+    if getattr(spec, "has_d", False):
+        for index, ops in enumerate(timed.copies):
+            same, _, moved = timed.scan(ops.c.address, m * n, GUARD_ELEMENTS)
+            if same != m * n or moved:
+                return CheckResult.finding_only(
+                    CHANGES_INPUTS, m, n, k, timed.seed, 1.0, 0.0,
+                    f"{CHANGES_INPUTS}: C, an input only for a kernel that writes D, was "
+                    f"changed in {m * n - same + moved} elements (placement {index}) during "
+                    "the timed repetitions", m * n - same + moved), len(kept)
+    return None, len(kept)
+
+
+def _verify_one(timed: TimedOutputs, initial: Operands, screen: Screen | None, one: Kept,
+                total: int, rng: np.random.Generator) -> CheckResult | None:
+    spec, (m, n, k) = timed.spec, (timed.m, timed.n, timed.k)
+    base = timed.kept_buffer.address + one.slot * timed.stride
+    unwritten, nonfinite, moved = timed.scan(base, m * n, GUARD_ELEMENTS)
+    where = (f"timed repetition {one.rep + 1} of {total} (kept at random inside the timed "
+             "sequence, on inputs drawn afresh for it)")
+    if moved:
+        return CheckResult.finding_only(
+            WRITES_OUTSIDE, m, n, k, timed.seed, 1.0, 0.0,
+            f"{WRITES_OUTSIDE}: in {where} {moved} elements past the end of the {m} x {n} C "
+            "were overwritten", moved)
+    rows = np.sort(rng.choice(m, size=min(m, SAMPLE), replace=False))
+    cols = np.sort(rng.choice(n, size=min(n, SAMPLE), replace=False))
+    out = timed.block(one.slot, rows, cols)
+    ref, scale = timed.reference(one.content, rows, cols)
+    sentinel = np.full(out.shape, numerics.SENTINEL[spec.c_type],
+                       dtype=np.uint32 if timed.word_bytes == 4 else np.uint16)
+    result = numerics.compare(out, ref, spec.precision, scale=scale, k=k, seed=timed.seed,
+                              alpha=1.0, beta=0.0, c_type=spec.c_type,
+                              initial=sentinel.view(out.dtype))
+    if result.passed and not unwritten and not nonfinite:
+        return None
+    if unwritten:
+        what = f"{unwritten} of {m * n} outputs were never written"
+    elif nonfinite:
+        what = f"{nonfinite} of {m * n} outputs are NaN or Inf"
+    else:
+        what = (f"{result.bad_elements} of {out.size} sampled outputs are outside their bound "
+                f"(rel error norm {result.rel_err_norm:.2e}, bound {result.tolerance_norm:.2e})")
+    replayed = _replayed(timed, initial, one, out, rows, cols)
+    if replayed:
+        finding = REPLAYS
+        cause = (f"its output is the product of {replayed}, not of the inputs it was given: it "
+                 "returns a result kept from an earlier launch")
+    else:
+        finding = (KEEPS_STATE if screen is not None and screen.stateful else
+                   ADAPTS if screen is not None and screen.clocks else WRONG_WHEN_TIMED)
+        cause = ("the same kernel passed every check outside the timed sequence, so it "
+                 "computes differently when timed")
+    held = f"; its cubin holds {'; '.join(screen.lines())}" if screen and screen.lines() else ""
+    return CheckResult.finding_only(
+        finding, m, n, k, timed.seed, 1.0, 0.0,
+        f"{finding}: in {where} {what}: {cause}{held}; its timing is not a figure",
+        max(unwritten, nonfinite, result.bad_elements))
+
+
+def _replayed(timed: TimedOutputs, initial: Operands, one: Kept, out: np.ndarray,
+              rows: np.ndarray, cols: np.ndarray) -> str:
+    """What earlier inputs ``out`` is the product of, if any: the repetition before, the last
+    content of this placement (what its primer ran on), the timing's first launch, or the
+    inputs checked before timing."""
+    spec = timed.spec
+    candidates = [(one.content - 1, "the inputs of the repetition before it"),
+                  (one.content - len(timed.copies), "the inputs its placement held before"),
+                  (1, "the inputs of the timing's first launch")]
+    tried = set()
+    for content, what in candidates:
+        if content < 1 or content in tried:
+            continue
+        tried.add(content)
+        ref, scale = timed.reference(content, rows, cols)
+        if numerics.compare(out, ref, spec.precision, scale=scale, k=timed.k, seed=0,
+                            alpha=1.0, beta=0.0, c_type=spec.c_type).passed:
+            return what
+    a, b = initial.a64[rows], initial.b64[:, cols]
+    if numerics.compare(out, a @ b, spec.precision, k=timed.k, seed=0, alpha=1.0, beta=0.0,
+                        c_type=spec.c_type, scale=np.abs(a).astype(np.float32)
+                        @ np.abs(b).astype(np.float32)).passed:
+        return "the inputs checked before timing"
+    return ""
