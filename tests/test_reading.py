@@ -156,8 +156,9 @@ def _add_unknown(node):
 
 def test_keys_of_a_newer_harness_are_ignored_everywhere(tmp_path):
     data = _run_data()
-    for row in data["rows"]:  # what issue 38 says newer versions will add to a row
-        row.update(seed=1234, accuracy_multiple=1.7, cubin_screening=["LDL", "STL"])
+    for row in data["rows"]:  # fields of the kind issue 38 says newer versions add to a row
+        row.update(replay_seed_v9=1234, accuracy_multiple_v9=1.7,
+                   cubin_screening_v9=["LDL", "STL"])
     _add_unknown(data)
     assert load_report(_written(tmp_path, data)).results == load_report(RUN).results
     flat = json.loads(FLAT.read_text())
@@ -304,3 +305,25 @@ def test_round_trip_is_unchanged_by_the_checks(tmp_path):
     report = load_report(RUN)
     again = load_report(_written(tmp_path, report_json(report.meta, report.results)))
     assert again.results == report.results and again.meta == report.meta
+
+
+def test_fields_added_to_result_since_a_report_was_written_read_back(tmp_path):
+    """A row that carries a field Result gained (the run's seed, the cubin screen) reads it
+    into the record; a row written before has its default."""
+    data = _run_data()
+    data["rows"][0].update(seed=1234, screen=["reads %globaltimer"])
+    first, second = load_report(_written(tmp_path, data)).results[:2]
+    assert (first.seed, first.screen) == (1234, ("reads %globaltimer",))
+    assert (second.seed, second.screen) == (None, ())
+    data["rows"][0]["screen"] = "reads %globaltimer"
+    with pytest.raises(ReportError, match=r"row 1: screen is \"reads %globaltimer\" \(a "
+                                          r"string\); expected a list"):
+        load_report(_written(tmp_path, data))
+
+
+def test_index_leaves_a_report_s_companion_folders_to_its_line():
+    """reports/h100/ holds profile-X-ncu/ folders of Nsight Compute files: they are listed
+    with their profile report, and get no INDEX.md of their own."""
+    assert any(p.is_dir() for p in H100.glob("profile-*-ncu"))
+    assert index.index_folders(H100) == [H100]
+    assert [p.name for p in index.index_folders(REPORTS)] == ["reports", "h100", "h200"]

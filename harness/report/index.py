@@ -126,9 +126,11 @@ def write_index(folder: Path) -> Path:
 
 
 def index_folders(report_dir: Path) -> list[Path]:
-    """``report_dir`` itself where it holds reports, and each of its folders that does."""
+    """``report_dir`` itself where it holds reports, and each of its folders that does, but
+    for the folders of a report's companions (``profile-X-ncu/``: listed with their report)."""
     report_dir = Path(report_dir)
-    candidates = [report_dir, *sorted(p for p in report_dir.iterdir() if p.is_dir())]
+    candidates = [report_dir, *sorted(p for p in report_dir.iterdir()
+                                      if p.is_dir() and report_key(f"{p.name}.md") == p.name)]
     return [p for p in candidates
             if any(f.is_file() and report_key(f.name) for f in p.iterdir())]
 
