@@ -36,3 +36,8 @@ class CudaError(HarnessError):
 
 class LaunchError(HarnessError):
     """A launch the device cannot hold, refused before it reaches the driver."""
+
+
+class ReportError(HarnessError):
+    """A saved report that cannot be read: the file, where in it, what was expected and what
+    was found, in one line."""

@@ -282,9 +282,10 @@ def test_a_clock_shift_gives_the_per_clock_verdict_too(tmp_path):
     assert line.notes == ("SM clock 1980 -> 1800 MHz",)
     assert "per clock: 1.000x, same" in line.describe()
     run = harness("diff", str(old_path), str(new_path), "--size", "4096", "--fail-on-slower")
-    assert run.returncode == 1 and "per clock: 1.000x, same" in run.stdout
+    # the narrow table notes the judgement that does not count under it
+    assert run.returncode == 1 and "] per clock: 1.000x, same" in run.stdout
     run = harness("diff", str(old_path), str(new_path), "--size", "4096", "--fail-on-slower",
-                  "--per-clock")
+                  "--per-clock", "--wide")
     assert run.returncode == 0, run.stdout + run.stderr
     assert "per clock (counts): 1.000x, same" in run.stdout
 
@@ -320,7 +321,7 @@ def harness(*args):
 
 def test_fail_on_slower_fails_a_slower_kernel_whose_source_changed(tmp_path):
     old_path, new_path = committed_copy(tmp_path, factor=1.1, sha="e" * 64)
-    run = harness("diff", str(old_path), str(new_path), "--fail-on-slower")
+    run = harness("diff", str(old_path), str(new_path), "--fail-on-slower", "--wide")
     assert run.returncode == 1, run.stderr
     hoisted = next(row for row in run.stdout.splitlines() if row.startswith("| 10_hoisted ")
                    and "4096x4096x4096" in row)
@@ -336,10 +337,15 @@ def test_diff_command(tmp_path):
     old, new = tmp_path / "old.json", tmp_path / "new.json"
     old.write_text(report_json({"gpu": "H100"}, [result(1.0, "a"), result(1.0, "b")]))
     new.write_text(report_json({"gpu": "H100"}, [result(1.0, "a"), result(1.5, "b", cold=False)]))
-    run = harness("diff", str(old), str(new))
+    run = harness("diff", str(old), str(new), "--wide")
     assert run.returncode == 0, run.stderr
     assert "| b " in run.stdout and "1.500x slower" in run.stdout
     assert "Verdict: ratio" in run.stdout
+    narrow = harness("diff", str(old), str(new)).stdout
+    b = next(line for line in narrow.splitlines() if line.startswith("b "))
+    assert b.split()[4:7] == ["1.500", "0.3%", "slower"], b
+    assert "[1] cold L2 against hot L2" in narrow
+    assert max(map(len, narrow.splitlines())) <= 100
     assert harness("diff", str(old), str(new), "--fail-on-slower").returncode == 1
     assert harness("diff", str(old), str(old), "--fail-on-slower").returncode == 0
     data = json.loads(harness("diff", str(old), str(new), "--json").stdout)

@@ -202,11 +202,22 @@ def test_the_committed_index_is_current():
 
 
 def test_index_command(tmp_path, folder):
-    run = subprocess.run([sys.executable, "-m", "harness", "index", "--report-dir",
-                          str(folder.parent)], capture_output=True, text=True,
-                         cwd=PROJECT_ROOT, timeout=120)
+    def index_command(*args):
+        return subprocess.run([sys.executable, "-m", "harness", "index", "--report-dir",
+                               str(folder.parent), *args], capture_output=True, text=True,
+                              cwd=PROJECT_ROOT, timeout=120)
+
+    # it lists, and writes nothing unless asked
+    listed = index_command()
+    assert listed.returncode == 0, listed.stderr
+    assert not (folder / "INDEX.md").exists() and "INDEX.md is not there: --write" in " ".join(
+        listed.stdout.split())
+    assert "k_best 549.8 TFLOP/s" in " ".join(listed.stdout.split())
+    assert max(map(len, listed.stdout.splitlines())) <= 100
+    run = index_command("--write")
     assert run.returncode == 0, run.stderr
     assert f"{folder / 'INDEX.md'} (8 reports)" in run.stdout
+    assert "INDEX.md is current" in index_command().stdout
     bad = subprocess.run([sys.executable, "-m", "harness", "index", "--report-dir",
                           str(tmp_path / "nowhere")], capture_output=True, text=True,
                          cwd=PROJECT_ROOT, timeout=120)

@@ -15,15 +15,18 @@ Reports written before the schema had a version (flat rows, ``cublas_*`` keys) a
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import math
+import types
+import typing
 from collections.abc import Sequence
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
 from harness.build.ptxas import Resources
-from harness.errors import HarnessError
+from harness.errors import ReportError
 from harness.gpu.timing import Timing
 from harness.kernels.registry import Kernel, project_relative
 from harness.stats import gflops
@@ -278,39 +281,38 @@ class Result:
 
     @property
     def gflops(self) -> float | None:
-        return gflops(self.m, self.n, self.k, self.timing.median_ms) if self.timing else None
+        return _rate(self.m, self.n, self.k, self.timing.median_ms) if self.timing else None
 
     @property
     def baseline_gflops(self) -> float | None:
-        return (gflops(self.m, self.n, self.k, self.baseline.timing.median_ms)
+        return (_rate(self.m, self.n, self.k, self.baseline.timing.median_ms)
                 if self.baseline else None)
 
     @property
     def pct_baseline(self) -> float | None:
         if self.timing is None or self.baseline is None:
             return None
-        return 100.0 * self.gflops / self.baseline_gflops
+        return _pct(self.gflops, self.baseline_gflops)
 
     @property
     def pct_peak(self) -> float | None:
         if self.timing is None:
             return None
-        peak = self.peak_gflops_at_clock
-        return 100.0 * self.gflops / peak if peak == peak else math.nan
+        return _pct(self.gflops, self.peak_gflops_at_clock)
 
     @property
     def pct_ceiling(self) -> float | None:
         if self.timing is None or self.ceiling is None:
             return None
-        return 100.0 * self.gflops / self.ceiling.gflops
+        return _pct(self.gflops, self.ceiling.gflops)
 
     def pj_per_flop(self, timing: Timing | None) -> float | None:
         """Board energy per FLOP in ``timing``'s power pass (NaN without one)."""
         return None if timing is None else 1e12 * timing.energy_j / self.flops
 
     def power_gflops(self, timing: Timing | None) -> float | None:
-        return None if timing is None else gflops(self.m, self.n, self.k,
-                                                  timing.power_ms_per_launch)
+        return None if timing is None else _rate(self.m, self.n, self.k,
+                                                 timing.power_ms_per_launch)
 
     def metrics(self) -> dict[str, Any]:
         """The derived figures, for readers of the JSON (ignored when it is read back)."""
@@ -328,10 +330,20 @@ class Result:
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Result:
-        """A result from its JSON: this schema's nested form, or a flat row of schema 1."""
-        if isinstance(data.get("kernel"), str):
-            return _from_flat(data)
-        return _build(cls, {k: v for k, v in data.items() if k != "metrics"})
+        """A result from its JSON: this schema's nested form, or a flat row of schema 1; keys
+        it does not know (``metrics``, fields of a newer harness) are ignored. ReportError,
+        naming the field, for a row that is not a result."""
+        return result_from_json(data)
+
+
+def _rate(m: int, n: int, k: int, ms: float) -> float:
+    """GFLOP/s of a time; NaN for a time that is not above 0 (none measured)."""
+    return gflops(m, n, k, ms) if ms > 0 else math.nan
+
+
+def _pct(value: float, of: float) -> float:
+    """``value`` in percent of ``of``; NaN where ``of`` is not above 0 (unknown)."""
+    return 100.0 * value / of if of > 0 else math.nan
 
 
 # --- JSON ---------------------------------------------------------------------------------
@@ -347,96 +359,246 @@ def jsonable(value):
     return value
 
 
-_NESTED: dict[tuple[type, str], type] = {
-    (Result, "kernel"): KernelInfo, (Result, "resources"): Resources,
-    (Result, "launch"): LaunchInfo, (Result, "occupancy"): OccupancyInfo,
-    (Result, "checks"): CheckSummary, (Result, "timing"): Timing,
-    (Result, "baseline"): Baseline, (Result, "ceiling"): CeilingRef,
-    (Result, "comparison"): Comparison, (Result, "gpu"): GpuInfo,
-    (Baseline, "timing"): Timing}
-"""The record each nested field of a result holds."""
+# --- reading reports back --------------------------------------------------------------------
+#
+# Every report the harness has written is read here: this schema's nested rows, the flat rows of
+# schema 1, and the JSON-lines stream a run appends its rows to as they come. A row is checked
+# field by field against the records' type hints, so that a report written by hand, cut short or
+# changed reads either whole or not at all, with one line that says where and what: never a
+# Python exception from deep inside a table. Keys this harness does not know (a newer one adds
+# fields) are ignored everywhere.
+
+_HINTS: dict[type, dict[str, Any]] = {}
 
 
-def _build(cls, data: dict[str, Any]):
-    """A dataclass from a JSON object: known fields only, None back to NaN for float fields,
-    lists back to tuples, nested records by their field."""
-    values = {}
+def _hints(cls: type) -> dict[str, Any]:
+    """The type of each field of ``cls``; Any (the value as written) for every field of a
+    record whose annotations cannot be resolved here (a name imported for type checkers
+    only)."""
+    if cls not in _HINTS:
+        try:
+            _HINTS[cls] = typing.get_type_hints(cls)
+        except (NameError, TypeError):
+            _HINTS[cls] = {f.name: Any for f in fields(cls)}
+    return _HINTS[cls]
+
+
+_AT_LEAST = {(Result, "m"): 1, (Result, "n"): 1, (Result, "k"): 1, (Timing, "median_ms"): 0.0}
+"""Fields whose values below a bound no harness writes (a size of 0; a negative time), refused
+on reading rather than divided by later."""
+
+
+def _found(value) -> str:
+    """A JSON value as an error message names it: its kind and, when short, itself."""
+    if value is None:
+        return "null"
+    kind = {bool: "a boolean", int: "a number", float: "a number", str: "a string",
+            list: "a list", dict: "an object"}.get(type(value), type(value).__name__)
+    if isinstance(value, (list, dict)):
+        return f"{kind} of {len(value)}"
+    text = json.dumps(value)
+    return f"{text if len(text) <= 40 else text[:37] + '...'} ({kind})"
+
+
+def _expected(hint) -> str:
+    """What a type hint asks for, in words."""
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin in (typing.Union, types.UnionType):
+        return " or ".join(_expected(a) for a in args)
+    if hint is type(None):
+        return "null"
+    if dataclasses.is_dataclass(hint):
+        return f"an object ({hint.__name__})"
+    if origin is tuple:
+        return f"a list of {len(args)}" if args and Ellipsis not in args else "a list"
+    if origin is dict:
+        return f"an object of {_expected(args[1]) if len(args) == 2 else 'values'}"
+    return {int: "a whole number", float: "a number", str: "a string", bool: "true or false",
+            list: "a list", dict: "an object"}.get(hint, getattr(hint, "__name__", str(hint)))
+
+
+def _wrong(where: str, value, hint) -> ReportError:
+    return ReportError(f"{where} is {_found(value)}; expected {_expected(hint)}")
+
+
+@functools.cache
+def _shape(hint) -> tuple[Any, tuple]:
+    """A type hint's origin and arguments (``dict[str, int]``: dict, (str, int))."""
+    return typing.get_origin(hint), typing.get_args(hint)
+
+
+def _value(hint, value, where: str):
+    """``value`` (from JSON) as the field typed ``hint`` holds it; ReportError when it is not
+    one. Lists become tuples, null a NaN in float fields, non-finite floats NaN; a hint this
+    reader does not know takes the value as written."""
+    origin, args = _shape(hint)
+    if hint is Any:
+        return value
+    if origin in (typing.Union, types.UnionType):
+        if value is None and type(None) in args:
+            return None
+        for option in (a for a in args if a is not type(None)):
+            try:
+                return _value(option, value, where)
+            except ReportError as exc:
+                if not str(exc).startswith(f"{where} is "):
+                    raise  # a field inside the value: say which
+        raise _wrong(where, value, hint)
+    if hint in _HINTS or dataclasses.is_dataclass(hint):
+        if not isinstance(value, dict):
+            raise _wrong(where, value, hint)
+        return _record(hint, value, where)
+    if hint is bool:
+        if isinstance(value, bool):
+            return value
+        raise _wrong(where, value, hint)
+    if hint is int:
+        if isinstance(value, float) and value.is_integer():
+            value = int(value)
+        if isinstance(value, int) and not isinstance(value, bool):
+            if abs(value) < 2**63:  # no count the harness writes is larger
+                return value
+            raise ReportError(f"{where} is {_found(value)}; expected a whole number below 2^63")
+        raise _wrong(where, value, hint)
+    if hint is float:
+        if value is None:
+            return math.nan
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            value = float(value)
+            return value if math.isfinite(value) else math.nan
+        raise _wrong(where, value, hint)
+    if hint is str:
+        if isinstance(value, str):
+            return value
+        raise _wrong(where, value, hint)
+    if origin is tuple:
+        if not isinstance(value, (list, tuple)):
+            raise _wrong(where, value, hint)
+        if len(args) == 2 and args[1] is Ellipsis:
+            return tuple(_value(args[0], v, f"{where}[{i}]") for i, v in enumerate(value))
+        if args and len(value) != len(args):
+            raise ReportError(f"{where} is {_found(value)}; expected a list of {len(args)}")
+        return tuple(_value(a, v, f"{where}[{i}]") for i, (a, v) in
+                     enumerate(zip(args or [Any] * len(value), value, strict=True)))
+    if origin is dict:
+        if not isinstance(value, dict):
+            raise _wrong(where, value, hint)
+        item = args[1] if len(args) == 2 else Any
+        return {k: _value(item, v, f"{where}.{k}") for k, v in value.items()}
+    if origin is list or hint is list:
+        if not isinstance(value, list):
+            raise _wrong(where, value, hint)
+        return [_value(args[0], v, f"{where}[{i}]") if args else v for i, v in enumerate(value)]
+    return value
+
+
+def _record(cls, data: dict[str, Any], where: str = ""):
+    """A dataclass from a JSON object: the fields it knows, each checked against its type
+    hint; a field left out, or null where it has a default, takes its default; a field with
+    no default must be there (null is NaN for a float)."""
+    hints, values = _hints(cls), {}
     for f in fields(cls):
+        here = f"{where}.{f.name}" if where else f.name
+        required = (f.default is dataclasses.MISSING
+                    and f.default_factory is dataclasses.MISSING)
         if f.name not in data:
+            if required:
+                raise ReportError(f"{here} is missing; expected {_expected(hints[f.name])}")
             continue
         value = data[f.name]
-        nested = _NESTED.get((cls, f.name))
-        if nested is not None and isinstance(value, dict):
-            value = _build(nested, value)
-        elif value is None and f.type == "float":
-            value = math.nan
-        elif isinstance(value, list):
-            value = tuple(value)
+        if value is None and not required and hints[f.name] is not float:
+            continue
+        value = _value(hints[f.name], value, here)
+        least = _AT_LEAST.get((cls, f.name))
+        if least is not None and value < least:
+            raise ReportError(f"{here} is {_found(value)}; expected at least {least:g}")
         values[f.name] = value
-    try:
-        return cls(**values)
-    except TypeError as exc:
-        raise HarnessError(f"a {cls.__name__} in the report is incomplete: {exc}") from None
+    return cls(**values)
 
 
-def _nan(value) -> float:
-    return math.nan if value is None else float(value)
+def _need(row: dict, key: str):
+    """A flat row's ``key``; ReportError naming it when it is not there."""
+    if key not in row:
+        raise ReportError(f"{key} is missing (a flat row of schema 1)")
+    return row[key]
 
 
-def _timing_from_flat(row: dict, prefix: str, m: int, n: int, k: int) -> Timing:
+def _timing_from_flat(row: dict, prefix: str, m, n, k) -> dict[str, Any]:
     power_gflops = row.get(f"{prefix}power_gflops")
-    ms = 2.0 * m * n * k / (power_gflops * 1e9) * 1e3 if power_gflops else math.nan
-    return Timing(
-        median_ms=row[f"{prefix}median_ms"], p20_ms=row[f"{prefix}p20_ms"],
-        p80_ms=row[f"{prefix}p80_ms"], min_ms=math.nan, max_ms=math.nan,
-        reps=row[f"{prefix}reps"], cold_l2=row.get("cold_l2", True),
-        sm_clock_mhz=_nan(row.get(f"{prefix}sm_clock_mhz")),
-        sm_clock_min_mhz=_nan(row.get(f"{prefix}sm_clock_min_mhz")),
-        sm_clock_max_mhz=_nan(row.get(f"{prefix}sm_clock_max_mhz")),
-        queue_ahead_ms=_nan(row.get(f"{prefix}queue_ahead_ms")),
-        clock_limits=row.get(f"{prefix}clock_limits") or "",
-        power_w=_nan(row.get(f"{prefix}power_w")),
-        power_span_s=row.get(f"{prefix}power_span_s") or 0.0, power_ms_per_launch=ms)
+    ms = None
+    if power_gflops:
+        power = _value(float, power_gflops, f"{prefix}power_gflops")
+        sizes = [_value(int, v, name) for v, name in ((m, "m"), (n, "n"), (k, "k"))]
+        if power > 0:
+            ms = 2.0 * sizes[0] * sizes[1] * sizes[2] / (power * 1e9) * 1e3
+    return {"median_ms": _need(row, f"{prefix}median_ms"), "p20_ms": _need(row, f"{prefix}p20_ms"),
+            "p80_ms": _need(row, f"{prefix}p80_ms"), "min_ms": None, "max_ms": None,
+            "reps": _need(row, f"{prefix}reps"), "cold_l2": row.get("cold_l2", True),
+            "sm_clock_mhz": row.get(f"{prefix}sm_clock_mhz"),
+            "sm_clock_min_mhz": row.get(f"{prefix}sm_clock_min_mhz"),
+            "sm_clock_max_mhz": row.get(f"{prefix}sm_clock_max_mhz"),
+            "queue_ahead_ms": row.get(f"{prefix}queue_ahead_ms"),
+            "clock_limits": row.get(f"{prefix}clock_limits") or "",
+            "power_w": row.get(f"{prefix}power_w"),
+            "power_span_s": row.get(f"{prefix}power_span_s") or 0.0,
+            "power_ms_per_launch": ms}
 
 
-def _from_flat(row: dict) -> Result:
-    """A flat row of schema 1 (reports written before the schema had a version)."""
-    m, n, k = row["m"], row["n"], row["k"]
-    kernel = KernelInfo(row["kernel"], row.get("file", ""), row.get("precision", ""),
-                        row.get("params") or {})
-    parts: dict[str, Any] = {"status": row.get("status", ""), "message": row.get("message", "")}
+def _nested_from_flat(row: dict) -> dict[str, Any]:
+    """A flat row of schema 1 (reports written before the schema had a version) in the nested
+    form of this schema."""
+    m, n, k = _need(row, "m"), _need(row, "n"), _need(row, "k")
+    nested: dict[str, Any] = {
+        "kernel": {"name": row["kernel"], "file": row.get("file", ""),
+                   "precision": row.get("precision", ""), "params": row.get("params") or {}},
+        "m": m, "n": n, "k": k, "status": row.get("status", ""), "message": row.get("message", "")}
     if "registers" in row:
-        parts["resources"] = Resources(row["registers"], row.get("static_smem_bytes", 0),
-                                       spill_store_bytes=row.get("spill_store_bytes", 0),
-                                       spill_load_bytes=row.get("spill_load_bytes", 0))
+        nested["resources"] = {"registers": row["registers"],
+                               "static_smem_bytes": row.get("static_smem_bytes", 0),
+                               "spill_store_bytes": row.get("spill_store_bytes", 0),
+                               "spill_load_bytes": row.get("spill_load_bytes", 0)}
     if "block_threads" in row:
-        parts["launch"] = LaunchInfo(row["block_threads"],
-                                     tuple(row["grid"]) if row.get("grid") else None,
-                                     row.get("dynamic_smem_bytes"))
+        nested["launch"] = {"block_threads": row["block_threads"], "grid": row.get("grid") or None,
+                            "dynamic_smem_bytes": row.get("dynamic_smem_bytes")}
     if "blocks_per_sm_offline" in row:
-        parts["occupancy"] = OccupancyInfo(row["blocks_per_sm"], row["blocks_per_sm_offline"],
-                                           row["occupancy_pct"], row["limiter"],
-                                           row.get("waves_per_sm"))
+        nested["occupancy"] = {
+            "driver_blocks_per_sm": _need(row, "blocks_per_sm"),
+            "offline_blocks_per_sm": row["blocks_per_sm_offline"],
+            "occupancy_pct": _need(row, "occupancy_pct"), "limiter": _need(row, "limiter"),
+            "waves_per_sm": row.get("waves_per_sm")}
     if "checks_total" in row:
-        parts["checks"] = CheckSummary(row["checks_passed"], row["checks_total"],
-                                       _nan(row.get("max_rel_err")),
-                                       tuple(row.get("check_skips") or ()))
+        nested["checks"] = {"passed": _need(row, "checks_passed"), "total": row["checks_total"],
+                            "max_rel_err": row.get("max_rel_err"),
+                            "skipped": row.get("check_skips") or ()}
     if "median_ms" in row:
-        parts["timing"] = _timing_from_flat(row, "", m, n, k)
-        parts["peak_gflops_at_clock"] = _nan(row.get("peak_gflops_at_clock"))
+        nested["timing"] = _timing_from_flat(row, "", m, n, k)
+        nested["peak_gflops_at_clock"] = row.get("peak_gflops_at_clock")
     if "cublas_median_ms" in row:
-        parts["baseline"] = Baseline(row.get("cublas_compute", ""),
-                                     _timing_from_flat(row, "cublas_", m, n, k))
+        nested["baseline"] = {"compute": row.get("cublas_compute", ""),
+                              "timing": _timing_from_flat(row, "cublas_", m, n, k)}
     if row.get("ceiling_gflops") is not None:
-        parts["ceiling"] = CeilingRef(row["ceiling_gflops"], row["ceiling_instruction"],
-                                      _nan(row.get("ceiling_sm_clock_mhz")))
+        nested["ceiling"] = {"gflops": row["ceiling_gflops"],
+                             "instruction": _need(row, "ceiling_instruction"),
+                             "sm_clock_mhz": row.get("ceiling_sm_clock_mhz")}
     if "speedup" in row:
-        parts["comparison"] = Comparison(row["compared_to"], row["speedup"],
-                                         row["speedup_p20"], row["speedup_p80"],
-                                         bool(row.get("within_noise")))
+        within = row.get("within_noise")
+        nested["comparison"] = {"compared_to": _need(row, "compared_to"),
+                                "speedup": row["speedup"], "speedup_p20": _need(row, "speedup_p20"),
+                                "speedup_p80": _need(row, "speedup_p80"),
+                                "within_noise": bool(within) if within in (None, 0, 1) else within}
     if "sass" in row:
-        parts["sass"] = row["sass"]
-    return Result.of(kernel, m, n, k).with_parts(**parts)
+        nested["sass"] = row["sass"]
+    return nested
+
+
+def result_from_json(data) -> Result:
+    """A result from its JSON (:meth:`Result.from_json`); ReportError, naming the field, for
+    one that is not a result row."""
+    if not isinstance(data, dict):
+        raise ReportError(f"the row is {_found(data)}; expected an object (a result)")
+    if isinstance(data.get("kernel"), str):
+        data = _nested_from_flat(data)
+    return _record(Result, data)
 
 
 @dataclass(frozen=True)
@@ -447,29 +609,119 @@ class RunReport:
     results: list[Result]
     schema: int = SCHEMA_VERSION
     path: Path | None = None
+    complete: bool = True
+    """False for a stream of rows (``.jsonl``) that no finished report holds: the run was
+    interrupted (or is still running), or the stream was cut mid-write."""
+    notes: tuple[str, ...] = ()
+    """What the reader left out or could not say, one sentence each (a torn last line)."""
+
+    def describe_state(self) -> str:
+        """"" for a complete report, else why it is not, in one sentence."""
+        if self.complete:
+            return ""
+        return "incomplete: " + "; ".join(self.notes)
+
+
+_META_FIELDS = {"gpu": str, "date_utc": str, "command": str, "git": dict, "device": dict,
+                "timing": dict, "mode": str}
+"""The fields of a report's ``meta`` that the readers use, with the type each must have."""
+RUN_KINDS = ("run", "compare", "tune")
+"""The reports ``load_report`` reads: those of harness run, compare and tune."""
 
 
 def load_report(path: Path) -> RunReport:
-    """The run, compare or tune report at ``path`` (its ``.json`` or ``.jsonl``)."""
+    """The run, compare or tune report at ``path``: its ``.json``, or the ``.jsonl`` stream its
+    rows were appended to as they came (read with the rows it holds; ``complete`` False where
+    no finished report holds them). ReportError, in one line, for anything else."""
     path = Path(path)
     try:
         text = path.read_text()
-        if path.suffix == ".jsonl":
-            rows = [json.loads(line) for line in text.splitlines() if line.strip()]
-            data = {"meta": {}, "rows": rows}
-        else:
-            data = json.loads(text)
     except (OSError, ValueError) as exc:
-        raise HarnessError(f"cannot read the run report {path}: {exc}") from None
+        raise ReportError(f"cannot read the run report {path}: {exc}") from None
+    if path.suffix == ".jsonl":
+        return _load_stream(path, text)
+    try:
+        data = json.loads(text)
+    except (ValueError, RecursionError) as exc:
+        cut = " (cut short?)" if text.strip() and not text.rstrip().endswith("}") else ""
+        raise ReportError(f"cannot read the run report {path}: not JSON{cut}: {exc}") from None
     if not isinstance(data, dict) or "rows" not in data:
-        raise HarnessError(f"{path} is not a run report: expected a JSON object with 'meta' "
-                           "and 'rows' (written by harness run, compare or tune)")
+        raise _not_a_run(path, data)
     schema = data.get("schema", 1)
+    if not isinstance(schema, int) or isinstance(schema, bool):
+        raise ReportError(f"{path}: schema is {_found(schema)}; expected a whole number")
     if schema > SCHEMA_VERSION:
-        raise HarnessError(f"{path} has report schema {schema}; this harness reads up to "
-                           f"{SCHEMA_VERSION}: update the harness")
-    return RunReport(data.get("meta", {}), [Result.from_json(r) for r in data["rows"]],
-                     schema, path)
+        raise ReportError(f"{path} has report schema {schema}; this harness reads up to "
+                          f"{SCHEMA_VERSION}: update the harness")
+    rows = data["rows"]
+    if not isinstance(rows, list):
+        raise ReportError(f"{path}: rows is {_found(rows)}; expected a list of result rows")
+    if "schema" not in data and rows and not any(isinstance(r, dict) and "m" in r
+                                                  for r in rows):
+        raise _not_a_run(path, data)
+    meta = data.get("meta", {})
+    if not isinstance(meta, dict):
+        raise ReportError(f"{path}: meta is {_found(meta)}; expected an object (the run's "
+                          "date, command, GPU and timing)")
+    for key, kind in _META_FIELDS.items():
+        if meta.get(key) is not None and not isinstance(meta[key], kind):
+            raise ReportError(f"{path}: meta.{key} is {_found(meta[key])}; expected "
+                              f"{_expected(kind)}")
+    results = [_row(path, f"row {i}", row) for i, row in enumerate(rows, 1)]
+    return RunReport(meta, results, schema, path)
+
+
+def _row(path: Path, where: str, row) -> Result:
+    try:
+        return result_from_json(row)
+    except ReportError as exc:
+        raise ReportError(f"cannot read the run report {path}: {where}: {exc}") from None
+
+
+def _not_a_run(path: Path, data) -> ReportError:
+    """The one line for a JSON file that is not a run, compare or tune report."""
+    from harness.report.index import KINDS, kind_of, report_key
+
+    key = report_key(path.name) or path.stem
+    kind = kind_of(key)
+    named = kind not in RUN_KINDS and (kind in KINDS or kind != key)
+    what = (f"a report of kind '{kind}' (by its name)" if named else
+            f"{_found(data)} with no result rows (kernel, m, n, k)")
+    return ReportError(f"{path} is not a run report: it holds {what}; harness report and "
+                       "diff read the reports of harness run, compare and tune (their .json, or "
+                       "the .jsonl stream of one)")
+
+
+def _load_stream(path: Path, text: str) -> RunReport:
+    """A run's JSON-lines stream: a row per line, as the results came. A last line with no
+    newline after it that is not JSON was cut mid-write (the run was killed): the rows before
+    it are kept and the report says which line. Any other line that is not JSON is left out
+    and said the same way."""
+    lines = text.split("\n")
+    results, notes = [], []
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except (ValueError, RecursionError) as exc:
+            if number == len(lines):
+                notes.append(f"line {number} was cut mid-write (the run was stopped while "
+                             "writing it) and is left out")
+            else:
+                notes.append(f"line {number} is not JSON ({exc}) and is left out")
+            continue
+        results.append(_row(path, f"line {number}", row))
+    from harness.report.index import report_key
+
+    owner = path.with_name(f"{report_key(path.name) or path.stem}.json")
+    if not notes and not owner.is_file():
+        notes.append(f"a stream of {len(results)} rows with no {owner.name} beside it (the "
+                     "run was interrupted, or is still running)")
+    gpus = [r.gpu.name for r in results if r.gpu is not None and r.gpu.name]
+    meta = {"gpu": gpus[0]} if gpus else {}
+    return RunReport(meta, results, SCHEMA_VERSION, path, complete=not notes,
+                     notes=tuple(notes))
 
 
 def report_json(meta: dict[str, Any], results: Sequence[Result]) -> str:

@@ -19,8 +19,10 @@ from harness.cli.common import (
     EXIT_BAD_INPUT,
     EXIT_INTERRUPTED,
     EXIT_NO_GPU,
+    WIDE_COMMANDS,
     NoGpu,
     check_options,
+    wide_flag,
 )
 from harness.errors import HarnessError
 
@@ -41,6 +43,8 @@ def _parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     for group in _GROUPS:
         group.add_parsers(sub)
+    for command in WIDE_COMMANDS:
+        wide_flag(sub.choices[command])
     return parser
 
 

@@ -20,6 +20,7 @@ from harness.errors import HarnessError
 from harness.gpu.timing import TimingOptions
 from harness.kernels.registry import Kernel, representatives
 from harness.report import files, tables
+from harness.report.width import fit_text
 from harness.run.runner import RunOptions, RunRecord, parse_size, run
 
 DEFAULT_RUN_SIZES = ("512", "1024", "2048", "4096")
@@ -288,10 +289,11 @@ def _run(args) -> int:
     ok, why = common.has_gpu()
     if not ok:
         largest = max(sizes, key=lambda s: s[0] * s[1] * s[2])
-        print(f"no GPU here ({why}): nothing can be checked or timed; the offline build report "
-              f"for sm_90 at {'x'.join(map(str, largest))} follows")
+        print(fit_text(f"no GPU here ({why}): nothing can be checked or timed; the offline "
+                       f"build report for sm_90 at {'x'.join(map(str, largest))} follows",
+                       common.width(args)))
         rows = build_all(chosen, "sm_90", largest)
-        print(tables.build_table(rows))
+        print(tables.build_table(rows, width=common.width(args)))
         others = [r for size in sizes if size != largest for r in build_all(chosen, "sm_90", size)]
         for r in rows + others:
             if r["status"] != "ok":
@@ -330,9 +332,9 @@ def _local_gpus(args, ranked: str | None = None):
 def _run_and_report(args, chosen, sizes, timing, gpu_name: str, where: str, measure) -> int:
     """The run's stream, its measurement (``measure(jsonl_path)``: a RunRecord), its reports
     (one per GPU model) and its table."""
-    stamp = files.run_stamp()
     folder = args.report_dir / files.gpu_slug(gpu_name)
-    jsonl = args.json or folder / f"run-{stamp}.jsonl"
+    stem = None if args.json else files.new_stem(folder, "run")  # claims the stream's name
+    jsonl = args.json or Path(f"{stem}.jsonl")
     what = ("one representative of each kernel file" if not args.kernels and not args.all
             else f"{len(chosen)} kernels")
     common.say(f"harness run: {what} ({len(chosen)}) x {len(sizes)} sizes on {where}, "
@@ -341,16 +343,19 @@ def _run_and_report(args, chosen, sizes, timing, gpu_name: str, where: str, meas
     record = measure(jsonl)
     written = write_run_reports(record, ["harness", *sys.argv[1:]], timing, sizes,
                                 jsonl.with_suffix(""), stream=None if args.json else jsonl,
-                                report_dir=args.report_dir, name=f"run-{stamp}")
-    print(tables.table(record.results))
-    fails = tables.failures(record.results)
+                                report_dir=args.report_dir,
+                                name=stem.name if stem else f"run-{files.run_stamp()}")
+    print(tables.console_table(record.results, wide=args.wide))
+    fails = tables.failures(record.results, common.width(args))
     if fails:
         print("\nNot passed:\n" + fails)
     summed = (f" (phases summed over {len(record.devices)} GPUs' workers)"
               if len(record.devices) > 1 else "")
-    print(f"\nwall time {record.wall_s:.1f} s{summed}: " + "; ".join(_phases_lines(record)))
+    print("\n" + fit_text(f"wall time {record.wall_s:.1f} s{summed}: "
+                          + "; ".join(_phases_lines(record)), common.width(args)))
     kept = f"{jsonl}, " if args.json else ""  # the default stream is gone: the JSON has it
-    print(f"written: {kept}" + ", ".join(f"{j}, {m}" for j, m in written))
+    print(fit_text(f"written: {kept}" + ", ".join(f"{j}, {m}" for j, m in written),
+                   common.width(args)))
     passed = all(r.status in ("pass", "skipped") for r in record.results)
     return common.EXIT_OK if passed else common.EXIT_FAILED
 
@@ -367,7 +372,7 @@ def _check(args) -> int:
             print(json.dumps([p.to_json() for p in plans], indent=1))
         else:
             for p in plans:
-                print(tables.plan_table(p))
+                print(tables.plan_table(p, common.width(args)))
         return common.EXIT_OK if all(p.checks for p in plans) else common.EXIT_FAILED
     if args.json:
         raise HarnessError("--json goes with --plan (a GPU check prints its table and writes "
@@ -384,8 +389,8 @@ def _check(args) -> int:
     with tempfile.TemporaryDirectory() as folder:
         record = run(chosen, arch, options, Path(folder) / "check.jsonl", common.say,
                      mode="check")
-    print(tables.check_table(record.results))
-    fails = tables.failures(record.results)
+    print(tables.check_table(record.results, width=common.width(args)))
+    fails = tables.failures(record.results, common.width(args))
     if fails:
         print("\nNot passed:\n" + fails)
     passed = all(r.status in ("pass", "skipped") for r in record.results)
@@ -479,7 +484,7 @@ def with_sass(results: Sequence[Result], kernels: Sequence[Kernel], arch: str) -
 
 
 def write_compare_report(record: RunRecord, results: Sequence[Result], command: Sequence[str],
-                         timing: TimingOptions, sizes, stem: Path) -> None:
+                         timing: TimingOptions, sizes, stem: Path) -> tuple[Path, Path]:
     """``harness compare``'s report: ``stem.json`` and ``stem.md``, side by side first; the
     JSON-lines stream ``stem.jsonl`` is removed once the JSON holds the results."""
     meta = {**files.metadata(record.device, command, asdict(timing), sizes, _infos(record)),
@@ -488,7 +493,7 @@ def write_compare_report(record: RunRecord, results: Sequence[Result], command: 
                     "speedup = median over rounds of (first kernel's time / this one's), "
                     "p20-p80 of those ratios; 'within noise' when that range holds 1",
             "seed": record.seed}
-    files.write_run(meta, results, stem, title="harness compare",
+    return files.write_run(meta, results, stem, title="harness compare",
                     sections=["## Side by side", "", tables.compare_table(results), "",
                               "## Every result", ""], stream=stem.with_suffix(".jsonl"))
 
@@ -509,15 +514,17 @@ def _compare(args) -> int:
     timing = _timing(args, cold_l2=args.cold_l2)
     common.gpu()
     slots, why, arch, _ = _local_gpus(args)
-    stem = args.report_dir / files.gpu_slug(why) / f"compare-{files.run_stamp()}"
+    stem = files.new_stem(args.report_dir / files.gpu_slug(why), "compare")
     options = RunOptions(sizes=sizes, timeout_s=args.timeout_s, timing=timing,
                          strict_blas=args.blas_strict, seed=args.seed)
     record = run(chosen, arch, options, stem.with_suffix(".jsonl"), common.say, mode="compare",
                  gpus=slots)
     results = with_sass(record.results, chosen, arch)
-    write_compare_report(record, results, ["harness", *sys.argv[1:]], timing, sizes, stem)
-    print(tables.compare_table(results))
-    print(f"\nwritten: {stem}.json, {stem}.md")
+    json_path, md_path = write_compare_report(record, results, ["harness", *sys.argv[1:]],
+                                              timing, sizes, stem)
+    print(tables.compare_table(results) if args.wide else
+          tables.compare_table(results, fmt="simple", width=common.width(args)))
+    print(f"\nwritten: {json_path}, {md_path}")
     passed = all(r.status in ("pass", "skipped") for r in results)
     return common.EXIT_OK if passed else common.EXIT_FAILED
 
@@ -580,15 +587,16 @@ def _tune_points(args, spec, space, candidates, sizes, timing, why: str, arch: s
 
     keep, skipped = tune.screen(candidates, arch, sizes, args.jobs, common.say)
     if args.dry_run or not keep:
-        print(tabulate([[k.name, reason[:110]] for k, reason in skipped],
-                       headers=["skipped point", "reason"]))
+        print(fit_text("\n".join(["skipped points:", *(f"- {k.name}: {reason}"
+                                                        for k, reason in skipped)]),
+                       common.width(args)))
         if not keep and not args.dry_run:
             print(f"\nnone of the {len(skipped)} points can be timed: nothing was run")
             return common.EXIT_FAILED
         print(f"\n{len(keep)} points would be timed" + "".join(f"\n  {k.name}" for k in keep))
         return common.EXIT_OK
     folder = args.report_dir / files.gpu_slug(why)
-    stem = folder / f"tune-{spec.stem}-{files.run_stamp()}"
+    stem = files.new_stem(folder, f"tune-{spec.stem}")
     options = RunOptions(sizes=sizes, timing=timing, timeout_s=args.timeout_s, seed=args.seed)
     record = measure(keep, options, stem.with_suffix(".jsonl"))
     top = tune.best(record.results, sizes[-1], args.top)
@@ -601,13 +609,13 @@ def _tune_points(args, spec, space, candidates, sizes, timing, why: str, arch: s
             "seed": record.seed}
     columns = tables.columns_without("precision")
     skips = "\n".join(f"- {r['kernel']}: {r['message']}" for r in skipped_rows) or "- none"
-    files.write_run(meta, record.results, stem, title="harness tune", sections=[
+    json_path, _ = files.write_run(meta, record.results, stem, title="harness tune", sections=[
         *_gpus_section(record, meta),
         f"## Best {len(top)} at {'x'.join(map(str, sizes[-1]))}", "",
         tables.table(top, columns, fmt="github"), "", "## Skipped points", "", skips, "",
         "## Every timed point", ""], stream=stem.with_suffix(".jsonl"))
-    print(tables.table(top, columns))
-    print(f"\n{len(keep)} points timed, {len(skipped)} skipped (reasons in {stem}.json); "
+    print(tables.console_table(top, columns, wide=args.wide))
+    print(f"\n{len(keep)} points timed, {len(skipped)} skipped (reasons in {json_path}); "
           f"ranked at {'x'.join(map(str, sizes[-1]))}")
     if args.pin and top:
         best_params = {n: top[0].kernel.params[n] for n in space}
@@ -653,7 +661,7 @@ def _ceiling(args) -> int:
         facts = session.facts()
     meta = {**files.metadata(facts, ["harness", *sys.argv[1:]], asdict(timing), (), chosen),
             "launch": [asdict(options) for options in launches]}
-    stem = args.report_dir / files.gpu_slug(facts["name"]) / f"ceiling-{files.run_stamp()}"
+    stem = files.new_stem(args.report_dir / files.gpu_slug(facts["name"]), "ceiling", None)
     json_path, md_path = files.write_ceiling(meta, rows, stem)
     if args.json:
         import json
@@ -743,11 +751,11 @@ def _energy(args) -> int:
     method = (f"each point run back to back for {args.seconds:g} s with warm L2, {args.rounds} "
               "rounds in turn; board power from NVML's energy counter between its first and "
               "last move in the pass; pJ/FLOP = W x GPU time per launch / FLOP")
-    stem = args.report_dir / files.gpu_slug(facts["name"]) / f"kernel-energy-{files.run_stamp()}"
-    files.write_table_report(meta, rows, stem, "Board energy per FLOP",
-                             [f"- method: {method}", "", summary, ""])
+    stem = files.new_stem(args.report_dir / files.gpu_slug(facts["name"]), "kernel-energy", None)
+    json_path, md_path = files.write_table_report(meta, rows, stem, "Board energy per FLOP",
+                                                  [f"- method: {method}", "", summary, ""])
     print(summary)
-    print(f"\nwritten: {stem}.json, {stem}.md")
+    print(f"\nwritten: {json_path}, {md_path}")
     return common.EXIT_OK
 
 

@@ -104,6 +104,31 @@ def _check_writable_folder(flag: str, folder: Path, given: Path | None = None) -
                            "be written")
 
 
+def check_writable_folder(flag: str, folder: Path) -> None:
+    """``folder`` (given as ``flag``) can be written, or made; HarnessError in one line if
+    not."""
+    _check_writable_folder(flag, Path(folder))
+
+
+WIDE_COMMANDS = ("run", "check", "compare", "tune", "list", "build", "report", "diff", "index")
+"""The commands whose tables fit 100 columns unless ``--wide``."""
+
+
+def wide_flag(p: argparse.ArgumentParser) -> None:
+    """``--wide``: tables at their full width, every column (default: what fits 100 columns,
+    the rest in the JSON)."""
+    p.add_argument("--wide", action="store_true",
+                   help="print every column at full width (default: the columns that matter, "
+                        "fitted to 100 columns; the reports' JSON has them all)")
+
+
+def width(args: argparse.Namespace) -> int | None:
+    """The width the command's tables and prose fit: None (as they are) with --wide."""
+    from harness.report.width import WIDTH
+
+    return None if getattr(args, "wide", False) else WIDTH
+
+
 def say(line: str) -> None:
     """Progress for people, on stderr (stdout carries the command's result)."""
     print(line, file=sys.stderr, flush=True)

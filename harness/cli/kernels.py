@@ -18,6 +18,7 @@ from harness.errors import HarnessError, LaunchError
 from harness.kernels.registry import DEFAULT_KERNEL_DIRS, load_registry, project_relative
 from harness.kernels.spec import budget_problems
 from harness.report import files, tables
+from harness.report.width import NAME, TEXT, fit_table
 from harness.run.runner import parse_size
 
 _SIZE_HELP = "problem size for the launch shape: N or M,N,K (default 4096)"
@@ -80,7 +81,8 @@ def _list(args) -> int:
     if args.variants:
         rows = [[k.name, k.spec.kind, k.spec.precision, k.spec.min_arch,
                  project_relative(k.spec.path)] for k in registry.kernels]
-        print(tabulate(rows, headers=["kernel", "kind", "prec", "min arch", "file"]))
+        print(fit_table(["kernel", "kind", "prec", "min arch", "file"], rows,
+                        {4: (NAME, 24), 0: (NAME, 20)}, common.width(args)).text)
     else:
         by_file: dict = {}
         for k in registry.kernels:
@@ -91,8 +93,13 @@ def _list(args) -> int:
             variants = ", ".join(k.variant for k in ks if k.variant) or "-"
             rows.append([spec.stem, spec.kind, spec.precision, spec.min_arch, variants,
                          _first_sentence(spec.summary)])
-        print(tabulate(rows, headers=["kernel file", "kind", "prec", "min arch", "variants",
-                                      "what it changes"], maxcolwidths=[None] * 4 + [28, 64]))
+        headers = ["kernel file", "kind", "prec", "min arch", "variants", "what it changes"]
+        if args.wide:
+            print(tabulate(rows, headers=headers, maxcolwidths=[None] * 4 + [28, 64]))
+        else:
+            longest = max((len(k.variant or "") for k in registry.kernels), default=0)
+            print(fit_table(headers, rows, {4: (TEXT, max(16, longest + 1)), 5: (TEXT, 24),
+                                            0: (NAME, 16)}, common.width(args)).text)
         print(f"\n{len(registry.kernels)} kernels in {len(by_file)} files; `harness list "
               "--variants` lists every registry key")
     for bad in registry.broken:
@@ -111,7 +118,7 @@ def _build(args) -> int:
     if args.json:
         print(json.dumps(rows, indent=1))
     else:
-        print(tables.build_table(rows))
+        print(tables.build_table(rows, width=common.width(args)))
         for r in rows:
             if r["status"] != "ok":
                 print(f"- {r['kernel']} ({r['arch']}): {r['status']}: {r['message']}")

@@ -137,7 +137,8 @@ def _profile(args) -> int:
     metrics = ncu.select(opts.metric_groups, arch)
     ncu_version = ncu.version(ncu_path)
     ncu.check_metrics(metrics, ncu.available_metrics(ncu_path), f"ncu ({ncu_version}) on {why}")
-    stem = args.report_dir / files.gpu_slug(why) / f"profile-{files.run_stamp()}"
+    stem = files.new_stem(args.report_dir / files.gpu_slug(why), "profile",
+                          f"-{opts.regimes[0]}.jsonl" if opts.regimes else None)
     t0 = time.perf_counter()
     common.say(f"harness profile: {len(chosen)} kernel(s) x {len(opts.sizes)} size(s) on {why} "
                f"({arch}) with {ncu_path} ({ncu_version}); harness timings: "

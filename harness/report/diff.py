@@ -17,6 +17,8 @@ from tabulate import tabulate
 
 from harness.bench.result import Result, RunReport
 from harness.gpu.timing import Timing, median_rel_se_pct
+from harness.report.tables import short_size
+from harness.report.width import NAME, TEXT, WIDTH, fit_table, fit_text
 from harness.stats import Summary
 
 SIGMAS = 3.0
@@ -187,6 +189,9 @@ def compare_one(old: Result, new: Result, conditions: list[str] = (),
         return DiffLine(name, size, old, new, "not timed",
                         notes=(f"old {old.status}, new {new.status}",))
     to, tn = old.timing, new.timing
+    if not all(math.isfinite(t.median_ms) and t.median_ms > 0 for t in (to, tn)):
+        return DiffLine(name, size, old, new, "not timed", notes=(
+            f"median time old {to.median_ms:g} ms, new {tn.median_ms:g} ms: no ratio",))
     se_old, se_new = rel_se(to), rel_se(tn)
     se = math.hypot(se_old, se_new)
     notes = [*conditions, *_unlike(old, new)]
@@ -273,18 +278,57 @@ def table(result: Diff, fmt: str = "github") -> str:
                     tablefmt=fmt, disable_numparse=True)
 
 
-def text(result: Diff) -> str:
+def narrow_table(result: Diff, width: int = WIDTH) -> tuple[str, list[str]]:
+    """The table a terminal of ``width`` columns shows, and its notes: what differs besides
+    the time, and the judgement that does not count, numbered once each however many lines
+    share them (what holds for every line is said above the table)."""
+    numbers: dict[str, int] = {}
+    rows = []
+    for line in result.lines:
+        o, n = line.old, line.new
+        said = [x for x in line.notes if x not in result.conditions]
+        other = line.wall if line.judged_by == PER_CLOCK else line.per_clock
+        if other is not None:
+            said.append(f"{PER_CLOCK if line.judged_by == WALL else WALL}: {other.describe()}")
+        marks = [str(numbers.setdefault(x, len(numbers) + 1)) for x in said]
+        counted = line.counted
+        se = ("" if counted is None else f"{100 * counted.rel_se:.2g}%"
+              if math.isfinite(counted.rel_se) else "?")
+        rows.append([line.kernel, short_size(line.size), _f(o.gflops, ".0f"),
+                     _f(n.gflops, ".0f"), "" if counted is None else f"{counted.ratio:.3f}",
+                     se, line.verdict, _f(line.baseline_ratio, ".3f"), ",".join(marks)])
+    ratio = "new/old\ncycles" if result.judged_by == PER_CLOCK else "new/old\ntime"
+    fitted = fit_table(["kernel", "size", "old\nGFLOP/s", "new\nGFLOP/s", ratio, "+-\n1 s.e.",
+                        "verdict", "cuBLAS\nnew/old", "notes"], rows,
+                       {8: (TEXT, 5), 0: (NAME, 16)}, width)
+    return fitted.text, [f"[{k}] {x}" for x, k in numbers.items()]
+
+
+def text(result: Diff, width: int | None = None) -> str:
+    """What ``harness diff`` prints: the two runs, the table, what is in one only, the counts
+    and the rule; ``width``: the table narrowed and the prose wrapped to fit it (None: every
+    column at full width, as the markdown reports have it)."""
     counts = ", ".join(f"{n} {v}" for v, n in result.counts().items() if n)
-    out = [_describe("old", result.old), _describe("new", result.new), ""]
-    out += [f"every line: {c}" for c in result.conditions]
-    out += [table(result) if result.lines else "no kernel at a size found in both", ""]
+    head = [_describe("old", result.old), _describe("new", result.new)]
+    head += [f"{label}: {r.path}: {r.describe_state()}" for label, r in
+             (("old", result.old), ("new", result.new)) if not r.complete]
+    head += ["", *(f"every line: {c}" for c in result.conditions)]
+    notes: list[str] = []
+    if not result.lines:
+        shown = "no kernel at a size found in both"
+    elif width is None:
+        shown = table(result)
+    else:
+        shown, notes = narrow_table(result, width)
+    tail = [*(["notes:", *notes] if notes else []), ""]
     for label, only in (("only in old", result.only_old), ("only in new", result.only_new)):
         if only:
-            out.append(f"{label}: " + ", ".join(f"{r.kernel.name} at {_size(r.size)}"
-                                                for r in only))
-    out += [f"{len(result.lines)} matched, judged by {result.judged_by}: {counts or 'none'}",
-            "", RULE]
-    return "\n".join(out)
+            tail.append(f"{label}: " + ", ".join(f"{r.kernel.name} at {_size(r.size)}"
+                                                 for r in only))
+    tail += [f"{len(result.lines)} matched, judged by {result.judged_by}: {counts or 'none'}",
+             "", RULE]
+    return "\n".join([fit_text("\n".join(head), width), shown,
+                      fit_text("\n".join(tail), width)])
 
 
 def to_json(result: Diff) -> dict:

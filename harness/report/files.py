@@ -6,11 +6,16 @@ folder's INDEX.md once the report is complete."""
 from __future__ import annotations
 
 import csv
+import errno
+import glob
 import gzip
+import io
+import itertools
 import json
 import os
 import platform
 import re
+import secrets
 import subprocess
 import sys
 from collections.abc import Iterable, Iterator, Sequence
@@ -35,6 +40,89 @@ def gpu_slug(name: str) -> str:
 
 def run_stamp() -> str:
     return datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
+
+
+def new_stem(folder: Path, prefix: str, claim: str | None = ".jsonl") -> Path:
+    """``folder/<prefix>-<UTC time>``, a report name no other report in ``folder`` has: a
+    second run started in the same second gets ``-2`` after the time, a third ``-3``. ``claim``
+    is the ending of the file that holds the name (a run's stream, ``.jsonl``): created now,
+    empty and exclusively, so that two processes cannot both take the name; None creates
+    nothing (the report's JSON, written later by :func:`publish`, takes a free name then)."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    stamp = run_stamp()
+    for n in itertools.count(1):
+        stem = folder / (f"{prefix}-{stamp}" + (f"-{n}" if n > 1 else ""))
+        if _taken(stem):
+            continue
+        if claim is None:
+            return stem
+        try:
+            Path(f"{stem}{claim}").open("x").close()
+        except FileExistsError:
+            continue
+        return stem
+    raise AssertionError("unreachable")
+
+
+def _taken(stem: Path) -> bool:
+    """Whether a file of the report named ``stem`` is there (its JSON, markdown, stream, or a
+    companion such as ``stem-sustained.jsonl``)."""
+    name = glob.escape(stem.name)
+    return any(stem.parent.glob(f"{name}.*")) or any(stem.parent.glob(f"{name}-*"))
+
+
+def write_atomic(path: Path, data: str | bytes, replace: bool = True) -> Path:
+    """Write ``data`` to ``path`` through a temporary file in the same folder that is then
+    renamed to it, so that no reader (nor a kill) ever sees half a file. ``replace=False``:
+    never over a file already there (FileExistsError), for a report's name."""
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}-{secrets.token_hex(4)}.tmp")
+    try:
+        with tmp.open("xb") as f:
+            f.write(data.encode() if isinstance(data, str) else data)
+            f.flush()
+            os.fsync(f.fileno())
+        if replace:
+            os.replace(tmp, path)
+        else:
+            _link(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return path
+
+
+def _link(tmp: Path, path: Path) -> None:
+    """``tmp`` at ``path`` unless a file is there (a hard link is made or refused at once);
+    where the file system has no hard links, a rename after a check."""
+    try:
+        os.link(tmp, path)
+    except FileExistsError:
+        raise
+    except OSError:
+        if path.exists():
+            raise FileExistsError(errno.EEXIST, "a file is there already", str(path)) from None
+        os.replace(tmp, path)
+
+
+def publish(stem: Path, parts: dict[str, str | bytes]) -> Path:
+    """A report's files (``{ending: content}``, the JSON first), each written atomically,
+    never over another report: where the first is there already (a report of the same name,
+    from a run of the same second), under the first free ``stem-2``, ``stem-3``, ... Returns
+    the stem written."""
+    (first, data), *rest = parts.items()
+    for n in itertools.count(1):
+        name = stem if n == 1 else stem.with_name(f"{stem.name}-{n}")
+        if n > 1 and _taken(name):
+            continue
+        try:
+            write_atomic(Path(f"{name}{first}"), data, replace=False)
+        except FileExistsError:
+            continue
+        for ending, content in rest:
+            write_atomic(Path(f"{name}{ending}"), content)
+        return name
+    raise AssertionError("unreachable")
 
 
 def git_state(root: Path = PROJECT_ROOT) -> dict:
@@ -86,13 +174,17 @@ def _git(root: Path, *args: str) -> str | None:
 
 
 @contextmanager
-def writing(folder: Path) -> Iterator[Path]:
+def writing(folder: Path, regenerate_index: bool = True) -> Iterator[Path]:
     """Around the writing of one report into ``folder``, the hook every report writer goes
     through: makes the folder, and once the report's files are all there regenerates the
-    folder's INDEX.md (a failure there is said, and costs the report nothing)."""
+    folder's INDEX.md (a failure there is said, and costs the report nothing);
+    ``regenerate_index`` False leaves INDEX.md alone (files written into a folder the user
+    named)."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     yield folder
+    if not regenerate_index:
+        return
     try:
         index.write_index(folder)
     except OSError as exc:
@@ -218,7 +310,7 @@ def write_run(meta: dict, results: Sequence[Result], stem: Path,
     ``sections``, then the table of every result). ``stream``, the JSON-lines file the results
     came in through as they were measured, is removed once the JSON holds them: a report is
     not kept twice in two formats that say the same thing."""
-    json_path, md_path = stem.with_suffix(".json"), stem.with_suffix(".md")
+    json_path = Path(f"{stem}.json")
     lines = [
         *header(meta, title),
         f"- timing: {meta['timing']['l2']}; {meta['timing']['method']}"
@@ -241,11 +333,10 @@ def write_run(meta: dict, results: Sequence[Result], stem: Path,
     if fails:
         lines += ["## Not passed", "", fails, ""]
     with writing(stem.parent):
-        json_path.write_text(report_json(meta, results))
-        md_path.write_text("\n".join(lines))
+        written = publish(stem, {".json": report_json(meta, results), ".md": "\n".join(lines)})
         if stream is not None and stream.resolve() != json_path.resolve():
             stream.unlink(missing_ok=True)
-    return json_path, md_path
+    return Path(f"{written}.json"), Path(f"{written}.md")
 
 
 def _signature_lines(results: Sequence[Result]) -> list[str]:
@@ -282,12 +373,12 @@ def write_table_report(meta: dict, rows: Sequence[dict], stem: Path, title: str,
                        body: Sequence[str]) -> tuple[Path, Path]:
     """A measurement's ``stem.json`` (metadata + rows) and ``stem.md`` (the header, then
     ``body``)."""
-    json_path, md_path = stem.with_suffix(".json"), stem.with_suffix(".md")
     with writing(stem.parent):
-        json_path.write_text(json.dumps(jsonable({"meta": meta, "rows": list(rows)}), indent=1,
-                                        allow_nan=False) + "\n")
-        md_path.write_text("\n".join([*header(meta, title), *body]))
-    return json_path, md_path
+        written = publish(stem, {
+            ".json": json.dumps(jsonable({"meta": meta, "rows": list(rows)}), indent=1,
+                                allow_nan=False) + "\n",
+            ".md": "\n".join([*header(meta, title), *body])})
+    return Path(f"{written}.json"), Path(f"{written}.md")
 
 
 def write_sweep(rows: Sequence[dict], kernel_rows: int, gpu: str, command: Sequence[str],
@@ -313,14 +404,15 @@ def write_sweep(rows: Sequence[dict], kernel_rows: int, gpu: str, command: Seque
     if disagree:
         md += ["## Disagreements", "", tabulate(disagree[:200], headers="keys",
                                                  tablefmt="github"), ""]
+    table = io.StringIO(newline="")
+    writer = csv.DictWriter(table, fieldnames=list(rows[0]) if rows else ["agree"])
+    writer.writeheader()
+    writer.writerows(rows)
     with writing(folder):
-        (folder / "occupancy-sweep.json").write_text(
-            json.dumps({"summary": summary, "disagreements": disagree}, indent=1) + "\n")
-        with gzip.open(folder / "occupancy-sweep.csv.gz", "wt", newline="") as f:
-            writer = csv.DictWriter(f, fieldnames=list(rows[0]) if rows else ["agree"])
-            writer.writeheader()
-            writer.writerows(rows)
-        (folder / "occupancy-sweep.md").write_text("\n".join(md))
+        write_atomic(folder / "occupancy-sweep.json",
+                     json.dumps({"summary": summary, "disagreements": disagree}, indent=1) + "\n")
+        write_atomic(folder / "occupancy-sweep.csv.gz", gzip.compress(table.getvalue().encode()))
+        write_atomic(folder / "occupancy-sweep.md", "\n".join(md))
     return summary
 
 

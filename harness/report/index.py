@@ -18,7 +18,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from harness.bench.result import Result, load_report
+from harness.bench.result import Result, RunReport, load_report
+from harness.errors import HarnessError
 
 INDEX_NAME = "INDEX.md"
 KINDS = ("nvml-power-probe", "kernel-energy", "kernel-clock", "occupancy-sweep",
@@ -119,15 +120,17 @@ def render(folder: Path, found: Iterable[Entry]) -> str:
 
 def write_index(folder: Path) -> Path:
     """Write ``folder/INDEX.md`` from the reports in ``folder``; returns its path."""
-    path = Path(folder) / INDEX_NAME
-    path.write_text(render(Path(folder), entries(Path(folder))))
-    return path
+    from harness.report.files import write_atomic
+
+    return write_atomic(Path(folder) / INDEX_NAME, render(Path(folder), entries(Path(folder))))
 
 
 def index_folders(report_dir: Path) -> list[Path]:
-    """``report_dir`` itself where it holds reports, and each of its folders that does."""
+    """``report_dir`` itself where it holds reports, and each of its folders that does, but
+    for the folders of a report's companions (``profile-X-ncu/``: listed with their report)."""
     report_dir = Path(report_dir)
-    candidates = [report_dir, *sorted(p for p in report_dir.iterdir() if p.is_dir())]
+    candidates = [report_dir, *sorted(p for p in report_dir.iterdir()
+                                      if p.is_dir() and report_key(f"{p.name}.md") == p.name)]
     return [p for p in candidates
             if any(f.is_file() and report_key(f.name) for f in p.iterdir())]
 
@@ -139,6 +142,8 @@ def _entry(folder: Path, key: str, names: list[str]) -> Entry:
     data, text = _read(folder, key, names)
     try:
         headline = HEADLINES.get(kind, _no_headline)(folder, key, names, data, text)
+    except HarnessError as exc:
+        headline = f"unreadable: {exc}"
     except Exception as exc:  # noqa: BLE001 - an odd report gets a line, never an exception
         headline = f"unreadable: {type(exc).__name__}: {exc}"
     return Entry(key, kind, tuple(names), _date(key, data, text), _command(data, text),
@@ -249,8 +254,18 @@ def _tflops(gflops: float) -> str:
     return f"{gflops / 1e3:.1f} TFLOP/s"
 
 
-def _results(folder: Path, key: str) -> list[Result]:
-    return load_report(folder / f"{key}.json").results
+def _load(folder: Path, key: str, names: list[str]) -> RunReport:
+    """A run, compare or tune report: its JSON, else the stream of an interrupted run."""
+    return load_report(folder / (f"{key}.json" if f"{key}.json" in names else f"{key}.jsonl"))
+
+
+def _state(report: RunReport, headline: str) -> str:
+    """``headline``, after why the report is incomplete where it is: ``incomplete run (a
+    stream of 50 rows with no run-X.json beside it ...)``."""
+    if report.complete:
+        return headline
+    kind = kind_of(report_key(report.path.name) or report.path.stem)
+    return f"incomplete {kind} ({'; '.join(report.notes)}): {headline}"
 
 
 def _timed_at_largest(results: list[Result]) -> tuple[tuple[int, int, int] | None, list[Result]]:
@@ -278,13 +293,24 @@ def _fastest(results: list[Result], what: str) -> str:
             f"{_tflops(best.gflops)}{vs}")
 
 
+def _rows_kept(key: str, names: list[str]) -> bool:
+    """Whether the report's results are in a file of it: its JSON, or its stream."""
+    return f"{key}.json" in names or f"{key}.jsonl" in names
+
+
 def _run_headline(folder, key, names, data, text) -> str:
-    results = _results(folder, key)
-    return _fastest(results, "fastest") + _not_passed(results)
+    if not _rows_kept(key, names):
+        return ""
+    report = _load(folder, key, names)
+    results = report.results
+    return _state(report, _fastest(results, "fastest") + _not_passed(results))
 
 
 def _compare_headline(folder, key, names, data, text) -> str:
-    results = _results(folder, key)
+    if not _rows_kept(key, names):
+        return ""
+    report = _load(folder, key, names)
+    results = report.results
     size, at = _timed_at_largest(results)
     others = [r for r in at if r.comparison is not None
               and r.kernel.name != r.comparison.compared_to]
@@ -293,15 +319,19 @@ def _compare_headline(folder, key, names, data, text) -> str:
     best = max(others, key=lambda r: r.comparison.speedup)
     c = best.comparison
     verdict = "within noise" if c.within_noise else ("faster" if c.speedup > 1 else "slower")
-    return (f"fastest against {c.compared_to} at {_size(size)}: {best.kernel.name} "
-            f"{c.speedup:.3f}x ({c.speedup_p20:.3f}-{c.speedup_p80:.3f}, {verdict})"
-            + _not_passed(results))
+    return _state(report, f"fastest against {c.compared_to} at {_size(size)}: "
+                          f"{best.kernel.name} {c.speedup:.3f}x ({c.speedup_p20:.3f}-"
+                          f"{c.speedup_p80:.3f}, {verdict})" + _not_passed(results))
 
 
 def _tune_headline(folder, key, names, data, text) -> str:
-    results = _results(folder, key)
+    if not _rows_kept(key, names):
+        return ""
+    report = _load(folder, key, names)
+    results = report.results
     headline = _fastest(results, "best of {n} points")
-    return headline + (_not_passed(results) if headline == "nothing timed" else "")
+    return _state(report, headline + (_not_passed(results) if headline == "nothing timed"
+                                      else ""))
 
 
 def _rows(data: dict) -> list[dict]:

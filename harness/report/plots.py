@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import io
 from collections.abc import Sequence
 from pathlib import Path
 
 from harness.errors import HarnessError
+from harness.report.files import write_atomic
 
 
 def _pyplot():
@@ -36,7 +38,7 @@ def ladder(rows: Sequence[dict], size: tuple[int, int, int], title: str, path: P
     ax.set_ylabel("TFLOP/s")
     ax.set_title(f"{title}, {'x'.join(map(str, size))}")
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    _save(fig, path)
     plt.close(fig)
 
 
@@ -110,5 +112,12 @@ def _finish_log_log(plt, fig, ax, xlabel: str, ylabel: str, title: str, path: Pa
     ax.set_title(title)
     ax.legend(loc="lower right", fontsize=8)
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    _save(fig, path)
     plt.close(fig)
+
+
+def _save(fig, path: Path) -> None:
+    """The figure as a PNG at ``path``, written atomically (files.write_atomic)."""
+    data = io.BytesIO()
+    fig.savefig(data, dpi=120, format="png")
+    write_atomic(path, data.getvalue())

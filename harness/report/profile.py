@@ -378,6 +378,7 @@ def write(meta: dict, rows: Sequence[dict], stem: Path, factor: float, roofs: di
     json_path, md_path = files.write_table_report(meta, rows, stem, "Profile: the napkin model "
                                                   "beside Nsight Compute", body)
     written = [json_path, md_path]
+    stem = json_path.with_name(json_path.name[:-len(".json")])  # another report's name: -2
     for size in sorted({tuple(r["size"]) for r in rows}):
         points = roofline_points(rows, size)
         if not points or not roofs:
@@ -387,6 +388,6 @@ def write(meta: dict, rows: Sequence[dict], stem: Path, factor: float, roofs: di
                              f"Napkin vs measured intensity, {'x'.join(map(str, size))}, "
                              f"{meta.get('gpu')}", png)
         written.append(png)
-    md_path.write_text(md_path.read_text() + "".join(
+    files.write_atomic(md_path, md_path.read_text() + "".join(
         f"\n![roofline {p.stem}]({p.name})\n" for p in written[2:]))
     return written

@@ -13,7 +13,8 @@ from typing import Any
 
 from tabulate import tabulate
 
-from harness.bench.result import Result
+from harness.bench.result import Comparison, OccupancyInfo, Result
+from harness.report.width import NAME, TEXT, WIDTH, Fitted, fit_table, fit_text
 
 
 @dataclass(frozen=True)
@@ -106,13 +107,80 @@ def _present(value) -> bool:
     return value not in (None, "") and not (isinstance(value, float) and math.isnan(value))
 
 
+def _shown(results: Sequence[Result], columns: Sequence[Column]) -> list[Column]:
+    return [c for c in columns
+            if (not c.only_when_present or any(_present(c.value(r)) for r in results))
+            and (c.shown_if is None or c.shown_if(results))]
+
+
 def table(results: Sequence[Result], columns: Sequence[Column] = RUN_COLUMNS,
           fmt: str = "simple") -> str:
-    shown = [c for c in columns
-             if (not c.only_when_present or any(_present(c.value(r)) for r in results))
-             and (c.shown_if is None or c.shown_if(results))]
+    """Every column of ``columns`` that has something to show, at full width (the markdown
+    reports' table, and the terminal's with ``--wide``)."""
+    shown = _shown(results, columns)
     return tabulate([[cell(c.key, c.value(r)) for c in shown] for r in results],
                     headers=[c.title for c in shown], tablefmt=fmt, disable_numparse=True)
+
+
+NARROW_KEYS = ("kernel", "size", "precision", "c_type", "gflops", "pct_cublas", "pct_peak",
+               "pct_ceiling", "pj_per_flop", "registers", "occupancy_pct", "status")
+"""The columns a terminal of WIDTH columns shows of a run: what it did and how fast; the rest
+(clocks, power, shared memory, spills, limiter, error) are in the JSON and behind ``--wide``."""
+_NARROW_TITLES = {"pct_cublas": "% of\ncuBLAS", "pct_peak": "% of\npeak",
+                  "pct_ceiling": "% of\nceiling", "pj_per_flop": "pJ/\nFLOP",
+                  "occupancy_pct": "occ\n%", "blocks_per_sm": "blocks\n/SM",
+                  "max_rel_err": "max rel\nerr"}
+WIDE_HINT = "--wide: every column (the JSON has them all)"
+
+
+def short_size(size: Sequence[int]) -> str:
+    """``4096`` for a cube (as --size takes it), else ``MxNxK``."""
+    m, n, k = size
+    return str(m) if m == n == k else f"{m}x{n}x{k}"
+
+
+_DROP_FIRST = ("c_type", "precision", "registers", "occupancy_pct", "blocks_per_sm",
+               "pj_per_flop", "pct_ceiling", "max_rel_err")
+"""The narrow table's columns left out, in this order, where wrapping names is not enough."""
+
+
+def _narrow(results: Sequence[Result], shown: Sequence[Column], width: int | None,
+            fmt: str = "simple") -> Fitted:
+    rows = [[short_size(r.size) if c.key == "size" else cell(c.key, c.value(r)) for c in shown]
+            for r in results]
+    keys = [c.key for c in shown]
+    return fit_table([_NARROW_TITLES.get(c.key, c.title) for c in shown], rows, {0: (NAME, 16)},
+                     width, fmt, drop=[keys.index(k) for k in _DROP_FIRST if k in keys])
+
+
+def notes_lines(results: Sequence[Result]) -> list[str]:
+    """The check notes of ``results`` (findings that are not failures), one line per kernel
+    and note with the sizes it holds at."""
+    sizes: dict[tuple[str, str], list[str]] = {}
+    for r in results:
+        if r.checks and r.checks.notes:
+            sizes.setdefault((r.kernel.name, "; ".join(r.checks.notes)), []).append(
+                short_size(r.size))
+    return [f"- {name} at {', '.join(at)}: {note}" for (name, note), at in sizes.items()]
+
+
+def console_table(results: Sequence[Result], columns: Sequence[Column] = RUN_COLUMNS,
+                  wide: bool = False, keys: Sequence[str] = NARROW_KEYS,
+                  width: int = WIDTH) -> str:
+    """A run's results as the terminal shows them: the columns in ``keys`` with kernel names
+    wrapped, to fit ``width``, then each kernel's check notes, and which columns ``--wide``
+    adds. ``wide``: every column at full width (:func:`table`)."""
+    if wide:
+        return table(results, columns)
+    every = _shown(results, columns)
+    fitted = _narrow(results, [c for c in every if c.key in keys], width)
+    notes = notes_lines(results)
+    lines = [fitted.text, *(["notes:", *notes] if notes else [])]
+    more = [*fitted.dropped, *(c.title for c in every if c.key not in keys and c.key != "notes")]
+    if more:
+        lines.append(f"(--wide adds {', '.join(more)})")
+    return "\n".join([fitted.text, fit_text("\n".join(lines[1:]), width)]
+                     if len(lines) > 1 else lines)
 
 
 def columns_without(*keys: str) -> tuple[Column, ...]:
@@ -127,15 +195,24 @@ _CHECKS = Column("checks", "checks passed",
                  lambda r: f"{r.checks.passed}/{r.checks.total}" if r.checks else None)
 
 
-def check_table(results: Sequence[Result], fmt: str = "simple") -> str:
-    """``harness check``: the checks of each kernel and size, no timing."""
+def check_table(results: Sequence[Result], fmt: str = "simple",
+                width: int | None = None) -> str:
+    """``harness check``: the checks of each kernel and size, no timing; ``width``: kernel
+    names wrapped to fit it, the notes under the table."""
     columns = [c for c in RUN_COLUMNS if c.key in _CHECK_KEYS]
     columns.insert(columns.index(next(c for c in columns if c.key == "status")), _CHECKS)
-    return table(results, columns, fmt)
+    if width is None:
+        return table(results, columns, fmt)
+    fitted = _narrow(results, [c for c in _shown(results, columns) if c.key != "notes"],
+                     width, fmt)
+    notes = notes_lines(results)
+    return fitted.text + (("\n" + fit_text("\n".join(["notes:", *notes]), width))
+                          if notes else "")
 
 
-def plan_table(plan) -> str:
-    """``harness check --plan``: a kernel's battery, a row per launch configuration."""
+def plan_table(plan, width: int | None = WIDTH) -> str:
+    """``harness check --plan``: a kernel's battery, a row per launch configuration; its prose
+    wrapped to ``width`` (None: not)."""
     from harness.bench.plan import WHAT
 
     rows = [["x".join(map(str, c.shape)), c.alpha, c.beta, c.seed, c.repeats, c.kind]
@@ -152,13 +229,14 @@ def plan_table(plan) -> str:
     lines.append("at each timed size: a check on the operands it is timed on (run twice, "
                  "identical bits), C poisoned before every timed repetition, and the timed "
                  "launches checked again after the timing")
-    return "\n".join(lines) + "\n"
+    return fit_text("\n".join(lines), width) + "\n"
 
 
-def failures(results: Sequence[Result]) -> str:
-    """The message of every result that did not pass, one block each."""
-    return "\n".join(f"- {r.kernel.name} {'x'.join(map(str, r.size))}: {r.status}: {r.message}"
-                     for r in results if r.status != "pass")
+def failures(results: Sequence[Result], width: int | None = None) -> str:
+    """The message of every result that did not pass, one block each; ``width``: its lines
+    wrapped to fit."""
+    return fit_text("\n".join(f"- {r.kernel.name} {'x'.join(map(str, r.size))}: {r.status}: "
+                              f"{r.message}" for r in results if r.status != "pass"), width)
 
 
 BUILD_COLUMNS = (
@@ -169,53 +247,97 @@ BUILD_COLUMNS = (
 )
 
 
-def build_table(rows: Sequence[dict], fmt: str = "simple") -> str:
-    """Offline build rows (harness.build.offline)."""
+def build_table(rows: Sequence[dict], fmt: str = "simple", width: int | None = None) -> str:
+    """Offline build rows (harness.build.offline); ``width``: shared memory and occupancy in
+    one column each, names wrapped, to fit it."""
     def value(row: dict, key: str):
         if key == "spills":
             return (f"{row['spill_store_bytes']}/{row['spill_load_bytes']}"
                     if "spill_store_bytes" in row else "")
         return cell(key, row.get(key))
 
-    return tabulate([[value(r, key) for key, _ in BUILD_COLUMNS] for r in rows],
-                    headers=[title for _, title in BUILD_COLUMNS], tablefmt=fmt,
-                    disable_numparse=True)
+    cells = [[value(r, key) for key, _ in BUILD_COLUMNS] for r in rows]
+    if width is None:
+        return tabulate(cells, headers=[title for _, title in BUILD_COLUMNS], tablefmt=fmt,
+                        disable_numparse=True)
+
+    def both(row: dict, first: str, second: str, form: str) -> str:
+        a, b = value(row, first), value(row, second)
+        return form.format(a, b) if a != "" or b != "" else ""
+
+    narrow = [[r.get("kernel", ""), value(r, "arch"), value(r, "registers"),
+               both(r, "static_smem_bytes", "dynamic_smem_bytes", "{}/{}"), value(r, "spills"),
+               value(r, "block_threads"), both(r, "blocks_per_sm", "occupancy_pct", "{} ({}%)"),
+               # the limiter in the short words of the titles
+               str(value(r, "limiter")).replace("registers", "regs").replace("shared memory",
+                                                                             "smem")]
+              for r in rows]
+    headers = ["kernel", "arch", "regs", "smem B\ns/d", "spill B\nst/ld", "threads",
+               "blocks/SM\n(occ)", "limiter"]
+    return fit_table(headers, narrow, {0: (NAME, 16), 7: (TEXT, 11)}, width, fmt,
+                     drop=[5, 1]).text
 
 
 COMPARE_SASS = ("FFMA", "LDS", "LDS.128", "LDSM", "HMMA", "HGMMA", "LDGSTS", "BAR", "LDL", "STL")
 
 
-def compare_table(results: Sequence[Result], fmt: str = "github") -> str:
+def _verdict(r: Result) -> str:
+    c = r.comparison
+    if c is None:
+        return ""
+    if r.kernel.name == c.compared_to:
+        return "reference"
+    if c.within_noise:
+        return "within noise"
+    return "faster" if c.speedup > 1 else "slower"
+
+
+def _speedup(c: Comparison | None) -> str:
+    if c is None:
+        return ""
+    return f"{c.speedup:.3f} ({c.speedup_p20:.3f}-{c.speedup_p80:.3f})"
+
+
+def _occupancy(occ: OccupancyInfo | None) -> str:
+    if occ is None:
+        return ""
+    return f"{occ.driver_blocks_per_sm} / {cell('', occ.occupancy_pct)}% ({occ.limiter})"
+
+
+def compare_table(results: Sequence[Result], fmt: str = "github",
+                  width: int | None = None) -> str:
     """``harness compare`` results: speed, speedup over the first with its spread, resources,
-    occupancy and the SASS mix."""
+    occupancy and the SASS mix; ``width``: two-line titles, names and the longer cells
+    wrapped, to fit it."""
     out = []
     ceiling = any(r.pct_ceiling is not None for r in results)
     for r in results:
-        size = "x".join(map(str, r.size))
+        size = "x".join(map(str, r.size)) if width is None else short_size(r.size)
         if r.status != "pass":
             out.append([r.kernel.name, size, r.status, *[""] * (7 + ceiling)])
             continue
-        c = r.comparison
-        if r.kernel.name == c.compared_to:
-            verdict = "reference"
-        elif c.within_noise:
-            verdict = "within noise"
-        else:
-            verdict = "faster" if c.speedup > 1 else "slower"
         mix = r.sass or {}
-        occ = r.occupancy
         out.append([
-            r.kernel.name, size, f"{r.gflops:.0f}",
-            f"{c.speedup:.3f} ({c.speedup_p20:.3f}-{c.speedup_p80:.3f})", verdict,
-            f"{r.pct_baseline:.1f}", *([cell("pct_ceiling", r.pct_ceiling)] if ceiling else []),
-            r.resources.registers, _smem(r),
-            f"{occ.driver_blocks_per_sm} / {occ.occupancy_pct:.0f}% ({occ.limiter})",
+            r.kernel.name, size, cell("gflops", r.gflops), _speedup(r.comparison), _verdict(r),
+            cell("pct_cublas", r.pct_baseline),
+            *([cell("pct_ceiling", r.pct_ceiling)] if ceiling else []),
+            r.resources.registers if r.resources else "", _smem(r), _occupancy(r.occupancy),
             " ".join(f"{k}:{mix[k]}" for k in COMPARE_SASS if mix.get(k)),
         ])
-    return tabulate(out, headers=["kernel", "size", "GFLOP/s", "speedup vs first (p20-p80)",
-                                  "verdict", "% cuBLAS", *(["% ceiling"] if ceiling else []),
-                                  "regs", "smem s/d B", "blocks/SM / occ (limiter)", "SASS mix"],
-                    tablefmt=fmt, disable_numparse=True)
+    headers = ["kernel", "size", "GFLOP/s", "speedup vs first (p20-p80)", "verdict",
+               "% cuBLAS", *(["% ceiling"] if ceiling else []), "regs", "smem s/d B",
+               "blocks/SM / occ (limiter)", "SASS mix"]
+    if width is None:
+        return tabulate(out, headers=headers, tablefmt=fmt, disable_numparse=True)
+    narrow = {"speedup vs first (p20-p80)": "speedup vs first\n(p20-p80)",
+              "% cuBLAS": "% of\ncuBLAS", "% ceiling": "% of\nceiling",
+              "smem s/d B": "smem\ns/d B", "blocks/SM / occ (limiter)": "blocks/SM\n/ occ"}
+    last = len(headers) - 1
+    fitted = fit_table([narrow.get(h, h) for h in headers], out,
+                       {3: (TEXT, 13), last - 1: (TEXT, 12), 0: (NAME, 16)}, width, fmt,
+                       drop=[last, last - 2, last - 1])
+    return fitted.text + (f"\n(--wide adds {', '.join(fitted.dropped)})" if fitted.dropped
+                          else "")
 
 
 def ceiling_table(rows: Sequence[dict], fmt: str = "simple") -> str:
