@@ -56,7 +56,7 @@ def _occ(attr: str):
 RUN_COLUMNS: tuple[Column, ...] = (
     Column("kernel", "kernel", lambda r: r.kernel.name),
     Column("size", "size", lambda r: "x".join(map(str, r.size))),
-    Column("precision", "prec", lambda r: r.kernel.precision),
+    Column("precision", "prec", lambda r: r.kernel.computes),
     Column("c_type", "C", lambda r: r.kernel.c_type if r.kernel.c_type != "fp32" else None,
            only_when_present=True),
     Column("gflops", "GFLOP/s", lambda r: r.gflops),
@@ -82,13 +82,18 @@ RUN_COLUMNS: tuple[Column, ...] = (
     Column("occupancy_pct", "occ %", _occ("occupancy_pct")),
     Column("limiter", "limiter", _occ("limiter")),
     Column("max_rel_err", "max rel err", lambda r: r.checks.max_rel_err if r.checks else None),
+    Column("fp32_multiple", "x FP32 err",
+           lambda r: r.checks.fp32_multiple if r.checks else None, only_when_present=True),
+    Column("timed_checked", "timed kept",
+           lambda r: r.checks.timed_checked or None if r.checks else None,
+           only_when_present=True),
     Column("status", "status", lambda r: r.status),
     Column("notes", "notes", lambda r: "; ".join(r.checks.notes) if r.checks else None,
            only_when_present=True),
 )
 _FORMATS = {"max_rel_err": "{:.1e}", "pct_cublas": "{:.1f}", "pct_peak": "{:.1f}",
             "pct_ceiling": "{:.1f}", "occupancy_pct": "{:.1f}", "pj_per_flop": "{:.2f}",
-            "cublas_pj_per_flop": "{:.2f}"}
+            "cublas_pj_per_flop": "{:.2f}", "fp32_multiple": "{:.1f}x"}
 
 
 def cell(key: str, value) -> str:
@@ -123,13 +128,14 @@ def table(results: Sequence[Result], columns: Sequence[Column] = RUN_COLUMNS,
 
 
 NARROW_KEYS = ("kernel", "size", "precision", "c_type", "gflops", "pct_cublas", "pct_peak",
-               "pct_ceiling", "pj_per_flop", "registers", "occupancy_pct", "status")
+               "pct_ceiling", "pj_per_flop", "registers", "occupancy_pct", "fp32_multiple",
+               "status")
 """The columns a terminal of WIDTH columns shows of a run: what it did and how fast; the rest
 (clocks, power, shared memory, spills, limiter, error) are in the JSON and behind ``--wide``."""
 _NARROW_TITLES = {"pct_cublas": "% of\ncuBLAS", "pct_peak": "% of\npeak",
                   "pct_ceiling": "% of\nceiling", "pj_per_flop": "pJ/\nFLOP",
                   "occupancy_pct": "occ\n%", "blocks_per_sm": "blocks\n/SM",
-                  "max_rel_err": "max rel\nerr"}
+                  "max_rel_err": "max rel\nerr", "fp32_multiple": "err x\nFP32"}
 WIDE_HINT = "--wide: every column (the JSON has them all)"
 
 
@@ -139,8 +145,8 @@ def short_size(size: Sequence[int]) -> str:
     return str(m) if m == n == k else f"{m}x{n}x{k}"
 
 
-_DROP_FIRST = ("c_type", "precision", "registers", "occupancy_pct", "blocks_per_sm",
-               "pj_per_flop", "pct_ceiling", "max_rel_err")
+_DROP_FIRST = ("c_type", "registers", "occupancy_pct", "blocks_per_sm", "pj_per_flop",
+               "pct_ceiling", "max_rel_err", "precision", "fp32_multiple")
 """The narrow table's columns left out, in this order, where wrapping names is not enough."""
 
 
