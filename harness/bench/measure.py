@@ -16,6 +16,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import sys
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -451,8 +452,7 @@ def measure(session: BenchSession, prep: Prepared, m: int, n: int, k: int,
         with PHASES("checks"):
             found, kept = verify_timed(session, prep, ready, outputs)
     finally:
-        outputs.close()
-        ops.restore(session.stream)
+        _release([outputs], [ops], session.stream)
     if found is not None:
         return _with_failure(res, found)
     res = _kept(res, kept, launch.count)
@@ -543,8 +543,21 @@ def compare(session: BenchSession, preps: Sequence[Prepared], m: int, n: int, k:
                     i > 0 and ratios.p20 <= 1.0 <= ratios.p80))
             done[id(ready.result)] = res
     finally:
-        for outputs in kept_outputs:
-            outputs.close()
-        for _, ready in live:
-            ready.ops.restore(session.stream)
+        _release(kept_outputs, [ready.ops for _, ready in live], session.stream)
     return [done.get(id(r), r) for r in results]
+
+
+def _release(kept: Sequence[capture.TimedOutputs], ops: Sequence[operands.Operands],
+             stream) -> None:
+    """After a timing: the kept outputs freed and the operands' A and B drawn from their seed
+    again (the next kernel checks on them). While an error is on its way out (a fault leaves
+    the context unusable) a failure here must not replace it."""
+    failing = sys.exc_info()[0] is not None
+    try:
+        for outputs in kept:
+            outputs.close()
+        for each in dict.fromkeys(ops):
+            each.restore(stream)
+    except HarnessError:
+        if not failing:
+            raise
