@@ -6,7 +6,8 @@ report, ``--seed`` replays it), a salt per timed launch, a counter the device ad
 every repetition, and the operand (A or B). Element ``i`` of the operand's storage is
 ``mix(mix(i ^ key) + key)`` turned into a float in [-1, 1) on a grid of 2^-23 (exact in FP32),
 then rounded to the kernel's input precision (TF32, BF16 round to nearest even as
-:mod:`numerics` does; FP16 as numpy does). :data:`SOURCE` holds the device side (capture.py
+:mod:`numerics` does; FP16 as numpy does); one TF32 element in 64 is then scaled by 2^17, past
+FP16's range, so that a TF32 kernel cannot compute in FP16 wherever its inputs look small. :data:`SOURCE` holds the device side (capture.py
 compiles it); :func:`elements` here gives the same bits, and tests compare the two through a
 host build of the same C++ functions.
 """
@@ -48,10 +49,12 @@ __host__ __device__ inline u32 content_key(u32 seed, u32 salt, u64 content, u32 
     h = mix32(h ^ (u32)content);
     return mix32(h ^ (u32)(content >> 32) ^ (operand * 0x85ebca6bU));
 }
+__host__ __device__ inline u32 element_hash(u32 key, u32 index) {
+    return mix32(mix32(index ^ key) + key);
+}
 __host__ __device__ inline u32 value_bits(u32 key, u32 index) {
     // a float in [-1, 1) on a grid of 2^-23: u * 2^-23 - 1 is exact in FP32
-    const u32 h = mix32(mix32(index ^ key) + key);
-    return as_bits((float)(h >> 8) * 1.1920928955078125e-07f - 1.0f);
+    return as_bits((float)(element_hash(key, index) >> 8) * 1.1920928955078125e-07f - 1.0f);
 }
 __host__ __device__ inline u32 round_fp16(u32 x) {
     // FP32 bits to FP16 bits, round to nearest even (values here are finite and below 1)
@@ -74,7 +77,10 @@ __host__ __device__ inline u32 round_fp16(u32 x) {
 }
 __host__ __device__ inline u32 stored_bits(u32 key, u32 index, u32 kind) {
     const u32 b = value_bits(key, index);
-    if (kind == 1u) return (b + ((b >> 13) & 1u) + 0xfffu) & 0xffffe000u;  // TF32
+    if (kind == 1u) {  // TF32; one element in 64 times 2^17, past FP16's range
+        const u32 t = (b + ((b >> 13) & 1u) + 0xfffu) & 0xffffe000u;
+        return (element_hash(key, index) & 63u) == 0u && (t & 0x7fffffffu) ? t + (17u << 23) : t;
+    }
     if (kind == 2u) return (b + ((b >> 16) & 1u) + 0x7fffu) >> 16;          // BF16
     if (kind == 3u) return round_fp16(b);                                   // FP16
     return b;
@@ -212,24 +218,36 @@ def content_key(seed: int, salt: int, content: int, operand: str) -> int:
     return _mix(h ^ ((content >> 32) & MASK) ^ ((OPERAND[operand] * 0x85EBCA6B) & MASK))
 
 
+def element_hash(key: int, index: np.ndarray) -> np.ndarray:
+    """The device's ``element_hash`` at storage indices ``index``."""
+    index = np.asarray(index, dtype=np.uint32)
+    k = np.uint32(key & MASK)
+    return mix32(mix32(index ^ k) + k)
+
+
 def value_bits(key: int, index: np.ndarray) -> np.ndarray:
     """FP32 bits of the values at storage indices ``index`` (before rounding to the
     precision)."""
-    index = np.asarray(index, dtype=np.uint32)
-    k = np.uint32(key & MASK)
-    h = mix32(mix32(index ^ k) + k)
+    h = element_hash(key, index)
     values = ((h >> np.uint32(8)).astype(np.float64) * 2.0**-23 - 1.0).astype(np.float32)
     return values.view(np.uint32)
 
 
 def stored_bits(key: int, index: np.ndarray, precision: str) -> np.ndarray:
     """The operand's storage at ``index`` for ``precision``: uint32 words for FP32/TF32,
-    uint16 for BF16/FP16 (the device's ``stored_bits``)."""
+    uint16 for BF16/FP16 (the device's ``stored_bits``). TF32 operands have one element in 64
+    times 2^17: a TF32 kernel that computes in FP16 where it sees values within [-1, 1) meets
+    values FP16 cannot hold in every timed repetition."""
     bits = value_bits(key, index)
     if precision == "fp16":
         return bits.view(np.float32).astype(np.float16).view(np.uint16)
-    return numerics.stored(bits.view(np.float32), precision).view(
+    stored = numerics.stored(bits.view(np.float32), precision).view(
         np.uint16 if precision == "bf16" else np.uint32)
+    if precision == "tf32":
+        wide = ((element_hash(key, index) & np.uint32(63)) == 0) & (
+            (stored & np.uint32(0x7FFFFFFF)) != 0)
+        stored = np.where(wide, stored + np.uint32(17 << 23), stored).astype(np.uint32)
+    return stored
 
 
 def elements(key: int, index: np.ndarray, precision: str) -> np.ndarray:
