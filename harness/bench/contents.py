@@ -7,9 +7,9 @@ every repetition, and the operand (A or B). Element ``i`` of the operand's stora
 ``mix(mix(i ^ key) + key)`` turned into a float in [-1, 1) on a grid of 2^-23 (exact in FP32),
 then rounded to the kernel's input precision (TF32, BF16 round to nearest even as
 :mod:`numerics` does; FP16 as numpy does); one TF32 element in 64 is then scaled by 2^17, past
-FP16's range, so that a TF32 kernel cannot compute in FP16 wherever its inputs look small. :data:`SOURCE` holds the device side (capture.py
-compiles it); :func:`elements` here gives the same bits, and tests compare the two through a
-host build of the same C++ functions.
+FP16's range, so that a TF32 kernel cannot compute in FP16 wherever its inputs look small.
+:data:`SOURCE` holds the device side (capture.py compiles it); :func:`elements` here gives the
+same bits, and tests compare the two through a host build of the same C++ functions.
 """
 
 from __future__ import annotations
