@@ -5,7 +5,7 @@
 #   tc-compare, tc-epi, tc-run, copy-cost, epi-cost, tc-2cta, tc-best, placement,
 #   tc-cluster, tc-cluster-x2, l2-state, kernel-clock, ceiling-cycles,
 #   tc-profile, energy, energy-parts (the tensor-core rungs of issue 4), multi-gpu (issue 24),
-#   code-warmth, power-context (issue 21)
+#   code-warmth, power-context (issue 21), verify (issue 33)
 set -uo pipefail
 OUT=${OUT:-/tmp/out}
 # reports of this session's runs: outside $OUT (a device call brings back few files), packed
@@ -65,6 +65,16 @@ for step in "$@"; do
         timeout 590 python3 -m pytest -q -p no:cacheprovider -n 4 --durations=25 2>&1
         echo "pytest rc=$?"; } > "$OUT/pytest.log" 2>&1; tail -25 "$OUT/pytest.log" ;;
     run) python3 -m harness run --size 1024 --size 2048 --size 4096 2>&1 | tee "$OUT/run.log" ;;
+    verify)  # issue 33: the adaptive fixtures and the examples by path, then the default run
+      # once (its wall time)
+      python3 -m harness run tests/kernels/adaptive/*.cu --size 512 --report-dir "$REP" 2>&1 \
+        | tee "$OUT/adaptive.log"
+      python3 -m harness run examples/*.cu --size 1024 --report-dir "$REP" 2>&1 \
+        | tee "$OUT/examples.log"
+      start=$SECONDS
+      python3 -m harness run --report-dir "$REP" 2>&1 | tee "$OUT/default-run.log"
+      echo "$(date -u +%FT%TZ) default run (python3 -m harness run): $((SECONDS - start)) s" \
+        "wall" | tee -a "$OUT/default-run.log" ;;
     default-runs)  # issue 21: the default run twice (its cost, its stability); compare-tc
       # sets the tensor-core rows against compare
       for i in 1 2; do
