@@ -76,7 +76,8 @@ class FreshKernels:
         self.decide = self.module.function("fresh_decide")
         self.copy = self.module.function("fresh_capture")
         self.scan = self.module.function("fresh_scan")
-        self._one = LaunchShape((1, 1, 1), (1, 1, 1), 0)
+        self.one = LaunchShape((1, 1, 1), (1, 1, 1), 0)
+        """A launch of one thread (the counter, the decision)."""
 
     def shape(self, count: int) -> LaunchShape:
         blocks = max(1, min(self.blocks_max, -(-count // THREADS)))
@@ -144,14 +145,14 @@ class TimedOutputs:
 
     def refresh(self, index: int) -> None:
         """Before a repetition on copy ``index``: the next content drawn into its A and B."""
-        self.fresh.tick.launch(self.fresh._one, self.stream, (_u64(self.state.address),))
+        self.fresh.tick.launch(self.fresh.one, self.stream, (_u64(self.state.address),))
         self._draw(index, verify=False)
 
     def keep(self, index: int) -> None:
         """After a timed repetition on copy ``index``: kept or not (reservoir sampling); when
         kept, its output copied to its slot and its A and B compared with what was drawn."""
         f, out = self.fresh, self.copies[index].out
-        f.decide.launch(f._one, self.stream, (_u64(self.state.address), _u32(self.slots),
+        f.decide.launch(f.one, self.stream, (_u64(self.state.address), _u32(self.slots),
                                               _u32(self.secret)))
         f.copy.launch(f.shape(self.out_bytes // 16), self.stream, (
             _u64(out.address), _u64(self.out_bytes), _u64(self.kept_buffer.address),
