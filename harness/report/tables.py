@@ -232,9 +232,10 @@ def plan_table(plan, width: int | None = WIDTH) -> str:
         lines += [f"  {kind}: {what}" for kind, what in WHAT.items()
                   if any(c.kind == kind for c in plan.checks)]
     lines += [f"skipped: {why}" for why in plan.skipped]
-    lines.append("at each timed size: a check on the operands it is timed on (run twice, "
-                 "identical bits), C poisoned before every timed repetition, and the timed "
-                 "launches checked again after the timing")
+    lines.append("at each timed size: a check on the operands drawn for it (run twice, "
+                 "identical bits; an FP32 claim within 2x FP32's error from K = 256), then "
+                 "every timed repetition on inputs drawn afresh with C poisoned, and a random "
+                 "sample of them kept and checked after the timing")
     return fit_text("\n".join(lines), width) + "\n"
 
 
