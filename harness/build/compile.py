@@ -203,10 +203,19 @@ _NVRTC_DIAG = re.compile(r"^(?P<file>.+?)\((?P<line>\d+)\): (?P<kind>error|catas
 
 
 def _explain_nvrtc(log: str, name: str, source: str, flags: list[str]) -> str:
-    lines = source.splitlines()
+    texts = {name: source.splitlines()}  # each file a diagnostic names: the kernel, a header
+
+    def lines_of(file: str) -> list[str]:
+        if file not in texts:
+            try:
+                texts[file] = Path(file).read_text(errors="replace").splitlines()
+            except OSError:  # a file NVRTC named but this process cannot read: no line shown
+                texts[file] = []
+        return texts[file]
+
     parts = []
     for m in _NVRTC_DIAG.finditer(log):
-        number = int(m["line"])
+        number, lines = int(m["line"]), lines_of(m["file"])
         shown = lines[number - 1].strip() if 0 < number <= len(lines) else ""
         parts.append(f"{m['file']}:{number}: {m['kind']}{m['msg']}\n    {number} | {shown}")
     head = "\n".join(parts) or log.strip()
