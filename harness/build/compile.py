@@ -7,6 +7,9 @@ compiler version (NVRTC's own cache returns an empty log on a hit, so it is turn
 ``--no-cache``). An entry this harness cannot use (torn, or written by another version sharing
 the folder) is compiled again with a one-line note; a cache folder that cannot be used is named
 once per process and compiling goes on without it.
+
+The compilers run in a fresh child process per compile (:mod:`harness.build.child`): the same
+input gives the same cubin, and Ctrl-C or a time limit stops a compile.
 """
 
 from __future__ import annotations
@@ -14,31 +17,27 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
-import multiprocessing
 import os
 import re
 import tempfile
-from collections.abc import Sequence
-from concurrent.futures import ProcessPoolExecutor
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field, fields
 from pathlib import Path
+from typing import TypeVar
 
 from harness.archs import ARCHS, can_run, get_arch
-from harness.build import headers
+from harness.build import child, headers
 from harness.build.ptxas import Resources, parse_report
 from harness.build.say import note
 from harness.errors import CompileError, HarnessError
-from harness.gpu.compilers import (
-    compiler_versions,
-    cuda_version_for_ptx,
-    nvjitlink_ptx,
-    nvrtc_compile,
-)
+from harness.gpu.compilers import compiler_versions, cuda_version_for_ptx
 from harness.kernels import ptxpp
 from harness.kernels.registry import Kernel, source_sha256
-from harness.kernels.spec import read_spec
 
-CACHE_SCHEMA = 3  # 2: the entry's symbol kept beside the cubin; 3: includes and .py in the key
+T, R = TypeVar("T"), TypeVar("R")
+CACHE_SCHEMA = 4  # 2: the entry's symbol kept beside the cubin; 3: includes and .py in the key;
+# 4: compiled in a fresh child (harness.build.child), whose code's fingerprint is in the key
 
 
 @dataclass(frozen=True)
@@ -106,9 +105,11 @@ def target_arch(kernel: Kernel, device_arch: str) -> str:
     return need.name if need.needs_arch_specific else device_arch
 
 
-def compile_kernel(kernel: Kernel, arch: str, *, use_cache: bool = True) -> CompiledKernel:
+def compile_kernel(kernel: Kernel, arch: str, *, use_cache: bool = True,
+                   limit_s: float | None = None) -> CompiledKernel:
     """Compile ``kernel`` for ``arch`` (or for its arch-specific target, :func:`target_arch`)
-    to a cubin, from the cache when the same compile is there."""
+    to a cubin, from the cache when the same compile is there; the compile runs in a child
+    process, stopped after ``limit_s`` seconds (:func:`harness.build.child.compile_limit_s`)."""
     get_arch(arch)  # a clear error for an unknown target before the compiler sees it
     arch = target_arch(kernel, arch)
     spec = kernel.spec
@@ -129,7 +130,7 @@ def compile_kernel(kernel: Kernel, arch: str, *, use_cache: bool = True) -> Comp
     # every file the build reads: an edited header must rebuild (source_sha256 covers the
     # quoted includes, recursively, and the host set-up beside the kernel)
     key = hashlib.sha256(
-        json.dumps([CACHE_SCHEMA, spec.language, flags, compiler,
+        json.dumps([CACHE_SCHEMA, spec.language, flags, compiler, child.fingerprint(),
                     source_sha256(spec.path)]).encode() + source
     ).hexdigest()[:32]
     if use_cache:
@@ -140,12 +141,14 @@ def compile_kernel(kernel: Kernel, arch: str, *, use_cache: bool = True) -> Comp
     if spec.language == "cu":
         expression = kernel.entry_expression
         names = (expression,) if spec.entry_is_cxx else ()
-        cubin, log, lowered = nvrtc_cubin(source, str(spec.path), flags, names)
+        cubin, log, lowered = nvrtc_cubin(source, str(spec.path), flags, names,
+                                          what=f"{kernel.name} ({spec.path})", limit_s=limit_s)
         symbol = lowered.get(expression, symbol)
     else:
         check_ptx_header(source.decode(errors="replace"), spec.path, arch,
                          compiler_versions()["nvjitlink"])
-        cubin, log = _nvjitlink(source, spec.path, flags, expanded)
+        cubin, log = _nvjitlink(source, spec.path, flags, expanded,
+                                what=f"{kernel.name} ({spec.path})", limit_s=limit_s)
     report = parse_report(log)
     if symbol not in report:
         lowered_from = f" (lowered from {spec.entry!r})" if symbol != spec.entry else ""
@@ -253,15 +256,24 @@ def _cache_store(key: str, compiled: CompiledKernel) -> None:
                 os.unlink(tmp)
 
 
-def nvrtc_cubin(source: bytes, name: str, flags: list[str], name_expressions: tuple[str, ...] = ()
+def nvrtc_cubin(source: bytes, name: str, flags: list[str], name_expressions: tuple[str, ...] = (),
+                *, what: str = "", limit_s: float | None = None
                 ) -> tuple[bytes, str, dict[str, str]]:
-    """CUDA C++ ``source`` compiled by NVRTC with ``flags``: the cubin, the compile log and the
-    symbols ``name_expressions`` lowered to. A failed compile raises CompileError with NVRTC's
-    diagnostics placed in ``name``."""
-    out = nvrtc_compile(source, name, flags, name_expressions)
+    """CUDA C++ ``source`` compiled by NVRTC with ``flags`` in a child process
+    (:mod:`harness.build.child`; ``limit_s``, ``what`` names it): the cubin, the compile log
+    and the symbols ``name_expressions`` lowered to. A failed compile raises CompileError with
+    NVRTC's diagnostics placed in ``name``."""
+    # the child works in / (its memory, and so NVRTC's output, must not depend on where the
+    # command runs): it is given absolute paths, and its diagnostics are shown as given here
+    here = os.path.join(os.getcwd(), "")
+    absolute = [f"--include-path={os.path.abspath(f.split('=', 1)[1])}"
+                if f.startswith("--include-path=") else f for f in flags]
+    out = child.run("nvrtc", (source, os.path.abspath(name), absolute, name_expressions),
+                    what or name, limit_s)
+    log = out.log if os.path.isabs(name) else out.log.replace(here, "")
     if not out.ok:
-        raise CompileError(_explain_nvrtc(out.log, name, source.decode(errors="replace"), flags))
-    return out.cubin, out.log, out.lowered
+        raise CompileError(_explain_nvrtc(log, name, source.decode(errors="replace"), flags))
+    return out.cubin, log, out.lowered
 
 
 _NVRTC_DIAG = re.compile(r"^(?P<file>.+?)\((?P<line>\d+)\): (?P<kind>error|catastrophic error)"
@@ -347,8 +359,9 @@ def check_ptx_header(source: str, path: Path, arch: str, linker_version: str) ->
 
 
 def _nvjitlink(source: bytes, path: Path, flags: list[str],
-               expanded: ptxpp.Expanded | None = None) -> tuple[bytes, str]:
-    out = nvjitlink_ptx(source, str(path), flags)
+               expanded: ptxpp.Expanded | None = None, *, what: str = "",
+               limit_s: float | None = None) -> tuple[bytes, str]:
+    out = child.run("nvjitlink", (source, str(path), flags), what or str(path), limit_s)
     if not out.ok:
         raise CompileError(explain_ptx_error(out.log, path, source.decode(errors="replace"),
                                              flags, out.status, expanded))
@@ -386,21 +399,41 @@ def explain_ptx_error(log: str, path: Path, source: str, flags: list[str], statu
             f"--- full linker log ---\n{log.strip()}")
 
 
-def _compile_one(job: tuple[str, str, tuple, str]) -> str:
-    path, name, params, arch = job
-    kernel = Kernel(name, read_spec(Path(path)), params)
-    try:
-        compile_kernel(kernel, arch)
-    except HarnessError as exc:  # the caller's own compile reports it
-        return f"{name}: {exc}"
-    return ""
-
-
 def compile_all(kernels: Sequence[Kernel], arch: str, jobs: int | None = None) -> list[str]:
-    """Fill the compile cache for ``kernels`` in ``jobs`` processes (every core by default):
-    a GPU host's cold cache costs minutes compiled one by one. The errors, one line each (a
-    kernel that does not compile is reported again where it is used)."""
-    work = list(dict.fromkeys((str(k.spec.path), k.name, k.params, arch) for k in kernels))
-    context = multiprocessing.get_context("fork")
-    with ProcessPoolExecutor(max_workers=jobs or os.cpu_count() or 1, mp_context=context) as pool:
-        return [e for e in pool.map(_compile_one, work) if e]
+    """Fill the compile cache for ``kernels``, ``jobs`` compiles at a time (every core by
+    default): a GPU host's cold cache costs minutes compiled one by one. The errors, one line
+    each (a kernel that does not compile is reported again where it is used)."""
+    work = list({(k.spec.path, k.name, k.params): k for k in kernels}.values())
+
+    def one(kernel: Kernel) -> str:
+        try:
+            compile_kernel(kernel, arch)
+        except HarnessError as exc:
+            return f"{kernel.name}: {exc}"
+        return ""
+
+    return [e for e in in_parallel(one, work, jobs) if e]
+
+
+def in_parallel(work: Callable[[T], R], items: Sequence[T], jobs: int | None = None,
+                done: Callable[[T, R], None] | None = None) -> list[R]:
+    """``work(item)`` for each item, ``jobs`` at a time (every core by default), the results
+    in the items' order; ``done(item, result)`` is called as each finishes (progress). Each
+    compile runs in a child process already, so threads suffice; on Ctrl-C (or any error)
+    every compile in flight is ended and no other starts."""
+    if not items:
+        return []
+    pool = ThreadPoolExecutor(max_workers=max(1, min(jobs or os.cpu_count() or 1, len(items))))
+    try:
+        futures = {pool.submit(work, item): item for item in items}
+        for future in as_completed(futures):
+            if done is not None:
+                done(futures[future], future.result())
+        return [future.result() for future in futures]
+    except BaseException:
+        pool.shutdown(wait=False, cancel_futures=True)
+        child.stop_all()
+        raise
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+        child.resume()
