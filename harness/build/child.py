@@ -149,7 +149,9 @@ def _child_env() -> dict[str, str]:
 @functools.cache
 def _import_roots() -> tuple[str, ...]:
     """The folders the child imports from: this harness's, then cuda.bindings' and
-    cuda.pathfinder's (where they are found by a path of the caller's own)."""
+    cuda.pathfinder's, then those of this process's path that hold NVIDIA's library wheels
+    (``nvidia/``, where cuda.pathfinder looks for libnvrtc): the child skips the site start-up
+    that would find them."""
     roots = [_HARNESS_PARENT]
     for name in ("cuda.bindings", "cuda.pathfinder"):
         try:
@@ -158,6 +160,7 @@ def _import_roots() -> tuple[str, ...]:
             continue
         if spec is not None and spec.origin:
             roots.append(str(Path(spec.origin).resolve().parents[2]))  # .../cuda/<pkg>/x.py
+    roots += [str(Path(p).resolve()) for p in sys.path if p and Path(p, "nvidia").is_dir()]
     return tuple(dict.fromkeys(roots))
 
 
@@ -168,11 +171,13 @@ CHILD_MODULES = ("harness", "harness.build", "harness.build.child", "harness.bui
 
 @functools.cache
 def fingerprint() -> str:
-    """What a compile's output depends on besides its input and the compiler: the code the
-    child runs before NVRTC starts (it moves NVRTC's memory: a change to this module changed
-    10_hoisted's cubin), this Python and cuda.bindings. Part of the compile cache's key, so
-    that a cached cubin is the one a compile would give now."""
-    digest = hashlib.sha256(sys.version.encode())
+    """What a compile's output depends on besides its input and the compiler: how the child
+    starts (its launcher and environment) and the code it runs before NVRTC does (each moves
+    NVRTC's memory: a change to this module changed 10_hoisted's cubin), this Python and
+    cuda.bindings. Part of the compile cache's key, so that a cached cubin is the one a
+    compile would give now."""
+    digest = hashlib.sha256(repr((sys.version, sys.executable, _launcher(),
+                                  sorted(_child_env().items()))).encode())
     for name in CHILD_MODULES:
         spec = importlib.util.find_spec(name)
         digest.update(Path(spec.origin).read_bytes() if spec and spec.origin else name.encode())
