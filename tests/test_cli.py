@@ -268,11 +268,31 @@ def test_tune_skips_points_whose_grid_does_not_fit():
 
 
 def test_run_without_gpu_reports_what_cannot_launch_at_the_sizes_asked():
+    # a kernel that cannot launch fails a GPU run too (launch error): exit 1, not 3 (no GPU)
     proc = harness("run", "03_smem_tiled:t16", "--size", "1024", "--size", "100000000",
                    check=False, gpu=False)
-    assert proc.returncode == 3, proc.stderr
+    assert proc.returncode == 1, proc.stderr
     assert "offline build report for sm_90 at 100000000x100000000x100000000" in proc.stdout
-    assert BIG_GRID in proc.stdout
+    failures = [line for line in proc.stdout.splitlines() if line.startswith("- ")]
+    assert failures == [f"- 03_smem_tiled:t16 at 100000000x100000000x100000000: cannot launch: "
+                        f"{BIG_GRID}: sm_90 allows x 2147483647, y 65535, z 65535 (a smaller "
+                        "size, or a grid formula that puts the largest block count in x)"]
+    assert "Traceback" not in proc.stderr
+
+
+def test_run_without_gpu_gives_each_failure_one_line_with_its_own_size(tmp_path):
+    broken = FIXTURE_KERNELS / "isolation" / "c_broken.cu"
+    good = FIXTURE_KERNELS / "isolation" / "d_good.cu"
+    proc = harness("run", str(broken), str(good), "--size", "100", "--size", "1100000,16,16",
+                   "--size", "2000000,16,16", check=False, gpu=False)
+    assert proc.returncode == 1, proc.stderr  # a compile error is a failure, not "no GPU"
+    failures = [line for line in proc.stdout.splitlines() if line.startswith("- ")]
+    assert failures[0] == ("- c_broken: compile error: "
+                           f"{broken}:10: error: expected an expression")
+    assert [line.split(": cannot launch:")[0] for line in failures[1:]] == [
+        "- d_good at 1100000x16x16", "- d_good at 2000000x16x16"]
+    assert "y = 68750 exceeds 65535" in failures[1] and "y = 125000 exceeds" in failures[2]
+    assert "3 failure(s) found offline" in proc.stderr and "Traceback" not in proc.stderr
 
 
 NOT_A_FOLDER = PROJECT_ROOT / "README.md"

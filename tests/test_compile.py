@@ -269,3 +269,25 @@ def test_an_edited_header_rebuilds(tmp_path):
     # the host set-up beside a kernel is read by the build too
     path.with_suffix(".py").write_text("def setup(launch):\n    return {}\n")
     assert not compile_kernel(kernel, "sm_90").cached
+
+
+def test_an_error_in_an_included_header_is_quoted_from_that_header(tmp_path):
+    kernel_file = tmp_path / "with_header.cu"
+    source = (FIXTURE_KERNELS / "isolation" / "d_good.cu").read_text()
+    kernel_file.write_text(source.replace("*/\n", '*/\n#include "sub/helper.cuh"\n', 1)
+                           .replace("float acc = 0.0f;", "float acc = zero();"))
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "helper.cuh").write_text(
+        '#pragma once\n#include "inner.cuh"\n__device__ inline float zero() {\n'
+        "    return 0.0f + ;\n}\n")
+    (tmp_path / "sub" / "inner.cuh").write_text(
+        "#pragma once\n// two\n// three\n__device__ inline int inner() { return nowhere; }\n")
+    (kernel,) = discover([tmp_path])
+    with pytest.raises(CompileError, match=r"NVRTC could not compile the kernel") as info:
+        compile_kernel(kernel, "sm_90")
+    message = str(info.value)
+    assert (f"{tmp_path}/sub/inner.cuh:4: error: identifier \"nowhere\" is undefined\n"
+            "    4 | __device__ inline int inner() { return nowhere; }") in message
+    assert (f"{tmp_path}/sub/helper.cuh:4: error: expected an expression\n"
+            "    4 | return 0.0f + ;") in message
+    assert "4 | precision" not in message  # not the kernel file's line of the same number

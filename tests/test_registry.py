@@ -216,3 +216,43 @@ def test_a_kernel_selector_finds_it_from_any_process():
     assert plain.selector.endswith("10_hoisted.cu") and ":" not in Path(plain.selector).name
     (same,) = elsewhere.select([plain.selector])
     assert same.name == "10_hoisted"
+
+
+def test_links_that_cannot_be_followed_are_broken_files_not_tracebacks(tmp_path):
+    shutil.copy(FIXTURE_KERNELS / "isolation" / "d_good.cu", tmp_path / "good.cu")
+    (tmp_path / "x.cu").symlink_to("y.cu")  # a loop of two links
+    (tmp_path / "y.cu").symlink_to("x.cu")
+    (tmp_path / "gone.cu").symlink_to("missing.cu")
+    (tmp_path / "here").symlink_to(".")  # a folder that contains itself: not walked into
+    (tmp_path / "alias.cu").symlink_to("good.cu")  # a link under its own stem is a kernel
+    registry = load_registry([tmp_path])
+    assert sorted(k.name for k in registry.kernels) == ["alias", "good"]
+    errors = {b.path.name: b.error for b in registry.broken}
+    assert sorted(errors) == ["gone.cu", "x.cu", "y.cu"]
+    assert re.search(r"x\.cu is a symbolic link that leads back to itself \(a loop\): remove "
+                     "it", errors["x.cu"])
+    assert "symbolic link to missing.cu, which does not exist" in errors["gone.cu"]
+    with pytest.raises(SpecError, match=r"gone\.cu is a symbolic link to missing\.cu"):
+        discover([tmp_path])
+    # a folder named twice (as given and by another spelling) gives each file once
+    twice = load_registry([tmp_path, tmp_path / "." / "here"])
+    assert sorted(k.name for k in twice.kernels) == ["alias", "good"]
+
+
+def test_a_kernel_folder_that_is_a_link_loop_is_named(tmp_path):
+    (tmp_path / "loop").symlink_to("loop")
+    with pytest.raises(HarnessError, match=r"kernel folder .*loop is a symbolic link that leads "
+                                           r"back to itself \(a loop\): remove it; pass an "
+                                           "existing folder with --kernel-dir"):
+        load_registry([tmp_path / "loop"])
+    with pytest.raises(HarnessError, match=r"kernel folder .*nowhere does not exist"):
+        load_registry([tmp_path / "nowhere"])
+
+
+def test_a_link_loop_in_a_kernel_folder_stops_no_command(tmp_path):
+    from harness.cli import main
+
+    (tmp_path / "x.cu").symlink_to("y.cu")
+    (tmp_path / "y.cu").symlink_to("x.cu")
+    assert main(["--kernel-dir", str(tmp_path), "check", "--plan", "01_naive"]) == 0
+    assert main(["--kernel-dir", str(tmp_path), "list"]) == 1  # the list names the broken file

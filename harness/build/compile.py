@@ -4,38 +4,42 @@ No GPU or driver is needed. Each compile keeps the ptxas resource report with it
 on-disk cache keyed by every file the build reads (the kernel, the files it includes with
 ``#include "..."``, recursively, and its host set-up ``<kernel>.py``), options, target and
 compiler version (NVRTC's own cache returns an empty log on a hit, so it is turned off with
-``--no-cache``).
+``--no-cache``). An entry this harness cannot use (torn, or written by another version sharing
+the folder) is compiled again with a one-line note; a cache folder that cannot be used is named
+once per process and compiling goes on without it.
+
+The compilers run in a fresh child process per compile (:mod:`harness.build.child`): the same
+input gives the same cubin, and Ctrl-C or a time limit stops a compile.
 """
 
 from __future__ import annotations
 
 import codecs
+import contextlib
 import hashlib
 import json
-import multiprocessing
 import os
 import re
 import tempfile
-from collections.abc import Sequence
-from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import dataclass, field, fields
 from pathlib import Path
+from typing import TypeVar
 
 from harness.archs import ARCHS, can_run, get_arch
-from harness.build import headers
+from harness.build import child, headers
+from harness.build.child import CompileTimeout
 from harness.build.ptxas import Resources, parse_report
+from harness.build.say import note
 from harness.errors import CompileError, HarnessError
-from harness.gpu.compilers import (
-    compiler_versions,
-    cuda_version_for_ptx,
-    nvjitlink_ptx,
-    nvrtc_compile,
-)
+from harness.gpu.compilers import compiler_versions, cuda_version_for_ptx
 from harness.kernels import hostcode, ptxpp
 from harness.kernels.registry import Kernel, source_sha256
-from harness.kernels.spec import read_spec
 
-CACHE_SCHEMA = 3  # 2: the entry's symbol kept beside the cubin; 3: includes and .py in the key
+T, R = TypeVar("T"), TypeVar("R")
+CACHE_SCHEMA = 4  # 2: the entry's symbol kept beside the cubin; 3: includes and .py in the key;
+# 4: compiled in a fresh child (harness.build.child), whose code's fingerprint is in the key
 
 
 @dataclass(frozen=True)
@@ -103,9 +107,11 @@ def target_arch(kernel: Kernel, device_arch: str) -> str:
     return need.name if need.needs_arch_specific else device_arch
 
 
-def compile_kernel(kernel: Kernel, arch: str, *, use_cache: bool = True) -> CompiledKernel:
+def compile_kernel(kernel: Kernel, arch: str, *, use_cache: bool = True,
+                   limit_s: float | None = None) -> CompiledKernel:
     """Compile ``kernel`` for ``arch`` (or for its arch-specific target, :func:`target_arch`)
-    to a cubin, from the cache when the same compile is there."""
+    to a cubin, from the cache when the same compile is there; the compile runs in a child
+    process, stopped after ``limit_s`` seconds (:func:`harness.build.child.compile_limit_s`)."""
     get_arch(arch)  # a clear error for an unknown target before the compiler sees it
     arch = target_arch(kernel, arch)
     spec = kernel.spec
@@ -126,7 +132,8 @@ def compile_kernel(kernel: Kernel, arch: str, *, use_cache: bool = True) -> Comp
         flags, compiler = options.nvjitlink_flags(), f"nvjitlink {compiler_versions()['nvjitlink']}"
     # every file the build reads: an edited header must rebuild (source_sha256 covers the
     # quoted includes, recursively, and the host set-up beside the kernel)
-    identity = [CACHE_SCHEMA, spec.language, flags, compiler, source_sha256(spec.path)]
+    identity = [CACHE_SCHEMA, spec.language, flags, compiler, child.fingerprint(),
+                source_sha256(spec.path)]
     if spec.language == "cu" and kernel.entry_expression != spec.entry:
         # template arguments that are not -D macros make variants of one source and flags
         identity.append(kernel.entry_expression)
@@ -145,12 +152,15 @@ def compile_kernel(kernel: Kernel, arch: str, *, use_cache: bool = True) -> Comp
         expression = kernel.entry_expression
         names = () if spec.entry.startswith("_Z") else (expression,)
         withheld = {n: v for n, v in kernel.params if not spec.passes_as_macro(n)}
-        cubin, log, lowered = nvrtc_device_cubin(source, str(spec.path), flags, names, withheld)
+        cubin, log, lowered = nvrtc_device_cubin(source, str(spec.path), flags, names, withheld,
+                                                 what=f"{kernel.name} ({spec.path})",
+                                                 limit_s=limit_s)
         symbol = lowered.get(expression, symbol)
     else:
         check_ptx_header(source.decode(errors="replace"), spec.path, arch,
                          compiler_versions()["nvjitlink"])
-        cubin, log = _nvjitlink(source, spec.path, flags, expanded)
+        cubin, log = _nvjitlink(source, spec.path, flags, expanded,
+                                what=f"{kernel.name} ({spec.path})", limit_s=limit_s)
     report = parse_report(log)
     if symbol not in report:
         lowered_from = f" (lowered from {spec.entry!r})" if symbol != spec.entry else ""
@@ -176,49 +186,123 @@ def _check_parameters(kernel: Kernel, cubin: bytes, symbol: str, ptx: str | None
         raise CompileError(problem)
 
 
+_ENTRY_KEYS = frozenset({"resources", "log", "cubin_sha256", "symbol"})
+_RESOURCE_FIELDS = frozenset(f.name for f in fields(Resources))
+
+
+def _unusable(folder: Path, why: str) -> None:
+    note(f"the compile cache {folder} {why}: compiling without it, so every run compiles "
+          "cold; set HARNESS_CACHE_DIR to a folder that can be written", once=str(folder))
+
+
+def _entry_problem(meta: object) -> str:
+    """What is wrong with a cache entry's metadata ("" when it is one this harness writes)."""
+    if not isinstance(meta, dict):
+        return f"holds a JSON {type(meta).__name__} where an object was expected"
+    if missing := sorted(_ENTRY_KEYS - meta.keys()):
+        return f"has no {', '.join(map(repr, missing))}"
+    if extra := sorted(meta.keys() - _ENTRY_KEYS):
+        return (f"has fields this harness does not know ({', '.join(map(repr, extra))}; "
+                "another version of the harness sharing the cache?)")
+    resources = meta["resources"]
+    if not isinstance(resources, dict) or set(resources) != _RESOURCE_FIELDS or not all(
+            type(v) is int and v >= 0 for v in resources.values()):
+        return f"has resources of another shape ({json.dumps(resources)[:80]})"
+    if not all(isinstance(meta[k], str) for k in ("log", "cubin_sha256", "symbol")) \
+            or not meta["symbol"]:
+        return "has a log, hash or symbol that is not a string"
+    return ""
+
+
 def _cache_load(key: str, kernel: Kernel, arch: str, compiler: str) -> CompiledKernel | None:
+    """The cached compile under ``key``; None when there is none or it cannot be used (a
+    damaged or foreign entry is said in one line and compiled again; an unreadable cache once
+    per process)."""
     folder = cache_dir()
+    meta_path = folder / f"{key}.json"
     try:
-        meta = json.loads((folder / f"{key}.json").read_text())
-        cubin = (folder / f"{key}.cubin").read_bytes()
-    except (OSError, ValueError):
+        data = meta_path.read_bytes()
+    except FileNotFoundError:
+        return None  # not compiled yet (or only its cubin was written: a store cut short)
+    except NotADirectoryError:
+        _unusable(folder, "is a file, not a folder")
         return None
-    if hashlib.sha256(cubin).hexdigest() != meta.get("cubin_sha256") or not meta.get("symbol"):
-        return None  # a torn or foreign entry: compile again
+    except OSError as exc:
+        _unusable(folder, f"cannot be read ({exc.strerror or exc})")
+        return None
+    try:
+        meta = json.loads(data)
+    except ValueError:  # not UTF-8, or not JSON
+        problem = "is not JSON (a write cut short?)"
+    else:
+        problem = _entry_problem(meta)
+    if not problem:
+        try:
+            cubin = (folder / f"{key}.cubin").read_bytes()
+        except OSError as exc:
+            problem = f"has no readable cubin ({exc.strerror})"
+        else:
+            if hashlib.sha256(cubin).hexdigest() != meta["cubin_sha256"]:
+                problem = "has a cubin that does not match its hash (a write cut short?)"
+    if problem:
+        note(f"compile cache entry {meta_path} {problem}: compiling {kernel.name} for {arch} "
+              "again and replacing it")
+        return None
     return CompiledKernel(kernel.name, arch, cubin, Resources(**meta["resources"]), meta["log"],
                           compiler, True, meta["symbol"])
 
 
 def _cache_store(key: str, compiled: CompiledKernel) -> None:
+    """Keep ``compiled`` under ``key``, each file written whole and renamed into place; a cache
+    that cannot be written is said once per process, and the compile goes on without it."""
     folder = cache_dir()
+    if folder.exists() and not folder.is_dir():
+        _unusable(folder, "is a file, not a folder")
+        return
+    meta = {"resources": compiled.resources.as_dict(), "log": compiled.log,
+            "cubin_sha256": hashlib.sha256(compiled.cubin).hexdigest(),
+            "symbol": compiled.symbol}
+    tmp = None
     try:
         folder.mkdir(parents=True, exist_ok=True)
-        meta = {"resources": compiled.resources.as_dict(), "log": compiled.log,
-                "cubin_sha256": hashlib.sha256(compiled.cubin).hexdigest(),
-                "symbol": compiled.symbol}
         for suffix, data in ((".cubin", compiled.cubin), (".json", json.dumps(meta).encode())):
             fd, tmp = tempfile.mkstemp(dir=folder, suffix=".tmp")
             with os.fdopen(fd, "wb") as f:
                 f.write(data)
             os.replace(tmp, folder / f"{key}{suffix}")
-    except OSError:
-        pass  # the cache is an optimisation: a read-only home must not stop a compile
+            tmp = None
+    except OSError as exc:
+        _unusable(folder, f"cannot be written ({exc.strerror or exc})")
+    finally:
+        if tmp is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
 
 
-def nvrtc_cubin(source: bytes, name: str, flags: list[str], name_expressions: tuple[str, ...] = ()
+def nvrtc_cubin(source: bytes, name: str, flags: list[str], name_expressions: tuple[str, ...] = (),
+                *, what: str = "", limit_s: float | None = None
                 ) -> tuple[bytes, str, dict[str, str]]:
-    """CUDA C++ ``source`` compiled by NVRTC with ``flags``: the cubin, the compile log and the
-    symbols ``name_expressions`` lowered to. A failed compile raises CompileError with NVRTC's
-    diagnostics placed in ``name``."""
-    out = nvrtc_compile(source, name, flags, name_expressions)
+    """CUDA C++ ``source`` compiled by NVRTC with ``flags`` in a child process
+    (:mod:`harness.build.child`; ``limit_s``, ``what`` names it): the cubin, the compile log
+    and the symbols ``name_expressions`` lowered to. A failed compile raises CompileError with
+    NVRTC's diagnostics placed in ``name``."""
+    # the child works in / (its memory, and so NVRTC's output, must not depend on where the
+    # command runs): it is given absolute paths, and its diagnostics are shown as given here
+    here = os.path.join(os.getcwd(), "")
+    absolute = [f"--include-path={os.path.abspath(f.split('=', 1)[1])}"
+                if f.startswith("--include-path=") else f for f in flags]
+    out = child.run("nvrtc", (source, os.path.abspath(name), absolute, name_expressions),
+                    what or name, limit_s)
+    log = out.log if os.path.isabs(name) else out.log.replace(here, "")
     if not out.ok:
-        raise CompileError(_explain_nvrtc(out.log, name, source.decode(errors="replace"), flags))
-    return out.cubin, out.log, out.lowered
+        raise CompileError(_explain_nvrtc(log, name, source.decode(errors="replace"), flags))
+    return out.cubin, log, out.lowered
 
 
 def nvrtc_device_cubin(source: bytes, name: str, flags: list[str],
                        name_expressions: tuple[str, ...] = (),
-                       withheld: dict[str, int] | None = None
+                       withheld: dict[str, int] | None = None, *, what: str = "",
+                       limit_s: float | None = None
                        ) -> tuple[bytes, str, dict[str, str]]:
     """:func:`nvrtc_cubin` of ``source`` as written; where that fails and the file has host code
     (launchers, ``__host__`` functions, ``std::`` containers, their #includes: NVRTC compiles
@@ -231,7 +315,9 @@ def nvrtc_device_cubin(source: bytes, name: str, flags: list[str],
     text = source.decode(errors="replace")
     defines = [f for f in flags if f.startswith("-D")]
     try:
-        return nvrtc_cubin(source, name, flags, name_expressions)
+        return nvrtc_cubin(source, name, flags, name_expressions, what=what, limit_s=limit_s)
+    except CompileTimeout:
+        raise
     except CompileError as first:
         device = hostcode.device_part(text, default_device=headers.DEFAULT_DEVICE in flags,
                                       header_found=_nvrtc_has_header)
@@ -239,7 +325,8 @@ def nvrtc_device_cubin(source: bytes, name: str, flags: list[str],
             hints = hostcode.nvrtc_hints(str(first), text, name, defines, withheld=withheld)
             raise CompileError("\n".join([str(first), *hints])) from None
     try:
-        cubin, log, lowered = nvrtc_cubin(device.text.encode(), name, flags, name_expressions)
+        cubin, log, lowered = nvrtc_cubin(device.text.encode(), name, flags, name_expressions,
+                                          what=what, limit_s=limit_s)
     except CompileError as second:
         hints = hostcode.nvrtc_hints(str(second), text, name, defines, device, withheld)
         # what to use on the device instead of a standard header left out (<cuda/std/...>)
@@ -258,10 +345,19 @@ _NVRTC_DIAG = re.compile(r"^(?P<file>.+?)\((?P<line>\d+)\): (?P<kind>error|catas
 
 
 def _explain_nvrtc(log: str, name: str, source: str, flags: list[str]) -> str:
-    lines = source.splitlines()
+    texts = {name: source.splitlines()}  # each file a diagnostic names: the kernel, a header
+
+    def lines_of(file: str) -> list[str]:
+        if file not in texts:
+            try:
+                texts[file] = Path(file).read_text(errors="replace").splitlines()
+            except OSError:  # a file NVRTC named but this process cannot read: no line shown
+                texts[file] = []
+        return texts[file]
+
     parts = []
     for m in _NVRTC_DIAG.finditer(log):
-        number = int(m["line"])
+        number, lines = int(m["line"]), lines_of(m["file"])
         shown = lines[number - 1].strip() if 0 < number <= len(lines) else ""
         parts.append(f"{m['file']}:{number}: {m['kind']}{m['msg']}\n    {number} | {shown}")
     head = "\n".join(parts) or log.strip()
@@ -327,8 +423,9 @@ def check_ptx_header(source: str, path: Path, arch: str, linker_version: str) ->
 
 
 def _nvjitlink(source: bytes, path: Path, flags: list[str],
-               expanded: ptxpp.Expanded | None = None) -> tuple[bytes, str]:
-    out = nvjitlink_ptx(source, str(path), flags)
+               expanded: ptxpp.Expanded | None = None, *, what: str = "",
+               limit_s: float | None = None) -> tuple[bytes, str]:
+    out = child.run("nvjitlink", (source, str(path), flags), what or str(path), limit_s)
     if not out.ok:
         raise CompileError(explain_ptx_error(out.log, path, source.decode(errors="replace"),
                                              flags, out.status, expanded))
@@ -366,21 +463,41 @@ def explain_ptx_error(log: str, path: Path, source: str, flags: list[str], statu
             f"--- full linker log ---\n{log.strip()}")
 
 
-def _compile_one(job: tuple[str, str, tuple, str]) -> str:
-    path, name, params, arch = job
-    kernel = Kernel(name, read_spec(Path(path)), params)
-    try:
-        compile_kernel(kernel, arch)
-    except HarnessError as exc:  # the caller's own compile reports it
-        return f"{name}: {exc}"
-    return ""
-
-
 def compile_all(kernels: Sequence[Kernel], arch: str, jobs: int | None = None) -> list[str]:
-    """Fill the compile cache for ``kernels`` in ``jobs`` processes (every core by default):
-    a GPU host's cold cache costs minutes compiled one by one. The errors, one line each (a
-    kernel that does not compile is reported again where it is used)."""
-    work = list(dict.fromkeys((str(k.spec.path), k.name, k.params, arch) for k in kernels))
-    context = multiprocessing.get_context("fork")
-    with ProcessPoolExecutor(max_workers=jobs or os.cpu_count() or 1, mp_context=context) as pool:
-        return [e for e in pool.map(_compile_one, work) if e]
+    """Fill the compile cache for ``kernels``, ``jobs`` compiles at a time (every core by
+    default): a GPU host's cold cache costs minutes compiled one by one. The errors, one line
+    each (a kernel that does not compile is reported again where it is used)."""
+    work = list({(k.spec.path, k.name, k.params): k for k in kernels}.values())
+
+    def one(kernel: Kernel) -> str:
+        try:
+            compile_kernel(kernel, arch)
+        except HarnessError as exc:
+            return f"{kernel.name}: {exc}"
+        return ""
+
+    return [e for e in in_parallel(one, work, jobs) if e]
+
+
+def in_parallel(work: Callable[[T], R], items: Sequence[T], jobs: int | None = None,
+                done: Callable[[T, R], None] | None = None) -> list[R]:
+    """``work(item)`` for each item, ``jobs`` at a time (every core by default), the results
+    in the items' order; ``done(item, result)`` is called as each finishes (progress). Each
+    compile runs in a child process already, so threads suffice; on Ctrl-C (or any error)
+    every compile in flight is ended and no other starts."""
+    if not items:
+        return []
+    pool = ThreadPoolExecutor(max_workers=max(1, min(jobs or os.cpu_count() or 1, len(items))))
+    try:
+        futures = {pool.submit(work, item): item for item in items}
+        for future in as_completed(futures):
+            if done is not None:
+                done(futures[future], future.result())
+        return [future.result() for future in futures]
+    except BaseException:
+        pool.shutdown(wait=False, cancel_futures=True)
+        child.stop_all()
+        raise
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+        child.resume()

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
+import itertools
+from collections.abc import Callable, Sequence
 
 from harness.archs import can_run, get_arch
-from harness.build import occupancy
-from harness.build.compile import compile_kernel, target_arch
+from harness.build import child, occupancy
+from harness.build.compile import compile_kernel, in_parallel, target_arch
 from harness.errors import HarnessError
 from harness.kernels.registry import Kernel
 
@@ -15,8 +15,9 @@ DEFAULT_SIZE = (4096, 4096, 4096)
 
 
 def build_row(kernel: Kernel, arch: str, size=DEFAULT_SIZE,
-              carveout_pct: int | None = None) -> dict:
-    """Compile ``kernel`` for ``arch``; resources and predicted occupancy at ``size``."""
+              carveout_pct: int | None = None, limit_s: float | None = None) -> dict:
+    """Compile ``kernel`` for ``arch`` (stopped after ``limit_s`` seconds); resources and
+    predicted occupancy at ``size``."""
     kernel = kernel.for_arch(arch)
     row = {"kernel": kernel.name, "arch": arch, "file": str(kernel.spec.path.name),
            "params": dict(kernel.params)}
@@ -26,7 +27,7 @@ def build_row(kernel: Kernel, arch: str, size=DEFAULT_SIZE,
                 "message": f"needs {need.name} (min_arch), not built for {arch}"}
     row["arch"] = target_arch(kernel, arch)  # sm_90a where the kernel's min_arch asks for it
     try:
-        compiled = compile_kernel(kernel, arch)
+        compiled = compile_kernel(kernel, arch, limit_s=limit_s)
     except HarnessError as exc:
         return {**row, "status": "compile error", "message": str(exc)}
     res = compiled.resources
@@ -51,8 +52,19 @@ def build_row(kernel: Kernel, arch: str, size=DEFAULT_SIZE,
     }
 
 
+Progress = Callable[[dict, int, int], None]
+"""Told each row as it is built, with how many are done and how many there are in all."""
+
+
 def build_all(kernels: Sequence[Kernel], arch: str, size=DEFAULT_SIZE,
-              carveout_pct: int | None = None) -> list[dict]:
-    """:func:`build_row` for every kernel, compiled in parallel, in registry order."""
-    with ThreadPoolExecutor(max_workers=4) as pool:
-        return list(pool.map(lambda k: build_row(k, arch, size, carveout_pct), kernels))
+              carveout_pct: int | None = None, *, limit_s: float | None = None,
+              jobs: int | None = None, progress: Progress | None = None) -> list[dict]:
+    """:func:`build_row` for every kernel, ``jobs`` compiles at a time (every core by
+    default), in registry order; ``progress`` is told of each row as it is built. Each
+    compile is stopped after ``limit_s`` seconds (:func:`harness.build.child.compile_limit_s`:
+    a bad limit is refused here, before anything is built); Ctrl-C stops them all."""
+    child.compile_limit_s(limit_s)
+    count = itertools.count(1)
+    done = (lambda _, row: progress(row, next(count), len(kernels))) if progress else None
+    return in_parallel(lambda k: build_row(k, arch, size, carveout_pct, limit_s), kernels,
+                       jobs, done)

@@ -11,8 +11,9 @@ from tabulate import tabulate
 
 from harness.archs import ARCHS, can_run, get_arch
 from harness.build import occupancy as occ_mod
+from harness.build.child import DEFAULT_LIMIT_S, compile_limit_s
 from harness.build.compile import compile_kernel
-from harness.build.offline import DEFAULT_SIZE, build_all
+from harness.build.offline import DEFAULT_SIZE, Progress, build_all
 from harness.cli import common
 from harness.errors import HarnessError, LaunchError
 from harness.kernels.registry import DEFAULT_KERNEL_DIRS, load_registry, project_relative
@@ -37,6 +38,11 @@ def add_parsers(sub) -> None:
     p.add_argument("--arch", default="sm_90", choices=sorted(ARCHS))
     p.add_argument("--size", default=",".join(map(str, DEFAULT_SIZE)), help=_SIZE_HELP)
     p.add_argument("--json", action="store_true", help="print a JSON list")
+    p.add_argument("--jobs", type=int, default=None,
+                   help="compiles at a time, each in a process of its own (default: every core)")
+    p.add_argument("--compile-limit-s", type=float, default=None, metavar="SECONDS",
+                   help="stop a compile that runs longer (default: $HARNESS_COMPILE_LIMIT_S, "
+                        f"else {DEFAULT_LIMIT_S:g}; 0: no limit)")
     p.set_defaults(run=_build)
 
     p = sub.add_parser("occupancy", help="occupancy breakdown, offline and from the driver")
@@ -107,9 +113,34 @@ def _list(args) -> int:
     return common.EXIT_FAILED if registry.broken else common.EXIT_OK
 
 
+def build_progress(what: str = "building") -> Progress:
+    """Progress of a build on stderr: a live count on a terminal, else a line per kernel that
+    was compiled (one found in the compile cache, or not built for the arch, says nothing)."""
+    live = sys.stderr.isatty()
+
+    def show(row: dict, done: int, total: int) -> None:
+        status = "" if row["status"] in ("ok", "skipped") else f": {row['status']}"
+        if live:  # one line, rewritten: return to its start, clear it, write the count
+            line = f"{what} {done}/{total}: {row['kernel']}{status}"[:99]
+            print(f"\r\033[K{line}", end="\n" if done == total else "", file=sys.stderr,
+                  flush=True)
+        elif row.get("cached") is False or row["status"] == "compile error":  # it compiled
+            regs = f", {row['registers']} registers" if "registers" in row else ""
+            common.say(f"{what} {done}/{total}: {row['kernel']} ({row['arch']}){regs}{status}")
+
+    return show
+
+
 def _build(args) -> int:
+    compile_limit_s(args.compile_limit_s)  # a bad limit is bad input, before any work
     chosen = common.kernels(args)
-    rows = build_all(chosen, args.arch, parse_size(args.size))
+    try:
+        rows = build_all(chosen, args.arch, parse_size(args.size), limit_s=args.compile_limit_s,
+                         jobs=args.jobs, progress=build_progress())
+    except KeyboardInterrupt:
+        print("harness: build interrupted: every compile in flight was stopped; the kernels "
+              "compiled before are in the compile cache", file=sys.stderr)
+        return common.EXIT_INTERRUPTED
     for kernel, row in zip(chosen, rows, strict=True):
         over = budget_problems(row, kernel.spec.budget) if row["status"] == "ok" else []
         if over:  # the spec's [budget] is a limit of the build, as the pytest plugin holds it

@@ -8,8 +8,10 @@ commands see only ``kind = "gemm"`` kernels (the default of :func:`discover`).
 from __future__ import annotations
 
 import difflib
+import errno
 import fnmatch
 import hashlib
+import os
 import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -21,8 +23,22 @@ from harness.kernels import expr
 from harness.kernels.hostsetup import setup_path
 from harness.kernels.spec import KINDS, KernelSpec, read_spec
 
-PROJECT_ROOT = Path(__file__).resolve().parents[2]
-DEFAULT_KERNEL_DIRS = (PROJECT_ROOT / "cu", PROJECT_ROOT / "ptx")
+PACKAGE_ROOT = Path(__file__).resolve().parents[1]
+PROJECT_ROOT = PACKAGE_ROOT.parent
+BUILTIN_KERNELS = PACKAGE_ROOT / "_kernels"
+"""The project's own kernel folders as the package carries them: in a checkout (and an editable
+install) ``_kernels/cu`` and ``_kernels/ptx`` are links to the top-level ``cu/`` and ``ptx/``;
+``pip install .`` copies the files behind them into the installed package."""
+
+
+def _builtin_dir(name: str) -> Path:
+    packaged = BUILTIN_KERNELS / name
+    if packaged.is_dir():
+        return packaged.resolve()  # a checkout's link: the top-level folder itself
+    return PROJECT_ROOT / name  # a checkout whose links were not made (git core.symlinks off)
+
+
+DEFAULT_KERNEL_DIRS = (_builtin_dir("cu"), _builtin_dir("ptx"))
 KERNEL_SUFFIXES = (".cu", ".ptx")
 OFFLINE_SM_COUNT = 132
 """SMs assumed for a grid formula that names SMS when no GPU is asked (an H100 SXM's)."""
@@ -33,7 +49,7 @@ def project_relative(path: Path) -> str:
     given when it lies outside, e.g. a --kernel-dir elsewhere)."""
     try:
         return str(path.resolve().relative_to(PROJECT_ROOT))
-    except ValueError:
+    except (ValueError, RuntimeError, OSError):  # outside, or a link that cannot be followed
         return str(path)
 
 
@@ -298,24 +314,26 @@ def load_registry(kernel_dirs: Sequence[Path] = DEFAULT_KERNEL_DIRS,
     sorted by file path; files that cannot be read are kept aside with their error."""
     if kind is not None and kind not in KINDS:
         raise HarnessError(f"unknown kernel kind {kind!r}: expected one of {', '.join(KINDS)}")
-    files: list[Path] = []
+    files: dict[tuple[Path, str], Path] = {}  # (where a file really is, stem) -> found as
+    registry = Registry([], [], kind)
     for folder in kernel_dirs:
         folder = Path(folder)
-        if folder.is_file():
-            raise HarnessError(f"kernel folder {folder} is a file, not a folder: pass the folder "
-                               f"that holds it (--kernel-dir {folder.parent}), or name the file "
-                               "itself as a KERNEL")
-        if not folder.is_dir():
-            raise HarnessError(f"kernel folder {folder} does not exist; pass an existing folder "
-                               "with --kernel-dir")
-        files += [p for p in folder.rglob("*") if p.suffix in KERNEL_SUFFIXES]
-    registry = Registry([], [], kind)
+        _check_folder(folder)
+        for path in sorted(folder.rglob("*")):
+            if path.suffix not in KERNEL_SUFFIXES:
+                continue
+            real, problem = _real_path(path)
+            if problem:
+                registry.broken.append(BrokenFile(path, problem))
+            else:
+                files.setdefault((real, path.stem), path)  # once, from a folder named twice
     seen: dict[str, Path] = {}
     builtin = [d.resolve() for d in DEFAULT_KERNEL_DIRS]
     # the project's own files first: a user's file that reuses one of their stems is the one
     # reported as broken
-    for path in sorted(set(files), key=lambda p: (
-            not any(p.resolve().is_relative_to(d) for d in builtin), p)):
+    found = sorted(files.items(), key=lambda item: (
+        not any(item[0][0].is_relative_to(d) for d in builtin), item[1]))
+    for path in (path for _, path in found):
         if path.stem in seen:
             registry.broken.append(BrokenFile(path, (
                 f"{path}: its stem {path.stem!r} is already the key of {seen[path.stem]}; the "
@@ -330,6 +348,42 @@ def load_registry(kernel_dirs: Sequence[Path] = DEFAULT_KERNEL_DIRS,
         if kind is None or spec.kind == kind:
             registry.kernels += kernels_in(spec)
     return registry
+
+
+def _check_folder(folder: Path) -> None:
+    """``folder`` is a folder the registry can walk, or a HarnessError that says what it is."""
+    if folder.is_file():
+        raise HarnessError(f"kernel folder {folder} is a file, not a folder: pass the folder "
+                           f"that holds it (--kernel-dir {folder.parent}), or name the file "
+                           "itself as a KERNEL")
+    if folder.is_dir():
+        return
+    _, problem = _real_path(folder) if os.path.lexists(folder) else (folder, "")
+    if problem:  # a link that cannot be followed
+        raise HarnessError(f"kernel folder {problem}; pass an existing folder with --kernel-dir")
+    if folder in DEFAULT_KERNEL_DIRS:
+        raise HarnessError(f"the harness's own kernel folder {folder} does not exist: this "
+                           "install of the harness lacks its kernels (reinstall it with `pip "
+                           "install .` from the project), or leave them out with --no-builtin")
+    raise HarnessError(f"kernel folder {folder} does not exist; pass an existing folder "
+                       "with --kernel-dir")
+
+
+def _real_path(path: Path) -> tuple[Path, str]:
+    """Where ``path`` really is, following links, and "" or why it cannot be followed (a link
+    that points at itself, or at nothing)."""
+    try:
+        real = path.resolve(strict=True)
+    except RuntimeError:  # Python before 3.13 raises this for a loop, 3.13 an OSError (ELOOP)
+        return path, f"{path} is a symbolic link that leads back to itself (a loop): remove it"
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            return path, f"{path} is a symbolic link that leads back to itself (a loop): remove it"
+        if path.is_symlink():
+            return path, (f"{path} is a symbolic link to {os.readlink(path)}, which does not "
+                          "exist: remove the link or restore its target")
+        return path, f"{path} cannot be read: {exc.strerror}"
+    return real, ""
 
 
 def representatives(kernels: Iterable[Kernel]) -> list[Kernel]:
