@@ -26,7 +26,7 @@ max_spill_bytes = 0
 namespace demo {
 
 template <int BM, int BN, int BK>
-__global__ void __launch_bounds__(BM * BN)
+__global__ void
 tiled_sgemm(int M, int N, int K, float alpha, const float* A, const float* B, float beta,
             float* C) {
     __shared__ float As[BM][BK + 1];  // +1: a column of As is read without bank conflicts

@@ -189,3 +189,14 @@ def test_progress_is_a_line_per_compiled_kernel_off_a_terminal(tmp_path):
     warm = subprocess.run(command, cwd=PROJECT_ROOT, env=env, capture_output=True, text=True,
                           timeout=300)
     assert "building" not in warm.stderr  # found in the cache: nothing to wait for
+
+
+def test_a_child_that_loads_another_compiler_is_refused(monkeypatch):
+    """The compile cache keys on this process's NVRTC version: a child that loaded another one
+    (two installs of the libraries) is refused, naming both."""
+    from harness.build import child
+
+    monkeypatch.setattr(child, "compiler_versions", lambda: {"nvrtc": "12.9", "nvjitlink": "12.9"})
+    source = b'extern "C" __global__ void k() {}\n'
+    with pytest.raises(CompileError, match=r"loaded nvrtc 13\.\d+ where this process has 12\.9"):
+        child.run("nvrtc", (source, "/tmp/k.cu", ["-arch=sm_80"], ()), "k (k.cu)")

@@ -34,7 +34,7 @@ from pathlib import Path
 
 from harness.build.say import note
 from harness.errors import CompileError, HarnessError
-from harness.gpu.compilers import CompilerOutput
+from harness.gpu.compilers import CompilerOutput, compiler_versions
 
 DEFAULT_LIMIT_S = 300.0
 """The default time limit of one compile, in seconds: the project's slowest kernel compiles in a
@@ -118,6 +118,15 @@ def run(compiler: str, args: tuple, what: str, limit_s: float | None = None) -> 
              "128 registers), and the compile cache keeps the first it gets",
              once="random layout")
     if status == "ok":
+        version = value.pop("version", None)
+        here = compiler_versions()[compiler]
+        if version is not None and version != here:
+            raise CompileError(
+                f"{what}: the compile process loaded {compiler} {version} where this process "
+                f"has {here} (two installs of NVIDIA's {compiler} libraries, a wheel and a "
+                "toolkit, or two wheels?): its cubin would be cached and reported as "
+                f"{compiler} {here}; keep one install, or put the one to use first on "
+                "LD_LIBRARY_PATH")
         return CompilerOutput(**value)
     if status == "error":
         raise CompileError(f"{what}: {value}")
@@ -148,19 +157,23 @@ def _child_env() -> dict[str, str]:
 
 @functools.cache
 def _import_roots() -> tuple[str, ...]:
-    """The folders the child imports from: this harness's, then cuda.bindings' and
-    cuda.pathfinder's, then those of this process's path that hold NVIDIA's library wheels
-    (``nvidia/``, where cuda.pathfinder looks for libnvrtc): the child skips the site start-up
-    that would find them."""
-    roots = [_HARNESS_PARENT]
+    """The folders the child imports from: this harness's, then, in the order this process's
+    path has them, cuda.bindings' and cuda.pathfinder's and those that hold NVIDIA's library
+    wheels (``nvidia/``, where cuda.pathfinder looks for libnvrtc): the child skips the site
+    start-up that would find them, and must load the NVRTC this process names in the compile
+    cache's key (with two installs of the wheels, a child that put cuda.bindings' folder first
+    loaded NVRTC 13.5 where this process had 13.0)."""
+    wanted = set()
     for name in ("cuda.bindings", "cuda.pathfinder"):
         try:
             spec = importlib.util.find_spec(name)
         except (ImportError, ValueError):
             continue
         if spec is not None and spec.origin:
-            roots.append(str(Path(spec.origin).resolve().parents[2]))  # .../cuda/<pkg>/x.py
-    roots += [str(Path(p).resolve()) for p in sys.path if p and Path(p, "nvidia").is_dir()]
+            wanted.add(str(Path(spec.origin).resolve().parents[2]))  # .../cuda/<pkg>/x.py
+    path = [str(Path(p).resolve()) for p in sys.path if p]
+    roots = [_HARNESS_PARENT, *(p for p in path if p in wanted or Path(p, "nvidia").is_dir()),
+             *sorted(wanted - set(path))]
     return tuple(dict.fromkeys(roots))
 
 
@@ -297,7 +310,8 @@ def main() -> None:
         pickle.dump(("error", str(exc), random_layout), reply)
     else:
         pickle.dump(("ok", {"ok": out.ok, "cubin": out.cubin, "log": out.log,
-                            "status": out.status, "lowered": out.lowered}, random_layout),
+                            "status": out.status, "lowered": out.lowered,
+                            "version": compilers.compiler_versions()[compiler]}, random_layout),
                     reply)
     reply.close()
 
