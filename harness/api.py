@@ -9,7 +9,7 @@ and tests.
     k.run(sizes=[4096])                            # GPU: checked and timed against cuBLAS
     harness.compare([k, "09_cp_async:s4"], sizes=[4096])
 
-Every call runs the code the CLI runs (the registry, ``harness.build.offline``,
+Every call runs the code the CLI runs (the registry, ``harness.compiler.offline``,
 ``harness.bench.plan``, ``harness.run.runner``), its options named as the CLI's flags and its
 bad input refused with the CLI's message (a :class:`~harness.errors.HarnessError`) before a GPU
 is looked for; a call that needs a GPU where there is none raises
@@ -35,7 +35,6 @@ from typing import Any
 from harness.archs import get_arch
 from harness.bench.plan import Plan, plan
 from harness.bench.result import Result
-from harness.build.offline import DEFAULT_SIZE, build_all
 from harness.cli import common
 from harness.cli.bench import (
     DEFAULT_RUN_SIZES,
@@ -47,6 +46,7 @@ from harness.cli.bench import (
     write_run_report,
 )
 from harness.cli.common import NoGpu
+from harness.compiler.offline import DEFAULT_SIZE, build_all
 from harness.errors import HarnessError
 from harness.gpu.timing import TimingOptions
 from harness.kernels.registry import (
@@ -133,7 +133,7 @@ class Build(_Rendered):
     size: tuple[int, ...] | None = None
     dynamic_smem_bytes: int | None = None
     blocks_per_sm: int | None = None
-    """Predicted by the offline calculator (harness.build.occupancy)."""
+    """Predicted by the offline calculator (harness.compiler.occupancy)."""
     occupancy_pct: float | None = None
     limiter: str | None = None
     compiler: str | None = None
@@ -141,7 +141,7 @@ class Build(_Rendered):
 
     @classmethod
     def from_row(cls, row: dict[str, Any]) -> Build:
-        """A record from a row of :func:`harness.build.offline.build_row`."""
+        """A record from a row of :func:`harness.compiler.offline.build_row`."""
         known = {f.name for f in fields(cls)}
         return cls(**{key: tuple(value) if isinstance(value, list) else value
                       for key, value in row.items() if key in known})

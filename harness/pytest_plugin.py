@@ -263,7 +263,7 @@ def _skip(reason: str) -> None:
 def _offline_finding(kernel, settings: _Settings) -> str:
     """The offline build of ``kernel`` judged: "" when it compiles, can launch at the size and
     keeps its ``[budget]``; else the finding. Raises pytest's skip where the build skips."""
-    from harness.build.offline import build_row
+    from harness.compiler.offline import build_row
 
     row = build_row(kernel, settings.arch, settings.size)
     label = f"{row['kernel']} ({row['arch']})"

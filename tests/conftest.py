@@ -113,7 +113,7 @@ def _compile_cache_filled(request):
     ok, _ = gpu_status()
     if not ok:
         return
-    from harness.build.compile import compile_all
+    from harness.compiler.compile import compile_all
     from harness.gpu.driver import device_arch_name
     from harness.kernels.registry import discover
 

@@ -23,8 +23,8 @@ from harness.bench.result import (
     OccupancyInfo,
     Result,
 )
-from harness.build.offline import build_row
-from harness.build.ptxas import Resources
+from harness.compiler.offline import build_row
+from harness.compiler.ptxas import Resources
 from harness.errors import HarnessError, SpecError
 from harness.gpu.timing import Timing
 from harness.kernels.registry import PROJECT_ROOT, discover

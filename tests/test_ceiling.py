@@ -17,8 +17,8 @@ from harness.bench.ceiling import (
     ceiling_precisions,
     plan_launch,
 )
-from harness.build.compile import compile_kernel
-from harness.build.sass import disassemble, instruction_mix
+from harness.compiler.compile import compile_kernel
+from harness.compiler.sass import disassemble, instruction_mix
 from harness.errors import HarnessError, SpecError
 from harness.kernels.registry import PROJECT_ROOT, discover
 from harness.kernels.spec import parse_spec

@@ -11,7 +11,7 @@ from types import SimpleNamespace
 import pytest
 from conftest import FIXTURE_KERNELS, TESTS, harness_env
 
-from harness.build.compile import compile_kernel, target_arch
+from harness.compiler.compile import compile_kernel, target_arch
 from harness.kernels.registry import PROJECT_ROOT, discover
 
 BUILD_KEYS = {"kernel", "arch", "registers", "static_smem_bytes", "spill_store_bytes",
@@ -160,7 +160,7 @@ def test_occupancy_with_a_gpu_asks_the_driver_only_about_kernels_that_can_launch
     the driver (LoadedGemm.prepare would refuse it: exit 2 before); one that can gets the
     driver's answer beside the offline one."""
     from harness import cli
-    from harness.build.compile import compile_kernel as compile_
+    from harness.compiler.compile import compile_kernel as compile_
 
     asked, loaded = [], []
 

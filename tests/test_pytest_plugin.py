@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from conftest import FIXTURE_KERNELS, harness_env
 
-from harness.build.compile import cache_dir
+from harness.compiler.compile import cache_dir
 
 pytest_plugins = ["pytester"]
 COMPILE_CACHE = cache_dir()  # before pytester moves HOME: its runs share the warm cache

@@ -15,7 +15,7 @@ from harness.bench.result import (
     Result,
     load_report,
 )
-from harness.build.ptxas import Resources
+from harness.compiler.ptxas import Resources
 from harness.gpu.timing import Timing
 from harness.kernels.registry import PROJECT_ROOT
 from harness.report import files, tables

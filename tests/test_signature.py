@@ -479,7 +479,7 @@ def test_a_cxx_entry_is_lowered_to_its_symbol_with_params_in_its_template_argume
 
 
 def test_the_template_fixture_compiles_to_its_mangled_symbol():
-    from harness.build.compile import compile_kernel
+    from harness.compiler.compile import compile_kernel
     from harness.kernels.registry import load_registry
 
     fixture = Path(__file__).parent / "kernels" / "signatures" / "template_sgemm.cu"
@@ -510,7 +510,7 @@ def test_bad_cxx_entries_are_refused_with_what_to_write(entry, body, suffix, mat
 def test_a_mangled_entry_is_taken_as_the_symbol(tmp_path):
     """An entry given as the mangled symbol (a kernel instantiated explicitly) is not looked
     for in the source; the compiler's report must have it, and says so when it has not."""
-    from harness.build.compile import compile_kernel
+    from harness.compiler.compile import compile_kernel
     from harness.errors import CompileError
     from harness.kernels.spec import read_spec
 

@@ -26,7 +26,7 @@ import numpy as np
 
 from harness.archs import Arch, can_run, get_arch
 from harness.bench import numerics
-from harness.build.compile import compile_kernel
+from harness.compiler.compile import compile_kernel
 from harness.errors import HarnessError, LaunchError
 from harness.gpu.driver import Buffer, Device, Function, LaunchShape, Module, Stream
 from harness.gpu.timing import Timer

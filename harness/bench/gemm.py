@@ -18,8 +18,8 @@ from __future__ import annotations
 import numpy as np
 
 from harness.archs import can_run, cubin_runs_on, get_arch
-from harness.build import occupancy
-from harness.build.compile import CompiledKernel
+from harness.compiler import occupancy
+from harness.compiler.compile import CompiledKernel
 from harness.errors import LaunchError, SpecError
 from harness.gpu.driver import (
     Buffer,

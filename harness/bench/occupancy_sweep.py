@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from harness.build import occupancy
-from harness.build.compile import nvrtc_cubin
-from harness.build.ptxas import parse_report
+from harness.compiler import occupancy
+from harness.compiler.compile import nvrtc_cubin
+from harness.compiler.ptxas import parse_report
 from harness.gpu.driver import Device, Module
 
 PROBE = r"""

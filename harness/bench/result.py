@@ -25,7 +25,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from harness.build.ptxas import Resources
+from harness.compiler.ptxas import Resources
 from harness.errors import ReportError
 from harness.gpu.timing import Timing
 from harness.kernels.registry import Kernel, project_relative

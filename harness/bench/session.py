@@ -16,7 +16,7 @@ from harness.bench.contents import derive, new_seed
 from harness.bench.gemm import LoadedGemm
 from harness.bench.limits import Limits
 from harness.bench.operands import Operands, for_kernel
-from harness.build.compile import compile_kernel
+from harness.compiler.compile import compile_kernel
 from harness.gpu.clocks import ClockSampler
 from harness.gpu.compilers import compiler_versions
 from harness.gpu.cublas import Cublas

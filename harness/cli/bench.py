@@ -14,8 +14,8 @@ from tabulate import tabulate
 
 from harness.archs import get_arch
 from harness.bench.result import Result
-from harness.build.offline import build_all
 from harness.cli import common
+from harness.compiler.offline import build_all
 from harness.errors import HarnessError
 from harness.gpu.timing import TimingOptions
 from harness.kernels.registry import Kernel, representatives
@@ -473,8 +473,8 @@ def _gpus_section(record: RunRecord, meta: dict) -> list[str]:
 
 def with_sass(results: Sequence[Result], kernels: Sequence[Kernel], arch: str) -> list[Result]:
     """``results`` with each kernel's SASS instruction mix (the compare table's last column)."""
-    from harness.build.compile import compile_kernel
-    from harness.build.sass import disassemble, instruction_mix
+    from harness.compiler.compile import compile_kernel
+    from harness.compiler.sass import disassemble, instruction_mix
 
     mixes = {}
     for kernel in kernels:

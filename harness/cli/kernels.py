@@ -10,10 +10,10 @@ from concurrent.futures import ThreadPoolExecutor
 from tabulate import tabulate
 
 from harness.archs import ARCHS, can_run, get_arch
-from harness.build import occupancy as occ_mod
-from harness.build.compile import compile_kernel
-from harness.build.offline import DEFAULT_SIZE, build_all
 from harness.cli import common
+from harness.compiler import occupancy as occ_mod
+from harness.compiler.compile import compile_kernel
+from harness.compiler.offline import DEFAULT_SIZE, build_all
 from harness.errors import HarnessError, LaunchError
 from harness.kernels.registry import DEFAULT_KERNEL_DIRS, load_registry, project_relative
 from harness.kernels.spec import budget_problems
@@ -281,7 +281,7 @@ def _occupancy_sweep(args, chosen) -> int:
 
 
 def _sass(args) -> int:
-    from harness.build.sass import CATEGORIES, disassemble, instruction_mix
+    from harness.compiler.sass import CATEGORIES, disassemble, instruction_mix
 
     chosen = [k.for_arch(args.arch) for k in common.kernels(args, kind=None)]
     common.say(f"compiling and disassembling {len(chosen)} kernel(s) for {args.arch}")

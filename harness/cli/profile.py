@@ -102,7 +102,7 @@ def predicted(kernel: Kernel, arch: str, size: tuple[int, int, int], sm_count: i
               l2_bytes: int = 50 << 20) -> dict:
     """The napkin model of ``kernel`` at ``size`` (none without a [model] table), its DRAM
     estimate by waves, and the harness's theoretical occupancy for ``arch``."""
-    from harness.build.offline import build_row
+    from harness.compiler.offline import build_row
 
     out = dict(napkin.model(kernel.spec, dict(kernel.params), *size)) if kernel.spec.model \
         else {}

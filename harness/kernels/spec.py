@@ -765,7 +765,7 @@ def parse_budget(raw, fail=SpecError) -> dict[str, int]:
 def budget_problems(build_row: Mapping[str, Any] | Any, budget: Mapping[str, int]) -> list[str]:
     """Every limit of ``budget`` (keys of ``[budget]``) that the build exceeds, one line each,
     e.g. ``"registers 168 > max_registers 128"``. ``build_row``: a row of
-    :func:`harness.build.offline.build_row` (or a record with ``to_dict()``, the API's Build);
+    :func:`harness.compiler.offline.build_row` (or a record with ``to_dict()``, the API's Build);
     a row that did not build has nothing to judge (no problems)."""
     budget = parse_budget(dict(budget), HarnessError)
     row = build_row.to_dict() if hasattr(build_row, "to_dict") else build_row

@@ -30,8 +30,8 @@ from pathlib import Path
 from harness.archs import get_arch
 from harness.bench.contents import new_seed
 from harness.bench.result import GpuInfo, KernelInfo, Result
-from harness.build.compile import compile_kernel
-from harness.build.occupancy import abi_problems, kernel_launch_problems
+from harness.compiler.compile import compile_kernel
+from harness.compiler.occupancy import abi_problems, kernel_launch_problems
 from harness.errors import CompileError, HarnessError
 from harness.gpu.timing import TimingOptions
 from harness.kernels.registry import PROJECT_ROOT, Kernel

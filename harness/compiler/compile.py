@@ -22,8 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness.archs import ARCHS, can_run, get_arch
-from harness.build import headers
-from harness.build.ptxas import Resources, parse_report
+from harness.compiler import headers
+from harness.compiler.ptxas import Resources, parse_report
 from harness.errors import CompileError, HarnessError
 from harness.gpu.compilers import (
     compiler_versions,
@@ -52,7 +52,7 @@ class CompileOptions:
     """``-DNAME=VALUE`` for NVRTC: the kernel's tile parameters."""
     include_paths: tuple[str, ...] = ()
     """``--include-path=DIR`` for NVRTC, one per folder: the CUDA runtime headers, libcu++ and
-    the harness's own <cstdint> (:func:`harness.build.headers.include_paths`); NVRTC searches
+    the harness's own <cstdint> (:func:`harness.compiler.headers.include_paths`); NVRTC searches
     nothing else for ``#include <...>``."""
     extra: tuple[str, ...] = field(default=())
     """Further flags passed through unchanged."""

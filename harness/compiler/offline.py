@@ -6,8 +6,8 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 
 from harness.archs import can_run, get_arch
-from harness.build import occupancy
-from harness.build.compile import compile_kernel, target_arch
+from harness.compiler import occupancy
+from harness.compiler.compile import compile_kernel, target_arch
 from harness.errors import HarnessError
 from harness.kernels.registry import Kernel
 
