@@ -17,15 +17,17 @@ from typing import TYPE_CHECKING, Any
 __version__ = "0.1.0"
 
 __all__ = [
-    "Build", "Builds", "CompileError", "HarnessError", "KernelFailed", "KernelHandle", "NoGpu",
-    "Plan", "Plans", "Result", "Results", "SpecError", "__version__", "compare", "kernel",
+    "Build", "Builds", "CompileError", "DeviceError", "HarnessError", "KernelFailed",
+    "KernelHandle", "NoGpu", "Plan", "Plans", "Result", "Results", "SpecError", "__version__",
+    "compare", "kernel",
 ]
 # name -> the module that defines it, imported on first access (PEP 562)
 _LAZY = {
     **dict.fromkeys(["kernel", "compare", "KernelHandle", "Build", "Builds", "Plans", "Results",
                      "KernelFailed"], "harness.api"),
-    "NoGpu": "harness.cli.common", "Result": "harness.bench.result", "Plan": "harness.bench.plan",
-    **dict.fromkeys(["HarnessError", "SpecError", "CompileError"], "harness.errors"),
+    "Result": "harness.bench.result", "Plan": "harness.bench.plan",
+    **dict.fromkeys(["HarnessError", "SpecError", "CompileError", "NoGpu", "DeviceError"],
+                     "harness.errors"),
 }
 
 if TYPE_CHECKING:
@@ -41,8 +43,7 @@ if TYPE_CHECKING:
     )
     from harness.bench.plan import Plan
     from harness.bench.result import Result
-    from harness.cli.common import NoGpu
-    from harness.errors import CompileError, HarnessError, SpecError
+    from harness.errors import CompileError, DeviceError, HarnessError, NoGpu, SpecError
 
 
 def __getattr__(name: str) -> Any:

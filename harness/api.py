@@ -13,7 +13,7 @@ Every call runs the code the CLI runs (the registry, ``harness.compiler.offline`
 ``harness.bench.plan``, ``harness.run.runner``), its options named as the CLI's flags and its
 bad input refused with the CLI's message (a :class:`~harness.errors.HarnessError`) before a GPU
 is looked for; a call that needs a GPU where there is none raises
-:class:`~harness.cli.common.NoGpu`. Kernels run in worker processes, so one that faults or
+:class:`~harness.errors.NoGpu`. Kernels run in worker processes, so one that faults or
 hangs ends its worker, not the Python session: its result says so and the next call works.
 """
 

@@ -51,6 +51,10 @@ def test_import_loads_no_cuda_and_exports_the_api():
     assert json.loads(proc.stdout) == ["harness"]
     assert harness.__version__ and {"kernel", "compare", "Results", "Build"} <= set(dir(harness))
     assert harness.Results is Results and harness.SpecError is SpecError
+    from harness.cli import common
+    from harness.errors import NoGpu
+
+    assert harness.NoGpu is NoGpu is common.NoGpu  # errors.py, and still where it was
     with pytest.raises(AttributeError, match="no attribute 'nothing'"):
         harness.nothing  # noqa: B018
 

@@ -336,7 +336,7 @@ def test_bad_input_is_one_line_with_exit_status_2(args, message):
 def test_exit_statuses_are_in_the_help():
     out = harness("--help").stdout
     for status in ("0 when", "1 when", "2 for bad input", "3 when the command needs a GPU",
-                   "130 when interrupted"):
+                   "4 when the GPU, its driver or a CUDA library failed", "130 when interrupted"):
         assert status in " ".join(out.split()), status
 
 
@@ -350,6 +350,30 @@ def test_a_file_that_cannot_be_written_is_one_line_not_a_traceback(monkeypatch, 
     monkeypatch.setattr(kernel_commands, "_list", unwritable)
     assert cli.main(["list"]) == 2
     assert capsys.readouterr().err == "harness: error: Permission denied: /somewhere/report.md\n"
+
+
+def test_a_device_error_in_this_process_has_its_own_exit_status(monkeypatch, capsys):
+    """A CUDA call that fails in the harness's own process is not bad input (2): it exits 4,
+    with the error in one line; other harness errors still exit 2."""
+    from harness import cli
+    from harness.cli import kernels as kernel_commands
+    from harness.errors import CudaError, DeviceError, HarnessError
+
+    def faults(args):
+        raise CudaError("cuStreamSynchronize", "CUDA_ERROR_ILLEGAL_ADDRESS",
+                        "an illegal memory access was encountered", "launches")
+
+    monkeypatch.setattr(kernel_commands, "_list", faults)
+    assert cli.main(["list"]) == 4
+    assert capsys.readouterr().err == (
+        "harness: error: cuStreamSynchronize failed: CUDA_ERROR_ILLEGAL_ADDRESS: an illegal "
+        "memory access was encountered (launches)\n")
+    monkeypatch.setattr(kernel_commands, "_list",
+                        lambda args: (_ for _ in ()).throw(DeviceError("cublasGemmEx failed")))
+    assert cli.main(["list"]) == 4
+    monkeypatch.setattr(kernel_commands, "_list",
+                        lambda args: (_ for _ in ()).throw(HarnessError("bad")))
+    assert cli.main(["list"]) == 2
 
 
 # records, at the end of collection, each test's fixtures and gpu marker, selected or not

@@ -9,16 +9,12 @@ import os
 import sys
 from pathlib import Path
 
-from harness.errors import HarnessError
+from harness.errors import HarnessError, NoGpu  # noqa: F401 (NoGpu: its old home)
 from harness.kernels.registry import DEFAULT_KERNEL_DIRS, PROJECT_ROOT, Kernel, load_registry
 
-EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_NO_GPU, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
+EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_NO_GPU, EXIT_DEVICE, EXIT_INTERRUPTED = \
+    0, 1, 2, 3, 4, 130
 REPORTS = PROJECT_ROOT / "reports"
-
-
-class NoGpu(HarnessError):
-    """A command that needs a GPU found none (exit status 3)."""
-
 
 # the numeric options of every command: (dest, flag, least value, whether the least value itself
 # is allowed, what the number is)
