@@ -510,14 +510,12 @@ def _call_args(sizes: tuple[Size, ...], flags: dict[str, Any], function: Callabl
 def _gpu(what: str) -> tuple[str, str]:
     """The GPU's name and compile target; NoGpu, saying what works without one, where there
     is none."""
-    ok, why = common.has_gpu()
-    if not ok:
-        raise NoGpu(f"no GPU here ({why}): {what} needs one; without a GPU, a kernel's "
-                    ".build() (registers, shared memory, spills, predicted occupancy) and "
-                    ".plan() (its check battery) work")
+    name = common.has_gpu().require(
+        f"{what} needs one; without a GPU, a kernel's .build() (registers, shared memory, "
+        "spills, predicted occupancy) and .plan() (its check battery) work")
     from harness.gpu.driver import device_arch_name
 
-    return why, device_arch_name()
+    return name, device_arch_name()
 
 
 def _say(quiet: bool) -> Callable[[str], None]:
@@ -528,10 +526,10 @@ def _check(kernels: Sequence[Kernel], sizes, timeout_s: float | None, blas_stric
            quiet: bool, seed: int | None = None) -> Results:
     sizes_ = _sizes(sizes)
     common.check_options(SimpleNamespace(timeout_s=timeout_s))
-    why, arch = _gpu(".check()")
+    name, arch = _gpu(".check()")
     say = _say(quiet)
     say(f"harness check: {len(kernels)} kernel(s), their battery and {len(sizes_)} size(s) on "
-        f"{why} ({arch}), no timing")
+        f"{name} ({arch}), no timing")
     options = RunOptions(sizes=sizes_, timeout_s=timeout_s, strict_blas=blas_strict, seed=seed)
     with tempfile.TemporaryDirectory(prefix="harness-check-") as folder:
         record = run(kernels, arch, options, Path(folder) / "check.jsonl", say, mode="check")
@@ -542,10 +540,10 @@ def _measure(kernels: Sequence[Kernel], options: RunOptions, mode: str,
              report_dir: str | os.PathLike | None, command: list[str], quiet: bool) -> Results:
     """``harness run`` (mode ``run``) or ``harness compare`` of ``kernels``: results only, or
     with the CLI's reports under ``report_dir``."""
-    why, arch = _gpu(".run()" if mode == "run" else "harness.compare()")
+    name, arch = _gpu(".run()" if mode == "run" else "harness.compare()")
     say = _say(quiet)
     timing = options.timing
-    say(f"harness {mode}: {len(kernels)} kernel(s) x {len(options.sizes)} size(s) on {why} "
+    say(f"harness {mode}: {len(kernels)} kernel(s) x {len(options.sizes)} size(s) on {name} "
         f"({arch}), {'cold' if timing.cold_l2 else 'hot'} L2, {timing.regime} launches")
     report = None
     if report_dir is None:
@@ -554,7 +552,7 @@ def _measure(kernels: Sequence[Kernel], options: RunOptions, mode: str,
                          mode=mode)
         results = _finished(record, kernels, arch, mode)
     else:
-        stem = Path(report_dir) / files.gpu_slug(why) / f"{mode}-{files.run_stamp()}"
+        stem = Path(report_dir) / files.gpu_slug(name) / f"{mode}-{files.run_stamp()}"
         record = run(kernels, arch, options, stem.with_suffix(".jsonl"), say, mode=mode)
         results = _finished(record, kernels, arch, mode)
         if mode == "compare":

@@ -93,9 +93,9 @@ def harness_gpu() -> str:
     no GPU can be used."""
     from harness.gpu.driver import device_arch_name, gpu_status
 
-    ok, why = gpu_status()
-    if not ok:
-        pytest.skip(f"needs a GPU: {why}")
+    status = gpu_status()
+    if not status.found:
+        pytest.skip(f"needs a GPU: {status.reason}")
     return device_arch_name()
 
 

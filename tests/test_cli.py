@@ -187,7 +187,9 @@ def test_occupancy_with_a_gpu_asks_the_driver_only_about_kernels_that_can_launch
             return SimpleNamespace(kernel=kernel, compiled=compile_(kernel, self.arch),
                                    occupancy=occupancy)
 
-    monkeypatch.setattr("harness.cli.common.has_gpu", lambda: (True, "Stand-in H100"))
+    from harness.gpu.driver import GpuStatus
+
+    monkeypatch.setattr("harness.cli.common.has_gpu", lambda: GpuStatus("Stand-in H100"))
     monkeypatch.setattr("harness.bench.session.BenchSession", Session)
     bad = ["--kernel-dir", str(FIXTURE_KERNELS / "bad")]
     for args, problem in [(["big_smem"], "needs 240 KB shared memory per block"),

@@ -702,7 +702,7 @@ def _stand_in_host(monkeypatch, count=2):
     from harness.cli import common
     from harness.gpu import driver
 
-    monkeypatch.setattr(common, "has_gpu", lambda: (True, "Fake GPU"))
+    monkeypatch.setattr(common, "has_gpu", lambda: driver.GpuStatus("Fake GPU"))
     monkeypatch.setattr(common, "gpu", lambda: "Fake GPU")
     monkeypatch.setattr(driver, "device_arch_name", lambda ordinal=0: "sm_90")
     monkeypatch.setattr(gpu_choice, "visible_gpus", lambda: [

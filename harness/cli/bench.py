@@ -286,11 +286,11 @@ def _run(args) -> int:
                 args, chosen, sizes, timing, engine.models[0],
                 f"a Dask cluster ({engine.describe()})",
                 lambda jsonl: engine.run(chosen, options, jsonl, common.say))
-    ok, why = common.has_gpu()
-    if not ok:
+    status = common.has_gpu()
+    if not status.found:
         largest = max(sizes, key=lambda s: s[0] * s[1] * s[2])
-        print(fit_text(f"no GPU here ({why}): nothing can be checked or timed; the offline "
-                       f"build report for sm_90 at {'x'.join(map(str, largest))} follows",
+        print(fit_text(f"no GPU here ({status.reason}): nothing can be checked or timed; the "
+                       f"offline build report for sm_90 at {'x'.join(map(str, largest))} follows",
                        common.width(args)))
         rows = build_all(chosen, "sm_90", largest)
         print(tables.build_table(rows, width=common.width(args)))
@@ -301,8 +301,8 @@ def _run(args) -> int:
                       f"{r['status']}: {r['message']}")
         raise common.NoGpu("`harness run` needs a GPU; the report above is what it can say "
                            "without one")
-    slots, why, arch, where = _local_gpus(args)
-    return _run_and_report(args, chosen, sizes, timing, why, f"{where} ({arch})",
+    slots, name, arch, where = _local_gpus(args)
+    return _run_and_report(args, chosen, sizes, timing, name, f"{where} ({arch})",
                            lambda jsonl: run(chosen, arch, options, jsonl, common.say,
                                              gpus=slots))
 
@@ -315,8 +315,8 @@ def _local_gpus(args, ranked: str | None = None):
     from harness.run import gpus
 
     if getattr(args, "gpus", None) is None:
-        why = common.gpu()
-        return None, why, device_arch_name(), why
+        name = common.gpu()
+        return None, name, device_arch_name(), name
     shown = gpus.visible_gpus()
     chosen = gpus.choose_gpus(args.gpus, shown)
     if ranked:
@@ -378,12 +378,12 @@ def _check(args) -> int:
         raise HarnessError("--json goes with --plan (a GPU check prints its table and writes "
                            "no report)")
     sizes = _sizes(args, ("1024",))
-    why = common.gpu()
+    name = common.gpu()
     from harness.gpu.driver import device_arch_name
 
     arch = device_arch_name()
     common.say(f"harness check: {len(chosen)} kernel(s), their battery and {len(sizes)} "
-               f"size(s) on {why} ({arch}), no timing")
+               f"size(s) on {name} ({arch}), no timing")
     options = RunOptions(sizes=sizes, timeout_s=args.timeout_s, strict_blas=args.blas_strict,
                          seed=args.seed)
     with tempfile.TemporaryDirectory() as folder:
@@ -513,8 +513,8 @@ def _compare(args) -> int:
     sizes = _sizes(args)
     timing = _timing(args, cold_l2=args.cold_l2)
     common.gpu()
-    slots, why, arch, _ = _local_gpus(args)
-    stem = files.new_stem(args.report_dir / files.gpu_slug(why), "compare")
+    slots, name, arch, _ = _local_gpus(args)
+    stem = files.new_stem(args.report_dir / files.gpu_slug(name), "compare")
     options = RunOptions(sizes=sizes, timeout_s=args.timeout_s, timing=timing,
                          strict_blas=args.blas_strict, seed=args.seed)
     record = run(chosen, arch, options, stem.with_suffix(".jsonl"), common.say, mode="compare",
@@ -562,24 +562,23 @@ def _tune(args) -> int:
             return _tune_points(args, spec, space, candidates, sizes, timing, facts["name"],
                                 facts["arch"], lambda keep, options, jsonl: engine.run(
                                     keep, options, jsonl, common.say, reuse_baseline=True))
-    ok, why = common.has_gpu()
-    if not ok and not args.dry_run:
-        raise common.NoGpu(f"no GPU here ({why}): tuning times kernels; --dry-run screens "
-                           "the points without one")
-    slots = None
-    if ok:
-        slots, why, arch, where = _local_gpus(args, ranked="tune ranks its points against "
-                                                          "each other")
+    status = common.has_gpu()
+    if not status.found and not args.dry_run:
+        status.require("tuning times kernels; --dry-run screens the points without one")
+    slots, name = None, status.name
+    if status.found:
+        slots, name, arch, where = _local_gpus(args, ranked="tune ranks its points against "
+                                                            "each other")
         if slots and len(slots) > 1:
             common.say(f"harness tune on {where}")
     else:
         arch = args.arch or "sm_90"
-    return _tune_points(args, spec, space, candidates, sizes, timing, why, arch,
+    return _tune_points(args, spec, space, candidates, sizes, timing, name, arch,
                         lambda keep, options, jsonl: run(keep, arch, options, jsonl, common.say,
                                                          reuse_baseline=True, gpus=slots))
 
 
-def _tune_points(args, spec, space, candidates, sizes, timing, why: str, arch: str,
+def _tune_points(args, spec, space, candidates, sizes, timing, gpu_name: str | None, arch: str,
                  measure) -> int:
     """Screen the points for ``arch``, time those worth it (``measure(points, options,
     jsonl_path)``: a RunRecord), rank, report and pin."""
@@ -595,7 +594,7 @@ def _tune_points(args, spec, space, candidates, sizes, timing, why: str, arch: s
             return common.EXIT_FAILED
         print(f"\n{len(keep)} points would be timed" + "".join(f"\n  {k.name}" for k in keep))
         return common.EXIT_OK
-    folder = args.report_dir / files.gpu_slug(why)
+    folder = args.report_dir / files.gpu_slug(gpu_name)
     stem = files.new_stem(folder, f"tune-{spec.stem}")
     options = RunOptions(sizes=sizes, timing=timing, timeout_s=args.timeout_s, seed=args.seed)
     record = measure(keep, options, stem.with_suffix(".jsonl"))
@@ -637,12 +636,11 @@ def _ceiling(args) -> int:
     # a bad --precision fails here
     chosen = [ceiling_kernel(p, kernels, args.family) for p in precisions]
     power_s = _power_seconds(args)
-    ok, why = common.has_gpu()
-    if not ok:
+    status = common.has_gpu()
+    if not status.found:
         sass = "HGMMA" if args.family == "wgmma" else "HMMA"
-        raise common.NoGpu(f"no GPU here ({why}): the {args.family} ceiling is measured on a "
-                           f"GPU; `harness sass {' '.join(k.name for k in chosen)}` shows its "
-                           f"{sass} without one")
+        status.require(f"the {args.family} ceiling is measured on a GPU; `harness sass "
+                       f"{' '.join(k.name for k in chosen)}` shows its {sass} without one")
     from harness.bench.session import BenchSession
 
     # hot L2: the kernels load nothing, so flushing would change nothing but the run time

@@ -8,6 +8,7 @@ import math
 import os
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from harness.errors import HarnessError, NoGpu  # noqa: F401 (NoGpu: its old home)
 from harness.kernels.registry import DEFAULT_KERNEL_DIRS, PROJECT_ROOT, Kernel, load_registry
@@ -15,6 +16,9 @@ from harness.kernels.registry import DEFAULT_KERNEL_DIRS, PROJECT_ROOT, Kernel, 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_NO_GPU, EXIT_DEVICE, EXIT_INTERRUPTED = \
     0, 1, 2, 3, 4, 130
 REPORTS = PROJECT_ROOT / "reports"
+
+if TYPE_CHECKING:
+    from harness.gpu.driver import GpuStatus
 
 # the numeric options of every command: (dest, flag, least value, whether the least value itself
 # is allowed, what the number is)
@@ -150,15 +154,11 @@ def kernels(args: argparse.Namespace, kind: str | None = "gemm",
 
 def gpu() -> str:
     """The GPU's name; NoGpu when there is none."""
-    from harness.gpu.driver import gpu_status
-
-    ok, why = gpu_status()
-    if not ok:
-        raise NoGpu(f"no GPU here ({why})")
-    return why
+    return has_gpu().require()
 
 
-def has_gpu() -> tuple[bool, str]:
+def has_gpu() -> GpuStatus:
+    """The GPU, or why there is none."""
     from harness.gpu.driver import gpu_status
 
     return gpu_status()

@@ -130,21 +130,20 @@ def _occupancy(args) -> int:
     m, n, k = parse_size(args.size)
     if not args.kernels and not args.sweep:
         raise HarnessError("name at least one KERNEL (see `harness list`), or pass --sweep")
-    gpu, why = common.has_gpu()
+    status = common.has_gpu()
     if args.sweep:
-        if not gpu:
-            raise common.NoGpu(f"no GPU here ({why}): --sweep compares with the driver's "
-                               "occupancy; without --sweep, `harness occupancy KERNEL` predicts "
-                               "it offline")
+        status.require("--sweep compares with the driver's occupancy; without --sweep, "
+                       "`harness occupancy KERNEL` predicts it offline")
         return _occupancy_sweep(args, common.kernels(args))
     chosen = common.kernels(args)
-    if gpu:
+    if status.found:
         from harness.bench.session import BenchSession
 
         with BenchSession(carveout_pct=args.carveout) as session:
             out = [_occupancy_entry(args, kernel, (m, n, k), session) for kernel in chosen]
     else:
-        out = [_occupancy_entry(args, kernel, (m, n, k), None, why) for kernel in chosen]
+        out = [_occupancy_entry(args, kernel, (m, n, k), None, status.reason)
+               for kernel in chosen]
     if args.json:
         print(json.dumps(out, indent=1))
     else:

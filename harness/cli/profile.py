@@ -127,7 +127,7 @@ def _info(kernel: Kernel) -> dict:
 def _profile(args) -> int:
     opts = options(args)
     chosen = common.kernels(args)
-    why = common.gpu()
+    gpu_name = common.gpu()
     ncu_path = ncu.find_ncu(opts.ncu)
     from harness.bench.session import BenchSession
 
@@ -136,12 +136,13 @@ def _profile(args) -> int:
         arch = session.arch
     metrics = ncu.select(opts.metric_groups, arch)
     ncu_version = ncu.version(ncu_path)
-    ncu.check_metrics(metrics, ncu.available_metrics(ncu_path), f"ncu ({ncu_version}) on {why}")
-    stem = files.new_stem(args.report_dir / files.gpu_slug(why), "profile",
+    ncu.check_metrics(metrics, ncu.available_metrics(ncu_path),
+                      f"ncu ({ncu_version}) on {gpu_name}")
+    stem = files.new_stem(args.report_dir / files.gpu_slug(gpu_name), "profile",
                           f"-{opts.regimes[0]}.jsonl" if opts.regimes else None)
     t0 = time.perf_counter()
-    common.say(f"harness profile: {len(chosen)} kernel(s) x {len(opts.sizes)} size(s) on {why} "
-               f"({arch}) with {ncu_path} ({ncu_version}); harness timings: "
+    common.say(f"harness profile: {len(chosen)} kernel(s) x {len(opts.sizes)} size(s) on "
+               f"{gpu_name} ({arch}) with {ncu_path} ({ncu_version}); harness timings: "
                f"{', '.join(opts.regimes) or 'none'}")
     results = _harness_timings(chosen, arch, opts, stem)
     profiler = _Profiler(args, opts, ncu_path, metrics, arch, facts, stem)
@@ -162,7 +163,7 @@ def _profile(args) -> int:
     meta = _meta(facts, opts, chosen, arch, ncu_path, ncu_version, metrics)
     meta["wall_s"] = time.perf_counter() - t0
     written = report.write(meta, rows, stem, opts.flag_factor, _roofs(rows, facts),
-                           napkin.DRAM_BYTES_PER_S.get(files.gpu_slug(why)))
+                           napkin.DRAM_BYTES_PER_S.get(files.gpu_slug(gpu_name)))
     for line in report.sections(rows, opts.flag_factor, fmt="simple"):
         print(line)
     print(f"wall time {meta['wall_s']:.0f} s; written: {', '.join(map(str, written))}")

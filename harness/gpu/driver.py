@@ -16,7 +16,7 @@ from functools import cached_property
 import numpy as np
 
 from harness.archs import Arch, arch_for_capability
-from harness.errors import HarnessError
+from harness.errors import HarnessError, NoGpu
 from harness.gpu.check import check
 
 try:
@@ -27,22 +27,42 @@ except ImportError:  # reported by gpu_status(); modules importing this one need
 _ATTR = cu.CUdevice_attribute if cu else None
 
 
-def gpu_status() -> tuple[bool, str]:
-    """``(True, name)`` when a CUDA GPU can be used, else ``(False, why not)`` in one line."""
+@dataclass(frozen=True)
+class GpuStatus:
+    """Whether a CUDA GPU can be used here: the first GPU's ``name`` when one is found, else
+    ``reason``, in one line, why none can."""
+
+    name: str | None = None
+    reason: str = ""
+
+    @property
+    def found(self) -> bool:
+        return self.name is not None
+
+    def require(self, needs: str = "") -> str:
+        """The GPU's name; :class:`~harness.errors.NoGpu` ("no GPU here (reason)" and
+        ``needs``, what wanted one) when there is none."""
+        if not self.found:
+            raise NoGpu(f"no GPU here ({self.reason})" + (f": {needs}" if needs else ""))
+        return self.name
+
+
+def gpu_status() -> GpuStatus:
+    """The GPU this process would use (device 0), or why there is none."""
     if cu is None:
-        return False, "cuda-bindings is not installed (python3 -m pip install -e .)"
+        return GpuStatus(reason="cuda-bindings is not installed (python3 -m pip install -e .)")
     try:
         (status,) = cu.cuInit(0)
     except RuntimeError as exc:  # the bindings could not load libcuda
-        return False, f"no CUDA driver found ({exc})"
+        return GpuStatus(reason=f"no CUDA driver found ({exc})")
     if status != cu.CUresult.CUDA_SUCCESS:
-        return False, f"no usable CUDA GPU (cuInit: {status.name})"
+        return GpuStatus(reason=f"no usable CUDA GPU (cuInit: {status.name})")
     status, count = cu.cuDeviceGetCount()
     if status != cu.CUresult.CUDA_SUCCESS or count == 0:
-        return False, "the CUDA driver sees no GPU"
+        return GpuStatus(reason="the CUDA driver sees no GPU")
     status, dev = cu.cuDeviceGet(0)
     status, name = cu.cuDeviceGetName(256, dev)
-    return True, name.split(b"\0", 1)[0].decode()
+    return GpuStatus(name=name.split(b"\0", 1)[0].decode())
 
 
 def device_arch_name(ordinal: int = 0) -> str:
@@ -101,9 +121,9 @@ class Device:
     """One GPU with its primary context current on this thread; use as a context manager."""
 
     def __init__(self, ordinal: int = 0):
-        ok, why = gpu_status()
-        if not ok:
-            raise HarnessError(f"no GPU: {why}")
+        status = gpu_status()
+        if not status.found:
+            raise HarnessError(f"no GPU: {status.reason}")
         self.ordinal = ordinal
         self.handle = check(cu.cuDeviceGet(ordinal), "cuDeviceGet", f"device {ordinal}")
         self.context = check(cu.cuDevicePrimaryCtxRetain(self.handle), "cuDevicePrimaryCtxRetain")
