@@ -531,12 +531,13 @@ def test_isolated_launches_queue_enough_work_to_never_wait_on_the_host(monkeypat
         def flush(self):
             line.flush()
 
-    monkeypatch.setattr(timing, "Event", Event)
-    monkeypatch.setattr(timing.time, "perf_counter", lambda: line.host / 1e3)
-    monkeypatch.setattr(timing.time, "sleep", lambda s: line.work(s * 1e3, 0.0))
+    monkeypatch.setattr(timing.isolated, "Event", Event)
+    monkeypatch.setattr(timing.isolated.time, "perf_counter", lambda: line.host / 1e3)
+    monkeypatch.setattr(timing.isolated.time, "sleep", lambda s: line.work(s * 1e3, 0.0))
     # the first guess from a host time measured low (0.05 ms): 0.2 ms of flushes, too little
-    reps = timing._Isolated(Timer(), [line.launch], [None], [(0.1, 0.05)], cap=20, floor=10,
-                              rounds=timing._Rounds(1, False, 0.0))
+    rule = timing.StopRule.of(timing.Rounds(1, False, 0.0), cap=20, floor=10,
+                              max_rel_se_pct=0.0, reps_caps=(2000, 200))
+    reps = timing.isolated.Isolated(Timer(), [line.launch], [None], [(0.1, 0.05)], rule)
     while not reps.finished():
         reps.step()
     assert len(reps.times) == 20 and reps.attempts > 20  # some were done again

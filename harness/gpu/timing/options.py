@@ -1,0 +1,201 @@
+"""How a timing is taken (:class:`TimingOptions`) and what it gives (:class:`Timing`,
+:class:`PowerPass`)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+SUSTAINED, ISOLATED = "sustained", "isolated"
+HOT_SUSTAINED_CALIBRATION_MS = 0.01
+"""The spin the launch overhead is calibrated on in the hot sustained regime (10 us)."""
+ISOLATED_MAX_REPS = 200
+"""Isolated repetitions each cost a sleep: their count is capped lower than back to back."""
+
+
+@dataclass(frozen=True)
+class TimingOptions:
+    """How a kernel is timed."""
+
+    cold_l2: bool = True
+    """Flush L2 (write 2x its size) before every repetition; False times with warm L2."""
+    warmup_ms: float = 300.0
+    """GPU time spent running the launches back to back before measuring: module load, clocks
+    ramping, and the power limiter settling. The GPU idles while the host checks a kernel,
+    and the first tens of ms after that run cooler: on the H100 at 4096, after a 30 ms warm-up
+    four repeats of the same mma.sync kernel against cuBLAS spread over 2.3-3.4 points of %
+    cuBLAS (up to 10% in the kernel's time), and after 1 s over 0.2-0.4 points, about 3 points
+    lower (reports/h100/tc-variance-2c038fe.log, notes/timing.md)."""
+    budget_ms: float = 300.0
+    """The most GPU time the timed repetitions may take (the cap of the stopping rule)."""
+    min_ms: float = 100.0
+    """The least GPU time the timed repetitions take (the floor of the stopping rule): a median
+    over a window as long as the power limiter's own (NVML's power moves every ~100 ms)."""
+    max_rel_se_pct: float = 0.25
+    """Stop once the median's relative standard error is at most this (percent); 0 runs every
+    timing to ``budget_ms``. At 0.5 a 3 us cuBLAS (p20-p80 over 15% of its median) stopped
+    after about 550 repetitions, and two runs' % cuBLAS of one kernel moved up to 2.5%; 0.25
+    takes about four times as many where the budget allows (notes/timing.md)."""
+    min_reps: int = 10
+    max_reps: int = 2000
+    power_s: float = 0.0
+    """After timing one launch, run it back to back this long for the board's mean power
+    (``Timer.power``); 0 skips it. Launches timed interleaved get none."""
+    graph: bool = True
+    """Sustained: capture each batch of repetitions (C poisoned, L2 flush, events, launch)
+    once in a CUDA graph and replay it, one driver call per batch, so that no repetition
+    waits on the host however short the kernel; False enqueues every launch from the host."""
+    subtract_launch_overhead: bool = True
+    """Subtract from every repetition what a launch costs besides its work (the events' and
+    the launch's own cost, a few us on an H100), calibrated by a one-thread kernel timed as
+    one more launch of every round, in the same regime and the same stretch of GPU time:
+    what remains is the kernel's duration from its first instruction to its last. (Until
+    2026-11-25 it was calibrated once per process, and two default runs subtracted 3.55 and
+    3.62 us: 2% of a 3 us cuBLAS; notes/timing.md.)"""
+    calibration_spin_ms: float | None = None
+    """The launch overhead's calibration, timed in every round: 0, the empty kernel; above 0,
+    a spin of this length, less the mean span the spins measured of themselves;
+    None (default), a 10 us spin in the hot sustained regime and the empty kernel in the
+    others. Back to back with warm L2 the GPU prepares the next launch while a kernel runs,
+    which it cannot under a kernel of no work: there the empty kernel read 0.5-1.0 us too
+    much in three of four H100 runs; behind an L2 flush or a synchronise the empty kernel is
+    right and a spin read up to 0.53 us too much (notes/timing.md)."""
+
+    rest: float = 1.0
+    """Sustained with cold L2: every timed repetition (and warm-up round) of a launch is
+    preceded by a rest of this many times the launch's own GPU time, a one-thread spin that
+    leaves the SMs idle, so that the card runs at about half duty, under its power cap, at
+    the clock it picks when power does not hold it. At full duty (0) a power-capped card's
+    clock follows what it ran over the last 0.1-3 s: on the H100 at 4096 the same pairs read
+    mma.sync rows 1-4.6% lower in % cuBLAS within a compare's round than alone, and alone
+    after an idle 2 s than after a soak; at half duty every context agreed within 1.1%, at
+    1980 MHz (power-context-20261126-135043, notes/timing.md). The budget and the floor of
+    the stopping rule count GPU time without the rests. Not with warm L2 (a launch there
+    follows its own last one, which a rest would change) nor isolated (which idles)."""
+
+    prime_below_ms: float = 1.0
+    """With cold L2: every timed repetition of a launch shorter than this (its first launch,
+    timed alone) follows an untimed launch of itself, before its ``before`` and the L2 flush
+    (``primer_of``; isolated, after the idle gap): the SMs' instruction and constant caches
+    then hold its code, as in a loop of it, whatever else the round runs, and the flush still
+    empties L2. Without it a 3 us cuBLAS at 512 read 0.3-0.5 us longer where 36 other launches
+    of a compare round ran between two of its own than where two did, in a run
+    (notes/timing.md). 0 primes nothing; above 1 ms the primer's cost outweighs what it could
+    move. Hot, none: sustained, a launch follows the one before it with no flush between, and
+    its overhead partly hides under that one; isolated, the work queued ahead of it already
+    begins with a launch of itself."""
+
+    isolated_gap_ms: float = 0.0
+    """``--isolated`` with ``--gap-ms``: 0 times the sustained regime (the queue kept full);
+    above 0, each repetition is an isolated launch after the stream is synchronised and the
+    host has slept this long (the GPU idle), as under Nsight Compute."""
+
+    @property
+    def calibration_ms(self) -> float:
+        """The spin the overhead is calibrated on in this regime (0: the empty kernel)."""
+        if self.calibration_spin_ms is not None:
+            return self.calibration_spin_ms
+        return HOT_SUSTAINED_CALIBRATION_MS if (not self.cold_l2 and self.isolated_gap_ms <= 0
+                                                ) else 0.0
+
+    @property
+    def regime(self) -> str:
+        """``sustained`` or ``isolated``."""
+        return ISOLATED if self.isolated_gap_ms > 0 else SUSTAINED
+
+    @property
+    def rests(self) -> bool:
+        """Whether timed launches rest between repetitions (``rest``)."""
+        return self.rest > 0 and self.cold_l2 and self.regime == SUSTAINED
+
+    def describe(self) -> str:
+        """The stopping rule in words, for reports."""
+        rule = (f"until the median's relative standard error is <= {self.max_rel_se_pct:g}% "
+                f"(at least {self.min_ms:g} ms and {self.min_reps} repetitions)"
+                if self.max_rel_se_pct > 0 else "for the whole budget")
+        if self.regime == ISOLATED:
+            return (f"isolated launches, each after a synchronise and {self.isolated_gap_ms:g} "
+                    f"ms idle, {rule.replace(f'{self.min_ms:g} ms and ', '')}, at most "
+                    f"{self.budget_ms:g} ms of GPU time or "
+                    f"{min(self.max_reps, ISOLATED_MAX_REPS)} repetitions; warm-up "
+                    f"{self.warmup_ms:g} ms")
+        rest = (f"; each launch after a rest of {self.rest:g}x its own time (one-thread spin: "
+                "the card under its power cap)" if self.rests else "")
+        return (f"repetitions in batches {rule}, at most {self.budget_ms:g} ms of GPU time or "
+                f"{self.max_reps} repetitions; warm-up {self.warmup_ms:g} ms{rest}")
+
+
+@dataclass(frozen=True)
+class Timing:
+    """Per-repetition times of one kernel at one size, and how they were taken."""
+
+    median_ms: float
+    p20_ms: float
+    p80_ms: float
+    min_ms: float
+    max_ms: float
+    reps: int
+    cold_l2: bool
+    sm_clock_mhz: float
+    sm_clock_min_mhz: float
+    sm_clock_max_mhz: float
+    queue_ahead_ms: float
+    """Positive: no repetition waited on the host. Enqueued from the host: the GPU work still
+    queued ahead of the timed region when the host finished enqueueing the first two batches;
+    negative, launches may include host latency. Replayed from graphs: the GPU time of one
+    batch when the GPU never idled between batches (every batch is one driver call, so no
+    repetition inside one can wait); negative, the longest it idled between two batches
+    waiting on the host (the repetitions' own times are unaffected, their clocks may be)."""
+    clock_limits: str = ""
+    """What held the SM clock during the repetitions ("power cap", "none", ...); "" unknown."""
+    power_w: float = math.nan
+    """Mean board power (W) over the power pass (``TimingOptions.power_s``); NaN without one,
+    or where NVML has no energy counter."""
+    power_span_s: float = 0.0
+    """The span ``power_w`` is a mean over (clocks.py)."""
+    power_ms_per_launch: float = math.nan
+    """GPU time per launch in the power pass: with ``power_w``, the energy of one launch."""
+    stop: str = ""
+    """Why the repetitions stopped: "converged", "budget" or "max reps"."""
+    median_rel_se_pct: float = math.nan
+    """The median's relative standard error when they stopped (percent)."""
+    regime: str = SUSTAINED
+    """``sustained`` (back to back, the queue kept full) or ``isolated`` (each launch after the
+    GPU idled ``gap_ms``); reports written before there was a choice were sustained."""
+    gap_ms: float = 0.0
+    """Isolated: the idle time before each repetition."""
+    graph: bool = False
+    """The repetitions were replayed from CUDA graphs (TimingOptions.graph)."""
+    launch_overhead_ms: float = 0.0
+    """The launch's own overhead, calibrated in the same rounds (median of the calibration
+    launch less the span a spin measured of itself), subtracted from every repetition
+    (TimingOptions.subtract_launch_overhead); 0 when nothing was subtracted."""
+    rest: float = 0.0
+    """The rest before each repetition, in multiples of the launch's own time
+    (TimingOptions.rest); 0, full duty (every report written before 2026-11-26 14:30 UTC)."""
+
+    @property
+    def energy_j(self) -> float:
+        """Board energy of one launch in the power pass (NaN without one)."""
+        return self.power_w * self.power_ms_per_launch * 1e-3
+
+
+@dataclass(frozen=True)
+class PowerPass:
+    """A launch run back to back for a few seconds (``Timer.power``)."""
+
+    power_w: float
+    """The board's mean power (clocks.py); NaN where NVML cannot say."""
+    span_s: float
+    """The span the mean is over."""
+    ms_per_launch: float
+    """GPU time per launch over the pass."""
+    launches: int
+    sm_clock_mhz: float
+    """NVML's median SM clock over the pass."""
+    clock_limits: str
+
+    @property
+    def energy_j(self) -> float:
+        """Board energy of one launch."""
+        return self.power_w * self.ms_per_launch * 1e-3
