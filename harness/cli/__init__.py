@@ -6,8 +6,8 @@ compile or cannot launch; the occupancy calculators disagree); 2 for bad input (
 kernel name, a spec, a file or folder that cannot be read or written), refused in one line
 before a GPU is looked for; 3 when the command needs a GPU and none is found (it says so in one
 line, after whatever it could do without one); 4 when the GPU, its driver or a CUDA library
-failed a call in this process (a fault, memory exhausted: ``ceiling``, ``energy``, ``launch``,
-``occupancy``; a kernel that faults in a worker is a result, status 1); 130 when interrupted.
+failed a call in this process (a fault, memory exhausted, in ceiling, energy, launch or
+occupancy; a kernel that faults in a worker is a result, status 1); 130 when interrupted.
 """
 
 from __future__ import annotations
