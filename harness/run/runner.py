@@ -35,6 +35,7 @@ from harness.compiler.occupancy import abi_problems, kernel_launch_problems
 from harness.errors import CompileError, HarnessError
 from harness.gpu.timing import TimingOptions
 from harness.kernels.registry import PROJECT_ROOT, Kernel
+from harness.knobs import CARVEOUT, TIMEOUT_S, check_knobs, knob
 from harness.run.gpus import GpuSlot
 from harness.run.protocol import Job, KernelRef, parse
 
@@ -50,10 +51,16 @@ DEFAULT_LIMIT_S = 60.0
 
 @dataclass(frozen=True)
 class RunOptions:
+    """How ``harness run``, ``compare`` and ``check`` measure (and ``tune`` its points): they
+    check themselves when made, with the command line's messages."""
+
     sizes: tuple[Size, ...]
     timing: TimingOptions = TimingOptions()
-    carveout_pct: int | None = None
-    timeout_s: float | None = None
+    """TimingOptions, or a dict of its fields."""
+    carveout_pct: int | None = knob(None, CARVEOUT)
+    """``--carveout``: the preferred shared-memory carve-out in percent, for every kernel;
+    None, the spec's (else the driver's default)."""
+    timeout_s: float | None = knob(None, TIMEOUT_S)
     """Longest wait for the next event from a worker before the kernel is called hung; None
     lets each stage say how long it may take (measure.py: scaled with the work of the launches
     in flight, about 30 s at the default sizes)."""
@@ -62,6 +69,10 @@ class RunOptions:
     seed: int | None = None
     """What every input of the run is drawn from (the checks' and the timed repetitions');
     None draws one, which the report records (``--seed`` replays it)."""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "timing", TimingOptions.of(self.timing))
+        check_knobs(self)
 
     def seeded(self) -> RunOptions:
         """These options with a seed: their own, or one drawn now."""

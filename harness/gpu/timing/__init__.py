@@ -37,7 +37,9 @@ from harness.gpu.timing.launches import (
 from harness.gpu.timing.options import (
     HOT_SUSTAINED_CALIBRATION_MS,
     ISOLATED,
+    ISOLATED_GAP_MS,
     ISOLATED_MAX_REPS,
+    POWER_PASS_S,
     SUSTAINED,
     PowerPass,
     Timing,
@@ -50,7 +52,8 @@ from harness.gpu.timing.timer import FLUSH_WORD, POWER_AHEAD, POWER_CHUNK_MS, Ti
 __all__ = [
     "BATCH_MS", "CALIBRATION_SLOTS", "FLUSH_WORD", "GRAPH_IDLE_TOLERANCE_MS",
     "HOT_SUSTAINED_CALIBRATION_MS", "ISOLATED", "ISOLATED_AHEAD_MAX_MS", "ISOLATED_AHEAD_MS",
-    "ISOLATED_MAX_REPS", "POWER_AHEAD", "POWER_CHUNK_MS", "REST_ABOVE_MS", "SUSTAINED",
+    "ISOLATED_GAP_MS", "ISOLATED_MAX_REPS", "POWER_AHEAD", "POWER_CHUNK_MS", "POWER_PASS_S",
+    "REST_ABOVE_MS", "SUSTAINED",
     "WARMUP_MAX_ROUNDS", "PowerPass", "Primed", "Rounds", "StopRule", "Timer", "TimerKernels",
     "Timing", "TimingOptions", "median_rel_se_pct", "primer_of", "standard_error",
     "warmup_rounds", "with_before",
