@@ -189,7 +189,7 @@ def test_occupancy_with_a_gpu_asks_the_driver_only_about_kernels_that_can_launch
 
     from harness.gpu.driver import GpuStatus
 
-    monkeypatch.setattr("harness.cli.common.has_gpu", lambda: GpuStatus("Stand-in H100"))
+    monkeypatch.setattr("harness.gpu.driver.gpu_status", lambda: GpuStatus("Stand-in H100"))
     monkeypatch.setattr("harness.bench.session.BenchSession", Session)
     bad = ["--kernel-dir", str(FIXTURE_KERNELS / "bad")]
     for args, problem in [(["big_smem"], "needs 240 KB shared memory per block"),
@@ -213,19 +213,19 @@ def test_occupancy_with_a_gpu_asks_the_driver_only_about_kernels_that_can_launch
 
 
 def test_energy_points_build_with_their_knobs(tmp_path, monkeypatch):
-    from harness.cli.bench import _knob, with_knobs
+    from harness.commands.params import parse_setting, with_knobs
     from harness.kernels.registry import select
 
     monkeypatch.setenv("HARNESS_CACHE_DIR", str(tmp_path))
     (base,) = select(discover(), ["12_mma_tma_bf16:m256n128e"])
-    kernel = with_knobs(base, _knob("NOLOAD=1,NOSTORE=1"))
+    kernel = with_knobs(base, parse_setting("NOLOAD=1,NOSTORE=1"))
     assert kernel.name == "12_mma_tma_bf16:m256n128e+NOLOAD=1,NOSTORE=1"
     assert dict(kernel.params)["NOLOAD"] == 1 and dict(kernel.params)["NOSTORE"] == 1
     assert compile_kernel(kernel, "sm_90").resources.spill_store_bytes == 0
 
 
 def test_noload_with_tma_is_refused_where_the_copies_cannot_stop(tmp_path, monkeypatch):
-    from harness.cli.bench import with_knobs
+    from harness.commands.params import with_knobs
     from harness.errors import CompileError
     from harness.kernels.registry import select
 

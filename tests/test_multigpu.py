@@ -593,8 +593,8 @@ def _row(name, size, gpu_name, index):
 
 
 def test_rows_from_gpus_of_two_models_go_to_their_own_reports(tmp_path):
-    from harness.cli.bench import by_model, write_run_reports
     from harness.gpu.timing import TimingOptions
+    from harness.report.runs import by_model, write_run_reports
 
     h100, h200 = "NVIDIA H100 80GB HBM3", "NVIDIA H200"
     devices = [{"name": h100, "index": 0, "uuid": "GPU-0", "host": "a"},
@@ -621,8 +621,8 @@ def test_rows_from_gpus_of_two_models_go_to_their_own_reports(tmp_path):
 
 
 def test_a_report_of_several_gpus_lists_them(tmp_path):
-    from harness.cli.bench import write_run_report
     from harness.gpu.timing import TimingOptions
+    from harness.report.runs import write_run_report
 
     devices = [{"name": "NVIDIA H100", "index": i, "uuid": f"GPU-{i}", "host": "a",
                 "clocks": {"max_sm_clock_mhz": 1980}} for i in (0, 1)]
@@ -699,11 +699,9 @@ def test_wheels_script_fetches_dask_for_a_gpu_host_without_a_registry(tmp_path):
 
 def _stand_in_host(monkeypatch, count=2):
     """A host with ``count`` stand-in GPUs, as the CLI asks for them."""
-    from harness.cli import common
     from harness.gpu import driver
 
-    monkeypatch.setattr(common, "has_gpu", lambda: driver.GpuStatus("Fake GPU"))
-    monkeypatch.setattr(common, "gpu", lambda: "Fake GPU")
+    monkeypatch.setattr(driver, "gpu_status", lambda: driver.GpuStatus("Fake GPU"))
     monkeypatch.setattr(driver, "device_arch_name", lambda ordinal=0: "sm_90")
     monkeypatch.setattr(gpu_choice, "visible_gpus", lambda: [
         VisibleGpu(i, f"GPU-{i}", "Fake GPU", "sm_90") for i in range(count)])

@@ -265,11 +265,6 @@ def check_writable_folder(flag: str, folder: Path, given: Path | None = None) ->
                            "be written")
 
 
-def timing_method(timing: Mapping) -> str:
-    """How a report's timings were taken, in words (``timing``: TimingOptions as a dict)."""
-    return TimingOptions.named(timing).method()
-
-
 def header(meta: dict, title: str) -> list[str]:
     """A markdown report's first lines: ``title``, date, command, git commit, and the GPU,
     driver and clock facts."""
