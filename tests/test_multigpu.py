@@ -22,7 +22,7 @@ from harness.bench.result import Result
 from harness.errors import HarnessError
 from harness.kernels.registry import discover, select
 from harness.run import gpus as gpu_choice
-from harness.run import runner
+from harness.run import process, runner
 from harness.run.gpus import GpuSlot, VisibleGpu
 
 # A stand-in worker: the protocol of run/worker.py, with what each kernel does taken from
@@ -107,7 +107,7 @@ def fake(tmp_path, monkeypatch):
     not compiled (the worker would find no cubin to use anyway)."""
     script = tmp_path / "fake_worker.py"
     script.write_text(FAKE_WORKER)
-    monkeypatch.setattr(runner, "WORKER_COMMAND", (sys.executable, str(script)))
+    monkeypatch.setattr(process, "WORKER_COMMAND", (sys.executable, str(script)))
     monkeypatch.setattr(runner, "screen", lambda kernel, arch, sizes: (kernel, []))
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
 
@@ -345,9 +345,9 @@ def _stand_in_gpus(script: str, uuids: list[str]) -> None:
     """In a Dask worker process: the stand-in worker, GPUs that are not there, no compiling."""
     import sys as worker_sys
 
-    from harness.run import gpus, runner
+    from harness.run import gpus, process, runner
 
-    runner.WORKER_COMMAND = (worker_sys.executable, script)
+    process.WORKER_COMMAND = (worker_sys.executable, script)
     runner.screen = lambda kernel, arch, sizes: (kernel, [])
     gpus.visible_gpus = lambda: [gpus.VisibleGpu(i, u, "Fake GPU", "sm_90")
                                  for i, u in enumerate(uuids)]
@@ -402,7 +402,7 @@ def test_a_local_dask_cluster_of_two_workers_gives_one_workers_rows(kernels, fak
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
                                   dashboard_address=None) as local:
         with distributed.Client(local.scheduler_address) as client:
-            client.run(_stand_in_gpus, str(runner.WORKER_COMMAND[1]), [f"{tag}-0", f"{tag}-1"])
+            client.run(_stand_in_gpus, str(process.WORKER_COMMAND[1]), [f"{tag}-0", f"{tag}-1"])
         lines = []
         with cluster.Engine(local.scheduler_address, lines.append) as engine:
             assert sorted(g["index"] for g in engine.gpus.values()) == [0, 1]
@@ -778,7 +778,7 @@ def test_harness_tune_cluster_local_screens_while_the_cluster_starts(fake, tmp_p
     monkeypatch.setattr(tune, "why_not_launchable", lambda kernel, arch, sizes: None)
     tag = f"GPU-tune-{time.time_ns()}"
     monkeypatch.setattr(cluster, "hold_gpu", functools.partial(
-        _stand_in_hold, str(runner.WORKER_COMMAND[1]), [f"{tag}-0", f"{tag}-1"]))
+        _stand_in_hold, str(process.WORKER_COMMAND[1]), [f"{tag}-0", f"{tag}-1"]))
     try:
         status, err = _harness(capsys, "tune", "09_cp_async", "--param", "BM=128", "--param",
                                "BN=128", "--param", "STAGES=2", "--size", "256", "--cluster",
