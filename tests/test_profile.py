@@ -15,13 +15,13 @@ import pytest
 from conftest import TESTS, harness_env
 
 from harness.bench import ncu, ncu_csv
-from harness.bench.result import load_report
 from harness.errors import HarnessError, SpecError
 from harness.gpu.timing import Timing, TimingOptions
 from harness.kernels.registry import PROJECT_ROOT, discover, select
 from harness.kernels.spec import parse_spec
 from harness.report import napkin
 from harness.report import profile as report
+from harness.report.reading import load_report
 
 DATA = TESTS / "data"
 NOPAD = DATA / "ncu-04_smem_padded-nopad-1024.csv"

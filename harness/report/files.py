@@ -6,7 +6,6 @@ folder's INDEX.md once the report is complete."""
 from __future__ import annotations
 
 import csv
-import errno
 import glob
 import gzip
 import io
@@ -15,7 +14,6 @@ import json
 import os
 import platform
 import re
-import secrets
 import subprocess
 import sys
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -26,12 +24,15 @@ from pathlib import Path
 
 from tabulate import tabulate
 
-from harness.bench.result import KernelInfo, Result, jsonable, report_json
+from harness.bench.result import KernelInfo, Result
 from harness.bench.session import BASELINE_PLACEMENTS
 from harness.errors import HarnessError
 from harness.gpu.timing import TimingOptions
 from harness.kernels.registry import PROJECT_ROOT, Kernel
 from harness.report import index, tables
+from harness.report.atomic import write_atomic
+from harness.report.reading import report_json
+from harness.typed_json import jsonable
 
 
 def gpu_slug(name: str) -> str:
@@ -73,39 +74,6 @@ def _taken(stem: Path) -> bool:
     companion such as ``stem-sustained.jsonl``)."""
     name = glob.escape(stem.name)
     return any(stem.parent.glob(f"{name}.*")) or any(stem.parent.glob(f"{name}-*"))
-
-
-def write_atomic(path: Path, data: str | bytes, replace: bool = True) -> Path:
-    """Write ``data`` to ``path`` through a temporary file in the same folder that is then
-    renamed to it, so that no reader (nor a kill) ever sees half a file. ``replace=False``:
-    never over a file already there (FileExistsError), for a report's name."""
-    path = Path(path)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}-{secrets.token_hex(4)}.tmp")
-    try:
-        with tmp.open("xb") as f:
-            f.write(data.encode() if isinstance(data, str) else data)
-            f.flush()
-            os.fsync(f.fileno())
-        if replace:
-            os.replace(tmp, path)
-        else:
-            _link(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
-    return path
-
-
-def _link(tmp: Path, path: Path) -> None:
-    """``tmp`` at ``path`` unless a file is there (a hard link is made or refused at once);
-    where the file system has no hard links, a rename after a check."""
-    try:
-        os.link(tmp, path)
-    except FileExistsError:
-        raise
-    except OSError:
-        if path.exists():
-            raise FileExistsError(errno.EEXIST, "a file is there already", str(path)) from None
-        os.replace(tmp, path)
 
 
 def publish(stem: Path, parts: dict[str, str | bytes]) -> Path:
