@@ -10,7 +10,8 @@ module per command or family, each on the layers below it (``run/`` for worker p
 - ``measure``: ``harness run``, ``compare`` and ``check``;
 - ``tune``: a kernel's parameter space screened, timed, ranked and pinned;
 - ``ceiling``, ``energy``, ``launch``: the in-process GPU commands;
-- ``profile``: the napkin model beside Nsight Compute's counters.
+- ``profile``: the napkin model beside Nsight Compute's counters;
+- ``timeit``: :func:`harness.time`, any launch or callable timed by the harness's method.
 
 No command prints, and none returns an exit status: progress goes to the ``say`` it is given.
 """

@@ -322,6 +322,15 @@ class Stream:
         self.handle = check(cu.cuStreamCreate(flags), "cuStreamCreate")
         self._destroy = context_resource(self, cu.cuStreamDestroy, self.handle)
 
+    @classmethod
+    def of(cls, handle) -> Stream:
+        """A stream something else owns (a CUstream or its address; 0, the legacy default
+        stream): never destroyed here."""
+        stream = cls.__new__(cls)
+        stream.handle = handle if isinstance(handle, cu.CUstream) else cu.CUstream(int(handle))
+        stream._destroy = lambda: None
+        return stream
+
     def synchronize(self, context: str = "") -> None:
         check(cu.cuStreamSynchronize(self.handle), "cuStreamSynchronize", context)
 
