@@ -28,9 +28,8 @@ from harness.gpu.driver import (
     LaunchShape,
     Module,
     Stream,
-    tensor_map,
-    tensor_map_2d,
 )
+from harness.gpu.tensormaps import tensor_map, tensor_map_2d
 from harness.kernels.hostsetup import HostLaunch, HostValues, run_setup
 from harness.kernels.registry import Kernel
 from harness.kernels.signature import DEFAULT_SIGNATURE, host_keys, leading_dimensions, pack
