@@ -10,7 +10,7 @@ threadIdx.x]``, so no mma is dead code.
 
 It is launched as one wave of ``blocks_per_sm x SM count`` blocks (all resident at once, enough
 warps for every SM sub-partition), checked (every thread writes, and its sum doubles when the
-iterations double), then timed by :class:`harness.timing.Timer` like any kernel. Hot or cold L2
+iterations double), then timed by :class:`harness.gpu.timing.Timer` like any kernel. Hot or cold L2
 makes no difference: nothing is loaded. GFLOP/s = 2 m n k (the instruction's shape) x
 mma_per_iteration x iterations x warps / median time.
 """

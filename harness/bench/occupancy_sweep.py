@@ -3,7 +3,7 @@
 The sweep compiles a probe kernel at several register caps (``-maxrregcount``) and static
 shared-memory sizes, then asks ``cuOccupancyMaxActiveBlocksPerMultiprocessor`` for every block
 size, dynamic shared-memory size and carve-out in the grid below (with the carve-out attribute
-actually set), and compares each answer with :func:`harness.occupancy.predict`.
+actually set), and compares each answer with :func:`harness.compiler.occupancy.predict`.
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ Per kernel and size, from the metrics of one profile (``bench/ncu.py``, one valu
 - occupancy: theoretical from the harness's calculator and from ncu, achieved;
 - SM, memory and tensor-pipe throughput, % of peak; the top warp stall reasons;
 - time: ncu's ``gpu__time_duration`` and SM clock beside the harness's CUDA-event timing in the
-  sustained and the isolated regime (gpu/timing.py), each with the clock NVML saw, and the
+  sustained and the isolated regime (gpu/timing/), each with the clock NVML saw, and the
   clock the sustained time implies for the cycles ncu counted.
 
 Every comparison is measured / predicted; one off by more than the stated factor is flagged.

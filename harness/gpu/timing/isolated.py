@@ -29,10 +29,10 @@ ISOLATED_AHEAD_MAX_MS = 20.0
 def time_isolated(timer: Timer, launches: Sequence[Callable[[], None]], before: list,
                   rounds: Rounds, primers: list, after: list
                   ) -> tuple[list[Timing], list[list[float]]]:
-    """The isolated regime of :meth:`Timer.time_interleaved`: every repetition of every launch
-    after a synchronise and ``isolated_gap_ms`` of idle GPU; with cold L2 a launch shorter
-    than ``prime_below_ms`` is primed after the gap, ahead of the flushes (with warm L2 the
-    work queued ahead already begins with a launch of itself)."""
+    """The isolated regime of :meth:`harness.gpu.timing.Timer.time_interleaved`: every
+    repetition of every launch after a synchronise and ``isolated_gap_ms`` of idle GPU; with
+    cold L2 a launch shorter than ``prime_below_ms`` is primed after the gap, ahead of the
+    flushes (with warm L2 the work queued ahead already begins with a launch of itself)."""
     opts = timer.options
     prepared = [with_before(b, launch) for launch, b in zip(launches, before, strict=True)]
     for launch in prepared:

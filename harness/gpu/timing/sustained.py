@@ -38,7 +38,8 @@ launch after another in a stream starts within a few microseconds)."""
 def time_sustained(timer: Timer, launches: Sequence[Callable[[], None]], before: list,
                    rounds: Rounds, primers: list, after: list, budget_scale: float
                    ) -> tuple[list[Timing], list[list[float]]]:
-    """The sustained regime of :meth:`Timer.time_interleaved` (its arguments, prepared)."""
+    """The sustained regime of :meth:`harness.gpu.timing.Timer.time_interleaved` (its
+    arguments, prepared)."""
     opts = timer.options
     # untimed launches (first, estimate, warm-up) get their ``before`` too: a launch whose
     # preparation fills a workspace must never run without it
