@@ -38,11 +38,9 @@ class TimingOptions:
     """Flush L2 (write 2x its size) before every repetition; False times with warm L2."""
     warmup_ms: float = knob(300.0, "--warmup-ms", 0, what="milliseconds of warm-up")
     """GPU time spent running the launches back to back before measuring: module load, clocks
-    ramping, and the power limiter settling. The GPU idles while the host checks a kernel,
-    and the first tens of ms after that run cooler: on the H100 at 4096, after a 30 ms warm-up
-    four repeats of the same mma.sync kernel against cuBLAS spread over 2.3-3.4 points of %
-    cuBLAS (up to 10% in the kernel's time), and after 1 s over 0.2-0.4 points, about 3 points
-    lower (reports/h100/tc-variance-2c038fe.log, notes/timing.md)."""
+    ramping, and the power limiter settling: the GPU idles while the host checks a kernel, and
+    the first tens of ms after that run cooler (notes/timing.md, "Why the timing options are
+    what they are")."""
     budget_ms: float = knob(300.0, "--budget-ms", 0, False,
                             "the most GPU time per timing, in milliseconds")
     """The most GPU time the timed repetitions may take (the cap of the stopping rule)."""
@@ -53,9 +51,9 @@ class TimingOptions:
     max_rel_se_pct: float = knob(0.25, "--max-rel-se", 0, what="a percent; 0 spends the whole "
                                                                "budget", dest="max_rel_se")
     """Stop once the median's relative standard error is at most this (percent); 0 runs every
-    timing to ``budget_ms``. At 0.5 a 3 us cuBLAS (p20-p80 over 15% of its median) stopped
-    after about 550 repetitions, and two runs' % cuBLAS of one kernel moved up to 2.5%; 0.25
-    takes about four times as many where the budget allows (notes/timing.md)."""
+    timing to ``budget_ms``. A short cuBLAS spreads over 15% of its median: half this error
+    moved two runs' % cuBLAS by up to 2.5% (notes/timing.md, "Why the timing options are what
+    they are")."""
     min_reps: int = 10
     max_reps: int = 2000
     power_s: float = knob(0.0, "--power-s", 0.5, most=60, off=0.0, expect=(
@@ -68,45 +66,41 @@ class TimingOptions:
     once in a CUDA graph and replay it, one driver call per batch, so that no repetition
     waits on the host however short the kernel; False enqueues every launch from the host."""
     subtract_launch_overhead: bool = True
-    """Subtract from every repetition what a launch costs besides its work (the events' and
-    the launch's own cost, a few us on an H100), calibrated by a one-thread kernel timed as
-    one more launch of every round, in the same regime and the same stretch of GPU time:
-    what remains is the kernel's duration from its first instruction to its last. (Until
-    2026-11-25 it was calibrated once per process, and two default runs subtracted 3.55 and
-    3.62 us: 2% of a 3 us cuBLAS; notes/timing.md.)"""
+    """Subtract from every repetition what a launch costs besides its work (the events' and the
+    launch's own cost, a few us on an H100), calibrated by a one-thread kernel timed as one more
+    launch of every round, in the same regime and the same stretch of GPU time: what remains is
+    the kernel's duration from its first instruction to its last. Calibrated once per process,
+    it differed by 2% of a 3 us cuBLAS between two runs (notes/timing.md, "Why the timing
+    options are what they are")."""
     calibration_spin_ms: float | None = None
-    """The launch overhead's calibration, timed in every round: 0, the empty kernel; above 0,
-    a spin of this length, less the mean span the spins measured of themselves;
-    None (default), a 10 us spin in the hot sustained regime and the empty kernel in the
-    others. Back to back with warm L2 the GPU prepares the next launch while a kernel runs,
-    which it cannot under a kernel of no work: there the empty kernel read 0.5-1.0 us too
-    much in three of four H100 runs; behind an L2 flush or a synchronise the empty kernel is
-    right and a spin read up to 0.53 us too much (notes/timing.md)."""
+    """The launch overhead's calibration, timed in every round: 0, the empty kernel; above 0, a
+    spin of this length, less the mean span the spins measured of themselves; None (default), a
+    10 us spin in the hot sustained regime and the empty kernel in the others: back to back with
+    warm L2 the GPU prepares the next launch while a kernel runs, which it cannot under a kernel
+    of no work; behind an L2 flush or a synchronise it prepares nothing ahead, and the empty
+    kernel is right (notes/timing.md, "Why the timing options are what they are")."""
 
     rest: float = knob(1.0, "--rest", 0, what="a multiple of each launch's time; 0 times at "
                                               "full duty")
     """Sustained with cold L2: every timed repetition (and warm-up round) of a launch is
     preceded by a rest of this many times the launch's own GPU time, a one-thread spin that
-    leaves the SMs idle, so that the card runs at about half duty, under its power cap, at
-    the clock it picks when power does not hold it. At full duty (0) a power-capped card's
-    clock follows what it ran over the last 0.1-3 s: on the H100 at 4096 the same pairs read
-    mma.sync rows 1-4.6% lower in % cuBLAS within a compare's round than alone, and alone
-    after an idle 2 s than after a soak; at half duty every context agreed within 1.1%, at
-    1980 MHz (power-context-20261126-135043, notes/timing.md). The budget and the floor of
-    the stopping rule count GPU time without the rests. Not with warm L2 (a launch there
-    follows its own last one, which a rest would change) nor isolated (which idles)."""
+    leaves the SMs idle, so that the card runs at about half duty, under its power cap, at the
+    clock it picks when power does not hold it: at full duty (0) a power-capped card's clock
+    follows what it ran over the last 0.1-3 s (notes/timing.md, "Why the timing options are what
+    they are"). The budget and the floor of the stopping rule count GPU time without the rests.
+    Not with warm L2 (a launch there follows its own last one, which a rest would change) nor
+    isolated (which idles)."""
 
     prime_below_ms: float = 1.0
     """With cold L2: every timed repetition of a launch shorter than this (its first launch,
     timed alone) follows an untimed launch of itself, before its ``before`` and the L2 flush
-    (``primer_of``; isolated, after the idle gap): the SMs' instruction and constant caches
-    then hold its code, as in a loop of it, whatever else the round runs, and the flush still
-    empties L2. Without it a 3 us cuBLAS at 512 read 0.3-0.5 us longer where 36 other launches
-    of a compare round ran between two of its own than where two did, in a run
-    (notes/timing.md). 0 primes nothing; above 1 ms the primer's cost outweighs what it could
-    move. Hot, none: sustained, a launch follows the one before it with no flush between, and
-    its overhead partly hides under that one; isolated, the work queued ahead of it already
-    begins with a launch of itself."""
+    (``primer_of``; isolated, after the idle gap): the SMs' instruction and constant caches then
+    hold its code, as in a loop of it, whatever else the round runs, and the flush still empties
+    L2: without it a short launch reads longer the more other launches a round runs between two
+    of its own (notes/timing.md, "Why the timing options are what they are"). 0 primes nothing;
+    above 1 ms the primer's cost outweighs what it could move. Hot, none: sustained, a launch
+    follows the one before it with no flush between, and its overhead partly hides under that
+    one; isolated, the work queued ahead of it already begins with a launch of itself."""
 
     isolated_gap_ms: float = knob(0.0, "--gap-ms", 0, False, most=1000, off=0.0, expect=(
         "an idle gap above 0 and up to 1000 ms before each isolated launch (5 lets the power "

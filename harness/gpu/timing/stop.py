@@ -34,13 +34,14 @@ def median_rel_se_pct(summary: Summary) -> float:
 @dataclass(frozen=True)
 class Rounds:
     """What a round holds: ``launches`` timed launches, then the calibration launch when
-    ``calibrated`` (a spin of ``spin_ms``, or the empty kernel when 0); when ``padded``, a
-    spin of the same length before it, timed but not used.
+    ``calibrated`` (a spin of ``spin_ms``, or the empty kernel when 0); when ``padded``, a spin
+    of the same length before it, timed but not used.
 
     Back to back with warm L2 the GPU prepares each launch under the one before, so what a
     launch's events read may depend on its predecessor: the round's first launch follows the
-    calibration spin, and the pad makes the calibration spin follow a spin too, not the
-    round's last launch (notes/timing.md)."""
+    calibration spin, and the pad makes the calibration spin follow a spin too, not the round's
+    last launch; no H100 run has yet shown it needed (notes/timing.md, "Why the timing options
+    are what they are")."""
 
     launches: int
     calibrated: bool
