@@ -120,18 +120,3 @@ def test_the_timing_describes_itself_once():
         "work; median and p20/p80 of the repetitions; C poisoned before every repetition")}
     assert timing_record({"cold_l2": True, "budget_ms": 300})["l2"] == (
         "cold (flushed before every repetition)")
-
-
-def test_a_new_knob_reaches_the_cli_the_api_and_the_report():
-    """--flush-factor: a field with its knob, a flag, and nothing else."""
-    from harness.cli import _parser
-    from harness.cli.flags import timing
-    from harness.report.files import timing_record
-
-    args = _parser().parse_args(["run", "--flush-factor", "3"])
-    assert timing(args).flush_factor == 3
-    assert TimingOptions.of({"flush_factor": 4}).flush_factor == 4  # harness.kernel().run(timing=)
-    assert timing_record(TimingOptions(flush_factor=3))["flush_factor"] == 3  # meta.timing
-    with pytest.raises(HarnessError, match=r"^--flush-factor 0.5: expected at least 1 "
-                                           r"\(multiples of the L2 size written by each flush\)$"):
-        timing(_parser().parse_args(["run", "--flush-factor", "0.5"]))

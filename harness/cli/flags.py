@@ -26,9 +26,6 @@ def timing_flags(p: argparse.ArgumentParser, budget_ms: float = 300.0) -> None:
                    f"error is at most PCT ({TimingOptions.max_rel_se_pct:g}); 0 spends the "
                    "whole budget")
     p.add_argument("--warmup-ms", type=float, default=TimingOptions.warmup_ms)
-    p.add_argument("--flush-factor", type=float, default=TimingOptions.flush_factor,
-                   metavar="X", help="with cold L2: each flush writes X times the L2 size "
-                   f"({TimingOptions.flush_factor:g})")
     p.add_argument("--rest", type=float, default=TimingOptions.rest, metavar="R",
                    help="with cold L2, sustained: before each launch of 10 us or more, rest "
                         f"the SMs R times its own time ({TimingOptions.rest:g}: half duty, the "

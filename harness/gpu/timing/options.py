@@ -109,11 +109,6 @@ class TimingOptions:
     above 0, each repetition is an isolated launch after the stream is synchronised and the
     host has slept this long (the GPU idle), as under Nsight Compute."""
 
-    flush_factor: float = knob(2.0, "--flush-factor", 1, what="multiples of the L2 size "
-                                                              "written by each flush")
-    """With cold L2: each flush writes this many times the L2 size (2: whatever the L2's
-    replacement policy, nothing a launch read before survives)."""
-
     def __post_init__(self) -> None:
         check_knobs(self)
         if self.min_ms > self.budget_ms:

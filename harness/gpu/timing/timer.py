@@ -32,7 +32,7 @@ class Timer:
                  options: TimingOptions | None = None):
         self.stream, self.clocks = stream, clocks
         self.options = options if options is not None else TimingOptions()
-        self.flush_buffer = Buffer(max(int(self.options.flush_factor * l2_bytes), 1 << 20))
+        self.flush_buffer = Buffer(max(2 * l2_bytes, 1 << 20))
         self._flush_ms: float | None = None
         self._kernels: TimerKernels | None = None
 
