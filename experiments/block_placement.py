@@ -40,7 +40,7 @@ def main() -> None:
     import numpy as np
 
     from harness.bench.session import BenchSession
-    from harness.build.compile import nvrtc_cubin
+    from harness.compiler.compile import nvrtc_cubin
     from harness.gpu.driver import Buffer, LaunchShape, Module
 
     with BenchSession() as session:

@@ -21,10 +21,11 @@ import argparse
 import sys
 from pathlib import Path
 
-from harness.bench.result import Result, load_report
+from harness.bench.result import Result
 from harness.errors import HarnessError
 from harness.kernels.registry import PROJECT_ROOT
 from harness.report import files
+from harness.report.reading import load_report
 
 TARGET_SPEEDUP = 1.8
 

@@ -21,9 +21,9 @@ import statistics
 import sys
 from pathlib import Path
 
-from harness.bench.result import load_report
 from harness.kernels.registry import PROJECT_ROOT, discover, select
 from harness.report import files
+from harness.report.reading import load_report
 from harness.run.runner import parse_size
 
 

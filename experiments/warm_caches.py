@@ -16,7 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 from types import SimpleNamespace
 
 from harness.bench.measure import instruction_family
-from harness.build.compile import compile_kernel
+from harness.compiler.compile import compile_kernel
 from harness.errors import HarnessError
 from harness.kernels.registry import Kernel, load_registry
 from harness.run import tune

@@ -4,6 +4,7 @@
     k = harness.kernel("cu/sgemm/10_hoisted.cu")   # a path, a registry key, or source=...
     print(k.build(arch="sm_90"))                   # offline: registers, occupancy, limiter
     k.run(sizes=[4096])                            # GPU: checked and timed against cuBLAS
+    harness.time(lambda: my_launch(), cold_l2=False)  # GPU: any launch, the harness's method
 
 The API (:mod:`harness.api`) is imported on first use, so ``import harness`` stays fast and
 loads no CUDA library.
@@ -17,15 +18,18 @@ from typing import TYPE_CHECKING, Any
 __version__ = "0.1.0"
 
 __all__ = [
-    "Build", "Builds", "CompileError", "HarnessError", "KernelFailed", "KernelHandle", "NoGpu",
-    "Plan", "Plans", "Result", "Results", "SpecError", "__version__", "compare", "kernel",
+    "Build", "Builds", "CompileError", "DeviceError", "HarnessError", "KernelFailed",
+    "KernelHandle", "NoGpu", "Plan", "Plans", "Result", "Results", "SpecError", "__version__",
+    "compare", "kernel", "time",
 ]
 # name -> the module that defines it, imported on first access (PEP 562)
 _LAZY = {
     **dict.fromkeys(["kernel", "compare", "KernelHandle", "Build", "Builds", "Plans", "Results",
                      "KernelFailed"], "harness.api"),
-    "NoGpu": "harness.cli.common", "Result": "harness.bench.result", "Plan": "harness.bench.plan",
-    **dict.fromkeys(["HarnessError", "SpecError", "CompileError"], "harness.errors"),
+    "Result": "harness.bench.result", "Plan": "harness.bench.plan",
+    "time": "harness.commands.timeit",
+    **dict.fromkeys(["HarnessError", "SpecError", "CompileError", "NoGpu", "DeviceError"],
+                     "harness.errors"),
 }
 
 if TYPE_CHECKING:
@@ -41,8 +45,8 @@ if TYPE_CHECKING:
     )
     from harness.bench.plan import Plan
     from harness.bench.result import Result
-    from harness.cli.common import NoGpu
-    from harness.errors import CompileError, HarnessError, SpecError
+    from harness.commands.timeit import time
+    from harness.errors import CompileError, DeviceError, HarnessError, NoGpu, SpecError
 
 
 def __getattr__(name: str) -> Any:

@@ -9,46 +9,36 @@ and tests.
     k.run(sizes=[4096])                            # GPU: checked and timed against cuBLAS
     harness.compare([k, "09_cp_async:s4"], sizes=[4096])
 
-Every call runs the code the CLI runs (the registry, ``harness.build.offline``,
-``harness.bench.plan``, ``harness.run.runner``), its options named as the CLI's flags and its
-bad input refused with the CLI's message (a :class:`~harness.errors.HarnessError`) before a GPU
-is looked for; a call that needs a GPU where there is none raises
-:class:`~harness.cli.common.NoGpu`. Kernels run in worker processes, so one that faults or
-hangs ends its worker, not the Python session: its result says so and the next call works.
+Every call runs the commands the CLI runs (harness/commands/: the registry,
+``harness.compiler.offline``, ``harness.bench.plan``, ``harness.commands.measure``), its options
+named as the CLI's flags (or ``timing=``: TimingOptions or a dict of its fields) and its bad
+input refused with the CLI's message (a :class:`~harness.errors.HarnessError`, raised by the
+options themselves) before a GPU is looked for; a call that needs a GPU where there is none
+raises :class:`~harness.errors.NoGpu`. The records it returns are harness/records.py's.
+Kernels run in worker processes, so one that faults or hangs ends its worker, not the Python
+session: its result says so and the next call works.
 """
 
 from __future__ import annotations
 
-import html
 import inspect
 import os
 import re
 import shutil
+import sys
 import tempfile
 import weakref
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, fields
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 from harness.archs import get_arch
-from harness.bench.plan import Plan, plan
-from harness.bench.result import Result
-from harness.build.offline import DEFAULT_SIZE, build_all
-from harness.cli import common
-from harness.cli.bench import (
-    DEFAULT_RUN_SIZES,
-    ISOLATED_GAP_MS,
-    _power_seconds,
-    _timing,
-    with_sass,
-    write_compare_report,
-    write_run_report,
-)
-from harness.cli.common import NoGpu
-from harness.errors import HarnessError
-from harness.gpu.timing import TimingOptions
+from harness.bench.plan import plan
+from harness.commands import measure, place
+from harness.commands.measure import DEFAULT_RUN_SIZES
+from harness.compiler.offline import DEFAULT_SIZE, build_all
+from harness.errors import HarnessError, NoGpu
+from harness.gpu.timing import ISOLATED_GAP_MS, POWER_PASS_S, TimingOptions
 from harness.kernels.registry import (
     DEFAULT_KERNEL_DIRS,
     KERNEL_SUFFIXES,
@@ -56,8 +46,10 @@ from harness.kernels.registry import (
     Registry,
     load_registry,
 )
-from harness.report import files, tables
-from harness.run.runner import RunOptions, RunRecord, Size, parse_size, run
+from harness.knobs import CARVEOUT
+from harness.records import Build, Builds, KernelFailed, Plans, Results
+from harness.report import files, runs
+from harness.run.runner import RunOptions, Size, parse_size
 
 __all__ = ["Build", "Builds", "KernelFailed", "KernelHandle", "NoGpu", "Plans", "Results",
            "compare", "kernel"]
@@ -65,169 +57,6 @@ __all__ = ["Build", "Builds", "KernelFailed", "KernelHandle", "NoGpu", "Plans", 
 SizeLike = int | str | Sequence[int]
 """A problem size: ``N`` (square), ``"M,N,K"`` or ``(M, N, K)``."""
 _STEM = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.+-]*")
-
-
-class KernelFailed(HarnessError):
-    """:meth:`Results.raise_for_status` found results that did not pass; ``results`` holds
-    them all."""
-
-    def __init__(self, message: str, results: Results):
-        super().__init__(message)
-        self.results = results
-
-
-# --- records and their tables ----------------------------------------------------------------
-
-class _Rendered:
-    """A record or collection that renders as the CLI's table: ``str()`` for the terminal,
-    markdown and HTML for notebooks."""
-
-    def _render(self, fmt: str) -> str:
-        raise NotImplementedError
-
-    def __str__(self) -> str:
-        return self._render("simple")
-
-    def __repr__(self) -> str:
-        return self._render("simple")
-
-    def _repr_markdown_(self) -> str:
-        return self._render("github")
-
-    def _repr_html_(self) -> str:
-        return self._render("html")
-
-
-def _with_notes(table: str, notes: str, fmt: str) -> str:
-    """``table`` followed by ``notes`` (the messages of what did not pass), in ``fmt``."""
-    if not notes:
-        return table
-    if fmt == "html":
-        return f"{table}\n<p>Not passed:</p>\n<pre>{html.escape(notes)}</pre>"
-    gap = "\n\n" if fmt == "github" else "\n"
-    return f"{table}\n\nNot passed:{gap}{notes}"
-
-
-@dataclass(frozen=True)
-class Build(_Rendered):
-    """One kernel compiled offline for one arch (``harness build``): the ptxas report and the
-    predicted occupancy at one problem size. ``status``: ok, cannot launch, compile error or
-    skipped (below the kernel's min_arch), with ``message`` saying why."""
-
-    kernel: str
-    arch: str
-    """The compile target: the arch asked for, or sm_90a where the kernel's min_arch says so."""
-    file: str
-    params: dict[str, int]
-    status: str
-    message: str
-    registers: int | None = None
-    static_smem_bytes: int | None = None
-    spill_store_bytes: int | None = None
-    spill_load_bytes: int | None = None
-    stack_frame_bytes: int | None = None
-    barriers: int | None = None
-    block_threads: int | None = None
-    block: tuple[int, ...] | None = None
-    grid: tuple[int, ...] | None = None
-    size: tuple[int, ...] | None = None
-    dynamic_smem_bytes: int | None = None
-    blocks_per_sm: int | None = None
-    """Predicted by the offline calculator (harness.build.occupancy)."""
-    occupancy_pct: float | None = None
-    limiter: str | None = None
-    compiler: str | None = None
-    cached: bool | None = None
-
-    @classmethod
-    def from_row(cls, row: dict[str, Any]) -> Build:
-        """A record from a row of :func:`harness.build.offline.build_row`."""
-        known = {f.name for f in fields(cls)}
-        return cls(**{key: tuple(value) if isinstance(value, list) else value
-                      for key, value in row.items() if key in known})
-
-    @property
-    def ok(self) -> bool:
-        return self.status == "ok"
-
-    def to_dict(self) -> dict[str, Any]:
-        """The row ``harness build --json`` prints for this kernel."""
-        return {f.name: list(v) if isinstance(v := getattr(self, f.name), tuple) else v
-                for f in fields(self) if getattr(self, f.name) is not None}
-
-    def _render(self, fmt: str) -> str:
-        return Builds([self])._render(fmt)
-
-
-class Builds(_Rendered, list[Build]):
-    """The :class:`Build` of each kernel of a handle, in registry order."""
-
-    @property
-    def ok(self) -> bool:
-        return all(b.status in ("ok", "skipped") for b in self)
-
-    def to_rows(self) -> list[dict[str, Any]]:
-        return [b.to_dict() for b in self]
-
-    def _render(self, fmt: str) -> str:
-        notes = "\n".join(f"- {b.kernel} ({b.arch}): {b.status}: {b.message}"
-                          for b in self if b.status != "ok")
-        return _with_notes(tables.build_table(self.to_rows(), fmt=fmt), notes, fmt)
-
-
-class Plans(_Rendered, list[Plan]):
-    """The check battery (:class:`~harness.bench.plan.Plan`) of each kernel of a handle, as
-    ``harness check --plan`` prints it."""
-
-    def to_rows(self) -> list[dict[str, Any]]:
-        return [p.to_json() for p in self]
-
-    def _render(self, fmt: str) -> str:
-        text = "\n".join(tables.plan_table(p) for p in self)
-        if fmt == "html":
-            return f"<pre>{html.escape(text)}</pre>"
-        return f"```text\n{text}```" if fmt == "github" else text
-
-
-class Results(_Rendered, list[Result]):
-    """The :class:`~harness.bench.result.Result` records of a check, run or compare (``mode``),
-    as ``harness run`` writes them; ``report`` holds the (json, md) paths where a report was
-    written, ``device`` the GPU's facts, ``wall_s`` the call's wall time."""
-
-    def __init__(self, results: Iterable[Result] = (), mode: str = "run",
-                 device: dict | None = None, report: tuple[Path, Path] | None = None,
-                 wall_s: float = 0.0):
-        super().__init__(results)
-        self.mode, self.device, self.report, self.wall_s = mode, device or {}, report, wall_s
-
-    @property
-    def passed(self) -> bool:
-        """Every result passed (or was skipped on purpose)."""
-        return all(r.passed for r in self)
-
-    def failures(self) -> str:
-        """The message of every result that did not pass, one line each ("" when none)."""
-        return tables.failures(self)
-
-    def raise_for_status(self) -> Results:
-        """These results, or :class:`KernelFailed` with the messages of those that did not
-        pass (a fault, a hang, a failed check, a compile error)."""
-        if not self.passed:
-            raise KernelFailed(self.failures(), self)
-        return self
-
-    def to_rows(self) -> list[dict[str, Any]]:
-        """Plain dicts (the JSON of each result, as in a run report)."""
-        return [r.to_json() for r in self]
-
-    def _render(self, fmt: str) -> str:
-        if self.mode == "compare":
-            table = tables.compare_table(self, fmt="github" if fmt == "simple" else fmt)
-        elif self.mode == "check":
-            table = tables.check_table(self, fmt=fmt)
-        else:
-            table = tables.table(self, fmt=fmt)
-        return _with_notes(table, self.failures(), fmt)
 
 
 # --- kernels ---------------------------------------------------------------------------------
@@ -297,7 +126,7 @@ class KernelHandle:
               carveout: int | None = None) -> Builds:
         """``harness build``: compile each kernel for ``arch`` (no GPU) and predict its
         occupancy at ``size``; ``carveout`` as ``harness occupancy --carveout`` (percent)."""
-        common.check_options(SimpleNamespace(carveout=carveout))
+        CARVEOUT.check(carveout)
         get_arch(arch)
         return Builds(Build.from_row(row)
                       for row in build_all(self.kernels, arch, _size(size), carveout))
@@ -315,27 +144,25 @@ class KernelHandle:
         return _check(self.kernels, sizes, timeout_s, blas_strict, quiet, seed)
 
     def run(self, sizes: Sequence[SizeLike] | SizeLike = DEFAULT_RUN_SIZES, *,
-            cold_l2: bool = True, budget_ms: float = 300.0,
+            cold_l2: bool = True, budget_ms: float = TimingOptions.budget_ms,
             min_ms: float = TimingOptions.min_ms,
             max_rel_se: float = TimingOptions.max_rel_se_pct,
             warmup_ms: float = TimingOptions.warmup_ms, rest: float = TimingOptions.rest,
             isolated: bool = False,
-            gap_ms: float = ISOLATED_GAP_MS, power: bool = False, power_s: float = 2.0,
+            gap_ms: float = ISOLATED_GAP_MS, power: bool = False, power_s: float = POWER_PASS_S,
             carveout: int | None = None, timeout_s: float | None = None,
             blas_strict: bool = False, report_dir: str | os.PathLike | None = None,
-            quiet: bool = False, seed: int | None = None) -> Results:
+            quiet: bool = False, seed: int | None = None,
+            timing: TimingOptions | Mapping[str, Any] | None = None) -> Results:
         """``harness run``: check and time each kernel against cuBLAS at each size on a GPU.
-        The options are the CLI's flags (``cold_l2=False`` is ``--hot``). ``report_dir``:
-        None writes nothing; a folder gets the reports ``harness run --report-dir`` writes
-        (``<folder>/<gpu>/run-<time>.{json,md}``, paths in ``Results.report``)."""
+        The options are the CLI's flags (``cold_l2=False`` is ``--hot``); ``timing``, the
+        timing as TimingOptions or a dict of its fields, in place of the timing keywords.
+        ``report_dir``: None writes nothing; a folder gets the reports ``harness run
+        --report-dir`` writes (``<folder>/<gpu>/run-<time>.{json,md}``, paths in
+        ``Results.report``)."""
         flags = _flags(KernelHandle.run, locals())
-        args = SimpleNamespace(**flags, kernels=None)
-        common.check_options(args)
-        sizes_ = _sizes(sizes)
-        timing = _timing(args, cold_l2=cold_l2, power_s=_power_seconds(args))
-        options = RunOptions(sizes=sizes_, timing=timing, carveout_pct=carveout,
-                             timeout_s=timeout_s, strict_blas=blas_strict, seed=seed)
-        command = [f"{self.origin}.run({_call_args(sizes_, flags, KernelHandle.run)})"]
+        options = _run_options(flags, sizes, KernelHandle.run, carveout_pct=carveout)
+        command = [f"{self.origin}.run({_call_args(options.sizes, flags, KernelHandle.run)})"]
         return _measure(self.kernels, options, "run", report_dir, command, quiet)
 
 
@@ -385,7 +212,7 @@ def kernel(target: str | os.PathLike | None = None, *, source: str | None = None
 
 
 def compare(kernels: Sequence[KernelLike], sizes: Sequence[SizeLike] | SizeLike = ("4096",),
-            *, cold_l2: bool = True, budget_ms: float = 300.0,
+            *, cold_l2: bool = True, budget_ms: float = TimingOptions.budget_ms,
             min_ms: float = TimingOptions.min_ms,
             max_rel_se: float = TimingOptions.max_rel_se_pct,
             warmup_ms: float = TimingOptions.warmup_ms, rest: float = TimingOptions.rest,
@@ -393,7 +220,8 @@ def compare(kernels: Sequence[KernelLike], sizes: Sequence[SizeLike] | SizeLike 
             gap_ms: float = ISOLATED_GAP_MS, timeout_s: float | None = None,
             blas_strict: bool = False, report_dir: str | os.PathLike | None = None,
             quiet: bool = False, kernel_dir: Sequence[str | os.PathLike] = (),
-            no_builtin: bool = False, seed: int | None = None) -> Results:
+            no_builtin: bool = False, seed: int | None = None,
+            timing: TimingOptions | Mapping[str, Any] | None = None) -> Results:
     """``harness compare``: two or more kernels (handles, registry keys, stems, globs or
     paths; the first is the reference) timed interleaved with cuBLAS, round by round, each with
     its speedup over the first. Options and ``report_dir`` as :meth:`KernelHandle.run`."""
@@ -405,13 +233,9 @@ def compare(kernels: Sequence[KernelLike], sizes: Sequence[SizeLike] | SizeLike 
     if len(chosen) < 2:
         raise HarnessError(f"compare needs at least two kernels; {_labels(kernels)} matched "
                            f"{[k.name for k in chosen]}")
-    args = SimpleNamespace(**flags, kernels=None)
-    common.check_options(args)
-    sizes_ = _sizes(sizes)
-    timing = _timing(args, cold_l2=cold_l2)
-    options = RunOptions(sizes=sizes_, timeout_s=timeout_s, timing=timing,
-                         strict_blas=blas_strict, seed=seed)
-    command = [f"harness.compare({_labels(kernels)}, {_call_args(sizes_, flags, compare)})"]
+    options = _run_options(flags, sizes, compare)
+    command = [f"harness.compare({_labels(kernels)}, "
+               f"{_call_args(options.sizes, flags, compare)})"]
     return _measure(chosen, options, "compare", report_dir, command, quiet)
 
 
@@ -492,10 +316,34 @@ def _sizes(sizes: Sequence[SizeLike] | SizeLike) -> tuple[Size, ...]:
 
 def _flags(function: Callable, given: dict[str, Any]) -> dict[str, Any]:
     """The keyword options of a call (its locals), as the CLI's argparse destinations: the
-    names the CLI's own option checks read."""
+    names its options are built from."""
     names = [p.name for p in inspect.signature(function).parameters.values()
              if p.kind is inspect.Parameter.KEYWORD_ONLY]
     return {name: given[name] for name in names}
+
+
+_TIMING_KEYWORDS = ("cold_l2", "budget_ms", "min_ms", "max_rel_se", "warmup_ms", "rest",
+                    "isolated", "gap_ms", "power", "power_s")
+
+
+def _run_options(flags: dict[str, Any], sizes, function: Callable, **given: Any) -> RunOptions:
+    """The RunOptions of a call's keywords (``flags``): its timing from ``timing=`` or from
+    the timing keywords (not both), checked as the CLI checks its flags; its report folder
+    checked writable."""
+    if flags.get("timing") is not None:
+        defaults = {p.name: p.default for p in inspect.signature(function).parameters.values()}
+        mixed = [k for k in _TIMING_KEYWORDS if k in flags and flags[k] != defaults[k]]
+        if mixed:
+            raise HarnessError(f"timing= and {', '.join(mixed)}: pass the timing as "
+                               "TimingOptions (or a dict of its fields) or as keywords, not both")
+        timing = TimingOptions.of(flags["timing"])
+    else:
+        timing = TimingOptions.from_flags(flags)
+    options = RunOptions(sizes=_sizes(sizes), timing=timing, timeout_s=flags["timeout_s"],
+                         strict_blas=flags["blas_strict"], seed=flags["seed"], **given)
+    if flags.get("report_dir") is not None:
+        files.check_writable_folder("--report-dir", Path(flags["report_dir"]))
+    return options
 
 
 def _call_args(sizes: tuple[Size, ...], flags: dict[str, Any], function: Callable) -> str:
@@ -507,34 +355,30 @@ def _call_args(sizes: tuple[Size, ...], flags: dict[str, Any], function: Callabl
     return ", ".join(text)
 
 
-def _gpu(what: str) -> tuple[str, str]:
-    """The GPU's name and compile target; NoGpu, saying what works without one, where there
-    is none."""
-    ok, why = common.has_gpu()
-    if not ok:
-        raise NoGpu(f"no GPU here ({why}): {what} needs one; without a GPU, a kernel's "
-                    ".build() (registers, shared memory, spills, predicted occupancy) and "
-                    ".plan() (its check battery) work")
-    from harness.gpu.driver import device_arch_name
-
-    return why, device_arch_name()
+def _target(what: str) -> place.Target:
+    """GPU 0, one worker; NoGpu, saying what works without a GPU, where there is none."""
+    return place.gpu(f"{what} needs one; without a GPU, a kernel's .build() (registers, "
+                     "shared memory, spills, predicted occupancy) and .plan() (its check "
+                     "battery) work")
 
 
 def _say(quiet: bool) -> Callable[[str], None]:
-    return (lambda line: None) if quiet else common.say
+    return (lambda line: None) if quiet else _stderr
+
+
+def _stderr(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
 
 
 def _check(kernels: Sequence[Kernel], sizes, timeout_s: float | None, blas_strict: bool,
            quiet: bool, seed: int | None = None) -> Results:
-    sizes_ = _sizes(sizes)
-    common.check_options(SimpleNamespace(timeout_s=timeout_s))
-    why, arch = _gpu(".check()")
+    options = RunOptions(sizes=_sizes(sizes), timeout_s=timeout_s, strict_blas=blas_strict,
+                         seed=seed)
+    target = _target(".check()")
     say = _say(quiet)
-    say(f"harness check: {len(kernels)} kernel(s), their battery and {len(sizes_)} size(s) on "
-        f"{why} ({arch}), no timing")
-    options = RunOptions(sizes=sizes_, timeout_s=timeout_s, strict_blas=blas_strict, seed=seed)
-    with tempfile.TemporaryDirectory(prefix="harness-check-") as folder:
-        record = run(kernels, arch, options, Path(folder) / "check.jsonl", say, mode="check")
+    say(f"harness check: {len(kernels)} kernel(s), their battery and {len(options.sizes)} "
+        f"size(s) on {target.gpu_name} ({target.arch}), no timing")
+    record = measure.check(kernels, options, target, say)
     return Results(record.results, "check", record.device, None, record.wall_s)
 
 
@@ -542,33 +386,23 @@ def _measure(kernels: Sequence[Kernel], options: RunOptions, mode: str,
              report_dir: str | os.PathLike | None, command: list[str], quiet: bool) -> Results:
     """``harness run`` (mode ``run``) or ``harness compare`` of ``kernels``: results only, or
     with the CLI's reports under ``report_dir``."""
-    why, arch = _gpu(".run()" if mode == "run" else "harness.compare()")
+    target = _target(".run()" if mode == "run" else "harness.compare()")
     say = _say(quiet)
     timing = options.timing
-    say(f"harness {mode}: {len(kernels)} kernel(s) x {len(options.sizes)} size(s) on {why} "
-        f"({arch}), {'cold' if timing.cold_l2 else 'hot'} L2, {timing.regime} launches")
-    report = None
+    say(f"harness {mode}: {len(kernels)} kernel(s) x {len(options.sizes)} size(s) on "
+        f"{target.gpu_name} ({target.arch}), {'cold' if timing.cold_l2 else 'hot'} L2, "
+        f"{timing.regime} launches")
+    how = measure.compare if mode == "compare" else measure.run
     if report_dir is None:
         with tempfile.TemporaryDirectory(prefix=f"harness-{mode}-") as folder:
-            record = run(kernels, arch, options, Path(folder) / f"{mode}.jsonl", say,
-                         mode=mode)
-        results = _finished(record, kernels, arch, mode)
+            record = how(kernels, options, target, Path(folder) / f"{mode}.jsonl", say)
+        return Results(record.results, mode, record.device, None, record.wall_s)
+    stem = Path(report_dir) / files.gpu_slug(target.gpu_name) / f"{mode}-{files.run_stamp()}"
+    record = how(kernels, options, target, stem.with_suffix(".jsonl"), say)
+    if mode == "compare":
+        report = runs.write_compare_report(record, command, timing, options.sizes, stem)
     else:
-        stem = Path(report_dir) / files.gpu_slug(why) / f"{mode}-{files.run_stamp()}"
-        record = run(kernels, arch, options, stem.with_suffix(".jsonl"), say, mode=mode)
-        results = _finished(record, kernels, arch, mode)
-        if mode == "compare":
-            write_compare_report(record, results, command, timing, options.sizes, stem)
-            report = (stem.with_suffix(".json"), stem.with_suffix(".md"))
-        else:
-            report = write_run_report(record, command, timing, options.sizes, stem,
-                                      stream=stem.with_suffix(".jsonl"))
-        say(f"written: {report[0]}, {report[1]}")
-    return Results(results, mode, record.device, report, record.wall_s)
-
-
-def _finished(record: RunRecord, kernels: Sequence[Kernel], arch: str, mode: str
-              ) -> list[Result]:
-    """The run's results; a compare's with each kernel's SASS mix, as the CLI shows them."""
-    return with_sass(record.results, kernels, arch) if mode == "compare" else record.results
-
+        report = runs.write_run_report(record, command, timing, options.sizes, stem,
+                                       stream=stem.with_suffix(".jsonl"))
+    say(f"written: {report[0]}, {report[1]}")
+    return Results(record.results, mode, record.device, report, record.wall_s)

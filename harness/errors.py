@@ -25,7 +25,17 @@ class CompileError(HarnessError):
     """NVRTC or nvJitLink rejected a kernel; the message carries the file and the log."""
 
 
-class CudaError(HarnessError):
+class NoGpu(HarnessError):
+    """A command or call that needs a GPU found none (the CLI exits 3)."""
+
+
+class DeviceError(HarnessError):
+    """The GPU, its driver or a CUDA library failed a call made in this process (a kernel
+    fault, memory exhausted, a lost context): the CLI exits 4. A kernel that faults in a worker
+    process is a result with status ``fault`` instead."""
+
+
+class CudaError(DeviceError):
     """A CUDA driver, NVRTC or library call returned an error status."""
 
     def __init__(self, call: str, name: str, text: str, context: str = ""):

@@ -25,12 +25,16 @@ import tempfile
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
 from harness.errors import HarnessError
 from harness.testing import DEFAULT_ARCH, DEFAULT_SIZE, budget_problems, short_message
 from harness.testing import harness_gpu as harness_gpu  # registered as a fixture with the plugin
+
+if TYPE_CHECKING:
+    from harness.gpu.driver import GpuStatus
 
 _TOOL_KEYS = ("kernels", "arch", "size")
 
@@ -51,7 +55,7 @@ class _Settings:
 
 @dataclass
 class _State:
-    gpu: tuple[bool, str, str] | None = None
+    gpu: tuple[GpuStatus, str] | None = None
     """(usable, name or why not, arch), probed once, by the first check test to run."""
     tests_run: int = 0
     built: dict[str, str] = field(default_factory=dict)
@@ -263,7 +267,7 @@ def _skip(reason: str) -> None:
 def _offline_finding(kernel, settings: _Settings) -> str:
     """The offline build of ``kernel`` judged: "" when it compiles, can launch at the size and
     keeps its ``[budget]``; else the finding. Raises pytest's skip where the build skips."""
-    from harness.build.offline import build_row
+    from harness.compiler.offline import build_row
 
     row = build_row(kernel, settings.arch, settings.size)
     label = f"{row['kernel']} ({row['arch']})"
@@ -320,10 +324,11 @@ class KernelCheckTest(_HarnessTest):
             _skip(f"not checked: the offline build failed ({self.kernel.name}::build says why)")
         if state.gpu is None:
             state.gpu = _probe_gpu()
-        if not state.gpu[0]:
-            _skip(f"not checked: no GPU ({state.gpu[1]}); ::build compiled the kernel and "
+        status, arch = state.gpu
+        if not status.found:
+            _skip(f"not checked: no GPU ({status.reason}); ::build compiled the kernel and "
                   "checked its limits offline, nothing ran")
-        self._check_on_gpu(settings.size, state.gpu[2])
+        self._check_on_gpu(settings.size, arch)
 
     def _check_on_gpu(self, size: tuple[int, int, int], arch: str) -> None:
         from harness.bench.result import PASSED
@@ -341,21 +346,22 @@ class KernelCheckTest(_HarnessTest):
                 f"{short_message(r.message)}" for r in failed) or "the check produced no result")
 
 
-def _probe_gpu() -> tuple[bool, str, str]:
+def _probe_gpu() -> tuple[GpuStatus, str]:
+    """The GPU, and its compile target ("" without one)."""
     from harness.gpu.driver import device_arch_name, gpu_status
 
-    ok, why = gpu_status()
-    return ok, why, device_arch_name() if ok else ""
+    status = gpu_status()
+    return status, device_arch_name() if status.found else ""
 
 
 def pytest_terminal_summary(terminalreporter, config: pytest.Config) -> None:
     settings, state = config.stash.get(_SETTINGS, None), config.stash.get(_STATE, None)
     if settings is None or state is None or not state.tests_run:
         return
-    ok, what, arch = state.gpu or (False, "", "")
-    battery = ("no kernel got as far as the check battery" if state.gpu is None
-               else f"the check battery ran on {what} ({arch})" if ok
-               else f"no check battery (no GPU: {what}): built and checked offline only, "
+    status, arch = state.gpu or (None, "")
+    battery = ("no kernel got as far as the check battery" if status is None
+               else f"the check battery ran on {status.name} ({arch})" if status.found
+               else f"no check battery (no GPU: {status.reason}): built and checked offline only, "
                     "the ::check tests skipped")
     terminalreporter.write_line(f"harness: {state.tests_run} kernel test(s) built for "
                                 f"{settings.arch} at {'x'.join(map(str, settings.size))}; "

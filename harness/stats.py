@@ -52,6 +52,13 @@ class Summary:
                    len(values))
 
 
+def tick_percentile(values: Sequence[float], pct: float) -> float:
+    """The ``pct`` percentile (0..100) as :meth:`Summary.of_ticks` takes the median: grouped on
+    the grid the values lie on, else linear."""
+    step = grid_step(values)
+    return percentile(values, pct) if step is None else grouped_percentile(values, pct, step)
+
+
 GRID_TOLERANCE = 0.05
 """How far (in steps) a gap between two values may be from a whole number of steps."""
 

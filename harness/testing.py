@@ -55,7 +55,7 @@ def build(kernel, arch: str = DEFAULT_ARCH, size: tuple[int, int, int] = DEFAULT
     (ok, cannot launch, compile error, skipped), ``message``, registers, shared memory, spills
     and the predicted occupancy at ``size``."""
     from harness.archs import get_arch
-    from harness.build.offline import build_row
+    from harness.compiler.offline import build_row
 
     get_arch(arch)
     return build_row(_one_kernel(kernel), arch, tuple(size))
@@ -93,9 +93,9 @@ def harness_gpu() -> str:
     no GPU can be used."""
     from harness.gpu.driver import device_arch_name, gpu_status
 
-    ok, why = gpu_status()
-    if not ok:
-        pytest.skip(f"needs a GPU: {why}")
+    status = gpu_status()
+    if not status.found:
+        pytest.skip(f"needs a GPU: {status.reason}")
     return device_arch_name()
 
 

@@ -25,10 +25,10 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "device" in getattr(item, "fixturenames", ()) and "gpu" not in item.keywords:
             item.add_marker(pytest.mark.gpu)
-    ok, why = gpu_status()
-    if ok:
+    status = gpu_status()
+    if status.found:
         return
-    skip = pytest.mark.skip(reason=f"needs a GPU: {why}")
+    skip = pytest.mark.skip(reason=f"needs a GPU: {status.reason}")
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip)
@@ -94,8 +94,8 @@ def _no_gpu_for_cpu_tests(request, monkeypatch):
         monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
         # in this process too: the harness asks gpu_status() before it opens a device, and a
         # CPU-only test must find none, as in CI
-        monkeypatch.setattr(driver, "gpu_status",
-                            lambda: (False, "hidden from a test without the gpu marker"))
+        monkeypatch.setattr(driver, "gpu_status", lambda: driver.GpuStatus(
+            reason="hidden from a test without the gpu marker"))
 
 
 _CACHE_FILLED = []
@@ -110,10 +110,9 @@ def _compile_cache_filled(request):
     if _CACHE_FILLED or "gpu" not in request.node.keywords:
         return
     _CACHE_FILLED.append(True)
-    ok, _ = gpu_status()
-    if not ok:
+    if not gpu_status().found:
         return
-    from harness.build.compile import compile_all
+    from harness.compiler.compile import compile_all
     from harness.gpu.driver import device_arch_name
     from harness.kernels.registry import discover
 

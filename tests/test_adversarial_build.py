@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from conftest import FIXTURE_KERNELS
 
-from harness.build.compile import compile_kernel
+from harness.compiler.compile import compile_kernel
 from harness.kernels.registry import kernels_in
 from harness.kernels.spec import read_spec
 

@@ -23,8 +23,8 @@ from harness.bench.result import (
     OccupancyInfo,
     Result,
 )
-from harness.build.offline import build_row
-from harness.build.ptxas import Resources
+from harness.compiler.offline import build_row
+from harness.compiler.ptxas import Resources
 from harness.errors import HarnessError, SpecError
 from harness.gpu.timing import Timing
 from harness.kernels.registry import PROJECT_ROOT, discover
@@ -51,6 +51,10 @@ def test_import_loads_no_cuda_and_exports_the_api():
     assert json.loads(proc.stdout) == ["harness"]
     assert harness.__version__ and {"kernel", "compare", "Results", "Build"} <= set(dir(harness))
     assert harness.Results is Results and harness.SpecError is SpecError
+    from harness.cli import common
+    from harness.errors import NoGpu
+
+    assert harness.NoGpu is NoGpu is common.NoGpu  # errors.py, and still where it was
     with pytest.raises(AttributeError, match="no attribute 'nothing'"):
         harness.nothing  # noqa: B018
 
@@ -148,6 +152,10 @@ def test_an_unknown_key_names_the_closest():
     (lambda: harness.kernel("01_naive").run(min_ms=500), "--min-ms 500 is above --budget-ms 300"),
     (lambda: harness.kernel("01_naive").run(power=True, power_s=0.1), "--power-s 0.1: expected"),
     (lambda: harness.kernel("01_naive").check(timeout_s=-1), "--timeout-s -1: expected more"),
+    (lambda: harness.kernel("01_naive").run(timing={"budget_ms": 0}), "--budget-ms 0: expected"),
+    (lambda: harness.kernel("01_naive").run(timing={"budget": 1}), "timing: no option 'budget'"),
+    (lambda: harness.compare(["01_naive", "02_coalesced"], timing={"rest": 0}, budget_ms=50),
+     "timing= and budget_ms: pass the timing as TimingOptions"),
     (lambda: harness.compare("01_naive"), "compare takes a list of two or more kernels"),
     (lambda: harness.compare(["01_naive"]), r"compare needs at least two kernels; \['01_naive'\] "
                                             r"matched \['01_naive'\]"),
@@ -275,7 +283,7 @@ def _fake_runner(calls: list):
     result per kernel and size (what the worker would have measured)."""
     from harness.run.runner import RunRecord
 
-    def fake(kernels, arch, options, jsonl_path, say, mode="run"):
+    def fake(kernels, arch, options, jsonl_path, say, mode="run", **kw):
         calls.append({"kernels": [k.name for k in kernels], "arch": arch, "options": options,
                       "jsonl": jsonl_path, "mode": mode})
         record = RunRecord(device={"name": "NVIDIA H100 80GB HBM3", "sm_count": 132})
@@ -302,8 +310,12 @@ def test_run_check_and_compare_hand_the_runner_the_cli_options(monkeypatch, tmp_
     from harness import api
 
     calls = []
-    monkeypatch.setattr(api, "_gpu", lambda what: ("NVIDIA H100 80GB HBM3", "sm_90"))
-    monkeypatch.setattr(api, "run", _fake_runner(calls))
+    from harness.commands.place import Target
+    from harness.run import runner
+
+    monkeypatch.setattr(api, "_target", lambda what: Target("NVIDIA H100 80GB HBM3", "sm_90",
+                                                            "NVIDIA H100 80GB HBM3"))
+    monkeypatch.setattr(runner, "run", _fake_runner(calls))
     k = harness.kernel("03_smem_tiled")
     results = k.run(sizes=[256, "512,256,128"], cold_l2=False, isolated=True, gap_ms=2,
                     budget_ms=50, carveout=50, blas_strict=True, quiet=True)
@@ -316,6 +328,13 @@ def test_run_check_and_compare_hand_the_runner_the_cli_options(monkeypatch, tmp_
     assert options.timing.budget_ms == 50 and options.carveout_pct == 50 and options.strict_blas
     assert results.mode == "run" and results.report is None and len(results) == 4
     assert not call["jsonl"].exists()  # a temporary stream, gone with its folder
+
+    from harness.gpu.timing import TimingOptions
+
+    k.run(sizes=[256], timing={"budget_ms": 50, "cold_l2": False}, quiet=True)
+    assert calls[-1]["options"].timing == TimingOptions(budget_ms=50, cold_l2=False)
+    k.run(sizes=[256], timing=TimingOptions(isolated_gap_ms=2), quiet=True)
+    assert calls[-1]["options"].timing.regime == "isolated"
 
     results = k.variant("t32").run(sizes=[256], report_dir=tmp_path, quiet=True)
     json_path, md_path = results.report

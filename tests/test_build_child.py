@@ -1,4 +1,4 @@
-"""Each compile runs in a fresh child process (harness.build.child): the same cubin every time,
+"""Each compile runs in a fresh child process (harness.compiler.child): the same cubin every time,
 stopped at a stated time limit and by Ctrl-C, with progress while a build goes."""
 
 from __future__ import annotations
@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 from conftest import FIXTURE_KERNELS
 
-from harness.build import child
-from harness.build.compile import compile_all, compile_kernel
-from harness.build.offline import build_all
+from harness.compiler import child
+from harness.compiler.compile import compile_all, compile_kernel
+from harness.compiler.offline import build_all
 from harness.errors import CompileError, HarnessError
 from harness.gpu import compilers
 from harness.kernels.registry import PROJECT_ROOT, discover, select
@@ -58,7 +58,7 @@ def test_the_child_fixes_its_address_layout():
     fresh process's first compile of 08_warptile was 128 registers in 4 of 110 tries, else 127
     (notes/reproducible_builds.md). The child turns randomisation off before it compiles."""
     ptx = b".version 8.0\n.target sm_90\n.address_size 64\n.visible .entry k() { ret; }\n"
-    proc = subprocess.run([sys.executable, "-m", "harness.build.child", str(os.getpid())],
+    proc = subprocess.run([sys.executable, "-m", "harness.compiler.child", str(os.getpid())],
                           input=pickle.dumps(("nvjitlink", (ptx, "k.ptx", ["-arch=sm_90"]))),
                           capture_output=True, timeout=120,
                           env={**os.environ, "PYTHONPATH": str(PROJECT_ROOT)})
@@ -140,7 +140,8 @@ def _compiling(parent: int) -> bool:
     for stat in Path("/proc").glob("[0-9]*/stat"):
         try:
             ppid = int(stat.read_text().rsplit(")", 1)[1].split()[1])
-            if ppid == parent and b"harness.build.child" in (stat.parent / "cmdline").read_bytes():
+            command = (stat.parent / "cmdline").read_bytes()
+            if ppid == parent and b"harness.compiler.child" in command:
                 return True
         except (OSError, ValueError, IndexError):
             continue
@@ -194,7 +195,7 @@ def test_progress_is_a_line_per_compiled_kernel_off_a_terminal(tmp_path):
 def test_a_child_that_loads_another_compiler_is_refused(monkeypatch):
     """The compile cache keys on this process's NVRTC version: a child that loaded another one
     (two installs of the libraries) is refused, naming both."""
-    from harness.build import child
+    from harness.compiler import child
 
     monkeypatch.setattr(child, "compiler_versions", lambda: {"nvrtc": "12.9", "nvjitlink": "12.9"})
     source = b'extern "C" __global__ void k() {}\n'

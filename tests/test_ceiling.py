@@ -17,8 +17,8 @@ from harness.bench.ceiling import (
     ceiling_precisions,
     plan_launch,
 )
-from harness.build.compile import compile_kernel
-from harness.build.sass import disassemble, instruction_mix
+from harness.compiler.compile import compile_kernel
+from harness.compiler.sass import disassemble, instruction_mix
 from harness.errors import HarnessError, SpecError
 from harness.kernels.registry import PROJECT_ROOT, discover
 from harness.kernels.spec import parse_spec
@@ -128,8 +128,11 @@ def test_launch_plan_fills_every_sm_and_lasts_long_enough():
                         CeilingOptions(blocks_per_sm=2, iterations=100))
     assert (fixed.blocks, fixed.iterations) == (216, 100)
     assert fixed.flops == 4096 * 16 * 100 * 216 * 4
-    with pytest.raises(HarnessError, match="blocks per SM must be at least 1, found 0"):
-        plan_launch(kernel, get_arch("sm_90"), 132, CeilingOptions(blocks_per_sm=0))
+    with pytest.raises(HarnessError, match=r"^--blocks-per-sm 0: expected at least 1 \(blocks "
+                                           r"per SM\)$"):  # the options refuse it themselves
+        CeilingOptions(blocks_per_sm=0)
+    with pytest.raises(HarnessError, match=r"^--launch-ms 0: expected more than 0"):
+        CeilingOptions(launch_ms=0)
     with pytest.raises(HarnessError, match=r"iterations must be 1 \.\. 2\^32 - 1"):
         plan_launch(kernel, get_arch("sm_90"), 132, CeilingOptions(iterations=0))
 

@@ -11,7 +11,7 @@ from types import SimpleNamespace
 import pytest
 from conftest import FIXTURE_KERNELS, TESTS, harness_env
 
-from harness.build.compile import compile_kernel, target_arch
+from harness.compiler.compile import compile_kernel, target_arch
 from harness.kernels.registry import PROJECT_ROOT, discover
 
 BUILD_KEYS = {"kernel", "arch", "registers", "static_smem_bytes", "spill_store_bytes",
@@ -160,7 +160,7 @@ def test_occupancy_with_a_gpu_asks_the_driver_only_about_kernels_that_can_launch
     the driver (LoadedGemm.prepare would refuse it: exit 2 before); one that can gets the
     driver's answer beside the offline one."""
     from harness import cli
-    from harness.build.compile import compile_kernel as compile_
+    from harness.compiler.compile import compile_kernel as compile_
 
     asked, loaded = [], []
 
@@ -187,7 +187,9 @@ def test_occupancy_with_a_gpu_asks_the_driver_only_about_kernels_that_can_launch
             return SimpleNamespace(kernel=kernel, compiled=compile_(kernel, self.arch),
                                    occupancy=occupancy)
 
-    monkeypatch.setattr("harness.cli.common.has_gpu", lambda: (True, "Stand-in H100"))
+    from harness.gpu.driver import GpuStatus
+
+    monkeypatch.setattr("harness.gpu.driver.gpu_status", lambda: GpuStatus("Stand-in H100"))
     monkeypatch.setattr("harness.bench.session.BenchSession", Session)
     bad = ["--kernel-dir", str(FIXTURE_KERNELS / "bad")]
     for args, problem in [(["big_smem"], "needs 240 KB shared memory per block"),
@@ -211,19 +213,19 @@ def test_occupancy_with_a_gpu_asks_the_driver_only_about_kernels_that_can_launch
 
 
 def test_energy_points_build_with_their_knobs(tmp_path, monkeypatch):
-    from harness.cli.bench import _knob, with_knobs
+    from harness.commands.params import parse_setting, with_knobs
     from harness.kernels.registry import select
 
     monkeypatch.setenv("HARNESS_CACHE_DIR", str(tmp_path))
     (base,) = select(discover(), ["12_mma_tma_bf16:m256n128e"])
-    kernel = with_knobs(base, _knob("NOLOAD=1,NOSTORE=1"))
+    kernel = with_knobs(base, parse_setting("NOLOAD=1,NOSTORE=1"))
     assert kernel.name == "12_mma_tma_bf16:m256n128e+NOLOAD=1,NOSTORE=1"
     assert dict(kernel.params)["NOLOAD"] == 1 and dict(kernel.params)["NOSTORE"] == 1
     assert compile_kernel(kernel, "sm_90").resources.spill_store_bytes == 0
 
 
 def test_noload_with_tma_is_refused_where_the_copies_cannot_stop(tmp_path, monkeypatch):
-    from harness.cli.bench import with_knobs
+    from harness.commands.params import with_knobs
     from harness.errors import CompileError
     from harness.kernels.registry import select
 
@@ -356,7 +358,7 @@ def test_bad_input_is_one_line_with_exit_status_2(args, message):
 def test_exit_statuses_are_in_the_help():
     out = harness("--help").stdout
     for status in ("0 when", "1 when", "2 for bad input", "3 when the command needs a GPU",
-                   "130 when interrupted"):
+                   "4 when the GPU, its driver or a CUDA library failed", "130 when interrupted"):
         assert status in " ".join(out.split()), status
 
 
@@ -370,6 +372,30 @@ def test_a_file_that_cannot_be_written_is_one_line_not_a_traceback(monkeypatch, 
     monkeypatch.setattr(kernel_commands, "_list", unwritable)
     assert cli.main(["list"]) == 2
     assert capsys.readouterr().err == "harness: error: Permission denied: /somewhere/report.md\n"
+
+
+def test_a_device_error_in_this_process_has_its_own_exit_status(monkeypatch, capsys):
+    """A CUDA call that fails in the harness's own process is not bad input (2): it exits 4,
+    with the error in one line; other harness errors still exit 2."""
+    from harness import cli
+    from harness.cli import kernels as kernel_commands
+    from harness.errors import CudaError, DeviceError, HarnessError
+
+    def faults(args):
+        raise CudaError("cuStreamSynchronize", "CUDA_ERROR_ILLEGAL_ADDRESS",
+                        "an illegal memory access was encountered", "launches")
+
+    monkeypatch.setattr(kernel_commands, "_list", faults)
+    assert cli.main(["list"]) == 4
+    assert capsys.readouterr().err == (
+        "harness: error: cuStreamSynchronize failed: CUDA_ERROR_ILLEGAL_ADDRESS: an illegal "
+        "memory access was encountered (launches)\n")
+    monkeypatch.setattr(kernel_commands, "_list",
+                        lambda args: (_ for _ in ()).throw(DeviceError("cublasGemmEx failed")))
+    assert cli.main(["list"]) == 4
+    monkeypatch.setattr(kernel_commands, "_list",
+                        lambda args: (_ for _ in ()).throw(HarnessError("bad")))
+    assert cli.main(["list"]) == 2
 
 
 # records, at the end of collection, each test's fixtures and gpu marker, selected or not

@@ -6,7 +6,7 @@ import pytest
 from conftest import FIXTURE_KERNELS
 
 from harness.archs import can_run, get_arch
-from harness.build.compile import compile_kernel, target_arch
+from harness.compiler.compile import compile_kernel, target_arch
 from harness.errors import CompileError
 from harness.kernels.registry import discover, select
 
@@ -156,7 +156,7 @@ HEADERS = FIXTURE_KERNELS / "headers"
 def test_cuda_and_standard_headers_are_found_without_a_toolkit():
     """NVRTC searches no folder of its own: the harness gives it the CUDA runtime headers and
     libcu++ (wheels or a toolkit) and its own <cstdint>, so a BF16 kernel may include them."""
-    from harness.build import headers
+    from harness.compiler import headers
 
     (kernel,) = discover([HEADERS])
     assert kernel.spec.precision == "bf16"
@@ -170,8 +170,8 @@ def test_cuda_and_standard_headers_are_found_without_a_toolkit():
 
 
 def test_include_paths_are_compiler_flags_and_part_of_the_cache_key(monkeypatch):
-    from harness.build import compile as compile_mod
-    from harness.build.compile import CompileOptions
+    from harness.compiler import compile as compile_mod
+    from harness.compiler.compile import CompileOptions
 
     flags = CompileOptions(include_paths=("/a", "/b")).nvrtc_flags()
     assert "--include-path=/a" in flags and "--include-path=/b" in flags
@@ -184,7 +184,7 @@ def test_include_paths_are_compiler_flags_and_part_of_the_cache_key(monkeypatch)
 
 
 def test_headers_are_found_in_cuda_home_when_the_finder_finds_none(tmp_path, monkeypatch):
-    from harness.build import headers
+    from harness.compiler import headers
 
     (tmp_path / "include/cccl/cuda/std").mkdir(parents=True)
     (tmp_path / "include/cuda_fp16.h").write_text("")
@@ -202,7 +202,7 @@ def test_headers_are_found_in_cuda_home_when_the_finder_finds_none(tmp_path, mon
 
 
 def test_a_header_not_found_is_named_with_where_and_what_to_install(tmp_path, monkeypatch):
-    from harness.build import headers
+    from harness.compiler import headers
 
     nowhere = headers.IncludeSearch((str(headers.SHIM_DIR),),
                                     ("cuda.pathfinder 'cudart'", "/usr/local/cuda/include"),
@@ -232,7 +232,7 @@ def test_driver_api_headers_compile_under_nvrtc():
     """<cuda.h> (CUtensorMap), <cudaTypedefs.h>, <cuda/barrier> and <cuda/ptx> compile: the
     harness's <stdlib.h> stands in for the C library and -default-device makes cuda.h's host
     declarations device ones; a kernel that includes none of them gets no extra flag."""
-    from harness.build import headers
+    from harness.compiler import headers
 
     (kernel,) = discover([FIXTURE_KERNELS / "driver_headers"])
     assert headers.extra_flags(kernel.spec.path) == (headers.DEFAULT_DEVICE,)

@@ -11,9 +11,9 @@ import sys
 
 import pytest
 
-from harness.build import compile as compile_mod
-from harness.build import say
-from harness.build.compile import cache_dir, compile_kernel
+from harness.compiler import cache as cache_mod
+from harness.compiler import say
+from harness.compiler.compile import cache_dir, compile_kernel
 from harness.kernels.registry import PROJECT_ROOT, discover, select
 
 (NAIVE,) = select(discover(), ["01_naive"])
@@ -88,7 +88,7 @@ def test_an_unwritable_cache_is_named_once_and_compiling_goes_on(monkeypatch, ca
     def refuse(*_args, **_kwargs):
         raise PermissionError(13, "Permission denied")
 
-    monkeypatch.setattr(compile_mod.tempfile, "mkstemp", refuse)  # as a read-only folder would
+    monkeypatch.setattr(cache_mod.tempfile, "mkstemp", refuse)  # as a read-only folder would
     built = [compile_kernel(NAIVE, "sm_90") for _ in range(2)]
     assert not any(c.cached for c in built)
     (note,) = _notes(capsys)

@@ -14,13 +14,11 @@ from harness.bench.result import (
     Comparison,
     KernelInfo,
     Result,
-    RunReport,
-    load_report,
-    report_json,
 )
 from harness.gpu.timing import Timing
 from harness.kernels.registry import PROJECT_ROOT
 from harness.report import diff
+from harness.report.reading import RunReport, load_report, report_json
 
 H100 = PROJECT_ROOT / "reports" / "h100"
 SAME_COMMIT = (H100 / "run-20261124-130116.json", H100 / "run-20261124-130246.json")

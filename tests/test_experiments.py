@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from harness.build.compile import compile_kernel
+from harness.compiler.compile import compile_kernel
 from harness.kernels.registry import PROJECT_ROOT, discover
 
 EXPERIMENTS = PROJECT_ROOT / "experiments"

@@ -14,12 +14,14 @@ import traceback
 import pytest
 
 from harness import cli
-from harness.bench.result import Result, RunReport, jsonable
-from harness.bench.result import load_report as load
+from harness.bench.result import Result
 from harness.errors import HarnessError
 from harness.kernels.registry import PROJECT_ROOT, discover
 from harness.report import diff, index, ladder, tables
+from harness.report.reading import RunReport
+from harness.report.reading import load_report as load
 from harness.report.width import WIDTH
+from harness.typed_json import jsonable
 
 H100 = PROJECT_ROOT / "reports" / "h100"
 SOURCES = {

@@ -10,7 +10,7 @@ from conftest import FIXTURE_KERNELS
 
 from harness.bench.checks import READS_C_NOTE, check_one, kernel_checks
 from harness.bench.plan import plan
-from harness.build.compile import compile_kernel
+from harness.compiler.compile import compile_kernel
 from harness.errors import LaunchError
 from harness.gpu.driver import Buffer, Stream
 from harness.gpu.timing import TimingOptions
@@ -330,7 +330,7 @@ def test_the_last_device_close_frees_before_releasing():
 
     code = ("from harness.gpu.driver import Buffer, Device\n"
             "from harness.bench.gemm import LoadedGemm\n"
-            "from harness.build.compile import compile_kernel\n"
+            "from harness.compiler.compile import compile_kernel\n"
             "from harness.kernels.registry import discover, select\n"
             "d = Device(0)\n"
             "(k,) = select(discover(), ['01_naive'])\n"

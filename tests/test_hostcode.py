@@ -9,8 +9,8 @@ import pytest
 from conftest import FIXTURE_KERNELS
 
 from harness.bench.plan import plan
-from harness.build.compile import compile_kernel
-from harness.build.offline import build_row
+from harness.compiler.compile import compile_kernel
+from harness.compiler.offline import build_row
 from harness.errors import CompileError, SpecError
 from harness.kernels.hostcode import device_part, nvrtc_hints
 from harness.kernels.registry import PROJECT_ROOT, kernels_in, load_registry

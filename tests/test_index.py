@@ -11,11 +11,11 @@ from harness.bench.result import (
     Comparison,
     KernelInfo,
     Result,
-    report_json,
 )
 from harness.gpu.timing import Timing
 from harness.kernels.registry import PROJECT_ROOT
 from harness.report import files, index
+from harness.report.reading import report_json
 
 H100 = PROJECT_ROOT / "reports" / "h100"
 SHA = "a" * 64

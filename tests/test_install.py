@@ -68,7 +68,7 @@ def test_the_package_carries_every_kernel_file_and_module(installed):
     modules = sorted(p.relative_to(PROJECT_ROOT) for p in (PROJECT_ROOT / "harness").rglob("*.py")
                      if "_kernels" not in p.parts)
     assert all((installed / rel).is_file() for rel in modules), "a module left out of the package"
-    assert (installed / "harness" / "build" / "nvrtc_include" / "cstdint").is_file()
+    assert (installed / "harness" / "compiler" / "nvrtc_include" / "cstdint").is_file()
 
 
 def test_registry_finds_the_kernels_of_an_installed_package(installed, tmp_path):

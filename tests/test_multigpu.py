@@ -22,7 +22,7 @@ from harness.bench.result import Result
 from harness.errors import HarnessError
 from harness.kernels.registry import discover, select
 from harness.run import gpus as gpu_choice
-from harness.run import runner
+from harness.run import process, runner
 from harness.run.gpus import GpuSlot, VisibleGpu
 
 # A stand-in worker: the protocol of run/worker.py, with what each kernel does taken from
@@ -107,7 +107,7 @@ def fake(tmp_path, monkeypatch):
     not compiled (the worker would find no cubin to use anyway)."""
     script = tmp_path / "fake_worker.py"
     script.write_text(FAKE_WORKER)
-    monkeypatch.setattr(runner, "WORKER_COMMAND", (sys.executable, str(script)))
+    monkeypatch.setattr(process, "WORKER_COMMAND", (sys.executable, str(script)))
     monkeypatch.setattr(runner, "screen", lambda kernel, arch, sizes: (kernel, []))
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
 
@@ -345,9 +345,9 @@ def _stand_in_gpus(script: str, uuids: list[str]) -> None:
     """In a Dask worker process: the stand-in worker, GPUs that are not there, no compiling."""
     import sys as worker_sys
 
-    from harness.run import gpus, runner
+    from harness.run import gpus, process, runner
 
-    runner.WORKER_COMMAND = (worker_sys.executable, script)
+    process.WORKER_COMMAND = (worker_sys.executable, script)
     runner.screen = lambda kernel, arch, sizes: (kernel, [])
     gpus.visible_gpus = lambda: [gpus.VisibleGpu(i, u, "Fake GPU", "sm_90")
                                  for i, u in enumerate(uuids)]
@@ -402,7 +402,7 @@ def test_a_local_dask_cluster_of_two_workers_gives_one_workers_rows(kernels, fak
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
                                   dashboard_address=None) as local:
         with distributed.Client(local.scheduler_address) as client:
-            client.run(_stand_in_gpus, str(runner.WORKER_COMMAND[1]), [f"{tag}-0", f"{tag}-1"])
+            client.run(_stand_in_gpus, str(process.WORKER_COMMAND[1]), [f"{tag}-0", f"{tag}-1"])
         lines = []
         with cluster.Engine(local.scheduler_address, lines.append) as engine:
             assert sorted(g["index"] for g in engine.gpus.values()) == [0, 1]
@@ -593,8 +593,8 @@ def _row(name, size, gpu_name, index):
 
 
 def test_rows_from_gpus_of_two_models_go_to_their_own_reports(tmp_path):
-    from harness.cli.bench import by_model, write_run_reports
     from harness.gpu.timing import TimingOptions
+    from harness.report.runs import by_model, write_run_reports
 
     h100, h200 = "NVIDIA H100 80GB HBM3", "NVIDIA H200"
     devices = [{"name": h100, "index": 0, "uuid": "GPU-0", "host": "a"},
@@ -621,8 +621,8 @@ def test_rows_from_gpus_of_two_models_go_to_their_own_reports(tmp_path):
 
 
 def test_a_report_of_several_gpus_lists_them(tmp_path):
-    from harness.cli.bench import write_run_report
     from harness.gpu.timing import TimingOptions
+    from harness.report.runs import write_run_report
 
     devices = [{"name": "NVIDIA H100", "index": i, "uuid": f"GPU-{i}", "host": "a",
                 "clocks": {"max_sm_clock_mhz": 1980}} for i in (0, 1)]
@@ -699,11 +699,9 @@ def test_wheels_script_fetches_dask_for_a_gpu_host_without_a_registry(tmp_path):
 
 def _stand_in_host(monkeypatch, count=2):
     """A host with ``count`` stand-in GPUs, as the CLI asks for them."""
-    from harness.cli import common
     from harness.gpu import driver
 
-    monkeypatch.setattr(common, "has_gpu", lambda: (True, "Fake GPU"))
-    monkeypatch.setattr(common, "gpu", lambda: "Fake GPU")
+    monkeypatch.setattr(driver, "gpu_status", lambda: driver.GpuStatus("Fake GPU"))
     monkeypatch.setattr(driver, "device_arch_name", lambda ordinal=0: "sm_90")
     monkeypatch.setattr(gpu_choice, "visible_gpus", lambda: [
         VisibleGpu(i, f"GPU-{i}", "Fake GPU", "sm_90") for i in range(count)])
@@ -780,7 +778,7 @@ def test_harness_tune_cluster_local_screens_while_the_cluster_starts(fake, tmp_p
     monkeypatch.setattr(tune, "why_not_launchable", lambda kernel, arch, sizes: None)
     tag = f"GPU-tune-{time.time_ns()}"
     monkeypatch.setattr(cluster, "hold_gpu", functools.partial(
-        _stand_in_hold, str(runner.WORKER_COMMAND[1]), [f"{tag}-0", f"{tag}-1"]))
+        _stand_in_hold, str(process.WORKER_COMMAND[1]), [f"{tag}-0", f"{tag}-1"]))
     try:
         status, err = _harness(capsys, "tune", "09_cp_async", "--param", "BM=128", "--param",
                                "BN=128", "--param", "STAGES=2", "--size", "256", "--cluster",

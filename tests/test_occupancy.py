@@ -6,7 +6,7 @@ import json
 import pytest
 
 from harness.archs import KB, get_arch
-from harness.build.occupancy import (
+from harness.compiler.occupancy import (
     Occupancy,
     abi_problems,
     carveout_bytes,

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.build.compile import compile_kernel
-from harness.build.offline import build_row
+from harness.compiler.compile import compile_kernel
+from harness.compiler.offline import build_row
 from harness.errors import CompileError
 from harness.kernels.registry import PROJECT_ROOT, kernels_in
 from harness.kernels.signature import (
@@ -163,7 +163,7 @@ def test_parameter_mismatch_says_where_the_lists_part(found, expected):
 
 
 def test_harness_build_and_the_plugin_fail_the_mismatch(tmp_path, pytester, monkeypatch):
-    from harness.build.compile import cache_dir
+    from harness.compiler.compile import cache_dir
 
     kernel = naive_with(tmp_path, "const float* B, float beta, float* C) {",
                         "const float* B, float* C) {\n    const float beta = 0.0f;",

@@ -15,13 +15,13 @@ import pytest
 from conftest import TESTS, harness_env
 
 from harness.bench import ncu, ncu_csv
-from harness.bench.result import load_report
 from harness.errors import HarnessError, SpecError
 from harness.gpu.timing import Timing, TimingOptions
 from harness.kernels.registry import PROJECT_ROOT, discover, select
 from harness.kernels.spec import parse_spec
 from harness.report import napkin
 from harness.report import profile as report
+from harness.report.reading import load_report
 
 DATA = TESTS / "data"
 NOPAD = DATA / "ncu-04_smem_padded-nopad-1024.csv"
@@ -206,7 +206,7 @@ def test_napkin_predicts_bank_conflicts_from_the_layout():
 
 
 def _rows(factor=2.0):
-    from harness.cli.profile import predicted
+    from harness.commands.profile import predicted
 
     metrics = sample_metrics()
     rows = []
@@ -338,12 +338,13 @@ def test_timing_regimes_are_labelled_and_old_reports_read_as_sustained():
         TimingOptions(isolated_gap_ms=5).describe()
     from dataclasses import asdict
 
-    from harness.report.files import timing_method
+    from harness.report.files import timing_record
     from harness.report.tables import table
 
-    assert timing_method(asdict(TimingOptions())).startswith("sustained: each batch of repetitions")
-    assert timing_method(asdict(TimingOptions(graph=False))).startswith("sustained: CUDA events")
-    assert timing_method(asdict(TimingOptions(isolated_gap_ms=5))).startswith(
+    assert TimingOptions().method().startswith("sustained: each batch of repetitions")
+    assert TimingOptions(graph=False).method().startswith("sustained: CUDA events")
+    assert timing_record(asdict(TimingOptions())) == timing_record(TimingOptions())
+    assert TimingOptions(isolated_gap_ms=5).method().startswith(
         "isolated launches: before each repetition the stream is synchronised and the GPU "
         "left idle 5 ms")
     old = load_report(PROJECT_ROOT / "reports" / "h100" / "run-20261122-132342.json")  # schema 1
@@ -363,7 +364,7 @@ def test_timing_regimes_are_labelled_and_old_reports_read_as_sustained():
 
 def test_isolated_flag_maps_to_the_timing_option():
     from harness.cli import _parser
-    from harness.cli.bench import _timing
+    from harness.cli.flags import timing as _timing
 
     parser = _parser()
     assert _timing(parser.parse_args(["run"])).regime == "sustained"
@@ -410,7 +411,7 @@ def test_the_command_end_to_end_with_stand_ins_for_the_gpu_and_ncu(tmp_path, mon
     the GPU's facts and the harness's timings are stand-ins too."""
     from harness.bench.result import Baseline, KernelInfo, Result
     from harness.cli import main
-    from harness.cli import profile as cli_profile
+    from harness.commands import profile as profile_command
     from harness.run.runner import RunRecord
 
     fake = tmp_path / "ncu"
@@ -450,7 +451,7 @@ def test_the_command_end_to_end_with_stand_ins_for_the_gpu_and_ncu(tmp_path, mon
 
     monkeypatch.setattr("harness.bench.session.BenchSession", Session)
     monkeypatch.setattr("harness.cli.common.gpu", lambda: "NVIDIA H100 80GB HBM3")
-    monkeypatch.setattr(cli_profile, "run", fake_run)
+    monkeypatch.setattr(profile_command, "run", fake_run)
     code = main(["profile", "04_smem_padded:nopad", "12_mma_tma_bf16:m256n128e",
                  "07_vectorized", "--size", "1024", "--metrics", ",".join(SAMPLE_SETS), "--ncu",
                  str(fake), "--report-dir", str(tmp_path / "reports")])
@@ -531,12 +532,13 @@ def test_isolated_launches_queue_enough_work_to_never_wait_on_the_host(monkeypat
         def flush(self):
             line.flush()
 
-    monkeypatch.setattr(timing, "Event", Event)
-    monkeypatch.setattr(timing.time, "perf_counter", lambda: line.host / 1e3)
-    monkeypatch.setattr(timing.time, "sleep", lambda s: line.work(s * 1e3, 0.0))
+    monkeypatch.setattr(timing.isolated, "Event", Event)
+    monkeypatch.setattr(timing.isolated.time, "perf_counter", lambda: line.host / 1e3)
+    monkeypatch.setattr(timing.isolated.time, "sleep", lambda s: line.work(s * 1e3, 0.0))
     # the first guess from a host time measured low (0.05 ms): 0.2 ms of flushes, too little
-    reps = timing._Isolated(Timer(), [line.launch], [None], [(0.1, 0.05)], cap=20, floor=10,
-                              rounds=timing._Rounds(1, False, 0.0))
+    rule = timing.StopRule.of(timing.Rounds(1, False, 0.0), cap=20, floor=10,
+                              max_rel_se_pct=0.0, reps_caps=(2000, 200))
+    reps = timing.isolated.Isolated(Timer(), [line.launch], [None], [(0.1, 0.05)], rule)
     while not reps.finished():
         reps.step()
     assert len(reps.times) == 20 and reps.attempts > 20  # some were done again
@@ -556,7 +558,7 @@ H100_4096 = ("01_naive", "04_smem_padded:nopad", "04_smem_padded:pad", "06_block
 def h100():
     """Rows of ``harness profile ... --size 4096`` on the H100 (ncu 2025.3.1, every metric
     set), rebuilt from the committed ncu output with the specs as they are now."""
-    from harness.cli.profile import predicted
+    from harness.commands.profile import predicted
 
     metrics = ncu.select(["all"], "sm_90")
     size = (4096, 4096, 4096)
@@ -643,7 +645,7 @@ def test_a_tensor_core_kernel_under_ncu(h100):
 def test_a_kernel_file_outside_the_folders_is_launched_under_ncu_by_its_path():
     """A kernel given by path (no registry key) reaches the child ``harness launch`` as its
     path and variant; a built-in one by its key."""
-    from harness.cli.profile import _launch_pattern
+    from harness.commands.profile import launch_pattern as _launch_pattern
     from harness.kernels.registry import PROJECT_ROOT, load_registry
 
     registry = load_registry()

@@ -1,4 +1,4 @@
-from harness.build.ptxas import parse_report
+from harness.compiler.ptxas import parse_report
 
 LOG = """ptxas info    : 0 bytes gmem
 ptxas info    : Compiling entry function 'sgemm_a' for 'sm_90'

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.build.compile import compile_kernel
+from harness.compiler.compile import compile_kernel
 from harness.errors import CompileError
 from harness.kernels.ptxpp import expand
 from harness.kernels.registry import kernels_in

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from conftest import FIXTURE_KERNELS, harness_env
 
-from harness.build.compile import cache_dir
+from harness.compiler.compile import cache_dir
 
 pytest_plugins = ["pytester"]
 COMPILE_CACHE = cache_dir()  # before pytester moves HOME: its runs share the warm cache
@@ -208,6 +208,7 @@ def test_with_a_gpu_the_check_battery_decides(pytester, monkeypatch):
     import harness.pytest_plugin as plugin
     import harness.run.runner as runner
     from harness.bench.result import KernelInfo, Result
+    from harness.gpu.driver import GpuStatus
 
     calls = []
 
@@ -222,7 +223,8 @@ def test_with_a_gpu_the_check_battery_decides(pytester, monkeypatch):
         return runner.RunRecord(results=[result])
 
     monkeypatch.setattr(runner, "run", fake_run)
-    monkeypatch.setattr(plugin, "_probe_gpu", lambda: (True, "NVIDIA H100 80GB HBM3", "sm_90"))
+    monkeypatch.setattr(plugin, "_probe_gpu",
+                        lambda: (GpuStatus("NVIDIA H100 80GB HBM3"), "sm_90"))
     monkeypatch.setenv("HARNESS_CACHE_DIR", str(COMPILE_CACHE))
     for path in (NAIVE, BIG_SMEM, FIXTURE_KERNELS / "classes" / "unwritten_half.cu"):
         shutil.copy(path, pytester.path / path.name)

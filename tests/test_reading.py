@@ -8,10 +8,10 @@ import os
 
 import pytest
 
-from harness.bench.result import RunReport, load_report, report_json
 from harness.errors import HarnessError, ReportError
 from harness.kernels.registry import PROJECT_ROOT
 from harness.report import files, index
+from harness.report.reading import RunReport, load_report, report_json
 
 REPORTS = PROJECT_ROOT / "reports"
 H100 = REPORTS / "h100"

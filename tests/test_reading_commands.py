@@ -12,9 +12,9 @@ import pytest
 from conftest import harness_env
 
 from harness import cli
-from harness.bench.result import load_report
 from harness.kernels.registry import PROJECT_ROOT
 from harness.report import index, tables
+from harness.report.reading import load_report
 from harness.report.width import WIDTH
 
 REPORTS = PROJECT_ROOT / "reports"

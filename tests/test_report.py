@@ -13,12 +13,12 @@ from harness.bench.result import (
     LaunchInfo,
     OccupancyInfo,
     Result,
-    load_report,
 )
-from harness.build.ptxas import Resources
+from harness.compiler.ptxas import Resources
 from harness.gpu.timing import Timing
 from harness.kernels.registry import PROJECT_ROOT
 from harness.report import files, tables
+from harness.report.reading import load_report
 
 H100 = PROJECT_ROOT / "reports" / "h100"
 

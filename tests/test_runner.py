@@ -4,7 +4,8 @@ import time
 import pytest
 
 from harness.errors import HarnessError
-from harness.run.runner import _failure, parse_size
+from harness.run.process import failure as _failure
+from harness.run.runner import parse_size
 
 
 def test_parse_size():
@@ -44,7 +45,7 @@ def test_a_kernel_refused_offline_at_every_size_gets_rows_and_no_worker(tmp_path
     from harness.run import runner
 
     monkeypatch.setenv("HARNESS_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.setattr(runner, "_Worker", lambda *args: pytest.fail("a worker was started"))
+    monkeypatch.setattr(runner, "WorkerProcess", lambda *args: pytest.fail("a worker was started"))
     (t16,) = select(discover(), ["03_smem_tiled:t16"])
     sizes = ((100000000,) * 3, (2000000, 2000000, 64))
     record = runner.run([t16], "sm_90", runner.RunOptions(sizes=sizes), tmp_path / "r.jsonl",
@@ -83,12 +84,12 @@ def test_a_loaded_kernel_refuses_a_grid_over_the_limits_before_launching():
                                           (None, "hung while its check battery ran: ")])
 def test_a_hung_kernel_is_skipped_at_its_other_sizes_saying_where_it_hung(at, said):
     from harness.kernels.registry import discover, select
-    from harness.run import runner
+    from harness.run import process, runner
 
     (kernel,) = select(discover(), ["01_naive"])
     sizes = ((128,) * 3, (256,) * 3, (512,) * 3)
     kept = []
-    worker = runner._Worker([kernel], runner.RunOptions(sizes=sizes, timeout_s=5),
+    worker = process.WorkerProcess([kernel], runner.RunOptions(sizes=sizes, timeout_s=5),
                             runner.RunRecord(), kept.append, lambda line: None, False, "run")
     worker.current, worker.at = kernel.name, at
     worker._record_unreported(None, True, -9, "")
@@ -113,15 +114,15 @@ def test_a_hang_is_called_by_the_limit_of_the_stage_in_flight(tmp_path, monkeypa
     kernel that hangs in a small check is called hung after that stage's limit, not after a
     fixed 300 s; the message names the stage."""
     from harness.kernels.registry import discover, select
-    from harness.run import runner
+    from harness.run import process, runner
 
     script = tmp_path / "fake_worker.py"
     script.write_text(FAKE_WORKER)
-    monkeypatch.setattr(runner, "WORKER_COMMAND", (sys.executable, str(script)))
+    monkeypatch.setattr(process, "WORKER_COMMAND", (sys.executable, str(script)))
     (kernel,) = select(discover(), ["01_naive"])
     kept, lines = [], []
     t0 = time.monotonic()
-    worker = runner._Worker([kernel], runner.RunOptions(sizes=((128,) * 3,)),
+    worker = process.WorkerProcess([kernel], runner.RunOptions(sizes=((128,) * 3,)),
                             runner.RunRecord(), kept.append, lines.append, False, "run")
     worker.run()
     assert time.monotonic() - t0 < 20
@@ -134,14 +135,14 @@ def test_a_hang_is_called_by_the_limit_of_the_stage_in_flight(tmp_path, monkeypa
 
 def test_a_fixed_timeout_overrides_the_stage_limits(tmp_path, monkeypatch):
     from harness.kernels.registry import discover, select
-    from harness.run import runner
+    from harness.run import process, runner
 
     script = tmp_path / "fake_worker.py"
     script.write_text(FAKE_WORKER.replace("limit_s=1.5", "limit_s=600"))
-    monkeypatch.setattr(runner, "WORKER_COMMAND", (sys.executable, str(script)))
+    monkeypatch.setattr(process, "WORKER_COMMAND", (sys.executable, str(script)))
     (kernel,) = select(discover(), ["01_naive"])
     kept = []
-    worker = runner._Worker([kernel], runner.RunOptions(sizes=((128,) * 3,), timeout_s=1),
+    worker = process.WorkerProcess([kernel], runner.RunOptions(sizes=((128,) * 3,), timeout_s=1),
                             runner.RunRecord(), kept.append, lambda line: None, False, "run")
     worker.run()
     assert kept[0].status == "timeout" and "no progress for 1 s" in kept[0].message
@@ -151,25 +152,25 @@ def test_an_interrupt_takes_the_worker_with_it(tmp_path, monkeypatch):
     """A notebook's interrupt reaches only the Python process: the worker it started must not
     go on running on the GPU."""
     from harness.kernels.registry import discover, select
-    from harness.run import runner
+    from harness.run import process, runner
 
     script = tmp_path / "fake_worker.py"
     script.write_text(FAKE_WORKER.replace("limit_s=1.5", "limit_s=600"))
-    monkeypatch.setattr(runner, "WORKER_COMMAND", (sys.executable, str(script)))
+    monkeypatch.setattr(process, "WORKER_COMMAND", (sys.executable, str(script)))
     started = []
-    real_popen = runner.subprocess.Popen
+    real_popen = process.subprocess.Popen
 
     def popen(*args, **kwargs):
         started.append(real_popen(*args, **kwargs))
         return started[-1]
 
-    monkeypatch.setattr(runner.subprocess, "Popen", popen)
+    monkeypatch.setattr(process.subprocess, "Popen", popen)
     (kernel,) = select(discover(), ["01_naive"])
 
     def interrupt(line):
         raise KeyboardInterrupt
 
-    worker = runner._Worker([kernel], runner.RunOptions(sizes=((128,) * 3,)),
+    worker = process.WorkerProcess([kernel], runner.RunOptions(sizes=((128,) * 3,)),
                             runner.RunRecord(), lambda r: None, interrupt, False, "run")
     monkeypatch.setattr(worker, "_on", lambda kind, event: interrupt(None))
     with pytest.raises(KeyboardInterrupt):

@@ -2,8 +2,8 @@
 
 import pytest
 
-from harness.build.compile import compile_kernel
-from harness.build.sass import disassemble, instruction_mix, opcodes
+from harness.compiler.compile import compile_kernel
+from harness.compiler.sass import disassemble, instruction_mix, opcodes
 from harness.kernels.registry import discover, select
 
 KERNELS = discover()

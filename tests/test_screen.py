@@ -3,9 +3,9 @@
 import pytest
 from conftest import FIXTURE_KERNELS
 
-from harness.build.compile import compile_kernel
-from harness.build.sass import disassemble
-from harness.build.screen import Screen, elf_state, screen
+from harness.compiler.compile import compile_kernel
+from harness.compiler.sass import disassemble
+from harness.compiler.screen import Screen, elf_state, screen
 from harness.errors import HarnessError
 from harness.kernels.registry import discover, select
 

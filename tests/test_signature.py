@@ -10,7 +10,7 @@ import pytest
 
 from harness.bench import gemm
 from harness.errors import HarnessError, SpecError
-from harness.gpu import driver
+from harness.gpu import driver, tensormaps
 from harness.kernels.registry import Kernel, discover
 from harness.kernels.signature import (
     DEFAULT_SIGNATURE,
@@ -330,7 +330,7 @@ def test_tensor_map_translates_the_description_into_encode_arguments():
     api = FakeCu()
     desc = TensorMapDesc(3, (64, 256, 8), (512, 64), (64, 128, 1), (1, 1, 1), "128B",
                          "none", "128B", "nan")
-    tmap = driver.tensor_map(desc, 0x7F0000000000, "bf16", "k tensor map A", api=api)
+    tmap = tensormaps.tensor_map(desc, 0x7F0000000000, "bf16", "k tensor map A", api=api)
     assert bytes(tmap) == bytes(range(128)) and ctypes.sizeof(tmap) == 128
     (args,) = api.calls
     assert args == (
@@ -342,7 +342,7 @@ def test_tensor_map_translates_the_description_into_encode_arguments():
         "CUtensorMapL2promotion.CU_TENSOR_MAP_L2_PROMOTION_L2_128B",
         "CUtensorMapFloatOOBfill.CU_TENSOR_MAP_FLOAT_OOB_FILL_NAN_REQUEST_ZERO_FMA")
     one = TensorMapDesc(1, (1000,), (), (256,), (2,), "none", "16B", "none", "none")
-    driver.tensor_map(one, 0x1000, "fp32", api=api)
+    tensormaps.tensor_map(one, 0x1000, "fp32", api=api)
     assert api.calls[1][1:4] == (1, 0x1000, [("u64", 1000)]) and api.calls[1][4] == []
     assert api.calls[1][7:10] == ("CUtensorMapInterleave.CU_TENSOR_MAP_INTERLEAVE_16B",
                                   "CUtensorMapSwizzle.CU_TENSOR_MAP_SWIZZLE_NONE",
@@ -357,9 +357,9 @@ def test_tensor_map_translates_the_description_into_encode_arguments():
 ])
 def test_tensor_map_refuses_what_the_driver_would(desc, match):
     with pytest.raises(HarnessError, match=match):
-        driver.tensor_map(desc, 0x1000, "fp16", api=FakeCu())
+        tensormaps.tensor_map(desc, 0x1000, "fp16", api=FakeCu())
     with pytest.raises(HarnessError, match="no tensor-map element type"):
-        driver.tensor_map(desc, 0x1000, "int8", api=FakeCu())
+        tensormaps.tensor_map(desc, 0x1000, "int8", api=FakeCu())
 
 
 def test_cluster_launch_attribute():
@@ -479,7 +479,7 @@ def test_a_cxx_entry_is_lowered_to_its_symbol_with_params_in_its_template_argume
 
 
 def test_the_template_fixture_compiles_to_its_mangled_symbol():
-    from harness.build.compile import compile_kernel
+    from harness.compiler.compile import compile_kernel
     from harness.kernels.registry import load_registry
 
     fixture = Path(__file__).parent / "kernels" / "signatures" / "template_sgemm.cu"
@@ -510,7 +510,7 @@ def test_bad_cxx_entries_are_refused_with_what_to_write(entry, body, suffix, mat
 def test_a_mangled_entry_is_taken_as_the_symbol(tmp_path):
     """An entry given as the mangled symbol (a kernel instantiated explicitly) is not looked
     for in the source; the compiler's report must have it, and says so when it has not."""
-    from harness.build.compile import compile_kernel
+    from harness.compiler.compile import compile_kernel
     from harness.errors import CompileError
     from harness.kernels.spec import read_spec
 

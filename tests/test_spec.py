@@ -143,7 +143,7 @@ def test_bad_tma_tables_are_refused(table, match):
 
 
 def test_a_tensor_map_box_wider_than_the_swizzle_is_refused_before_the_driver():
-    from harness.gpu.driver import tensor_map_2d
+    from harness.gpu.tensormaps import tensor_map_2d
 
     with pytest.raises(HarnessError, match=r"box 128 x 64 does not fit a 128-byte swizzle "
                                            r"\(inner box at most 64 bf16 elements"):

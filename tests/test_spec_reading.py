@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.build.compile import compile_kernel
+from harness.compiler.compile import compile_kernel
 from harness.errors import SpecError
 from harness.kernels.registry import PROJECT_ROOT, kernels_in
 from harness.kernels.spec import parse_spec, read_spec

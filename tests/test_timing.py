@@ -103,10 +103,11 @@ def line(monkeypatch):
                     tick()
             return SimpleNamespace(median=1980.0, minimum=1980.0, maximum=1980.0, limits="")
 
-    monkeypatch.setattr(timing, "Event", Event)
-    monkeypatch.setattr(timing, "Buffer", Buffer)
-    monkeypatch.setattr(timing, "Graph", Graph)
-    monkeypatch.setattr(timing.time, "perf_counter", lambda: line.host / 1e3)
+    for module in (timing.timer, timing.sustained, timing.isolated):
+        monkeypatch.setattr(module, "Event", Event)
+    monkeypatch.setattr(timing.timer, "Buffer", Buffer)
+    monkeypatch.setattr(timing.sustained, "Graph", Graph)
+    monkeypatch.setattr(timing.timer.time, "perf_counter", lambda: line.host / 1e3)
     line.stream = SimpleNamespace(synchronize=lambda what="": setattr(
         line, "host", max(line.host, line.gpu)))
     line.clocks = Clocks()
@@ -133,14 +134,14 @@ def test_launches_enqueued_one_by_one_read_the_host_when_it_is_slower(line, monk
     """What graphs fix: a host whose launches cost more during the repetitions than when the
     timer sized the work queued ahead of them (NVML sampling, the interpreter) starves the GPU;
     the same kernel then reads about the host's cost of a launch, 100x the kernel."""
-    real = timing._Batches.enqueue
+    real = timing.sustained.Batches.enqueue
     line.launch_host_ms = 0.002  # calibration: cheap
 
     def slower(self):
         line.launch_host_ms = 0.5  # a cuBLAS call costs the host ~0.2 ms on a good day
         real(self)
 
-    monkeypatch.setattr(timing._Batches, "enqueue", slower)
+    monkeypatch.setattr(timing.sustained.Batches, "enqueue", slower)
     t = _time(line, graph=False, cold=False, max_rel_se_pct=0, budget_ms=40)
     assert not t.graph
     assert t.median_ms > 5 * line.kernel_ms
@@ -152,13 +153,13 @@ def test_launches_enqueued_one_by_one_read_the_host_when_it_is_slower(line, monk
 def test_a_host_that_falls_behind_between_batches_is_reported(line, monkeypatch):
     """Graph batches keep their repetitions' times, and the idle time between batches (the
     host late to launch the next one) is measured for every batch and reported."""
-    real = timing._Batches.tick
+    real = timing.sustained.Batches.tick
 
     def slow_tick(self):
         line.host += 25.0  # the host stalls longer than a batch whenever it looks
         real(self)
 
-    monkeypatch.setattr(timing._Batches, "tick", slow_tick)
+    monkeypatch.setattr(timing.sustained.Batches, "tick", slow_tick)
     t = _time(line, graph=True, budget_ms=80, max_rel_se_pct=0)
     assert t.median_ms == pytest.approx(line.kernel_ms, abs=1e-9)
     assert t.queue_ahead_ms < -1.0
@@ -196,7 +197,7 @@ def test_the_launch_overhead_is_calibrated_in_every_round(line, monkeypatch, col
     repetition, so a kernel reads its own duration."""
     overhead_ms = line.launch_overhead_ms = 0.0037
     monkeypatch.setattr(Timer, "kernels", Kernels(line))
-    monkeypatch.setattr(timing.time, "sleep", lambda s: line.call(s * 1e3, 0.0))
+    monkeypatch.setattr(timing.timer.time, "sleep", lambda s: line.call(s * 1e3, 0.0))
     t = _time(line, graph=True, cold=cold, subtract_launch_overhead=True,
               isolated_gap_ms=isolated)
     assert t.launch_overhead_ms == pytest.approx(overhead_ms, abs=1e-9)
@@ -214,7 +215,7 @@ def test_cold_sustained_launches_rest_their_own_time_outside_the_events(line, mo
     as many repetitions as without them. With warm L2 and isolated, no spins."""
     kernels = Kernels(line)
     monkeypatch.setattr(Timer, "kernels", kernels)
-    monkeypatch.setattr(timing.time, "sleep", lambda s: line.call(s * 1e3, 0.0))
+    monkeypatch.setattr(timing.timer.time, "sleep", lambda s: line.call(s * 1e3, 0.0))
     line.kernel_ms, line.launch_host_ms = 0.2, 0.01
     spins = []
     monkeypatch.setattr(kernels, "spin", lambda ms: (spins.append(ms), line.kernel(0.01, ms)))
@@ -295,7 +296,7 @@ def test_hot_isolated_launches_of_a_kernel_shorter_than_its_enqueueing_finish(li
     kernel itself: a kernel shorter than the host's cost of enqueueing it never got ahead, and
     the doubling retries never ended. A spin of the wanted time gets ahead in one launch."""
     monkeypatch.setattr(Timer, "kernels", Kernels(line))
-    monkeypatch.setattr(timing.time, "sleep", lambda s: line.call(s * 1e3, 0.0))
+    monkeypatch.setattr(timing.timer.time, "sleep", lambda s: line.call(s * 1e3, 0.0))
     t = _time(line, graph=True, cold=False, isolated_gap_ms=1.0)
     assert t.regime == "isolated" and t.reps >= 10
     assert t.queue_ahead_ms > 0
@@ -308,7 +309,7 @@ def test_no_launch_runs_without_its_preparation(line, monkeypatch, graph, isolat
     preparation fills its workspace (a host-built schedule) faulted on garbage when the
     untimed launches ran without it (wgmma_cluster_bf16 in `harness compare` on the H100)."""
     calls = []
-    monkeypatch.setattr(timing.time, "sleep", lambda s: line.call(s * 1e3, 0.0))
+    monkeypatch.setattr(timing.timer.time, "sleep", lambda s: line.call(s * 1e3, 0.0))
 
     def prepare():
         calls.append("prepare")
@@ -437,7 +438,7 @@ def test_each_launch_of_a_long_round_reads_as_in_a_loop_of_it(line, monkeypatch,
     timed in one round reads its duration, as it does timed alone; unprimed, each reads long."""
     line.code_cold_ms = 0.0004
     monkeypatch.setattr(Timer, "kernels", Kernels(line))
-    monkeypatch.setattr(timing.time, "sleep", lambda s: line.call(s * 1e3, 0.0))
+    monkeypatch.setattr(timing.timer.time, "sleep", lambda s: line.call(s * 1e3, 0.0))
     timer = Timer(line.stream, 50 << 20, line.clocks,
                   TimingOptions(warmup_ms=1, min_ms=1, budget_ms=20, prime_below_ms=prime_below_ms,
                                 subtract_launch_overhead=False, isolated_gap_ms=isolated))
@@ -493,3 +494,25 @@ def test_a_compare_gives_every_pair_the_budget_a_run_gives_it(line, monkeypatch)
     scaled, _ = timer.time_interleaved([launch] * 12, budget_scale=6)
     assert many[0].reps < pair[0].reps / 4
     assert scaled[0].reps == pytest.approx(pair[0].reps, rel=0.25)
+
+
+def test_one_stop_rule_for_both_regimes():
+    """The verdict both regimes ask after every round: nothing before the floor, "converged"
+    once the median's error is small enough, the cap named by what set it, and an isolated
+    timing whose attempts are spent stopped at once."""
+    from harness.gpu.timing import Rounds, StopRule
+
+    steady = [[1.0 + 0.001 * (i % 3)] for i in range(40)]
+    noisy = [[1.0 + 0.5 * (i % 2)] for i in range(40)]
+    rule = StopRule.of(Rounds(1, False, 0.0), cap=50, floor=20, max_rel_se_pct=0.25,
+                       reps_caps=(2000,))
+    assert rule.at_cap == "budget"
+    assert rule.verdict(steady[:10]) == ""  # below the floor
+    assert rule.verdict(steady) == "converged"
+    assert rule.verdict(noisy) == ""
+    assert rule.verdict(noisy * 2) == "budget"  # 80 rounds, past the cap of 50
+    assert rule.verdict(noisy[:3], exhausted=True) == "budget"
+    assert rule.verdict([], exhausted=True) == ""
+    capped = StopRule.of(Rounds(1, False, 0.0), cap=200, floor=10, max_rel_se_pct=0.0,
+                         reps_caps=(2000, 200))
+    assert capped.at_cap == "max reps" and capped.verdict(steady) == ""  # 0: to the cap

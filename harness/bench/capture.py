@@ -33,7 +33,7 @@ import numpy as np
 from harness.bench import contents, numerics
 from harness.bench.numerics import CheckResult
 from harness.bench.operands import GUARD_ELEMENTS, Operands
-from harness.build.screen import Screen
+from harness.compiler.screen import Screen
 from harness.errors import HarnessError
 from harness.gpu.check import check
 from harness.gpu.driver import Buffer, LaunchShape, Module, Stream, device_arch_name

@@ -10,7 +10,7 @@ threadIdx.x]``, so no mma is dead code.
 
 It is launched as one wave of ``blocks_per_sm x SM count`` blocks (all resident at once, enough
 warps for every SM sub-partition), checked (every thread writes, and its sum doubles when the
-iterations double), then timed by :class:`harness.timing.Timer` like any kernel. Hot or cold L2
+iterations double), then timed by :class:`harness.gpu.timing.Timer` like any kernel. Hot or cold L2
 makes no difference: nothing is loaded. GFLOP/s = 2 m n k (the instruction's shape) x
 mma_per_iteration x iterations x warps / median time.
 """
@@ -26,12 +26,13 @@ import numpy as np
 
 from harness.archs import Arch, can_run, get_arch
 from harness.bench import numerics
-from harness.build.compile import compile_kernel
+from harness.compiler.compile import compile_kernel
 from harness.errors import HarnessError, LaunchError
 from harness.gpu.driver import Buffer, Device, Function, LaunchShape, Module, Stream
 from harness.gpu.timing import Timer
 from harness.kernels.registry import DEFAULT_KERNEL_DIRS, Kernel, discover, project_relative
 from harness.kernels.spec import PRECISIONS
+from harness.knobs import check_knobs, knob
 from harness.stats import peak_gflops
 
 PLAN_CLOCK_MHZ = 2000.0
@@ -44,15 +45,19 @@ CHECK_ITERATIONS = 8
 
 @dataclass(frozen=True)
 class CeilingOptions:
-    """How a ceiling kernel is launched."""
+    """How a ceiling kernel is launched; checked when made."""
 
-    launch_ms: float = 2.0
+    launch_ms: float = knob(2.0, "--launch-ms", 0, False, "milliseconds of GPU time of one "
+                                                          "launch")
     """Shortest GPU time of one launch (iterations are planned for it): long against the
     microseconds a wave takes to start and drain."""
-    blocks_per_sm: int | None = None
+    blocks_per_sm: int | None = knob(None, "--blocks-per-sm", 1, what="blocks per SM")
     """Blocks per SM; None: the spec's ``[ceiling] blocks_per_sm``."""
     iterations: int | None = None
     """Loop trips per thread (the kernel's ``iterations`` argument); None: from launch_ms."""
+
+    def __post_init__(self) -> None:
+        check_knobs(self)
 
 
 @dataclass(frozen=True)

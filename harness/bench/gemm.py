@@ -18,8 +18,8 @@ from __future__ import annotations
 import numpy as np
 
 from harness.archs import can_run, cubin_runs_on, get_arch
-from harness.build import occupancy
-from harness.build.compile import CompiledKernel
+from harness.compiler import occupancy
+from harness.compiler.compile import CompiledKernel
 from harness.errors import LaunchError, SpecError
 from harness.gpu.driver import (
     Buffer,
@@ -28,9 +28,8 @@ from harness.gpu.driver import (
     LaunchShape,
     Module,
     Stream,
-    tensor_map,
-    tensor_map_2d,
 )
+from harness.gpu.tensormaps import tensor_map, tensor_map_2d
 from harness.kernels.hostsetup import HostLaunch, HostValues, run_setup
 from harness.kernels.registry import Kernel
 from harness.kernels.signature import DEFAULT_SIGNATURE, host_keys, leading_dimensions, pack

@@ -49,9 +49,9 @@ from harness.bench.result import (
     Result,
 )
 from harness.bench.session import BenchSession, in_turn
-from harness.build.compile import cache_dir
-from harness.build.sass import disassemble, opcodes
-from harness.build.screen import Screen, screen
+from harness.compiler.compile import cache_dir
+from harness.compiler.sass import disassemble, opcodes
+from harness.compiler.screen import Screen, screen
 from harness.errors import HarnessError, LaunchError
 from harness.gpu.cublas import compute_name
 from harness.gpu.timing import ISOLATED_MAX_REPS, Timing, TimingOptions, with_before

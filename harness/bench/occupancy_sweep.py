@@ -3,16 +3,16 @@
 The sweep compiles a probe kernel at several register caps (``-maxrregcount``) and static
 shared-memory sizes, then asks ``cuOccupancyMaxActiveBlocksPerMultiprocessor`` for every block
 size, dynamic shared-memory size and carve-out in the grid below (with the carve-out attribute
-actually set), and compares each answer with :func:`harness.occupancy.predict`.
+actually set), and compares each answer with :func:`harness.compiler.occupancy.predict`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from harness.build import occupancy
-from harness.build.compile import nvrtc_cubin
-from harness.build.ptxas import parse_report
+from harness.compiler import occupancy
+from harness.compiler.compile import nvrtc_cubin
+from harness.compiler.ptxas import parse_report
 from harness.gpu.driver import Device, Module
 
 PROBE = r"""

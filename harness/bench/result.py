@@ -4,10 +4,10 @@ A :class:`Result` starts as :meth:`Result.of` (the kernel and the size) in the w
 parts stage by stage (resources and launch, occupancy, checks, the kernel's and the baseline's
 :class:`~harness.gpu.timing.Timing`, ceiling, comparison), and ends with a status. The runner
 carries it across the process boundary as JSON unchanged; reports, ``tune``, ``compare``,
-``diff`` and the CLI read it back through :func:`load_report`. Figures derived from the parts
-(GFLOP/s, % of the baseline, % of peak, energy per FLOP) are properties, computed where they are
-read; the JSON also spells them out under ``metrics`` for other programs, and ignores them when
-it is read back.
+``diff`` and the CLI read it back through :func:`harness.report.reading.load_report`. Figures
+derived from the parts (GFLOP/s, % of the baseline, % of peak, energy per FLOP) are properties,
+computed where they are read; the JSON also spells them out under ``metrics`` for other
+programs, and ignores them when it is read back.
 
 Reports written before the schema had a version (flat rows, ``cublas_*`` keys) are read too.
 """
@@ -15,21 +15,16 @@ Reports written before the schema had a version (flat rows, ``cublas_*`` keys) a
 from __future__ import annotations
 
 import dataclasses
-import functools
-import json
 import math
-import types
-import typing
-from collections.abc import Sequence
-from dataclasses import dataclass, field, fields
-from pathlib import Path
+from dataclasses import dataclass, field
 from typing import Any
 
-from harness.build.ptxas import Resources
+from harness.compiler.ptxas import Resources
 from harness.errors import ReportError
 from harness.gpu.timing import Timing
 from harness.kernels.registry import Kernel, project_relative
 from harness.stats import gflops
+from harness.typed_json import AT_LEAST, found, jsonable, record_of, value_of
 
 SCHEMA_VERSION = 2
 """Version of the run-report JSON: 2 is nested typed records; 1 (no ``schema`` key) flat rows."""
@@ -346,177 +341,14 @@ def _pct(value: float, of: float) -> float:
     return 100.0 * value / of if of > 0 else math.nan
 
 
-# --- JSON ---------------------------------------------------------------------------------
-
-def jsonable(value):
-    """``value`` with non-finite floats as None and tuples as lists: strict JSON."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if isinstance(value, dict):
-        return {k: jsonable(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [jsonable(v) for v in value]
-    return value
+AT_LEAST.update({(Result, "m"): 1, (Result, "n"): 1, (Result, "k"): 1,
+                 (Timing, "median_ms"): 0.0})
+"""Read back, a size is at least 1 and a time not negative (typed_json.AT_LEAST)."""
 
 
-# --- reading reports back --------------------------------------------------------------------
-#
-# Every report the harness has written is read here: this schema's nested rows, the flat rows of
-# schema 1, and the JSON-lines stream a run appends its rows to as they come. A row is checked
-# field by field against the records' type hints, so that a report written by hand, cut short or
-# changed reads either whole or not at all, with one line that says where and what: never a
-# Python exception from deep inside a table. Keys this harness does not know (a newer one adds
-# fields) are ignored everywhere.
+# --- flat rows of schema 1 -------------------------------------------------------------------
 
-_HINTS: dict[type, dict[str, Any]] = {}
-
-
-def _hints(cls: type) -> dict[str, Any]:
-    """The type of each field of ``cls``; Any (the value as written) for every field of a
-    record whose annotations cannot be resolved here (a name imported for type checkers
-    only)."""
-    if cls not in _HINTS:
-        try:
-            _HINTS[cls] = typing.get_type_hints(cls)
-        except (NameError, TypeError):
-            _HINTS[cls] = {f.name: Any for f in fields(cls)}
-    return _HINTS[cls]
-
-
-_AT_LEAST = {(Result, "m"): 1, (Result, "n"): 1, (Result, "k"): 1, (Timing, "median_ms"): 0.0}
-"""Fields whose values below a bound no harness writes (a size of 0; a negative time), refused
-on reading rather than divided by later."""
-
-
-def _found(value) -> str:
-    """A JSON value as an error message names it: its kind and, when short, itself."""
-    if value is None:
-        return "null"
-    kind = {bool: "a boolean", int: "a number", float: "a number", str: "a string",
-            list: "a list", dict: "an object"}.get(type(value), type(value).__name__)
-    if isinstance(value, (list, dict)):
-        return f"{kind} of {len(value)}"
-    text = json.dumps(value)
-    return f"{text if len(text) <= 40 else text[:37] + '...'} ({kind})"
-
-
-def _expected(hint) -> str:
-    """What a type hint asks for, in words."""
-    origin, args = typing.get_origin(hint), typing.get_args(hint)
-    if origin in (typing.Union, types.UnionType):
-        return " or ".join(_expected(a) for a in args)
-    if hint is type(None):
-        return "null"
-    if dataclasses.is_dataclass(hint):
-        return f"an object ({hint.__name__})"
-    if origin is tuple:
-        return f"a list of {len(args)}" if args and Ellipsis not in args else "a list"
-    if origin is dict:
-        return f"an object of {_expected(args[1]) if len(args) == 2 else 'values'}"
-    return {int: "a whole number", float: "a number", str: "a string", bool: "true or false",
-            list: "a list", dict: "an object"}.get(hint, getattr(hint, "__name__", str(hint)))
-
-
-def _wrong(where: str, value, hint) -> ReportError:
-    return ReportError(f"{where} is {_found(value)}; expected {_expected(hint)}")
-
-
-@functools.cache
-def _shape(hint) -> tuple[Any, tuple]:
-    """A type hint's origin and arguments (``dict[str, int]``: dict, (str, int))."""
-    return typing.get_origin(hint), typing.get_args(hint)
-
-
-def _value(hint, value, where: str):
-    """``value`` (from JSON) as the field typed ``hint`` holds it; ReportError when it is not
-    one. Lists become tuples, null a NaN in float fields, non-finite floats NaN; a hint this
-    reader does not know takes the value as written."""
-    origin, args = _shape(hint)
-    if hint is Any:
-        return value
-    if origin in (typing.Union, types.UnionType):
-        if value is None and type(None) in args:
-            return None
-        for option in (a for a in args if a is not type(None)):
-            try:
-                return _value(option, value, where)
-            except ReportError as exc:
-                if not str(exc).startswith(f"{where} is "):
-                    raise  # a field inside the value: say which
-        raise _wrong(where, value, hint)
-    if hint in _HINTS or dataclasses.is_dataclass(hint):
-        if not isinstance(value, dict):
-            raise _wrong(where, value, hint)
-        return _record(hint, value, where)
-    if hint is bool:
-        if isinstance(value, bool):
-            return value
-        raise _wrong(where, value, hint)
-    if hint is int:
-        if isinstance(value, float) and value.is_integer():
-            value = int(value)
-        if isinstance(value, int) and not isinstance(value, bool):
-            if abs(value) < 2**63:  # no count the harness writes is larger
-                return value
-            raise ReportError(f"{where} is {_found(value)}; expected a whole number below 2^63")
-        raise _wrong(where, value, hint)
-    if hint is float:
-        if value is None:
-            return math.nan
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
-            value = float(value)
-            return value if math.isfinite(value) else math.nan
-        raise _wrong(where, value, hint)
-    if hint is str:
-        if isinstance(value, str):
-            return value
-        raise _wrong(where, value, hint)
-    if origin is tuple:
-        if not isinstance(value, (list, tuple)):
-            raise _wrong(where, value, hint)
-        if len(args) == 2 and args[1] is Ellipsis:
-            return tuple(_value(args[0], v, f"{where}[{i}]") for i, v in enumerate(value))
-        if args and len(value) != len(args):
-            raise ReportError(f"{where} is {_found(value)}; expected a list of {len(args)}")
-        return tuple(_value(a, v, f"{where}[{i}]") for i, (a, v) in
-                     enumerate(zip(args or [Any] * len(value), value, strict=True)))
-    if origin is dict:
-        if not isinstance(value, dict):
-            raise _wrong(where, value, hint)
-        item = args[1] if len(args) == 2 else Any
-        return {k: _value(item, v, f"{where}.{k}") for k, v in value.items()}
-    if origin is list or hint is list:
-        if not isinstance(value, list):
-            raise _wrong(where, value, hint)
-        return [_value(args[0], v, f"{where}[{i}]") if args else v for i, v in enumerate(value)]
-    return value
-
-
-def _record(cls, data: dict[str, Any], where: str = ""):
-    """A dataclass from a JSON object: the fields it knows, each checked against its type
-    hint; a field left out, or null where it has a default, takes its default; a field with
-    no default must be there (null is NaN for a float)."""
-    hints, values = _hints(cls), {}
-    for f in fields(cls):
-        here = f"{where}.{f.name}" if where else f.name
-        required = (f.default is dataclasses.MISSING
-                    and f.default_factory is dataclasses.MISSING)
-        if f.name not in data:
-            if required:
-                raise ReportError(f"{here} is missing; expected {_expected(hints[f.name])}")
-            continue
-        value = data[f.name]
-        if value is None and not required and hints[f.name] is not float:
-            continue
-        value = _value(hints[f.name], value, here)
-        least = _AT_LEAST.get((cls, f.name))
-        if least is not None and value < least:
-            raise ReportError(f"{here} is {_found(value)}; expected at least {least:g}")
-        values[f.name] = value
-    return cls(**values)
-
-
-def _need(row: dict, key: str):
+def need(row: dict, key: str):
     """A flat row's ``key``; ReportError naming it when it is not there."""
     if key not in row:
         raise ReportError(f"{key} is missing (a flat row of schema 1)")
@@ -527,13 +359,13 @@ def _timing_from_flat(row: dict, prefix: str, m, n, k) -> dict[str, Any]:
     power_gflops = row.get(f"{prefix}power_gflops")
     ms = None
     if power_gflops:
-        power = _value(float, power_gflops, f"{prefix}power_gflops")
-        sizes = [_value(int, v, name) for v, name in ((m, "m"), (n, "n"), (k, "k"))]
+        power = value_of(float, power_gflops, f"{prefix}power_gflops")
+        sizes = [value_of(int, v, name) for v, name in ((m, "m"), (n, "n"), (k, "k"))]
         if power > 0:
             ms = 2.0 * sizes[0] * sizes[1] * sizes[2] / (power * 1e9) * 1e3
-    return {"median_ms": _need(row, f"{prefix}median_ms"), "p20_ms": _need(row, f"{prefix}p20_ms"),
-            "p80_ms": _need(row, f"{prefix}p80_ms"), "min_ms": None, "max_ms": None,
-            "reps": _need(row, f"{prefix}reps"), "cold_l2": row.get("cold_l2", True),
+    return {"median_ms": need(row, f"{prefix}median_ms"), "p20_ms": need(row, f"{prefix}p20_ms"),
+            "p80_ms": need(row, f"{prefix}p80_ms"), "min_ms": None, "max_ms": None,
+            "reps": need(row, f"{prefix}reps"), "cold_l2": row.get("cold_l2", True),
             "sm_clock_mhz": row.get(f"{prefix}sm_clock_mhz"),
             "sm_clock_min_mhz": row.get(f"{prefix}sm_clock_min_mhz"),
             "sm_clock_max_mhz": row.get(f"{prefix}sm_clock_max_mhz"),
@@ -547,7 +379,7 @@ def _timing_from_flat(row: dict, prefix: str, m, n, k) -> dict[str, Any]:
 def _nested_from_flat(row: dict) -> dict[str, Any]:
     """A flat row of schema 1 (reports written before the schema had a version) in the nested
     form of this schema."""
-    m, n, k = _need(row, "m"), _need(row, "n"), _need(row, "k")
+    m, n, k = need(row, "m"), need(row, "n"), need(row, "k")
     nested: dict[str, Any] = {
         "kernel": {"name": row["kernel"], "file": row.get("file", ""),
                    "precision": row.get("precision", ""), "params": row.get("params") or {}},
@@ -562,12 +394,12 @@ def _nested_from_flat(row: dict) -> dict[str, Any]:
                             "dynamic_smem_bytes": row.get("dynamic_smem_bytes")}
     if "blocks_per_sm_offline" in row:
         nested["occupancy"] = {
-            "driver_blocks_per_sm": _need(row, "blocks_per_sm"),
+            "driver_blocks_per_sm": need(row, "blocks_per_sm"),
             "offline_blocks_per_sm": row["blocks_per_sm_offline"],
-            "occupancy_pct": _need(row, "occupancy_pct"), "limiter": _need(row, "limiter"),
+            "occupancy_pct": need(row, "occupancy_pct"), "limiter": need(row, "limiter"),
             "waves_per_sm": row.get("waves_per_sm")}
     if "checks_total" in row:
-        nested["checks"] = {"passed": _need(row, "checks_passed"), "total": row["checks_total"],
+        nested["checks"] = {"passed": need(row, "checks_passed"), "total": row["checks_total"],
                             "max_rel_err": row.get("max_rel_err"),
                             "skipped": row.get("check_skips") or ()}
     if "median_ms" in row:
@@ -578,13 +410,13 @@ def _nested_from_flat(row: dict) -> dict[str, Any]:
                               "timing": _timing_from_flat(row, "cublas_", m, n, k)}
     if row.get("ceiling_gflops") is not None:
         nested["ceiling"] = {"gflops": row["ceiling_gflops"],
-                             "instruction": _need(row, "ceiling_instruction"),
+                             "instruction": need(row, "ceiling_instruction"),
                              "sm_clock_mhz": row.get("ceiling_sm_clock_mhz")}
     if "speedup" in row:
         within = row.get("within_noise")
-        nested["comparison"] = {"compared_to": _need(row, "compared_to"),
-                                "speedup": row["speedup"], "speedup_p20": _need(row, "speedup_p20"),
-                                "speedup_p80": _need(row, "speedup_p80"),
+        nested["comparison"] = {"compared_to": need(row, "compared_to"),
+                                "speedup": row["speedup"], "speedup_p20": need(row, "speedup_p20"),
+                                "speedup_p80": need(row, "speedup_p80"),
                                 "within_noise": bool(within) if within in (None, 0, 1) else within}
     if "sass" in row:
         nested["sass"] = row["sass"]
@@ -595,137 +427,7 @@ def result_from_json(data) -> Result:
     """A result from its JSON (:meth:`Result.from_json`); ReportError, naming the field, for
     one that is not a result row."""
     if not isinstance(data, dict):
-        raise ReportError(f"the row is {_found(data)}; expected an object (a result)")
+        raise ReportError(f"the row is {found(data)}; expected an object (a result)")
     if isinstance(data.get("kernel"), str):
         data = _nested_from_flat(data)
-    return _record(Result, data)
-
-
-@dataclass(frozen=True)
-class RunReport:
-    """A saved run: its metadata and its results."""
-
-    meta: dict[str, Any]
-    results: list[Result]
-    schema: int = SCHEMA_VERSION
-    path: Path | None = None
-    complete: bool = True
-    """False for a stream of rows (``.jsonl``) that no finished report holds: the run was
-    interrupted (or is still running), or the stream was cut mid-write."""
-    notes: tuple[str, ...] = ()
-    """What the reader left out or could not say, one sentence each (a torn last line)."""
-
-    def describe_state(self) -> str:
-        """"" for a complete report, else why it is not, in one sentence."""
-        if self.complete:
-            return ""
-        return "incomplete: " + "; ".join(self.notes)
-
-
-_META_FIELDS = {"gpu": str, "date_utc": str, "command": str, "git": dict, "device": dict,
-                "timing": dict, "mode": str}
-"""The fields of a report's ``meta`` that the readers use, with the type each must have."""
-RUN_KINDS = ("run", "compare", "tune")
-"""The reports ``load_report`` reads: those of harness run, compare and tune."""
-
-
-def load_report(path: Path) -> RunReport:
-    """The run, compare or tune report at ``path``: its ``.json``, or the ``.jsonl`` stream its
-    rows were appended to as they came (read with the rows it holds; ``complete`` False where
-    no finished report holds them). ReportError, in one line, for anything else."""
-    path = Path(path)
-    try:
-        text = path.read_text()
-    except (OSError, ValueError) as exc:
-        raise ReportError(f"cannot read the run report {path}: {exc}") from None
-    if path.suffix == ".jsonl":
-        return _load_stream(path, text)
-    try:
-        data = json.loads(text)
-    except (ValueError, RecursionError) as exc:
-        cut = " (cut short?)" if text.strip() and not text.rstrip().endswith("}") else ""
-        raise ReportError(f"cannot read the run report {path}: not JSON{cut}: {exc}") from None
-    if not isinstance(data, dict) or "rows" not in data:
-        raise _not_a_run(path, data)
-    schema = data.get("schema", 1)
-    if not isinstance(schema, int) or isinstance(schema, bool):
-        raise ReportError(f"{path}: schema is {_found(schema)}; expected a whole number")
-    if schema > SCHEMA_VERSION:
-        raise ReportError(f"{path} has report schema {schema}; this harness reads up to "
-                          f"{SCHEMA_VERSION}: update the harness")
-    rows = data["rows"]
-    if not isinstance(rows, list):
-        raise ReportError(f"{path}: rows is {_found(rows)}; expected a list of result rows")
-    if "schema" not in data and rows and not any(isinstance(r, dict) and "m" in r
-                                                  for r in rows):
-        raise _not_a_run(path, data)
-    meta = data.get("meta", {})
-    if not isinstance(meta, dict):
-        raise ReportError(f"{path}: meta is {_found(meta)}; expected an object (the run's "
-                          "date, command, GPU and timing)")
-    for key, kind in _META_FIELDS.items():
-        if meta.get(key) is not None and not isinstance(meta[key], kind):
-            raise ReportError(f"{path}: meta.{key} is {_found(meta[key])}; expected "
-                              f"{_expected(kind)}")
-    results = [_row(path, f"row {i}", row) for i, row in enumerate(rows, 1)]
-    return RunReport(meta, results, schema, path)
-
-
-def _row(path: Path, where: str, row) -> Result:
-    try:
-        return result_from_json(row)
-    except ReportError as exc:
-        raise ReportError(f"cannot read the run report {path}: {where}: {exc}") from None
-
-
-def _not_a_run(path: Path, data) -> ReportError:
-    """The one line for a JSON file that is not a run, compare or tune report."""
-    from harness.report.index import KINDS, kind_of, report_key
-
-    key = report_key(path.name) or path.stem
-    kind = kind_of(key)
-    named = kind not in RUN_KINDS and (kind in KINDS or kind != key)
-    what = (f"a report of kind '{kind}' (by its name)" if named else
-            f"{_found(data)} with no result rows (kernel, m, n, k)")
-    return ReportError(f"{path} is not a run report: it holds {what}; harness report and "
-                       "diff read the reports of harness run, compare and tune (their .json, or "
-                       "the .jsonl stream of one)")
-
-
-def _load_stream(path: Path, text: str) -> RunReport:
-    """A run's JSON-lines stream: a row per line, as the results came. A last line with no
-    newline after it that is not JSON was cut mid-write (the run was killed): the rows before
-    it are kept and the report says which line. Any other line that is not JSON is left out
-    and said the same way."""
-    lines = text.split("\n")
-    results, notes = [], []
-    for number, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except (ValueError, RecursionError) as exc:
-            if number == len(lines):
-                notes.append(f"line {number} was cut mid-write (the run was stopped while "
-                             "writing it) and is left out")
-            else:
-                notes.append(f"line {number} is not JSON ({exc}) and is left out")
-            continue
-        results.append(_row(path, f"line {number}", row))
-    from harness.report.index import report_key
-
-    owner = path.with_name(f"{report_key(path.name) or path.stem}.json")
-    if not notes and not owner.is_file():
-        notes.append(f"a stream of {len(results)} rows with no {owner.name} beside it (the "
-                     "run was interrupted, or is still running)")
-    gpus = [r.gpu.name for r in results if r.gpu is not None and r.gpu.name]
-    meta = {"gpu": gpus[0]} if gpus else {}
-    return RunReport(meta, results, SCHEMA_VERSION, path, complete=not notes,
-                     notes=tuple(notes))
-
-
-def report_json(meta: dict[str, Any], results: Sequence[Result]) -> str:
-    """The JSON text of a run report."""
-    return json.dumps(jsonable({"schema": SCHEMA_VERSION, "meta": meta,
-                                "rows": [r.to_json() for r in results]}),
-                      indent=1, allow_nan=False) + "\n"
+    return record_of(Result, data)

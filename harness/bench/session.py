@@ -16,7 +16,7 @@ from harness.bench.contents import derive, new_seed
 from harness.bench.gemm import LoadedGemm
 from harness.bench.limits import Limits
 from harness.bench.operands import Operands, for_kernel
-from harness.build.compile import compile_kernel
+from harness.compiler.compile import compile_kernel
 from harness.gpu.clocks import ClockSampler
 from harness.gpu.compilers import compiler_versions
 from harness.gpu.cublas import Cublas
@@ -28,16 +28,9 @@ TIMING_OPERAND_BYTES = 4 << 30
 BASELINE_PLACEMENTS = 16
 """cuBLAS and the kernel on a small GEMM are timed on this many copies of its operands (the
 kernel's and fresh allocations of the same values), one per round in turn, both on the same
-copy in a round. At 512 on the H100 cuBLAS's time moved 3-7% with where its operands lie
-(3.17-3.42 us; the same buffers read within 0.1 us; three processes in
-reports/h100/tc-variance-20261125-113803, -113831 and -113859), so one placement per process
-made % cuBLAS differ by up to 6.5% between two default runs. The kernels move less (8.4-8.6
-us on every copy there), but with cuBLAS alone over copies 11_mma_sync_bf16 at 1024 still read
-20.51 and 20.29 us in two default runs (run-20261125-115653, -120011): 2.1% of % cuBLAS with
-cuBLAS's own 1%. Over 8 copies cuBLAS at 1024 still read 6.14 and 5.98 us beside
-12_mma_tma_bf16 in two default runs (run-20261126-123258, -123551), its median on each of 8
-placements spreading over 5.95-6.30 us (code-warmth-20261126-122851): 16 copies halve the
-variance of the mixture's median, at 128-256 MiB per set of types at 1024."""
+copy in a round: at 512 on the H100 cuBLAS's time moved 3-7% with where its operands lie, and
+16 copies halve the variance of the mixture's median against 8 (notes/timing.md, "Why the
+timing options are what they are")."""
 PLACEMENT_OPERAND_BYTES = 64 << 20
 """A GEMM whose A, B and C take at most this is timed over placements."""
 

@@ -5,7 +5,9 @@ ran and something it judged did not pass (a kernel failed its checks, faulted, h
 compile or cannot launch; the occupancy calculators disagree); 2 for bad input (arguments, a
 kernel name, a spec, a file or folder that cannot be read or written), refused in one line
 before a GPU is looked for; 3 when the command needs a GPU and none is found (it says so in one
-line, after whatever it could do without one); 130 when interrupted.
+line, after whatever it could do without one); 4 when the GPU, its driver or a CUDA library
+failed a call in this process (a fault, memory exhausted, in ceiling, energy, launch or
+occupancy; a kernel that faults in a worker is a result, status 1); 130 when interrupted.
 """
 
 from __future__ import annotations
@@ -17,14 +19,14 @@ from pathlib import Path
 from harness.cli import bench, kernels, profile, reports
 from harness.cli.common import (
     EXIT_BAD_INPUT,
+    EXIT_DEVICE,
     EXIT_INTERRUPTED,
     EXIT_NO_GPU,
     WIDE_COMMANDS,
-    NoGpu,
     check_options,
     wide_flag,
 )
-from harness.errors import HarnessError
+from harness.errors import DeviceError, HarnessError, NoGpu
 
 _GROUPS = (kernels, bench, profile, reports)
 
@@ -67,6 +69,9 @@ def main(argv: list[str] | None = None) -> int:
     except NoGpu as exc:
         print(f"harness: {exc}", file=sys.stderr)
         return EXIT_NO_GPU
+    except DeviceError as exc:
+        print(f"harness: error: {exc}", file=sys.stderr)
+        return EXIT_DEVICE
     except HarnessError as exc:
         print(f"harness: error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT

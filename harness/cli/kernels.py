@@ -10,11 +10,11 @@ from concurrent.futures import ThreadPoolExecutor
 from tabulate import tabulate
 
 from harness.archs import ARCHS, can_run, get_arch
-from harness.build import occupancy as occ_mod
-from harness.build.child import DEFAULT_LIMIT_S, compile_limit_s
-from harness.build.compile import compile_kernel
-from harness.build.offline import DEFAULT_SIZE, Progress, build_all
 from harness.cli import common
+from harness.compiler import occupancy as occ_mod
+from harness.compiler.child import DEFAULT_LIMIT_S, compile_limit_s
+from harness.compiler.compile import compile_kernel
+from harness.compiler.offline import DEFAULT_SIZE, Progress, build_all
 from harness.errors import HarnessError, LaunchError
 from harness.kernels.registry import DEFAULT_KERNEL_DIRS, load_registry, project_relative
 from harness.kernels.spec import budget_problems
@@ -161,21 +161,20 @@ def _occupancy(args) -> int:
     m, n, k = parse_size(args.size)
     if not args.kernels and not args.sweep:
         raise HarnessError("name at least one KERNEL (see `harness list`), or pass --sweep")
-    gpu, why = common.has_gpu()
+    status = common.has_gpu()
     if args.sweep:
-        if not gpu:
-            raise common.NoGpu(f"no GPU here ({why}): --sweep compares with the driver's "
-                               "occupancy; without --sweep, `harness occupancy KERNEL` predicts "
-                               "it offline")
+        status.require("--sweep compares with the driver's occupancy; without --sweep, "
+                       "`harness occupancy KERNEL` predicts it offline")
         return _occupancy_sweep(args, common.kernels(args))
     chosen = common.kernels(args)
-    if gpu:
+    if status.found:
         from harness.bench.session import BenchSession
 
         with BenchSession(carveout_pct=args.carveout) as session:
             out = [_occupancy_entry(args, kernel, (m, n, k), session) for kernel in chosen]
     else:
-        out = [_occupancy_entry(args, kernel, (m, n, k), None, why) for kernel in chosen]
+        out = [_occupancy_entry(args, kernel, (m, n, k), None, status.reason)
+               for kernel in chosen]
     if args.json:
         print(json.dumps(out, indent=1))
     else:
@@ -312,7 +311,7 @@ def _occupancy_sweep(args, chosen) -> int:
 
 
 def _sass(args) -> int:
-    from harness.build.sass import CATEGORIES, disassemble, instruction_mix
+    from harness.compiler.sass import CATEGORIES, disassemble, instruction_mix
 
     chosen = [k.for_arch(args.arch) for k in common.kernels(args, kind=None)]
     common.say(f"compiling and disassembling {len(chosen)} kernel(s) for {args.arch}")

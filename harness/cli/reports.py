@@ -10,13 +10,14 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from harness.bench.result import jsonable, load_report
 from harness.cli import common
 from harness.errors import HarnessError
 from harness.kernels.registry import PROJECT_ROOT
 from harness.report import diff, index, ladder
+from harness.report.reading import load_report
 from harness.report.width import NAME, TEXT, fit_table, fit_text
 from harness.run.runner import parse_size
+from harness.typed_json import jsonable
 
 _REPORT_HELP = ("a run's ladder with its napkin model, printed (nothing written); --write also "
                 "writes <run>-ladder.md and the ladder and roofline plots beside it, and "

@@ -1,7 +1,7 @@
 """NVRTC and nvJitLink through ``cuda.bindings``: the compilers' side of the chokepoint.
 
 These calls need no GPU and no driver. They return what the compilers said (cubin, logs,
-status); turning a failed compile into a readable error is ``harness.build.compile``'s job.
+status); turning a failed compile into a readable error is ``harness.compiler.compile``'s job.
 """
 
 from __future__ import annotations

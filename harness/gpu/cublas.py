@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from harness.errors import HarnessError
+from harness.errors import DeviceError, HarnessError
 from harness.gpu.driver import Stream, context_resource
 
 
@@ -127,5 +127,5 @@ class Cublas:
                 getattr(cublas.ComputeType, compute), cublas.GemmAlgo.DEFAULT,
             )
         except Exception as exc:
-            raise HarnessError(f"cublasGemmEx failed for {precision} {m}x{n}x{k} "
+            raise DeviceError(f"cublasGemmEx failed for {precision} {m}x{n}x{k} "
                                f"({compute_name(precision)}, C {c_type}): {exc}") from None

@@ -1,6 +1,7 @@
-"""The CUDA driver layer: device and context, memory, streams, events, modules, launches.
+"""The CUDA driver layer: device and context, memory, streams, events, graphs, modules,
+launches (which GPUs there are, before any context: devices.py; tensor maps: tensormaps.py).
 
-Everything goes through :func:`harness.cuda_check.check`. Resources are released by context
+Everything goes through :func:`harness.gpu.check.check`. Resources are released by context
 managers or ``weakref.finalize``.
 """
 
@@ -18,67 +19,18 @@ import numpy as np
 from harness.archs import Arch, arch_for_capability
 from harness.errors import HarnessError
 from harness.gpu.check import check
-
-try:
-    from cuda.bindings import driver as cu
-except ImportError:  # reported by gpu_status(); modules importing this one need it
-    cu = None
+from harness.gpu.devices import (  # noqa: F401 (callers find them here, as they always did)
+    GpuStatus,
+    cu,
+    device_arch_name,
+    device_count,
+    device_name,
+    device_uuid,
+    gpu_status,
+    uuid_text,
+)
 
 _ATTR = cu.CUdevice_attribute if cu else None
-
-
-def gpu_status() -> tuple[bool, str]:
-    """``(True, name)`` when a CUDA GPU can be used, else ``(False, why not)`` in one line."""
-    if cu is None:
-        return False, "cuda-bindings is not installed (python3 -m pip install -e .)"
-    try:
-        (status,) = cu.cuInit(0)
-    except RuntimeError as exc:  # the bindings could not load libcuda
-        return False, f"no CUDA driver found ({exc})"
-    if status != cu.CUresult.CUDA_SUCCESS:
-        return False, f"no usable CUDA GPU (cuInit: {status.name})"
-    status, count = cu.cuDeviceGetCount()
-    if status != cu.CUresult.CUDA_SUCCESS or count == 0:
-        return False, "the CUDA driver sees no GPU"
-    status, dev = cu.cuDeviceGet(0)
-    status, name = cu.cuDeviceGetName(256, dev)
-    return True, name.split(b"\0", 1)[0].decode()
-
-
-def device_arch_name(ordinal: int = 0) -> str:
-    """The compile target of GPU ``ordinal`` (no context is created)."""
-    dev = check(cu.cuDeviceGet(ordinal), "cuDeviceGet", f"device {ordinal}")
-    attr = cu.CUdevice_attribute
-    major = check(cu.cuDeviceGetAttribute(attr.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev),
-                  "cuDeviceGetAttribute")
-    minor = check(cu.cuDeviceGetAttribute(attr.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev),
-                  "cuDeviceGetAttribute")
-    return arch_for_capability(major, minor).name
-
-
-def device_count() -> int:
-    """How many GPUs the driver shows this process (after its ``CUDA_VISIBLE_DEVICES``); call
-    after gpu_status() found one."""
-    return check(cu.cuDeviceGetCount(), "cuDeviceGetCount")
-
-
-def device_name(ordinal: int = 0) -> str:
-    dev = check(cu.cuDeviceGet(ordinal), "cuDeviceGet", f"device {ordinal}")
-    return check(cu.cuDeviceGetName(256, dev), "cuDeviceGetName").split(b"\0", 1)[0].decode()
-
-
-def device_uuid(ordinal: int = 0) -> str:
-    """GPU ``ordinal``'s UUID as nvidia-smi prints it (``GPU-`` and 8-4-4-4-12 hex digits)."""
-    dev = check(cu.cuDeviceGet(ordinal), "cuDeviceGet", f"device {ordinal}")
-    return uuid_text(check(cu.cuDeviceGetUuid(dev), "cuDeviceGetUuid").bytes)
-
-
-def uuid_text(raw: bytes) -> str:
-    """A CUuuid's 16 bytes in nvidia-smi's form (``GPU-`` 8-4-4-4-12)."""
-    text = bytes(raw).hex()
-    if len(text) != 32:
-        return text
-    return f"GPU-{text[:8]}-{text[8:12]}-{text[12:16]}-{text[16:20]}-{text[20:]}"
 
 
 _CONTEXT_RESOURCES: list[weakref.finalize] = []
@@ -101,9 +53,9 @@ class Device:
     """One GPU with its primary context current on this thread; use as a context manager."""
 
     def __init__(self, ordinal: int = 0):
-        ok, why = gpu_status()
-        if not ok:
-            raise HarnessError(f"no GPU: {why}")
+        status = gpu_status()
+        if not status.found:
+            raise HarnessError(f"no GPU: {status.reason}")
         self.ordinal = ordinal
         self.handle = check(cu.cuDeviceGet(ordinal), "cuDeviceGet", f"device {ordinal}")
         self.context = check(cu.cuDevicePrimaryCtxRetain(self.handle), "cuDevicePrimaryCtxRetain")
@@ -302,6 +254,15 @@ class Stream:
         self.handle = check(cu.cuStreamCreate(flags), "cuStreamCreate")
         self._destroy = context_resource(self, cu.cuStreamDestroy, self.handle)
 
+    @classmethod
+    def of(cls, handle) -> Stream:
+        """A stream something else owns (a CUstream or its address; 0, the legacy default
+        stream): never destroyed here."""
+        stream = cls.__new__(cls)
+        stream.handle = handle if isinstance(handle, cu.CUstream) else cu.CUstream(int(handle))
+        stream._destroy = lambda: None
+        return stream
+
     def synchronize(self, context: str = "") -> None:
         check(cu.cuStreamSynchronize(self.handle), "cuStreamSynchronize", context)
 
@@ -364,77 +325,6 @@ class Graph:
 
     def close(self) -> None:
         self._destroy()
-
-
-CALIBRATION_SLOTS = 8192
-"""Calibration spins whose spans are kept (a ring; the mean is over those written)."""
-_TIMER_SOURCE = rb"""
-// the span each calibration spin measured of itself, in its own slot: one store after the
-// spin, as the known-duration spin has (with a read-modify-write of two counters after it,
-// hot 2 and 5 us spins read 0.32-0.35 us short; notes/timing.md)
-__device__ unsigned long long calibration_spans[SLOTS];
-extern "C" __global__ void empty() {}
-__device__ unsigned long long spin_for(unsigned long long ns) {
-    unsigned long long t0, t;
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
-    do { asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t)); } while (t - t0 < ns);
-    return t - t0;
-}
-extern "C" __global__ void spin(unsigned long long ns) { spin_for(ns); }
-extern "C" __global__ void calibration_spin(unsigned long long ns, unsigned int slot) {
-    calibration_spans[slot] = spin_for(ns);
-}
-""".replace(b"SLOTS", str(CALIBRATION_SLOTS).encode())
-
-
-class TimerKernels:
-    """The one-thread kernels the timer launches (compiled for the current device): ``empty``
-    (a launch with no work in it), ``spin`` (GPU time with no memory traffic, timed on
-    ``%globaltimer``: the work queued ahead of a timed launch so that it
-    never waits on the host) and ``calibration_spin`` (a spin that keeps the span it measured
-    of itself, for the launch overhead's calibration in every round)."""
-
-    def __init__(self, stream: Stream):
-        from harness.gpu.compilers import nvrtc_compile
-
-        ordinal = check(cu.cuCtxGetDevice(), "cuCtxGetDevice")
-        out = nvrtc_compile(_TIMER_SOURCE, "timer_kernels.cu",
-                            [f"-arch={device_arch_name(int(ordinal))}"])
-        if not out.ok:
-            raise HarnessError(f"the timer's kernels did not compile: {out.log or out.status}")
-        self.module = Module(out.cubin, "timer kernels")
-        self.stream = stream
-        self._empty, self._spin = self.module.function("empty"), self.module.function("spin")
-        self._calibration = self.module.function("calibration_spin")
-        self._spans = self.module.global_buffer("calibration_spans")
-        self._slot = 0
-        self._one = LaunchShape((1, 1, 1), (1, 1, 1), 0)
-
-    def empty(self) -> None:
-        self._empty.launch(self._one, self.stream, ())
-
-    def spin(self, ms: float) -> None:
-        self._spin.launch(self._one, self.stream, (ctypes.c_uint64(int(ms * 1e6)),))
-
-    def calibration_spin(self, ms: float) -> None:
-        """A spin that keeps the span it measured of itself, each launch in the next slot
-        (captured in a graph, a launch keeps its slot on every replay)."""
-        slot = ctypes.c_uint32(self._slot % CALIBRATION_SLOTS)
-        self._slot += 1
-        self._calibration.launch(self._one, self.stream,
-                                 (ctypes.c_uint64(int(ms * 1e6)), slot))
-
-    def reset_calibration_spins(self) -> None:
-        """Forget the calibration spins' spans (enqueued on the stream)."""
-        self._spans.fill_u32(0, self.stream)
-        self._slot = 0
-
-    def calibration_spin_mean_ms(self) -> float:
-        """The mean span the calibration spins since the last reset measured of themselves
-        (after the stream's work); 0 when none ran."""
-        spans = self._spans.download(np.uint64, (CALIBRATION_SLOTS,), self.stream)
-        written = spans[spans > 0]
-        return float(written.mean()) / 1e6 if written.size else 0.0
 
 
 class Module:
@@ -535,55 +425,6 @@ class Function:
               "cuLaunchKernelEx", f"{self.label}: {shape}")
 
 
-_TMA_TYPES = {"bf16": "BFLOAT16", "fp16": "FLOAT16", "fp32": "FLOAT32", "tf32": "FLOAT32"}
-_ELEMENT_BYTES = {"bf16": 2, "fp16": 2, "fp32": 4, "tf32": 4}
-_SWIZZLE_BYTES = {"128B": 128, "64B": 64, "32B": 32, "none": 0}
-
-
-def tensor_map_2d(element: str, address: int, inner: int, outer: int, box_inner: int,
-                  box_outer: int, label: str, swizzle: str = "128B") -> ctypes.Array:
-    """A 2-D TMA tensor map (``cuTensorMapEncodeTiled``) of a row-major ``outer x inner``
-    matrix of ``element`` (a precision or C type) at ``address``: ``box_inner x box_outer``
-    boxes laid out in shared memory with ``swizzle`` (128B, 64B, 32B or none), zeros outside
-    the matrix for loads, stores clipped to it. Returned as the 128 bytes a kernel takes by
-    value."""
-    try:
-        data_type = getattr(cu.CUtensorMapDataType,
-                            f"CU_TENSOR_MAP_DATA_TYPE_{_TMA_TYPES[element]}")
-    except KeyError:
-        raise HarnessError(f"{label}: no tensor-map element type for {element!r}; expected "
-                           f"one of {', '.join(_TMA_TYPES)}") from None
-    if swizzle not in _SWIZZLE_BYTES:
-        raise HarnessError(f"{label}: swizzle must be one of {', '.join(_SWIZZLE_BYTES)}, found "
-                           f"{swizzle!r}")
-    element_bytes = _ELEMENT_BYTES[element]
-    span, row_bytes = _SWIZZLE_BYTES[swizzle], box_inner * element_bytes
-    if span and row_bytes > span or not 1 <= box_outer <= 256:
-        raise HarnessError(
-            f"{label}: tensor-map box {box_inner} x {box_outer} does not fit a {span}-byte swizzle "
-            f"(inner box at most {span // element_bytes} {element} elements, outer 1..256); "
-            "change the spec's [tma] box" if span else
-            f"{label}: tensor-map box {box_inner} x {box_outer}: the outer box must be 1..256 "
-            "rows; change the spec's [tma] box")
-    if row_bytes % 16 or not 1 <= box_inner <= 256:
-        raise HarnessError(
-            f"{label}: tensor-map box {box_inner} x {box_outer}: the inner box must be 1..256 "
-            f"elements and a multiple of 16 bytes ({16 // element_bytes} {element} elements), "
-            f"found {row_bytes} bytes; change the spec's [tma] box")
-    u64, u32 = cu.cuuint64_t, cu.cuuint32_t
-    swizzle_enum = ("NONE" if swizzle == "none" else swizzle)
-    tmap = check(cu.cuTensorMapEncodeTiled(
-        data_type, 2, address, [u64(inner), u64(outer)], [u64(inner * element_bytes)],
-        [u32(box_inner), u32(box_outer)], [u32(1), u32(1)],
-        cu.CUtensorMapInterleave.CU_TENSOR_MAP_INTERLEAVE_NONE,
-        getattr(cu.CUtensorMapSwizzle, f"CU_TENSOR_MAP_SWIZZLE_{swizzle_enum}"),
-        cu.CUtensorMapL2promotion.CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-        cu.CUtensorMapFloatOOBfill.CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE),
-        "cuTensorMapEncodeTiled",
-        f"{label}: {outer} x {inner} {element}, box {box_inner} x {box_outer}, swizzle {swizzle}")
-    return (ctypes.c_ubyte * 128).from_buffer_copy(ctypes.string_at(tmap.getPtr(), 128))
-
-
 _SCHEDULING_POLICIES = {"default": "DEFAULT", "spread": "SPREAD",
                         "load_balancing": "LOAD_BALANCING"}
 
@@ -616,59 +457,3 @@ def launch_attributes(cluster: Sequence[int] | None, api=None,
             f"CU_CLUSTER_SCHEDULING_POLICY_{_SCHEDULING_POLICIES[block_order]}")
         attrs.append(attr)
     return attrs
-
-
-_INTERLEAVES = {"none": "NONE", "16B": "16B", "32B": "32B"}
-_L2_PROMOTIONS = {"none": "NONE", "64B": "L2_64B", "128B": "L2_128B", "256B": "L2_256B"}
-_OOB_FILLS = {"none": "NONE", "nan": "NAN_REQUEST_ZERO_FMA"}
-
-
-def tensor_map(desc, address: int, dtype: str, label: str = "tensor map",
-               api=None) -> ctypes.Array:
-    """A tensor map of rank 1..5 (``cuTensorMapEncodeTiled``) as a kernel's ``[tmaps.X]``
-    describes it, evaluated (``harness.kernels.signature.TensorMapDesc``: shape, strides in
-    elements, box, element strides, swizzle, interleave, L2 promotion, OOB fill), over
-    ``dtype`` elements (a precision or C type) at ``address``. Returned as the 128 bytes a
-    kernel takes by value. ``api`` is ``cuda.bindings.driver`` (a fake one in CPU tests)."""
-    api = api or cu
-    if dtype not in _TMA_TYPES:
-        raise HarnessError(f"{label}: no tensor-map element type for {dtype!r}; expected one "
-                           f"of {', '.join(_TMA_TYPES)}")
-    rank, element_bytes = desc.rank, _ELEMENT_BYTES[dtype]
-    lengths = {"shape": len(desc.shape), "strides": len(desc.strides) + 1,
-               "box": len(desc.box), "element_strides": len(desc.element_strides)}
-    if not 1 <= rank <= 5 or any(n != rank for n in lengths.values()):
-        raise HarnessError(f"{label}: rank {rank} with shape, strides (+1), box and element "
-                           f"strides of lengths {lengths}; each must have rank entries")
-    stride_bytes = [s * element_bytes for s in desc.strides]
-    if any(b % 16 or b <= 0 for b in stride_bytes):
-        raise HarnessError(f"{label}: global strides {list(desc.strides)} elements are "
-                           f"{stride_bytes} bytes; each must be a positive multiple of 16")
-    if any(not 1 <= b <= 256 for b in desc.box) or any(
-            not 1 <= e <= 8 for e in desc.element_strides):
-        raise HarnessError(f"{label}: box {list(desc.box)} (each 1..256) or element strides "
-                           f"{list(desc.element_strides)} (each 1..8) out of range")
-    if address % 16:
-        raise HarnessError(f"{label}: address 0x{address:x} is not 16-byte aligned")
-    for key, table in (("swizzle", _SWIZZLE_BYTES), ("interleave", _INTERLEAVES),
-                       ("l2_promotion", _L2_PROMOTIONS), ("oob_fill", _OOB_FILLS)):
-        if getattr(desc, key) not in table:
-            raise HarnessError(f"{label}: {key} must be one of {', '.join(table)}, found "
-                               f"{getattr(desc, key)!r}")
-    u64, u32 = api.cuuint64_t, api.cuuint32_t
-    swizzle = "NONE" if desc.swizzle == "none" else desc.swizzle
-    tmap = check(api.cuTensorMapEncodeTiled(
-        getattr(api.CUtensorMapDataType, f"CU_TENSOR_MAP_DATA_TYPE_{_TMA_TYPES[dtype]}"),
-        rank, address, [u64(d) for d in desc.shape], [u64(b) for b in stride_bytes],
-        [u32(b) for b in desc.box], [u32(e) for e in desc.element_strides],
-        getattr(api.CUtensorMapInterleave,
-                f"CU_TENSOR_MAP_INTERLEAVE_{_INTERLEAVES[desc.interleave]}"),
-        getattr(api.CUtensorMapSwizzle, f"CU_TENSOR_MAP_SWIZZLE_{swizzle}"),
-        getattr(api.CUtensorMapL2promotion,
-                f"CU_TENSOR_MAP_L2_PROMOTION_{_L2_PROMOTIONS[desc.l2_promotion]}"),
-        getattr(api.CUtensorMapFloatOOBfill,
-                f"CU_TENSOR_MAP_FLOAT_OOB_FILL_{_OOB_FILLS[desc.oob_fill]}")),
-        "cuTensorMapEncodeTiled",
-        f"{label}: rank {rank} {dtype}, shape {list(desc.shape)}, box {list(desc.box)}, "
-        f"swizzle {desc.swizzle}")
-    return (ctypes.c_ubyte * 128).from_buffer_copy(ctypes.string_at(tmap.getPtr(), 128))

@@ -6,7 +6,7 @@ a tensor-map builder marked ``__host__``, a schedule built in ``std::vector``, t
 functions are not allowed in JIT mode", "cannot open source file"). :func:`device_part` finds
 that host code at namespace scope and blanks it (line numbers are kept, so diagnostics still
 point at the file's own lines); the build compiles the file as written first and the device
-part only when that fails (:func:`harness.build.compile.nvrtc_device_cubin`), so a file that
+part only when that fails (:func:`harness.compiler.compile.nvrtc_device_cubin`), so a file that
 compiles today compiles exactly as before. What it cannot recognise gets a hint naming the line
 and the ``#ifndef __CUDACC_RTC__`` guard (:func:`nvrtc_hints`).
 

@@ -18,7 +18,7 @@ first non-blank character is ``#`` (outside a ``/* */`` comment) is a directive 
 
 and ``${EXPR}`` anywhere in another line is replaced by the value of EXPR. A directive may end
 with a comment after ``#`` (not ``//``, which is floor division in EXPR). EXPR is the spec
-grammar of :mod:`harness.expr` (integers, names, ``+ - * // % & | ^ << >>``, cdiv, min, max;
+grammar of :mod:`harness.kernels.expr` (integers, names, ``+ - * // % & | ^ << >>``, cdiv, min, max;
 comparisons with ``and``/``or`` in ``#if``); its names are the kernel's [params] as the variant
 sets them, ``SM`` (the compile target: 80, 86, 89, 90), ``#set`` names and loop variables.
 Nothing in a kernel file runs as Python.

@@ -300,7 +300,7 @@ class TensorMapSpec:
 
 @dataclass(frozen=True)
 class TensorMapDesc:
-    """A :class:`TensorMapSpec` at one problem size: what ``driver.tensor_map`` encodes."""
+    """A :class:`TensorMapSpec` at one problem size: what ``tensormaps.tensor_map`` encodes."""
 
     rank: int
     shape: tuple[int, ...]

@@ -15,8 +15,9 @@ from dataclasses import dataclass
 
 from tabulate import tabulate
 
-from harness.bench.result import Result, RunReport
+from harness.bench.result import Result
 from harness.gpu.timing import Timing, median_rel_se_pct
+from harness.report.reading import RunReport
 from harness.report.tables import short_size
 from harness.report.width import NAME, TEXT, WIDTH, fit_table, fit_text
 from harness.stats import Summary

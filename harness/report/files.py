@@ -6,7 +6,6 @@ folder's INDEX.md once the report is complete."""
 from __future__ import annotations
 
 import csv
-import errno
 import glob
 import gzip
 import io
@@ -15,20 +14,25 @@ import json
 import os
 import platform
 import re
-import secrets
 import subprocess
 import sys
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from dataclasses import asdict
 from datetime import UTC, datetime
 from pathlib import Path
 
 from tabulate import tabulate
 
-from harness.bench.result import KernelInfo, Result, jsonable, report_json
+from harness.bench.result import KernelInfo, Result
 from harness.bench.session import BASELINE_PLACEMENTS
+from harness.errors import HarnessError
+from harness.gpu.timing import TimingOptions
 from harness.kernels.registry import PROJECT_ROOT, Kernel
 from harness.report import index, tables
+from harness.report.atomic import write_atomic
+from harness.report.reading import report_json
+from harness.typed_json import jsonable
 
 
 def gpu_slug(name: str) -> str:
@@ -70,39 +74,6 @@ def _taken(stem: Path) -> bool:
     companion such as ``stem-sustained.jsonl``)."""
     name = glob.escape(stem.name)
     return any(stem.parent.glob(f"{name}.*")) or any(stem.parent.glob(f"{name}-*"))
-
-
-def write_atomic(path: Path, data: str | bytes, replace: bool = True) -> Path:
-    """Write ``data`` to ``path`` through a temporary file in the same folder that is then
-    renamed to it, so that no reader (nor a kill) ever sees half a file. ``replace=False``:
-    never over a file already there (FileExistsError), for a report's name."""
-    path = Path(path)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}-{secrets.token_hex(4)}.tmp")
-    try:
-        with tmp.open("xb") as f:
-            f.write(data.encode() if isinstance(data, str) else data)
-            f.flush()
-            os.fsync(f.fileno())
-        if replace:
-            os.replace(tmp, path)
-        else:
-            _link(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
-    return path
-
-
-def _link(tmp: Path, path: Path) -> None:
-    """``tmp`` at ``path`` unless a file is there (a hard link is made or refused at once);
-    where the file system has no hard links, a rename after a check."""
-    try:
-        os.link(tmp, path)
-    except FileExistsError:
-        raise
-    except OSError:
-        if path.exists():
-            raise FileExistsError(errno.EEXIST, "a file is there already", str(path)) from None
-        os.replace(tmp, path)
 
 
 def publish(stem: Path, parts: dict[str, str | bytes]) -> Path:
@@ -206,10 +177,11 @@ def provenance(command: Sequence[str], kernels: Iterable[Kernel | KernelInfo] = 
             "kernel_sources": kernel_sources(kernels)}
 
 
-def metadata(device: dict, command: Sequence[str], timing: dict, sizes,
-             kernels: Iterable[Kernel | KernelInfo] = ()) -> dict:
-    """A report's provenance: date, command, git state, GPU and host, how it timed, and the
-    source hash of every kernel it ran (``kernels``: Kernel or KernelInfo)."""
+def metadata(device: dict, command: Sequence[str], timing: TimingOptions | Mapping,
+             sizes, kernels: Iterable[Kernel | KernelInfo] = ()) -> dict:
+    """A report's provenance: date, command, git state, GPU and host, how it timed
+    (:func:`timing_record`), and the source hash of every kernel it ran (``kernels``: Kernel
+    or KernelInfo)."""
     made = provenance(command, kernels)
     return {
         "date_utc": made["date_utc"],
@@ -217,60 +189,48 @@ def metadata(device: dict, command: Sequence[str], timing: dict, sizes,
         "git": made["git"],
         "gpu": device.get("name"),
         "device": device,
-        "timing": {**timing, "l2": "cold (flushed before every repetition)"
-                   if timing.get("cold_l2") else "hot (warm L2, no flush)",
-                   "method": timing_method(timing) + _stopping(timing)},
+        "timing": timing_record(timing),
         "sizes": [list(s) for s in sizes],
         "kernel_sources": made["kernel_sources"],
         "host": {"python": platform.python_version(), "platform": platform.platform()},
     }
 
 
-def _stopping(timing: dict) -> str:
-    """The stopping rule of a timing's options, in words ("" for options without one)."""
-    if "max_rel_se_pct" not in timing:
-        return ""
-    from harness.gpu.timing import TimingOptions
-
-    return "; " + TimingOptions(**timing).describe()
-
-
-def _calibration(timing: dict) -> str:
-    spin_ms = timing.get("calibration_spin_ms", 0.0)
-    same = "timed as one more launch in every round, beside the kernels"
-    if spin_ms is None:
-        return (f"the median of an empty kernel {same}; with warm L2 and launches back to "
-                "back, of a 10 us spin, less the span it measured of itself with "
-                "%globaltimer")
-    spin_us = 1e3 * spin_ms
-    if spin_us > 0:
-        return (f"the median of a one-thread {spin_us:g} us spin {same}, less the span it "
-                "measured of itself with %globaltimer")
-    return f"the median of an empty kernel {same}"
+def timing_record(timing: TimingOptions | Mapping) -> dict:
+    """A report's ``timing``: the options, which L2, and the method in the options' own words
+    (:meth:`TimingOptions.describe`). A mapping names some options only (an experiment's; ``{}``
+    for a command that times no repetitions): the switches it leaves out are off
+    (:meth:`TimingOptions.named`), and its stopping rule is said only where it names one."""
+    if isinstance(timing, TimingOptions):
+        values, method = asdict(timing), timing.describe()
+    else:
+        values = dict(timing)
+        method = TimingOptions.named(values).method()
+        if "max_rel_se_pct" in values:
+            method += "; " + TimingOptions.of(values).stopping()
+    l2 = ("cold (flushed before every repetition)" if values.get("cold_l2") else
+          "hot (warm L2, no flush)")
+    return {**values, "l2": l2, "method": method}
 
 
-def timing_method(timing: dict) -> str:
-    """How a report's timings were taken, in words (``timing``: TimingOptions as a dict)."""
-    gap = timing.get("isolated_gap_ms") or 0
-    less = ("; C poisoned before every repetition"
-            + (f"; every repetition less the launch's own overhead ({_calibration(timing)})"
-               if timing.get("subtract_launch_overhead") else ""))
-    if gap > 0:
-        return (f"isolated launches: before each repetition the stream is synchronised and the "
-                f"GPU left idle {gap:g} ms, then CUDA events around the launch with a little "
-                f"work queued ahead of it; median and p20/p80 of the repetitions{less}")
-    rest = timing.get("rest") or 0
-    if rest > 0 and timing.get("cold_l2", True):
-        less += (f"; each launch of 10 us or more after a rest of {rest:g}x its own time (a "
-                 "one-thread spin), so that the card runs under its power cap at the clock "
-                 "it picks, whatever ran before")
-    if timing.get("graph"):
-        return ("sustained: each batch of repetitions (C poisoned, L2 flushed in cold mode, "
-                "CUDA events around each launch) captured once in a CUDA graph and replayed, "
-                "so that no repetition waits on the host; median and p20/p80 of the "
-                f"repetitions{less}")
-    return ("sustained: CUDA events around each launch with the queue kept full behind "
-            f"L2-flush work; median and p20/p80 of the repetitions{less}")
+def check_writable_folder(flag: str, folder: Path, given: Path | None = None) -> None:
+    """``folder`` (given as ``flag``: ``--report-dir``, or the folder of ``--json``'s file
+    ``given``) is a folder that can be written, or can be made where its nearest existing
+    parent can be written (nothing is created here); HarnessError in one line if not."""
+    folder = Path(folder)
+    given = given or folder
+    if folder.exists() and not folder.is_dir():
+        raise HarnessError(f"{flag} {given}: {folder} is a file, not a folder; pass a folder "
+                           "that can be written")
+    probe = folder
+    while not probe.exists() and probe != probe.parent:
+        probe = probe.parent
+    if not probe.is_dir():
+        raise HarnessError(f"{flag} {given}: {probe} is a file, so {folder} cannot be made; "
+                           "pass a folder that can be written")
+    if not os.access(probe, os.W_OK | os.X_OK):
+        raise HarnessError(f"{flag} {given}: {probe} is not writable; pass a folder that can "
+                           "be written")
 
 
 def header(meta: dict, title: str) -> list[str]:

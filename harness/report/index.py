@@ -18,20 +18,20 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from harness.bench.result import Result, RunReport, load_report
+from harness.bench.result import Result
 from harness.errors import HarnessError
+from harness.report.atomic import write_atomic
+from harness.report.names import (  # noqa: F401 (their home before names.py)
+    COMPANIONS,
+    EXTENSIONS,
+    INDEX_NAME,
+    KINDS,
+    STAMP,
+    kind_of,
+    report_key,
+)
+from harness.report.reading import RunReport, load_report
 
-INDEX_NAME = "INDEX.md"
-KINDS = ("nvml-power-probe", "kernel-energy", "kernel-clock", "occupancy-sweep",
-         "ncu-vs-harness", "ncu-profile", "block-placement", "compare", "ceiling", "tune",
-         "run", "ncu", "pytest", "sass")
-"""Report kinds by the start of their file names; the longest that fits wins."""
-EXTENSIONS = (".csv.gz", ".txt.gz", ".jsonl", ".json", ".md", ".png", ".txt", ".log", ".csv")
-COMPANIONS = ("-ladder", "-roofline", "-table", "-sass", "-ncu", "-sustained", "-isolated")
-"""Name endings of files (and folders) that belong to the report whose name they extend, a
-size after them allowed (``profile-X-roofline-4096x4096x4096.png``)."""
-_SIZE_SUFFIX = re.compile(r"-\d+x\d+x\d+$")
-_STAMP = re.compile(r"(\d{8}-\d{6})")
 _ISO = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2})?(Z|[+-]\d{2}:\d{2})?")
 COMMAND_CHARS = 110
 """Longer commands are cut (the report itself has the whole of it)."""
@@ -52,33 +52,6 @@ class Entry:
     command: str
     commit: str
     headline: str
-
-
-def report_key(name: str) -> str | None:
-    """The report a file belongs to: its name without its extension and any companion ending
-    (``run-X-ladder.png`` -> ``run-X``); None for INDEX.md and files of no report format."""
-    if name == INDEX_NAME or name.startswith("."):
-        return None
-    stem = next((name[:-len(e)] for e in EXTENSIONS if name.endswith(e)), None)
-    if stem is None:
-        return None
-    stem = _SIZE_SUFFIX.sub("", stem)
-    for ending in COMPANIONS:
-        if stem.endswith(ending) and len(stem) > len(ending):
-            stem = stem[:-len(ending)]
-            break
-    return stem
-
-
-def kind_of(key: str) -> str:
-    """The kind a report's name starts with; for a name of no known kind, the name before its
-    stamp, or else its first word (``diag-18-cluster`` -> ``diag``)."""
-    known = [k for k in KINDS if key == k or key.startswith(k + "-")]
-    if known:
-        return max(known, key=len)
-    match = _STAMP.search(key)
-    head = key[:match.start()].rstrip("-_") if match else re.split(r"[-_.]", key)[0]
-    return head or "report"
 
 
 def entries(folder: Path) -> list[Entry]:
@@ -120,8 +93,6 @@ def render(folder: Path, found: Iterable[Entry]) -> str:
 
 def write_index(folder: Path) -> Path:
     """Write ``folder/INDEX.md`` from the reports in ``folder``; returns its path."""
-    from harness.report.files import write_atomic
-
     return write_atomic(Path(folder) / INDEX_NAME, render(Path(folder), entries(Path(folder))))
 
 
@@ -196,7 +167,7 @@ def _date(key: str, data: dict, text: str) -> datetime | None:
     for field in ("date_utc", "date"):
         if isinstance(meta.get(field), str) and (parsed := _parse_date(meta[field])):
             return parsed
-    stamp = _STAMP.search(key)
+    stamp = STAMP.search(key)
     if stamp:
         return datetime.strptime(stamp.group(1), "%Y%m%d-%H%M%S").replace(tzinfo=UTC)
     first = text.lstrip().split("\n", 1)[0]

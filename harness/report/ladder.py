@@ -13,12 +13,13 @@ from pathlib import Path
 
 from tabulate import tabulate
 
-from harness.bench.result import Result, RunReport, load_report
+from harness.bench.result import Result
 from harness.errors import HarnessError
 from harness.kernels.registry import PROJECT_ROOT, discover
 from harness.kernels.spec import read_spec
 from harness.report import napkin, plots
 from harness.report.files import gpu_slug, write_atomic, writing
+from harness.report.reading import RunReport, load_report
 from harness.report.width import NAME, TEXT, fit_table, fit_text
 
 

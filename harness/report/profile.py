@@ -12,7 +12,7 @@ Per kernel and size, from the metrics of one profile (``bench/ncu.py``, one valu
 - occupancy: theoretical from the harness's calculator and from ncu, achieved;
 - SM, memory and tensor-pipe throughput, % of peak; the top warp stall reasons;
 - time: ncu's ``gpu__time_duration`` and SM clock beside the harness's CUDA-event timing in the
-  sustained and the isolated regime (gpu/timing.py), each with the clock NVML saw, and the
+  sustained and the isolated regime (gpu/timing/), each with the clock NVML saw, and the
   clock the sustained time implies for the cycles ncu counted.
 
 Every comparison is measured / predicted; one off by more than the stated factor is flagged.
@@ -20,15 +20,19 @@ Every comparison is measured / predicted; one off by more than the stated factor
 
 from __future__ import annotations
 
+import gzip
 import math
+import statistics
 from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
 
 from tabulate import tabulate
 
-from harness.bench.ncu import STALL_REASONS
-from harness.gpu.timing import Timing
+from harness.archs import get_arch
+from harness.bench.ncu import CACHE_CONTROL, CLOCK_CONTROL, STALL_REASONS
+from harness.bench.result import KernelInfo
+from harness.gpu.timing import Timing, TimingOptions
 from harness.report import files, plots
 from harness.stats import gflops
 
@@ -391,3 +395,43 @@ def write(meta: dict, rows: Sequence[dict], stem: Path, factor: float, roofs: di
     files.write_atomic(md_path, md_path.read_text() + "".join(
         f"\n![roofline {p.stem}]({p.name})\n" for p in written[2:]))
     return written
+
+
+def metadata(facts: dict, options, chosen, arch: str, ncu_path: str, ncu_version: str,
+             metrics, command: Sequence[str]) -> dict:
+    """The report's provenance (files.metadata), how each regime was timed, and ncu's part;
+    ``options``: the command's ProfileOptions (commands/profile.py)."""
+    meta = files.metadata(facts, command, TimingOptions(), options.sizes,
+                          [KernelInfo.of(k.for_arch(arch)) for k in chosen])
+    meta["timing"] = {regime: {**asdict(options.timing(regime)),
+                               "method": options.timing(regime).method()}
+                      for regime in options.regimes}
+    meta["timing"]["l2"] = "cold (flushed before every repetition; ncu: --cache-control all)"
+    meta["ncu"] = {"path": ncu_path, "version": ncu_version,
+                   "clock_control": CLOCK_CONTROL, "cache_control": CACHE_CONTROL,
+                   "metrics": {m.key: m.name for m in metrics}}
+    meta["options"] = asdict(options)
+    return meta
+
+
+def save_csv(text: str, stem: Path, name: str, size) -> str:
+    """ncu's CSV of one kernel, gzipped beside the report: where every number came from."""
+    folder = stem.parent / f"{stem.name}-ncu"
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{name.replace(':', '-')}-{'x'.join(map(str, size))}.csv.gz"
+    with gzip.open(path, "wt") as f:
+        f.write(text)
+    return str(path.relative_to(stem.parent))
+
+
+def roofs(rows: list[dict], facts: dict) -> dict[str, float]:
+    """The dense peak (GFLOP/s) of each precision profiled, at the median SM clock ncu saw."""
+    clocks = [r["derived"]["ncu_sm_clock_mhz"] for r in rows
+              if r["status"] == "profiled" and "ncu_sm_clock_mhz" in r["derived"]]
+    if not clocks:
+        return {}
+    arch = get_arch(facts["arch"])
+    mhz = statistics.median(clocks)
+    return {p.upper(): arch.fma_flops_per_clock_per_sm[p] * facts["sm_count"] * mhz / 1e3
+            for p in sorted({r.get("precision") for r in rows if r.get("precision")})
+            if p in arch.fma_flops_per_clock_per_sm}

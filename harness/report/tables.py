@@ -255,7 +255,7 @@ BUILD_COLUMNS = (
 
 
 def build_table(rows: Sequence[dict], fmt: str = "simple", width: int | None = None) -> str:
-    """Offline build rows (harness.build.offline); ``width``: shared memory and occupancy in
+    """Offline build rows (harness.compiler.offline); ``width``: shared memory and occupancy in
     one column each, names wrapped, to fit it."""
     def value(row: dict, key: str):
         if key == "spills":

@@ -34,7 +34,9 @@ from harness.kernels.registry import PROJECT_ROOT, Kernel, project_relative
 from harness.kernels.spec import read_spec
 from harness.run import gpus as gpu_choice
 from harness.run import runner
-from harness.run.runner import RunOptions, RunRecord, Stream, _unrun
+from harness.run.options import RunOptions
+from harness.run.process import unrun
+from harness.run.record import ResultStream, RunRecord
 
 INSTALL = ("pip install -e '.[cluster]' (on a GPU host without a package registry: "
            "scripts/wheels.sh --cluster, README \"Several GPUs and several hosts\")")
@@ -213,7 +215,7 @@ class Engine:
         jsonl_path.parent.mkdir(parents=True, exist_ok=True)
         run_id = uuid.uuid4().hex[:8]
         with jsonl_path.open("a") as sink:
-            keep = Stream(record, sink, len(kernels) * len(options.sizes), say, t0,
+            keep = ResultStream(record, sink, len(kernels) * len(options.sizes), say, t0,
                           name_gpu=True)
             futures = {self.client.submit(measure_kernel, _sent(kernel), options, reuse_baseline,
                                           mode, key=f"harness-{run_id}-{i}", pure=False): kernel
@@ -237,7 +239,7 @@ class Engine:
             out = future.result()
         except Exception as exc:  # the task itself failed (a Dask worker lost, a bug)
             for size in options.sizes:
-                keep(_unrun(kernel, size, "error", f"its Dask task failed: "
+                keep(unrun(kernel, size, "error", f"its Dask task failed: "
                             f"{type(exc).__name__}: {exc}"))
             return
         if out["device"]:
@@ -328,7 +330,7 @@ def measure_kernel(sent: dict, options: RunOptions, reuse_baseline: bool, mode: 
         try:
             fed.measure(kernel)
         except WorkerStartError as exc:
-            rows = [_unrun(kernel, size, exc.status, f"no worker could start on GPU "
+            rows = [unrun(kernel, size, exc.status, f"no worker could start on GPU "
                            f"{gpu['index']} of {gpu['host']}: {exc.message}")
                     for size in options.sizes]
     phases, fed.record.phases = fed.record.phases, {}

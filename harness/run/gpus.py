@@ -129,8 +129,7 @@ def visible_gpus() -> list[VisibleGpu]:
         gpu_status,
     )
 
-    ok, _ = gpu_status()
-    if not ok:
+    if not gpu_status().found:
         return []
     return [VisibleGpu(i, device_uuid(i), device_name(i), device_arch_name(i))
             for i in range(device_count())]

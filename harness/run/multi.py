@@ -23,16 +23,16 @@ from collections.abc import Callable, Sequence
 from harness.bench.result import Result
 from harness.kernels.registry import Kernel
 from harness.run.gpus import GpuSlot
-from harness.run.protocol import KernelRef
-from harness.run.runner import (
+from harness.run.options import RunOptions
+from harness.run.process import (
     DEFAULT_LIMIT_S,
     STARTUP_LIMIT_S,
-    RunOptions,
-    RunRecord,
-    _failure,
-    _unrun,
-    _Worker,
+    WorkerProcess,
+    failure,
+    unrun,
 )
+from harness.run.protocol import KernelRef
+from harness.run.record import RunRecord
 
 Say = Callable[[str], None]
 
@@ -45,7 +45,7 @@ class WorkerStartError(Exception):
         self.status, self.message = status, message
 
 
-class FedWorker(_Worker):
+class FedWorker(WorkerProcess):
     """A worker process on one GPU, handed kernels one at a time; after one that ends it (a
     fault, a hang, a failed check), the next kernel starts a fresh process."""
 
@@ -114,7 +114,7 @@ class FedWorker(_Worker):
         hung, error = self._wait("ready")
         if not self.idle:
             returncode, tail = self._reap()
-            raise WorkerStartError(*_failure(error, hung, returncode, tail, self.limit_s,
+            raise WorkerStartError(*failure(error, hung, returncode, tail, self.limit_s,
                                              self.stage))
         self.start_s, self.opens = time.perf_counter() - t0, self.opens + 1
         self.say(f"its worker ready in {self.start_s:.1f} s")
@@ -194,7 +194,7 @@ class _Drivers:
             while self.todo:
                 kernel = self.todo.popleft()
                 for size in sizes:  # on no GPU: the row names none
-                    sink(_unrun(kernel, size, status, "no GPU could start a worker: " + message))
+                    sink(unrun(kernel, size, status, "no GPU could start a worker: " + message))
 
 
 def _drive(worker: FedWorker, drivers: _Drivers, say: Say) -> None:

@@ -16,8 +16,8 @@ from pathlib import Path
 
 from harness.archs import get_arch
 from harness.bench.result import Result
-from harness.build import occupancy
-from harness.build.compile import compile_kernel
+from harness.compiler import occupancy
+from harness.compiler.compile import compile_kernel
 from harness.errors import FormulaError, HarnessError, SpecError
 from harness.kernels.registry import Kernel
 

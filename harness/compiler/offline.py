@@ -6,8 +6,8 @@ import itertools
 from collections.abc import Callable, Sequence
 
 from harness.archs import can_run, get_arch
-from harness.build import child, occupancy
-from harness.build.compile import compile_kernel, in_parallel, target_arch
+from harness.compiler import child, occupancy
+from harness.compiler.compile import compile_kernel, in_parallel, target_arch
 from harness.errors import HarnessError
 from harness.kernels.registry import Kernel
 
@@ -61,7 +61,7 @@ def build_all(kernels: Sequence[Kernel], arch: str, size=DEFAULT_SIZE,
               jobs: int | None = None, progress: Progress | None = None) -> list[dict]:
     """:func:`build_row` for every kernel, ``jobs`` compiles at a time (every core by
     default), in registry order; ``progress`` is told of each row as it is built. Each
-    compile is stopped after ``limit_s`` seconds (:func:`harness.build.child.compile_limit_s`:
+    compile is stopped after ``limit_s`` seconds (:func:`harness.compiler.child.compile_limit_s`:
     a bad limit is refused here, before anything is built); Ctrl-C stops them all."""
     child.compile_limit_s(limit_s)
     count = itertools.count(1)

@@ -6,7 +6,7 @@ at 127 and 128): it orders some of its work by the addresses of its objects. In 
 they depend on what the process compiled before; in a fresh one, on the address-space layout
 (random by default) and on whatever the process allocated before NVRTC started (its
 environment's size, its Python start-up). So every compile runs in a child of its own
-(``python -m harness.build.child``) started the same way every time: layout fixed, a fixed
+(``python -m harness.compiler.child``) started the same way every time: layout fixed, a fixed
 environment, folder and arguments (:func:`_child_env`). notes/reproducible_builds.md has the
 measurements.
 
@@ -32,7 +32,7 @@ import sys
 import threading
 from pathlib import Path
 
-from harness.build.say import note
+from harness.compiler.say import note
 from harness.errors import CompileError, HarnessError
 from harness.gpu.compilers import CompilerOutput, compiler_versions
 
@@ -85,7 +85,7 @@ def run(compiler: str, args: tuple, what: str, limit_s: float | None = None) -> 
         if _stopping:
             raise KeyboardInterrupt
         proc = subprocess.Popen([*_launcher(), sys.executable, "-S", "-P", "-B", "-m",
-                                 "harness.build.child", f"{os.getpid():012d}"], cwd="/",
+                                 "harness.compiler.child", f"{os.getpid():012d}"], cwd="/",
                                 env=_child_env(),
                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE)
@@ -177,7 +177,7 @@ def _import_roots() -> tuple[str, ...]:
     return tuple(dict.fromkeys(roots))
 
 
-CHILD_MODULES = ("harness", "harness.build", "harness.build.child", "harness.build.say",
+CHILD_MODULES = ("harness", "harness.compiler", "harness.compiler.child", "harness.compiler.say",
                  "harness.errors", "harness.gpu", "harness.gpu.check", "harness.gpu.compilers")
 """The harness's modules a child imports before it compiles."""
 

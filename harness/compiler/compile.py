@@ -8,30 +8,30 @@ compiler version (NVRTC's own cache returns an empty log on a hit, so it is turn
 the folder) is compiled again with a one-line note; a cache folder that cannot be used is named
 once per process and compiling goes on without it.
 
-The compilers run in a fresh child process per compile (:mod:`harness.build.child`): the same
+The compilers run in a fresh child process per compile (:mod:`harness.compiler.child`): the same
 input gives the same cubin, and Ctrl-C or a time limit stops a compile.
 """
 
 from __future__ import annotations
 
 import codecs
-import contextlib
 import hashlib
 import json
 import os
 import re
-import tempfile
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeVar
 
 from harness.archs import ARCHS, can_run, get_arch
-from harness.build import child, headers
-from harness.build.child import CompileTimeout
-from harness.build.ptxas import Resources, parse_report
-from harness.build.say import note
+from harness.compiler import child, headers
+from harness.compiler.cache import CompiledKernel, cache_dir  # noqa: F401 (re-exported)
+from harness.compiler.cache import load as _cache_load
+from harness.compiler.cache import store as _cache_store
+from harness.compiler.child import CompileTimeout
+from harness.compiler.ptxas import parse_report
 from harness.errors import CompileError, HarnessError
 from harness.gpu.compilers import compiler_versions, cuda_version_for_ptx
 from harness.kernels import hostcode, ptxpp
@@ -39,7 +39,7 @@ from harness.kernels.registry import Kernel, source_sha256
 
 T, R = TypeVar("T"), TypeVar("R")
 CACHE_SCHEMA = 4  # 2: the entry's symbol kept beside the cubin; 3: includes and .py in the key;
-# 4: compiled in a fresh child (harness.build.child), whose code's fingerprint is in the key
+# 4: compiled in a fresh child (harness.compiler.child), whose code's fingerprint is in the key
 
 
 @dataclass(frozen=True)
@@ -56,7 +56,7 @@ class CompileOptions:
     """``-DNAME=VALUE`` for NVRTC: the kernel's tile parameters."""
     include_paths: tuple[str, ...] = ()
     """``--include-path=DIR`` for NVRTC, one per folder: the CUDA runtime headers, libcu++ and
-    the harness's own <cstdint> (:func:`harness.build.headers.include_paths`); NVRTC searches
+    the harness's own <cstdint> (:func:`harness.compiler.headers.include_paths`); NVRTC searches
     nothing else for ``#include <...>``."""
     extra: tuple[str, ...] = field(default=())
     """Further flags passed through unchanged."""
@@ -76,30 +76,6 @@ class CompileOptions:
         return flags + list(self.extra)
 
 
-@dataclass(frozen=True)
-class CompiledKernel:
-    """A cubin and what ptxas reported about its entry function."""
-
-    kernel: str
-    arch: str
-    cubin: bytes
-    resources: Resources
-    log: str
-    compiler: str
-    cached: bool
-    symbol: str
-    """The entry function's symbol in the cubin: the spec's entry, or for a C++ entry the
-    mangled name NVRTC lowered it to (what the module is asked for)."""
-
-
-def cache_dir() -> Path:
-    """``$HARNESS_CACHE_DIR``, else ``$XDG_CACHE_HOME/kernel-harness`` (``~/.cache``)."""
-    if os.environ.get("HARNESS_CACHE_DIR"):
-        return Path(os.environ["HARNESS_CACHE_DIR"])
-    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
-    return Path(base) / "kernel-harness"
-
-
 def target_arch(kernel: Kernel, device_arch: str) -> str:
     """The compile target for ``kernel`` on a device of ``device_arch``: the device's own, or
     the arch-specific target (``sm_90a``) when the kernel's min_arch needs one."""
@@ -111,7 +87,7 @@ def compile_kernel(kernel: Kernel, arch: str, *, use_cache: bool = True,
                    limit_s: float | None = None) -> CompiledKernel:
     """Compile ``kernel`` for ``arch`` (or for its arch-specific target, :func:`target_arch`)
     to a cubin, from the cache when the same compile is there; the compile runs in a child
-    process, stopped after ``limit_s`` seconds (:func:`harness.build.child.compile_limit_s`)."""
+    process, stopped after ``limit_s`` seconds (:func:`harness.compiler.child.compile_limit_s`)."""
     get_arch(arch)  # a clear error for an unknown target before the compiler sees it
     arch = target_arch(kernel, arch)
     spec = kernel.spec
@@ -186,104 +162,11 @@ def _check_parameters(kernel: Kernel, cubin: bytes, symbol: str, ptx: str | None
         raise CompileError(problem)
 
 
-_ENTRY_KEYS = frozenset({"resources", "log", "cubin_sha256", "symbol"})
-_RESOURCE_FIELDS = frozenset(f.name for f in fields(Resources))
-
-
-def _unusable(folder: Path, why: str) -> None:
-    note(f"the compile cache {folder} {why}: compiling without it, so every run compiles "
-          "cold; set HARNESS_CACHE_DIR to a folder that can be written", once=str(folder))
-
-
-def _entry_problem(meta: object) -> str:
-    """What is wrong with a cache entry's metadata ("" when it is one this harness writes)."""
-    if not isinstance(meta, dict):
-        return f"holds a JSON {type(meta).__name__} where an object was expected"
-    if missing := sorted(_ENTRY_KEYS - meta.keys()):
-        return f"has no {', '.join(map(repr, missing))}"
-    if extra := sorted(meta.keys() - _ENTRY_KEYS):
-        return (f"has fields this harness does not know ({', '.join(map(repr, extra))}; "
-                "another version of the harness sharing the cache?)")
-    resources = meta["resources"]
-    if not isinstance(resources, dict) or set(resources) != _RESOURCE_FIELDS or not all(
-            type(v) is int and v >= 0 for v in resources.values()):
-        return f"has resources of another shape ({json.dumps(resources)[:80]})"
-    if not all(isinstance(meta[k], str) for k in ("log", "cubin_sha256", "symbol")) \
-            or not meta["symbol"]:
-        return "has a log, hash or symbol that is not a string"
-    return ""
-
-
-def _cache_load(key: str, kernel: Kernel, arch: str, compiler: str) -> CompiledKernel | None:
-    """The cached compile under ``key``; None when there is none or it cannot be used (a
-    damaged or foreign entry is said in one line and compiled again; an unreadable cache once
-    per process)."""
-    folder = cache_dir()
-    meta_path = folder / f"{key}.json"
-    try:
-        data = meta_path.read_bytes()
-    except FileNotFoundError:
-        return None  # not compiled yet (or only its cubin was written: a store cut short)
-    except NotADirectoryError:
-        _unusable(folder, "is a file, not a folder")
-        return None
-    except OSError as exc:
-        _unusable(folder, f"cannot be read ({exc.strerror or exc})")
-        return None
-    try:
-        meta = json.loads(data)
-    except ValueError:  # not UTF-8, or not JSON
-        problem = "is not JSON (a write cut short?)"
-    else:
-        problem = _entry_problem(meta)
-    if not problem:
-        try:
-            cubin = (folder / f"{key}.cubin").read_bytes()
-        except OSError as exc:
-            problem = f"has no readable cubin ({exc.strerror})"
-        else:
-            if hashlib.sha256(cubin).hexdigest() != meta["cubin_sha256"]:
-                problem = "has a cubin that does not match its hash (a write cut short?)"
-    if problem:
-        note(f"compile cache entry {meta_path} {problem}: compiling {kernel.name} for {arch} "
-              "again and replacing it")
-        return None
-    return CompiledKernel(kernel.name, arch, cubin, Resources(**meta["resources"]), meta["log"],
-                          compiler, True, meta["symbol"])
-
-
-def _cache_store(key: str, compiled: CompiledKernel) -> None:
-    """Keep ``compiled`` under ``key``, each file written whole and renamed into place; a cache
-    that cannot be written is said once per process, and the compile goes on without it."""
-    folder = cache_dir()
-    if folder.exists() and not folder.is_dir():
-        _unusable(folder, "is a file, not a folder")
-        return
-    meta = {"resources": compiled.resources.as_dict(), "log": compiled.log,
-            "cubin_sha256": hashlib.sha256(compiled.cubin).hexdigest(),
-            "symbol": compiled.symbol}
-    tmp = None
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-        for suffix, data in ((".cubin", compiled.cubin), (".json", json.dumps(meta).encode())):
-            fd, tmp = tempfile.mkstemp(dir=folder, suffix=".tmp")
-            with os.fdopen(fd, "wb") as f:
-                f.write(data)
-            os.replace(tmp, folder / f"{key}{suffix}")
-            tmp = None
-    except OSError as exc:
-        _unusable(folder, f"cannot be written ({exc.strerror or exc})")
-    finally:
-        if tmp is not None:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
-
-
 def nvrtc_cubin(source: bytes, name: str, flags: list[str], name_expressions: tuple[str, ...] = (),
                 *, what: str = "", limit_s: float | None = None
                 ) -> tuple[bytes, str, dict[str, str]]:
     """CUDA C++ ``source`` compiled by NVRTC with ``flags`` in a child process
-    (:mod:`harness.build.child`; ``limit_s``, ``what`` names it): the cubin, the compile log
+    (:mod:`harness.compiler.child`; ``limit_s``, ``what`` names it): the cubin, the compile log
     and the symbols ``name_expressions`` lowered to. A failed compile raises CompileError with
     NVRTC's diagnostics placed in ``name``."""
     # the child works in / (its memory, and so NVRTC's output, must not depend on where the

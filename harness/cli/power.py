@@ -1,0 +1,71 @@
+"""The GPU commands that measure in this process: ceiling, energy, launch (their flags are
+declared with the others in cli/bench.py): options from the flags, the command
+(harness/commands/), what it prints, its exit status."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+from harness.bench.ceiling import CeilingOptions
+from harness.cli import common, flags
+from harness.commands import ceiling as ceilings
+from harness.commands import energy as energies
+from harness.commands import launch as launches
+from harness.commands.params import parse_setting
+from harness.report import files, power, tables
+from harness.run.runner import parse_size
+
+
+def ceiling(args) -> int:
+    options = ceilings.CeilingRunOptions(
+        # hot L2: the kernels load nothing, so flushing would change nothing but the run time
+        timing=flags.timing(args, cold_l2=False, max_rel_se_pct=0.0),
+        precisions=tuple(args.precision or ()), family=args.family,
+        launches=tuple(CeilingOptions(launch_ms=args.launch_ms, blocks_per_sm=b)
+                       for b in args.blocks_per_sm or [None]))
+    kernels = common.kernels(args, kind="ceiling", patterns=[])
+    _, chosen = ceilings.kernels_for(kernels, options)  # a bad --precision fails here
+    sass = "HGMMA" if args.family == "wgmma" else "HMMA"
+    common.has_gpu().require(f"the {args.family} ceiling is measured on a GPU; `harness sass "
+                             f"{' '.join(k.name for k in chosen)}` shows its {sass} without one")
+    record = ceilings.measure(kernels, options, common.say)
+    json_path, md_path = power.write_ceiling_report(record, options, ["harness", *sys.argv[1:]],
+                                                    args.report_dir)
+    if args.json:
+        print(json.dumps(files.jsonable(record.rows), indent=1))
+    else:
+        print(tables.ceiling_table(record.rows))
+    print(f"\nwritten: {json_path}, {md_path}", file=sys.stderr if args.json else sys.stdout)
+    return common.EXIT_OK
+
+
+def energy(args) -> int:
+    options = energies.EnergyOptions(size=parse_size(args.size),
+                                     settings=tuple(map(parse_setting, args.knob)),
+                                     seconds=args.seconds, rounds=args.rounds)
+    (base,) = common.kernels(args, patterns=[args.kernel])[:1]
+    points = energies.points(base, options)
+    common.gpu()
+    record = energies.measure(points, options, common.say)
+    json_path, md_path = power.write_energy_report(record, options, ["harness", *sys.argv[1:]],
+                                                   args.report_dir)
+    print(power.energy_summary(record.rows))
+    print(f"\nwritten: {json_path}, {md_path}")
+    return common.EXIT_OK
+
+
+def launch(args) -> int:
+    options = launches.LaunchOptions(
+        size=parse_size(args.size), setting=parse_setting(",".join(args.param))
+        if args.param else {}, repeats=args.repeats, baseline=not args.no_baseline,
+        gap_ms=args.gap_ms)
+    (kernel,) = common.kernels(args, patterns=[args.kernel])[:1]
+    kernel = launches.kernel_for(kernel, options)
+    common.gpu()
+    launched = launches.launch(kernel, options)
+    m, n, k = options.size
+    common.say(f"launched {launched.name}" + ("" if args.no_baseline else " and cuBLAS")
+               + f" {args.repeats} times each at {m}x{n}x{k}"
+               + (" (checked first)" if not args.param else " (unchecked: parameters set)"))
+    return common.EXIT_OK

@@ -1,0 +1,82 @@
+"""The timer's own kernels, compiled for the current device the first time they are needed:
+an empty launch, a ``%globaltimer`` spin, and a spin that keeps the span it measured of
+itself (the launch overhead's calibration)."""
+
+from __future__ import annotations
+
+import ctypes
+
+import numpy as np
+
+from harness.errors import HarnessError
+from harness.gpu.check import check
+from harness.gpu.compilers import nvrtc_compile
+from harness.gpu.driver import LaunchShape, Module, Stream, cu, device_arch_name
+
+CALIBRATION_SLOTS = 8192
+"""Calibration spins whose spans are kept (a ring; the mean is over those written)."""
+_TIMER_SOURCE = rb"""
+// the span each calibration spin measured of itself, in its own slot: one store after the
+// spin, as the known-duration spin has (with a read-modify-write of two counters after it,
+// hot 2 and 5 us spins read 0.32-0.35 us short; notes/timing.md)
+__device__ unsigned long long calibration_spans[SLOTS];
+extern "C" __global__ void empty() {}
+__device__ unsigned long long spin_for(unsigned long long ns) {
+    unsigned long long t0, t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+    do { asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t)); } while (t - t0 < ns);
+    return t - t0;
+}
+extern "C" __global__ void spin(unsigned long long ns) { spin_for(ns); }
+extern "C" __global__ void calibration_spin(unsigned long long ns, unsigned int slot) {
+    calibration_spans[slot] = spin_for(ns);
+}
+""".replace(b"SLOTS", str(CALIBRATION_SLOTS).encode())
+
+
+class TimerKernels:
+    """The one-thread kernels the timer launches (compiled for the current device): ``empty``
+    (a launch with no work in it), ``spin`` (GPU time with no memory traffic, timed on
+    ``%globaltimer``: the work queued ahead of a timed launch so that it
+    never waits on the host) and ``calibration_spin`` (a spin that keeps the span it measured
+    of itself, for the launch overhead's calibration in every round)."""
+
+    def __init__(self, stream: Stream):
+        ordinal = check(cu.cuCtxGetDevice(), "cuCtxGetDevice")
+        out = nvrtc_compile(_TIMER_SOURCE, "timer_kernels.cu",
+                            [f"-arch={device_arch_name(int(ordinal))}"])
+        if not out.ok:
+            raise HarnessError(f"the timer's kernels did not compile: {out.log or out.status}")
+        self.module = Module(out.cubin, "timer kernels")
+        self.stream = stream
+        self._empty, self._spin = self.module.function("empty"), self.module.function("spin")
+        self._calibration = self.module.function("calibration_spin")
+        self._spans = self.module.global_buffer("calibration_spans")
+        self._slot = 0
+        self._one = LaunchShape((1, 1, 1), (1, 1, 1), 0)
+
+    def empty(self) -> None:
+        self._empty.launch(self._one, self.stream, ())
+
+    def spin(self, ms: float) -> None:
+        self._spin.launch(self._one, self.stream, (ctypes.c_uint64(int(ms * 1e6)),))
+
+    def calibration_spin(self, ms: float) -> None:
+        """A spin that keeps the span it measured of itself, each launch in the next slot
+        (captured in a graph, a launch keeps its slot on every replay)."""
+        slot = ctypes.c_uint32(self._slot % CALIBRATION_SLOTS)
+        self._slot += 1
+        self._calibration.launch(self._one, self.stream,
+                                 (ctypes.c_uint64(int(ms * 1e6)), slot))
+
+    def reset_calibration_spins(self) -> None:
+        """Forget the calibration spins' spans (enqueued on the stream)."""
+        self._spans.fill_u32(0, self.stream)
+        self._slot = 0
+
+    def calibration_spin_mean_ms(self) -> float:
+        """The mean span the calibration spins since the last reset measured of themselves
+        (after the stream's work); 0 when none ran."""
+        spans = self._spans.download(np.uint64, (CALIBRATION_SLOTS,), self.stream)
+        written = spans[spans > 0]
+        return float(written.mean()) / 1e6 if written.size else 0.0

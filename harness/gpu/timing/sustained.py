@@ -1,0 +1,226 @@
+"""The sustained regime: launches back to back, the GPU never idle, timed in batches of about
+``BATCH_MS`` of GPU work with two batches in flight.
+
+A batch (each launch between its own event pair, with an L2 flush before each in cold mode) is
+captured once in a CUDA graph and replayed, one driver call per batch, so that no repetition
+waits on the host however short the kernel; where a launch refuses capture, or with
+``graph=False``, batches are enqueued from the host behind enough L2-flush work that the GPU
+is still busy with it when the host has enqueued the first two. With cold L2 every launch of
+``REST_ABOVE_MS`` or more follows a rest of ``rest`` times its own time (``TimingOptions.rest``)."""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from harness.errors import HarnessError
+from harness.gpu.driver import Event, Graph
+from harness.gpu.timing.launches import warmup_rounds, with_before
+from harness.gpu.timing.options import Timing
+from harness.gpu.timing.stop import Rounds, StopRule
+
+if TYPE_CHECKING:
+    from harness.gpu.timing.timer import Timer
+
+BATCH_MS = 10.0
+"""GPU time of one batch of timed repetitions: the stopping rule is tested after each."""
+REST_ABOVE_MS = 0.01
+"""Launches shorter than this get no rest (``TimingOptions.rest``): they draw little power, and
+a spin's own launch costs a few us."""
+GRAPH_IDLE_TOLERANCE_MS = 0.02
+"""Graphs: an idle time between batches above this is the GPU waiting on the host (one graph
+launch after another in a stream starts within a few microseconds)."""
+
+
+def time_sustained(timer: Timer, launches: Sequence[Callable[[], None]], before: list,
+                   rounds: Rounds, primers: list, after: list, budget_scale: float
+                   ) -> tuple[list[Timing], list[list[float]]]:
+    """The sustained regime of :meth:`harness.gpu.timing.Timer.time_interleaved` (its
+    arguments, prepared)."""
+    opts = timer.options
+    # untimed launches (first, estimate, warm-up) get their ``before`` too: a launch whose
+    # preparation fills a workspace must never run without it
+    prepared = [with_before(b, launch) for launch, b in zip(launches, before, strict=True)]
+    for launch in prepared:
+        launch()
+    timer.stream.synchronize("first launch")
+    first_ms = [timer.cost(launch, 1)[0] for launch in prepared]  # each alone, loaded
+    primers = timer.primers_below(primers, first_ms)
+    rests = [opts.rest * ms if opts.rests and ms >= REST_ABOVE_MS else 0.0 for ms in first_ms]
+
+    def round_() -> None:
+        for launch, primer, rest in zip(prepared, primers, rests, strict=True):
+            if rest:
+                timer.kernels.spin(rest)
+            if primer is not None:
+                primer()
+            launch()
+
+    estimate_ms = max(timer.cost(round_, 3)[0], 1e-4)
+    for _ in range(warmup_rounds(opts.warmup_ms, estimate_ms)):
+        round_()
+    gpu_ms, host_per_round_ms = timer.cost(round_, 5)
+    if opts.cold_l2:
+        gpu_ms += len(launches) * timer.flush_ms()
+    estimate_ms = max(gpu_ms, 1e-4)
+    # the stopping rule's budget and floor count GPU time of the timed work, rests aside
+    work_ms = max(estimate_ms - sum(rests), 1e-4)
+    budget_ms = opts.budget_ms * max(budget_scale, 1.0)
+    cap = int(min(opts.max_reps, max(opts.min_reps, budget_ms / work_ms)))
+    floor = int(min(cap, max(opts.min_reps, math.ceil(opts.min_ms / work_ms))))
+    per_batch = int(min(cap, max(5, math.ceil(BATCH_MS / estimate_ms))))
+    rule = StopRule.of(rounds, cap, floor, opts.max_rel_se_pct, (opts.max_reps,))
+    batches = Batches(timer, launches, before, rule, per_batch, opts.graph, primers, rests,
+                      after)
+    rest = opts.rest if any(rests) else 0.0
+    if batches.sets:
+        return _replayed(timer, batches, rounds, estimate_ms * per_batch, rest)
+
+    # Work ahead of the first two batches: enough flushes to outlast the host's enqueueing
+    # of them (about 4 driver calls per launch), with a 2x margin; later batches are
+    # enqueued while earlier ones run.
+    host_enqueue_ms = 2 * per_batch * (host_per_round_ms + 0.05 * len(launches))
+    ahead = max(4, math.ceil(2 * host_enqueue_ms / max(timer.flush_ms(), 1e-3)))
+    ahead_start, ahead_end = Event(), Event()
+    ahead_start.record(timer.stream)
+    for _ in range(ahead):
+        timer.flush()
+    ahead_end.record(timer.stream)
+    host_t0 = time.perf_counter()
+    batches.enqueue()
+    batches.enqueue()
+    host_ms = (time.perf_counter() - host_t0) * 1e3
+    clocks = timer.clocks.sample_until(batches.finished, tick=batches.tick)
+    timer.stream.synchronize("timed repetitions")
+    batches.tick()
+    ahead_ms = ahead_end.elapsed_ms(ahead_start) - host_ms
+    return timer.timings(rounds, batches.times, clocks, ahead_ms, batches.stop, rest=rest)
+
+
+def _replayed(timer: Timer, batches: Batches, rounds: Rounds, batch_ms: float, rest: float
+              ) -> tuple[list[Timing], list[list[float]]]:
+    """The batches replayed from their graphs, two in flight; queue-ahead from the GPU's
+    idle time between batches, measured for every batch."""
+    batches.enqueue()
+    batches.enqueue()
+    clocks = timer.clocks.sample_until(batches.finished, tick=batches.tick)
+    timer.stream.synchronize("timed repetitions")
+    batches.tick()
+    idle = max(batches.idle_ms, default=0.0)
+    ahead_ms = -idle if idle > GRAPH_IDLE_TOLERANCE_MS else batch_ms
+    batches.close()
+    return timer.timings(rounds, batches.times, clocks, ahead_ms, batches.stop, graph=True,
+                         rest=rest)
+
+
+class Batches:
+    """The timed repetitions, a batch at a time with two batches in flight, collected as they
+    finish, and stopped by the rule. A batch is enqueued from the host launch by launch, or,
+    with graphs, captured once and replayed: three captured batches (each with its own events)
+    take turns, so a finished batch's events are read before its graph runs again, and the one
+    before it still holds its end for the idle-time measure."""
+
+    def __init__(self, timer: Timer, launches, before, rule: StopRule, per_batch: int,
+                 graph: bool = False, primers=None, rests=None, after=None):
+        self.timer, self.launches, self.before, self.rule = timer, launches, before, rule
+        self.after = list(after or [None] * len(launches))
+        self.primers = list(primers or [None] * len(launches))
+        self.rests = list(rests or [0.0] * len(launches))
+        self.cap, self.per_batch = rule.cap, per_batch
+        self.enqueued = 0
+        self.in_flight: list[list[list[tuple[Event, Event]]]] = []
+        self.times: list[list[float]] = []
+        self.stop = ""
+        self.sets: list[Captured] = []
+        self.idle_ms: list[float] = []
+        """Graphs: the GPU's idle time between one batch's end and the next one's start."""
+        self._last: Captured | None = None
+        self.graph_error = ""
+        if graph:
+            try:
+                self.sets = [self._capture() for _ in range(3)]
+            except HarnessError as exc:  # e.g. a library call that refuses capture
+                self.close()
+                self.sets, self.graph_error = [], str(exc)
+
+    def _rounds(self, batch, in_graph: bool = False) -> None:
+        stream, cold = self.timer.stream, self.timer.options.cold_l2
+        for round_events in batch:
+            for launch, before, after, primer, rest, (start, end) in zip(
+                    self.launches, self.before, self.after, self.primers, self.rests,
+                    round_events, strict=True):
+                if rest:
+                    self.timer.kernels.spin(rest)
+                if primer is not None:
+                    primer()
+                if before is not None:
+                    before()
+                if cold:
+                    self.timer.flush()
+                start.record(stream, in_graph)
+                launch()
+                end.record(stream, in_graph)
+                if after is not None:
+                    after()
+
+    def _capture(self) -> Captured:
+        batch = [[(Event(), Event()) for _ in self.launches] for _ in range(self.per_batch)]
+        mark = Event()
+
+        def enqueue() -> None:
+            mark.record(self.timer.stream, in_graph=True)
+            self._rounds(batch, in_graph=True)
+
+        return Captured(Graph(self.timer.stream, enqueue, "timed repetitions"), mark, batch)
+
+    def enqueue(self) -> None:
+        if self.stop or self.enqueued >= self.cap:
+            return
+        if self.sets:
+            busy = [id(b) for b in self.in_flight]
+            free = next(c for c in self.sets if id(c.batch) not in busy and c is not self._last)
+            free.graph.launch(self.timer.stream)
+            self.in_flight.append(free.batch)
+            self.enqueued += self.per_batch
+            return
+        count = min(self.per_batch, self.cap - self.enqueued)
+        batch = [[(Event(), Event()) for _ in self.launches] for _ in range(count)]
+        self._rounds(batch)
+        self.in_flight.append(batch)
+        self.enqueued += count
+
+    def tick(self) -> None:
+        """Collect finished batches; decide whether to stop; keep two batches queued."""
+        while self.in_flight and self.in_flight[0][-1][-1][1].done():
+            batch = self.in_flight.pop(0)
+            self.times += [[end.elapsed_ms(start) for start, end in round_events]
+                           for round_events in batch]
+            if self.sets:
+                done = next(c for c in self.sets if c.batch is batch)
+                if self._last is not None:
+                    self.idle_ms.append(done.mark.elapsed_ms(self._last.batch[-1][-1][1]))
+                self._last = done
+            if not self.stop:
+                self.stop = self.rule.verdict(self.times)
+        while not self.stop and len(self.in_flight) < 2 and self.enqueued < self.cap:
+            self.enqueue()
+
+    def close(self) -> None:
+        for captured in self.sets:
+            captured.graph.close()
+
+    def finished(self) -> bool:
+        return not self.in_flight and (bool(self.stop) or self.enqueued >= self.cap)
+
+
+@dataclass
+class Captured:
+    """One batch of repetitions captured in a graph, with its events."""
+
+    graph: Graph
+    mark: Event
+    """Recorded first in the batch: when the GPU started it."""
+    batch: list

@@ -1,0 +1,196 @@
+"""The timer: one stream, its L2-flush buffer and its own kernels; times launches in rounds,
+each with its own events, in the regime its options name (sustained.py, isolated.py), stops
+them by one rule (stop.py), subtracts the launch overhead calibrated in the same rounds, and
+runs the power pass."""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+
+from harness.errors import HarnessError
+from harness.gpu.clocks import ClockSampler
+from harness.gpu.driver import Buffer, Event, Stream
+from harness.gpu.timing.isolated import time_isolated
+from harness.gpu.timing.kernels import TimerKernels
+from harness.gpu.timing.launches import primer_of
+from harness.gpu.timing.options import SUSTAINED, PowerPass, Timing, TimingOptions
+from harness.gpu.timing.stop import Rounds, standard_error
+from harness.gpu.timing.sustained import time_sustained
+from harness.stats import Summary
+
+FLUSH_WORD = 0x3F800000
+POWER_CHUNK_MS, POWER_AHEAD = 20.0, 3  # power pass: GPU ms per chunk of launches, chunks queued
+
+
+class Timer:
+    """Times launches on one stream; owns the L2-flush buffer."""
+
+    def __init__(self, stream: Stream, l2_bytes: int, clocks: ClockSampler,
+                 options: TimingOptions | None = None):
+        self.stream, self.clocks = stream, clocks
+        self.options = options if options is not None else TimingOptions()
+        self.flush_buffer = Buffer(max(2 * l2_bytes, 1 << 20))
+        self._flush_ms: float | None = None
+        self._kernels: TimerKernels | None = None
+
+    @property
+    def kernels(self) -> TimerKernels:
+        """The empty and spin kernels, compiled the first time they are needed."""
+        if self._kernels is None:
+            self._kernels = TimerKernels(self.stream)
+        return self._kernels
+
+    def _calibration(self) -> Callable[[], None]:
+        """The launch timed in every round beside the others, whose median (less the span a
+        spin measured of itself) is the launch overhead: the empty kernel, or a spin of
+        ``calibration_ms``. Spins measured here keep their spans apart from any other spin."""
+        spin_ms = self.options.calibration_ms
+        if spin_ms <= 0:
+            return self.kernels.empty
+        self.kernels.reset_calibration_spins()
+        return lambda: self.kernels.calibration_spin(spin_ms)
+
+    def _own_ms(self) -> float:
+        """The mean span the calibration spins measured of themselves (0 for the empty
+        kernel); after the stream's work."""
+        return self.kernels.calibration_spin_mean_ms() if self.options.calibration_ms > 0 \
+            else 0.0
+
+    def flush(self) -> None:
+        self.flush_buffer.fill_u32(FLUSH_WORD, self.stream)
+
+    def cost(self, work: Callable[[], None], count: int) -> tuple[float, float]:
+        """GPU ms per call of ``work`` and host ms to enqueue one, over ``count`` calls."""
+        start, end = Event(), Event()
+        start.record(self.stream)
+        host_t0 = time.perf_counter()
+        for _ in range(count):
+            work()
+        host_ms = (time.perf_counter() - host_t0) * 1e3
+        end.record(self.stream)
+        self.stream.synchronize("timing")
+        return end.elapsed_ms(start) / count, host_ms / count
+
+    def flush_ms(self) -> float:
+        if self._flush_ms is None:
+            self.cost(self.flush, 3)
+            self._flush_ms = self.cost(self.flush, 10)[0]
+        return self._flush_ms
+
+    def time(self, launch: Callable[[], None], before: Callable[[], None] | None = None,
+             after: Callable[[], None] | None = None) -> Timing:
+        """Time ``launch`` (which enqueues one kernel on this timer's stream), then measure its
+        power if the options ask for it. ``before`` enqueues work before every timed
+        repetition, outside its events (poisoning C); ``after``, after every timed one."""
+        timing = self.time_interleaved([launch], None if before is None else [before],
+                                       after=None if after is None else [after])[0][0]
+        return self.with_power(timing, launch)
+
+    def with_power(self, timing: Timing, launch: Callable[[], None]) -> Timing:
+        """``timing`` with the power pass of ``launch`` when the options ask for one."""
+        if self.options.power_s <= 0:
+            return timing
+        p = self.power(launch, self.options.power_s)
+        return replace(timing, power_w=p.power_w, power_span_s=p.span_s,
+                       power_ms_per_launch=p.ms_per_launch)
+
+    def power(self, launch: Callable[[], None], seconds: float) -> PowerPass:
+        """``launch`` back to back for ``seconds`` (warm L2, no events between launches)."""
+        estimate_ms = max(self.cost(launch, 5)[0], 1e-4)
+        per_chunk = max(1, math.ceil(POWER_CHUNK_MS / estimate_ms))
+        chunks = max(2, math.ceil(seconds * 1e3 / (per_chunk * estimate_ms)))
+        marks: list[Event] = []
+        start = Event()
+        start.record(self.stream)
+
+        def top_up() -> None:  # keep POWER_AHEAD chunks queued, so the GPU never waits
+            while len(marks) < chunks and sum(not m.done() for m in marks[-POWER_AHEAD:]) \
+                    < POWER_AHEAD:
+                for _ in range(per_chunk):
+                    launch()
+                marks.append(Event())
+                marks[-1].record(self.stream)
+
+        top_up()
+        sample = self.clocks.sample_until(lambda: len(marks) == chunks and marks[-1].done(),
+                                          tick=top_up)
+        self.stream.synchronize("power pass")
+        return PowerPass(sample.power_w, sample.power_span_s,
+                         marks[-1].elapsed_ms(start) / (chunks * per_chunk), chunks * per_chunk,
+                         sample.median, sample.limits)
+
+    def time_interleaved(self, launches: Sequence[Callable[[], None]],
+                         before: Sequence[Callable[[], None] | None] | None = None,
+                         budget_scale: float = 1.0,
+                         after: Sequence[Callable[[], None] | None] | None = None
+                         ) -> tuple[list[Timing], list[list[float]]]:
+        """Time several launches in rounds (A B C, A B C, ...), each with its own events and
+        flush, so that clock or thermal drift touches all of them alike. ``before[i]``, when
+        given, is enqueued before every timed repetition of launch i, outside its events (C
+        poisoned, so that no repetition finds the last one's result). With the launch
+        overhead subtracted, every round ends with the calibration launch (``_calibration``).
+        ``budget_scale``: the budget (the cap of the stopping rule) is this many times
+        ``budget_ms`` (a compare of n kernels, each with its cuBLAS, gives every pair what a
+        run would). ``after[i]``, when given, is enqueued after every timed repetition of
+        launch i, outside its events, and after no other launch of it (the capture of a
+        timed output: capture.py). Returns a Timing per launch and the per-round times (ms)
+        that go with them."""
+        opts = self.options
+        before = list(before or [None] * len(launches))
+        after = list(after or [None] * len(launches))
+        rounds = Rounds(len(launches), opts.subtract_launch_overhead, opts.calibration_ms,
+                        padded=opts.subtract_launch_overhead and opts.calibration_ms > 0
+                        and opts.regime == SUSTAINED and not opts.cold_l2)
+        primers = [primer_of(launch, b) for launch, b in zip(launches, before, strict=True)]
+        if rounds.calibrated:
+            extra = [self._calibration()]
+            # the empty kernel is primed as the launches are; a calibration spin keeps a slot
+            # per launch and is not
+            primers.append(extra[0] if opts.calibration_ms <= 0 else None)
+            if rounds.padded:  # the calibration spin after a spin, as the first launch is
+                extra.insert(0, lambda: self.kernels.spin(opts.calibration_ms))
+                primers.insert(-1, None)
+            launches, before = [*launches, *extra], [*before, *[None] * len(extra)]
+            after = [*after, *[None] * len(extra)]
+        if opts.regime == SUSTAINED:
+            return time_sustained(self, launches, before, rounds, primers, after, budget_scale)
+        return time_isolated(self, launches, before, rounds, primers, after)
+
+    def primers_below(self, primers: list, durations_ms: Sequence[float]) -> list:
+        """The primers of launches shorter than ``prime_below_ms``, with cold L2 (None for
+        the others): ``TimingOptions.prime_below_ms``."""
+        below = self.options.prime_below_ms if self.options.cold_l2 else 0.0
+        return [p if p is not None and ms < below else None
+                for p, ms in zip(primers, durations_ms, strict=True)]
+
+    def timings(self, rounds: Rounds, per_round: list[list[float]], clocks, ahead_ms: float,
+                stop: str, **regime) -> tuple[list[Timing], list[list[float]]]:
+        """A Timing per launch from its repetitions, less the overhead its rounds
+        calibrated; and the per-round times so corrected, without the calibration's."""
+        opts = self.options
+        for i in range(len(per_round[0]) if per_round else 0):
+            if Summary.of_ticks([r[i] for r in per_round]).median <= 0:
+                raise HarnessError("timing: the median repetition took no time; the launch "
+                                   "enqueued nothing on the timer's stream")
+        overhead, overhead_se = 0.0, 0.0
+        if rounds.calibrated:
+            calibration = Summary.of_ticks([r[-1] for r in per_round])
+            overhead = max(calibration.median - self._own_ms(), 0.0)
+            overhead_se = standard_error(calibration)
+            per_round = [r[:rounds.launches] for r in per_round]
+        corrected = [[max(t - overhead, 0.0) for t in r] for r in per_round]
+        timings = []
+        for i in range(rounds.launches):
+            summary = Summary.of_ticks([r[i] for r in corrected])
+            se = math.hypot(standard_error(summary), overhead_se)
+            timings.append(Timing(summary.median, summary.p20, summary.p80, summary.minimum,
+                                  summary.maximum, len(corrected), opts.cold_l2,
+                                  clocks.median, clocks.minimum, clocks.maximum, ahead_ms,
+                                  clocks.limits, stop=stop,
+                                  median_rel_se_pct=100.0 * se / summary.median
+                                  if summary.median > 0 else math.inf,
+                                  launch_overhead_ms=overhead, **regime))
+        return timings, corrected

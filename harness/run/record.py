@@ -1,0 +1,69 @@
+"""What a run produced (:class:`RunRecord`) and where its results go as they arrive
+(:class:`ResultStream`: the record, a JSON line, a progress line)."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from harness.bench.result import Result
+
+
+@dataclass
+class RunRecord:
+    """What a run produced: device facts from the first worker, and one result per kernel and
+    size."""
+
+    device: dict = field(default_factory=dict)
+    results: list[Result] = field(default_factory=list)
+    phases: dict[str, float] = field(default_factory=dict)
+    """Wall seconds per phase (compile, worker start, checks, references, timing, ...); summed
+    over the workers where several GPUs ran at once."""
+    wall_s: float = 0.0
+    seed: int | None = None
+    """The run's seed (RunOptions.seed)."""
+    devices: list[dict] = field(default_factory=list)
+    """The device facts of every GPU that ran a kernel (one entry on one GPU), each with its
+    ``index`` in the harness's numbering."""
+
+    def saw(self, facts: dict, index: int) -> None:
+        """Note a worker's device facts: the first become ``device``; each GPU is listed
+        once in ``devices``, with its index."""
+        self.device = self.device or facts
+        key = (facts.get("host"), facts.get("uuid"), index)
+        if all((d.get("host"), d.get("uuid"), d.get("index")) != key for d in self.devices):
+            self.devices.append({**facts, "index": index})
+
+
+class ResultStream:
+    """Where a run's results go as they arrive: the record, a line of the JSON-lines file and
+    a progress line each; safe to call from the threads of several workers."""
+
+    def __init__(self, record: RunRecord, sink, total: int, say: Callable[[str], None],
+                 t0: float, name_gpu: bool = False):
+        self.record, self.sink, self.total, self.say, self.t0 = record, sink, total, say, t0
+        self.name_gpu = name_gpu
+        self.lock = threading.Lock()
+
+    def __call__(self, result: Result) -> None:
+        with self.lock:
+            self.record.results.append(result)
+            self.sink.write(json.dumps(result.to_json()) + "\n")
+            self.sink.flush()
+            elapsed = time.perf_counter() - self.t0
+            on = f" (GPU {result.gpu.index})" if self.name_gpu and result.gpu else ""
+            self.say(f"[{len(self.record.results):>3}/{self.total} {elapsed:5.1f} s] "
+                     f"{describe(result)}{on}")
+
+
+def describe(result: Result) -> str:
+    """One line for a progress log."""
+    size = "x".join(map(str, result.size))
+    if result.status == "pass" and result.timing is not None and result.baseline is not None:
+        return (f"{result.kernel.name} {size}: {result.gflops:.0f} GFLOP/s, "
+                f"{result.pct_baseline:.1f}% of cuBLAS ({result.baseline_gflops:.0f} GFLOP/s)")
+    return (f"{result.kernel.name} {size}: {result.status}: "
+            f"{result.message.splitlines()[0][:160]}")
