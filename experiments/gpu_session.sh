@@ -57,12 +57,12 @@ TC_ROWS="11_mma_sync_bf16:m128n256k64s4c1 11_mma_sync_fp16:m128n256k32s4
 for step in "$@"; do
   case "$step" in
     tests)  # the whole suite in one run, its log headed with where and at what commit it ran;
-      # pytest-xdist on 4 workers: a GPU test that times has the GPU to itself, checks that
-      # time nothing share it (tests/conftest.py, _gpu_turns), so that the suite fits one
-      # device command
-      { header "python3 -m pytest -q -p no:cacheprovider -n 4 --durations=25"
+      # pytest-xdist on 8 workers (387 s at dfebb8d): a GPU test that times has the GPU to
+      # itself, checks that time nothing share it (tests/conftest.py, _gpu_turns), so that the
+      # suite fits one device command
+      { header "python3 -m pytest -q -p no:cacheprovider -n 8 --durations=25"
         echo "commit ${HARNESS_GIT_COMMIT:-$(git rev-parse HEAD 2>/dev/null)}"
-        timeout 590 python3 -m pytest -q -p no:cacheprovider -n 4 --durations=25 2>&1
+        timeout 590 python3 -m pytest -q -p no:cacheprovider -n 8 --durations=25 2>&1
         echo "pytest rc=$?"; } > "$OUT/pytest.log" 2>&1; tail -25 "$OUT/pytest.log" ;;
     run) python3 -m harness run --size 1024 --size 2048 --size 4096 2>&1 | tee "$OUT/run.log" ;;
     verify)  # issue 33: the adaptive fixtures and the examples by path, then the default run
