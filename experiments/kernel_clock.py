@@ -66,7 +66,7 @@ class ClockRecord:
 
 def measure(names: list[str], size: str, budget_ms: float, power_s: float) -> dict:
     from harness.bench.checks import check_one
-    from harness.bench.measure import launcher
+    from harness.bench.launches import launcher
     from harness.bench.session import BenchSession
     from harness.gpu.driver import Event
     from harness.gpu.timing import TimingOptions

@@ -52,7 +52,7 @@ def change_intervals_ms(rows: list[dict], key: str) -> list[float]:
 
 def measure(name: str, size: str, busy_s: float) -> dict:
     from harness.bench.checks import check_one
-    from harness.bench.measure import launcher
+    from harness.bench.launches import launcher
     from harness.bench.session import BenchSession
     from harness.gpu.driver import Event
 

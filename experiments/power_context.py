@@ -117,7 +117,7 @@ def _round(session, live, size, row, mode: str, dwell_ms: float = 0.0,
         launch, before = measure.kernel_timed(gemm, ops, session, copies)
         blas, poison = session.baseline_timed(kernel, ops)
         if dwell_ms > 0:
-            raw = [measure.launcher(gemm, ops, session), session.baseline_launcher(kernel, ops)]
+            raw = [launches.launcher(gemm, ops, session), session.baseline_launcher(kernel, ops)]
             before = _dwell(raw, before, max(1, round(dwell_ms / _pair_ms(size))))
         if rest > 0:
             before = _rest(session, before, rest * _pair_ms(size))

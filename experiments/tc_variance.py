@@ -31,7 +31,7 @@ from pathlib import Path
 
 from tabulate import tabulate
 
-from harness.bench import measure
+from harness.bench import launches
 from harness.bench.session import BenchSession
 from harness.gpu.timing import Timer
 from harness.kernels.registry import DEFAULT_KERNEL_DIRS, PROJECT_ROOT, load_registry
@@ -80,7 +80,7 @@ def main() -> int:
                         kept.append(ops)
                     else:
                         ops = session.timing_operands(kernel, m, n, k)
-                    launch = measure.launcher(gemm, ops, session)
+                    launch = launches.launcher(gemm, ops, session)
                     before = partial(_before, ops, session.stream,
                                      getattr(launch, "prepare", None))
                     launch = getattr(launch, "run", launch)

@@ -5,7 +5,7 @@ that rank 1 of a cluster read B panels 1-3 wrong (notes/18_wgmma_cluster.md)."""
 
 import numpy as np
 
-from harness.bench.measure import launcher
+from harness.bench.launches import launcher
 from harness.bench.numerics import to_float64
 from harness.bench.session import BenchSession
 from harness.kernels.registry import discover

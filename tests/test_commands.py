@@ -79,7 +79,7 @@ def stand_in(monkeypatch):
     monkeypatch.setattr("harness.bench.session.BenchSession", _Session)
     monkeypatch.setattr("harness.bench.checks.check_one", lambda gemm, stream, m, n, k, seed: [
         SimpleNamespace(passed=True, message="ok")] * 3)
-    monkeypatch.setattr("harness.bench.measure.launcher",
+    monkeypatch.setattr("harness.bench.launches.launcher",
                         lambda gemm, ops, session: lambda: _Session.log.append(
                             ("launch", gemm.kernel.name)))
     return _Session.log

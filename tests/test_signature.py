@@ -440,7 +440,7 @@ def test_a_workspace_is_zeroed_outside_the_timed_region(monkeypatch):
     poisoning of C, before every repetition, outside the events."""
     from types import SimpleNamespace
 
-    from harness.bench import measure
+    from harness.bench import launches, measure
 
     calls = []
 
@@ -448,7 +448,7 @@ def test_a_workspace_is_zeroed_outside_the_timed_region(monkeypatch):
         calls.append("whole")
 
     launch.prepare, launch.run = (lambda: calls.append("zero")), (lambda: calls.append("run"))
-    monkeypatch.setattr(measure, "launcher", lambda gemm, ops, session: launch)
+    monkeypatch.setattr(launches, "launcher", lambda gemm, ops, session: launch)
     ops = SimpleNamespace(poison_c=lambda stream: calls.append("poison"))
     timed, before = measure.kernel_timed(None, ops, SimpleNamespace(stream=None))
     before()

@@ -390,7 +390,7 @@ def test_a_kernel_and_its_baseline_on_copies_take_the_same_copy_each_round(line,
     """A small GEMM's kernel and its cuBLAS are timed over the same copies of the operands:
     interleaved, the two launches of every round run on one copy, and every copy takes its
     turn."""
-    from harness.bench import measure
+    from harness.bench import launches, measure
     from harness.bench.session import in_turn
 
     copies = [SimpleNamespace(name=f"copy{i}", poison_c=lambda stream: None) for i in range(8)]
@@ -404,7 +404,7 @@ def test_a_kernel_and_its_baseline_on_copies_take_the_same_copy_each_round(line,
         return lambda: (calls.append(("blas", ops.name)),
                         line.kernel(line.launch_host_ms, line.kernel_ms))
 
-    monkeypatch.setattr(measure, "launcher", kernel_on)
+    monkeypatch.setattr(launches, "launcher", kernel_on)
     monkeypatch.setattr(Timer, "kernels", Kernels(line))
     launch, before = measure.kernel_timed(None, copies[0], SimpleNamespace(stream=None), copies)
     blas, poison = in_turn([blas_on(c) for c in copies], [lambda: None] * len(copies))

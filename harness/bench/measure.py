@@ -21,7 +21,6 @@ import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from functools import partial
 
 from harness.bench import capture, limits, numerics, operands
 from harness.bench.checks import (
@@ -35,6 +34,7 @@ from harness.bench.checks import (
     summary_of,
 )
 from harness.bench.gemm import LoadedGemm
+from harness.bench.launches import _before_launch, gemm_launch, kernel_timed
 from harness.bench.numerics import CheckResult
 from harness.bench.phases import PHASES
 from harness.bench.plan import plan
@@ -48,13 +48,13 @@ from harness.bench.result import (
     OccupancyInfo,
     Result,
 )
-from harness.bench.session import BenchSession, in_turn
+from harness.bench.session import BenchSession
 from harness.compiler.compile import cache_dir
 from harness.compiler.sass import disassemble, opcodes
 from harness.compiler.screen import Screen, screen
 from harness.errors import HarnessError, LaunchError
 from harness.gpu.cublas import compute_name
-from harness.gpu.timing import ISOLATED_MAX_REPS, Timing, TimingOptions, with_before
+from harness.gpu.timing import ISOLATED_MAX_REPS, Timing, TimingOptions
 from harness.kernels.registry import Kernel
 from harness.stats import Summary, peak_gflops
 
@@ -271,71 +271,6 @@ def _rerun(gemm: LoadedGemm, ops: operands.Operands, stream, seed: int,
         return Checked(out, first.result, guard)
     return Checked(out, compare_to_reference(gemm, ops, out, seed, 1.0, 0.0, ops.initial(),
                                              deep), guard)
-
-
-def gemm_launch(gemm: LoadedGemm, ops: operands.Operands, stream):
-    """A no-argument launch of ``gemm`` on ``ops`` (alpha 1, beta 0) on ``stream``."""
-    return gemm.launcher(ops.m, ops.n, ops.k, 1.0, ops.a.address, ops.b.address, 0.0,
-                         ops.c.address, stream, d=ops.d.address if ops.d else None)
-
-
-def launcher(gemm: LoadedGemm, ops, session: BenchSession):
-    """A no-argument launch of ``gemm`` on ``ops`` (alpha 1, beta 0) on the session's stream."""
-    return gemm_launch(gemm, ops, session.stream)
-
-
-def kernel_timed(gemm: LoadedGemm, ops: operands.Operands, session: BenchSession,
-                 copies: Sequence[operands.Operands] = (),
-                 timed: capture.TimedOutputs | None = None):
-    """What the timer times, the kernel's launch alone (counted), and what it enqueues before
-    every repetition, outside the events: with ``timed``, inputs drawn afresh (capture.py),
-    then C poisoned and the launch's own preparation (a declared workspace zeroed). On
-    ``ops``, or in turn on each of ``copies`` (``ops`` among them;
-    ``BenchSession.placements``), one per round, as cuBLAS is. With ``timed`` the launch's
-    ``after`` keeps a random sample of the timed repetitions' outputs."""
-    launches, befores, primes = [], [], []
-    for placed in copies or [ops]:
-        launch = launcher(gemm, placed, session)
-        run, prepare = getattr(launch, "run", launch), getattr(launch, "prepare", None)
-        launches.append(run)
-        befores.append(partial(_before_launch, placed, session.stream, prepare))
-        primes.append(with_before(prepare, run))
-    if timed is not None:
-        befores = timed.befores(befores)
-    launch, before = in_turn(launches, befores, primes,
-                             timed.afters() if timed is not None else None)
-    return _Counted(launch), before
-
-
-def _before_launch(ops: operands.Operands, stream, prepare: Callable[[], None] | None) -> None:
-    ops.poison_c(stream)
-    if prepare is not None:
-        prepare()
-
-
-class _Counted:
-    """A launch that counts how often it ran (the timed launches and their primers)."""
-
-    def __init__(self, launch: Callable[[], None]):
-        self.launch, self.count = launch, 0
-        self._prime = getattr(launch, "prime", None)
-        self.after = getattr(launch, "after", None)
-        """What follows each timed repetition (the keeping of outputs), or None."""
-
-    def __call__(self) -> None:
-        self.count += 1
-        self.launch()
-
-    @property
-    def prime(self) -> Callable[[], None] | None:
-        """Its primer (``timing.primer_of``), counted, where the launch has its own."""
-        if self._prime is None:
-            return None
-
-        def counted() -> None:
-            self.count += 1
-            self._prime()
-        return counted
 
 
 def verify_timed(session: BenchSession, prep: Prepared, ready: Ready,

@@ -54,7 +54,7 @@ def measure(chosen: list[tuple[Kernel, dict[str, int]]], options: EnergyOptions,
     every other point must pass), then its power pass in each round; a row per point and
     round."""
     from harness.bench.checks import check_one
-    from harness.bench.measure import launcher
+    from harness.bench.launches import launcher
     from harness.bench.session import BenchSession
 
     m, n, k = options.size

@@ -41,7 +41,7 @@ def launch(kernel: Kernel, options: LaunchOptions) -> Kernel:
     import time
 
     from harness.bench.checks import check_one
-    from harness.bench.measure import launcher
+    from harness.bench.launches import launcher
     from harness.bench.session import BenchSession
     from harness.gpu.driver import profiler_range
 
