@@ -48,6 +48,16 @@ class Checked:
     guard: int
 
 
+def reference_of(gemm: LoadedGemm, ops: operands.Operands, seed: int, alpha: float,
+                 beta: float) -> tuple[np.ndarray, np.ndarray]:
+    """The float64 reference of ``ops`` at alpha, beta and its error scale, under the one key
+    every caller shares (a large size's is computed once for every kernel on the same
+    inputs)."""
+    spec = gemm.kernel.spec
+    return operands.reference(ops, (ops.m, ops.n, ops.k, seed, spec.precision, spec.c_type,
+                                     alpha, beta, ops.draw), alpha, beta)
+
+
 def compare_to_reference(gemm: LoadedGemm, ops: operands.Operands, out: np.ndarray, seed: int,
                          alpha: float, beta: float, initial: np.ndarray | None,
                          deep: bool = False) -> CheckResult:
@@ -55,9 +65,8 @@ def compare_to_reference(gemm: LoadedGemm, ops: operands.Operands, out: np.ndarr
     error also as a multiple of FP32 accumulation's on the same inputs; ``deep`` (K >= 2048,
     or a timed size): a kernel that claims FP32 fails above numerics.FP32_MULTIPLE_MAX."""
     spec = gemm.kernel.spec
-    m, n, k = ops.m, ops.n, ops.k
-    ref, scale = operands.reference(ops, (m, n, k, seed, spec.precision, spec.c_type, alpha,
-                                          beta, ops.draw), alpha, beta)
+    k = ops.k
+    ref, scale = reference_of(gemm, ops, seed, alpha, beta)
     via = getattr(spec, "fp32_via", "")
     unit = (numerics.FP32_VIA_UNIT[via] if via else
             numerics.TF32_UNROUNDED_UNIT if ops.unrounded else 0.0)
@@ -245,10 +254,10 @@ class KernelChecks:
     notes: list[str] = field(default_factory=list)
     plan: Plan | None = None
 
-
-def _note(out: KernelChecks, text: str) -> None:
-    if text not in out.notes:
-        out.notes.append(text)
+    def note(self, text: str) -> None:
+        """A finding that is not a failure, said once."""
+        if text not in self.notes:
+            self.notes.append(text)
 
 
 def kernel_checks(gemm: LoadedGemm, stream: Stream, plan: Plan, strict_blas: bool = False,
@@ -271,7 +280,7 @@ def kernel_checks(gemm: LoadedGemm, stream: Stream, plan: Plan, strict_blas: boo
                         f"{READS_C_NOTE}; a failure under BLAS strictness (--blas-strict or "
                         "blas_strict = true): branch on beta == 0 and write alpha * acc alone"))
                 else:
-                    _note(out, READS_C_NOTE)
+                    out.note(READS_C_NOTE)
             continue
         if check.kind == STALE_C:
             out.results += stale_c(gemm, stream, *shape, check.seed)
@@ -282,7 +291,7 @@ def kernel_checks(gemm: LoadedGemm, stream: Stream, plan: Plan, strict_blas: boo
             if check.kind == WIDE and r.finding in ("non-finite", "wrong values"):
                 r = _narrower(r, gemm.kernel.spec.precision)
             if r.passed and r.finding == NONDETERMINISTIC:
-                _note(out, r.message)
+                out.note(r.message)
                 continue
             out.results.append(r)
     return out

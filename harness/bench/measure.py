@@ -30,6 +30,7 @@ from harness.bench.checks import (
     compare_to_reference,
     kernel_checks,
     outside_c,
+    reference_of,
     repeat_finding,
     summary_of,
 )
@@ -166,14 +167,9 @@ def prepare(session: BenchSession, kernel: Kernel, strict_blas: bool = False,
             family, found = screening.result()
     spec = gemm.kernel.spec
     if family == "tensor" and spec.precision == "fp32" and not spec.fp32_via:
-        _note(checks, "its SASS holds tensor-core instructions though it claims FP32 and "
-                      "declares no fp32_via: held to FP32's accuracy and the FP32 FMA peak")
+        checks.note("its SASS holds tensor-core instructions though it claims FP32 and "
+                    "declares no fp32_via: held to FP32's accuracy and the FP32 FMA peak")
     return Prepared(gemm, KernelInfo.of(gemm.kernel), checks, family, found)
-
-
-def _note(checks: KernelChecks, text: str) -> None:
-    if text not in checks.notes:
-        checks.notes.append(text)
 
 
 @dataclass
@@ -182,7 +178,6 @@ class Ready:
 
     result: Result
     ops: operands.Operands
-    seed: int
     launch_ms: float
     """Host wall time of the checked launch (with its synchronisation): a timing estimate."""
 
@@ -223,7 +218,7 @@ def checked(session: BenchSession, prep: Prepared, m: int, n: int, k: int,
         ops = session.timing_operands(kernel, m, n, k)
     seed = ops.seed
     say("computing the reference", limit_s=reference_limit_s(m, n, k))
-    operands.reference(ops, (m, n, k, seed, spec.precision, spec.c_type, 1.0, 0.0), 1.0, 0.0)
+    reference_of(gemm, ops, seed, 1.0, 0.0)
     say("checking the timed size on the timed operands", limit_s=launches_limit_s(m, n, k, 3))
     key = (m, n, k, seed, spec.precision, spec.layout_a, spec.layout_b, spec.layout_c,
            spec.c_type)
@@ -257,7 +252,7 @@ def checked(session: BenchSession, prep: Prepared, m: int, n: int, k: int,
         screen=prep.screen.lines() if prep.screen else (), seed=session.run_seed)
     if failure:
         return res.ended("FAIL", failure), None
-    return res, Ready(res, ops, seed, launch_ms)
+    return res, Ready(res, ops, launch_ms)
 
 
 def _rerun(gemm: LoadedGemm, ops: operands.Operands, stream, seed: int,
