@@ -72,11 +72,14 @@ def test_the_child_fixes_its_address_layout():
 def test_the_same_compile_gives_the_same_cubin_whatever_came_before():
     # in one process, NVRTC's output for a kernel depended on what it compiled before (NVRTC
     # 13.5: 09_cp_async:s3 came out different after 09_cp_async:s4 in one pass of three)
-    names = ["09_cp_async:s3", "09_cp_async:s4", "08_warptile", "09_cp_async:s3"]
+    # and 08_warptile was 127 or 128 registers from run to run. The count itself belongs to the
+    # NVRTC version (127 under 13.5 here, 128 under the H100 host's 13.0); the sameness does not.
+    names = ["08_warptile", "09_cp_async:s3", "09_cp_async:s4", "08_warptile", "09_cp_async:s3"]
     cubins = [compile_kernel(KERNELS[n].for_arch("sm_90"), "sm_90", use_cache=False)
               for n in names]
+    assert cubins[1].cubin == cubins[4].cubin
     assert cubins[0].cubin == cubins[3].cubin
-    assert cubins[2].resources.registers == 127  # at its launch-bounds cap of 128
+    assert cubins[3].resources.registers <= 128  # its launch-bounds cap
 
 
 def test_the_cubin_depends_on_neither_the_environment_nor_the_folder(monkeypatch, tmp_path):
