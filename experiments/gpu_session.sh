@@ -5,7 +5,7 @@
 #   tc-compare, tc-epi, tc-run, copy-cost, epi-cost, tc-2cta, tc-best, placement,
 #   tc-cluster, tc-cluster-x2, l2-state, kernel-clock, ceiling-cycles,
 #   tc-profile, energy, energy-parts (the tensor-core rungs of issue 4), multi-gpu (issue 24),
-#   code-warmth, power-context (issue 21), verify (issue 33)
+#   code-warmth, power-context (issue 21), verify (issue 33), buffers (issue 35)
 set -uo pipefail
 OUT=${OUT:-/tmp/out}
 # reports of this session's runs: outside $OUT (a device call brings back few files), packed
@@ -65,6 +65,14 @@ for step in "$@"; do
         timeout 590 python3 -m pytest -q -p no:cacheprovider -n 8 --durations=25 2>&1
         echo "pytest rc=$?"; } > "$OUT/pytest.log" 2>&1; tail -25 "$OUT/pytest.log" ;;
     run) python3 -m harness run --size 1024 --size 2048 --size 4096 2>&1 | tee "$OUT/run.log" ;;
+    buffers)  # issue 35: the buffers kind's GPU tests, its two ladders and the example, the
+      # wrong kernels (each must fail with its cause)
+      python3 -m pytest -q -p no:cacheprovider tests/test_buffers.py \
+        tests/test_memory_baselines.py 2>&1 | tail -30 | tee "$OUT/buffers-tests.log"
+      python3 -m harness run cu/memory/*.cu ptx/memory/*.ptx examples/vector_add.cu \
+        --report-dir "$REP" 2>&1 | tee "$OUT/ladders.log"
+      python3 -m harness run tests/kernels/wrong_memory/*.cu --report-dir "$REP" --wide 2>&1 \
+        | tee "$OUT/wrong-memory.log" ;;
     verify)  # issue 33: the adaptive fixtures and the examples by path, then the default run
       # once (its wall time)
       python3 -m harness run tests/kernels/adaptive/*.cu --size 512 --report-dir "$REP" 2>&1 \

@@ -1,13 +1,17 @@
 #!/usr/bin/env bash
 # Download the wheels a GPU host without a package registry lacks (x86-64 Linux, CPython 3.12)
-# into .whl/ (WHEEL_DIR to change it): nvmath-python, the cuBLAS baseline, pytest-xdist (the
-# whole suite in one device command: experiments/gpu_session.sh tests), and any extra pip
+# into .whl/ (WHEEL_DIR to change it): nvmath-python, the cuBLAS baseline, cuda-cccl (7 MB:
+# `cuda.compute`, CUB's device sum for buffers kernels' `baseline = "cub_sum"`), pytest-xdist
+# (the whole suite in one device command: experiments/gpu_session.sh tests), and any extra pip
 # requirement given as an argument. Run it where a registry is reachable, from the project root;
 # then, on the GPU host (README, "GPU host without a package registry"):
 #   python3 -m pip install -q --no-index --no-deps --target /tmp/site .whl/*.whl
 #   export PYTHONPATH=/tmp/site:$PWD
 # --no-deps: the host must already have what nvmath-python needs (cuda-bindings, cuda-core,
-# cuda-pathfinder, numpy). PYTHON_VERSION picks another CPython (default 3.12).
+# cuda-pathfinder, numpy); cuda-cccl needs the same (cuda-core with `cuda.core.Device`) and
+# finds NVRTC, nvJitLink and the CUDA 13 runtime library through cuda-pathfinder (without them
+# the cub_sum baseline falls back to the host's CuPy). PYTHON_VERSION picks another CPython
+# (default 3.12).
 #
 # --notebook (before any extra requirement) also downloads what executing
 # examples/seeds_story.ipynb with nbclient needs, about 6 MB: nbclient, nbformat, ipykernel and
@@ -49,9 +53,10 @@ done
 mkdir -p "$dest"
 python3 -m pip download -q --no-deps --only-binary=:all: --python-version "$version" \
   --implementation cp --platform manylinux_2_28_x86_64 --platform manylinux_2_27_x86_64 \
-  --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 -d "$dest" \
-  "nvmath-python==1.0.*" pytest-xdist==3.8.0 execnet==2.1.2 ${notebook[@]+"${notebook[@]}"} \
-  ${cluster[@]+"${cluster[@]}"} "$@"
+  --platform manylinux_2_26_x86_64 --platform manylinux_2_17_x86_64 \
+  --platform manylinux2014_x86_64 -d "$dest" \
+  "nvmath-python==1.0.*" cuda-cccl==1.2.1 pytest-xdist==3.8.0 execnet==2.1.2 \
+  ${notebook[@]+"${notebook[@]}"} ${cluster[@]+"${cluster[@]}"} "$@"
 # the project's own wheel, for its metadata: the pytest11 entry point (the pytest plugin) and
 # the `harness` command; gpu_session.sh keeps the checkout's code ahead of the wheel's copy
 rm -f "$dest"/kernel_harness-*.whl

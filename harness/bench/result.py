@@ -28,6 +28,8 @@ from harness.typed_json import AT_LEAST, found, jsonable, record_of, value_of
 
 SCHEMA_VERSION = 2
 """Version of the run-report JSON: 2 is nested typed records; 1 (no ``schema`` key) flat rows."""
+BUFFERS = "buffers: "
+"""How a buffers kernel's signature text begins (KernelInfo.signature)."""
 PASSED = ("pass", "skipped")
 """Statuses that are not failures."""
 
@@ -62,7 +64,9 @@ class KernelInfo:
         spec = kernel.spec
         return cls(kernel.name, project_relative(spec.path), spec.precision, dict(kernel.params),
                    spec.layout_b, spec.c_type, kernel.source_sha256,
-                   signature_text(spec.signature), layouts_text(spec), launch_text(kernel),
+                   signature_text(spec.signature) if spec.buffers is None else
+                   BUFFERS + ", ".join(a.label for a in spec.buffers.args),
+                   layouts_text(spec), launch_text(kernel),
                    getattr(spec, "fp32_via", ""))
 
     @property
@@ -165,6 +169,23 @@ class Baseline:
 
 
 @dataclass(frozen=True)
+class MemoryFigures:
+    """A buffers kernel's problem (notes/buffers_kind.md) and the memory figures it is held
+    to; None on GEMM rows. Its m, n, k hold the dims in order, padded with 1."""
+
+    dims: dict[str, int]
+    bytes: int
+    """The compulsory bytes the spec declares at these dims."""
+    flops: float
+    ceiling_gbps: float
+    """The memory ceiling measured in the same run (roofline.py): the faster of a device
+    copy and a streaming read far past L2."""
+    copy_gbps: float
+    dram_peak_gbps: float
+    """From the device's memory clock and bus width."""
+
+
+@dataclass(frozen=True)
 class CeilingRef:
     """The instruction-issue ceiling a tensor-core row is stated against."""
 
@@ -249,6 +270,8 @@ class Result:
     screen: tuple[str, ...] = ()
     """What the kernel's cubin could keep state in or read time from (screen.py), a phrase
     each; empty when nothing was found."""
+    memory: MemoryFigures | None = None
+    """A buffers kernel's dims, bytes and memory ceiling (None: a GEMM)."""
 
     @classmethod
     def of(cls, kernel: KernelInfo, m: int, n: int, k: int) -> Result:
@@ -268,7 +291,20 @@ class Result:
 
     @property
     def flops(self) -> float:
-        return 2.0 * self.m * self.n * self.k
+        return self.memory.flops if self.memory else 2.0 * self.m * self.n * self.k
+
+    @property
+    def gbps(self) -> float | None:
+        """A buffers kernel's compulsory bytes per second, in GB/s (None for a GEMM)."""
+        if self.memory is None or self.timing is None:
+            return None
+        return _per_s(self.memory.bytes, self.timing.median_ms)
+
+    @property
+    def baseline_gbps(self) -> float | None:
+        if self.memory is None or self.baseline is None:
+            return None
+        return _per_s(self.memory.bytes, self.baseline.timing.median_ms)
 
     @property
     def passed(self) -> bool:
@@ -276,10 +312,16 @@ class Result:
 
     @property
     def gflops(self) -> float | None:
+        if self.memory is not None:
+            return (_per_s(self.memory.flops, self.timing.median_ms)
+                    if self.timing and self.memory.flops else None)
         return _rate(self.m, self.n, self.k, self.timing.median_ms) if self.timing else None
 
     @property
     def baseline_gflops(self) -> float | None:
+        if self.memory is not None:
+            return (_per_s(self.memory.flops, self.baseline.timing.median_ms)
+                    if self.baseline and self.memory.flops else None)
         return (_rate(self.m, self.n, self.k, self.baseline.timing.median_ms)
                 if self.baseline else None)
 
@@ -287,13 +329,25 @@ class Result:
     def pct_baseline(self) -> float | None:
         if self.timing is None or self.baseline is None:
             return None
+        if self.memory is not None:
+            return _pct(self.baseline.timing.median_ms, self.timing.median_ms)
         return _pct(self.gflops, self.baseline_gflops)
 
     @property
     def pct_peak(self) -> float | None:
+        """% of the precision's dense peak; a buffers kernel's, of the DRAM peak."""
         if self.timing is None:
             return None
+        if self.memory is not None:
+            return _pct(self.gbps, self.memory.dram_peak_gbps)
         return _pct(self.gflops, self.peak_gflops_at_clock)
+
+    @property
+    def pct_copy(self) -> float | None:
+        """A buffers kernel's GB/s in % of the memory ceiling measured in its run."""
+        if self.timing is None or self.memory is None:
+            return None
+        return _pct(self.gbps, self.memory.ceiling_gbps)
 
     @property
     def pct_ceiling(self) -> float | None:
@@ -303,7 +357,7 @@ class Result:
 
     def pj_per_flop(self, timing: Timing | None) -> float | None:
         """Board energy per FLOP in ``timing``'s power pass (NaN without one)."""
-        return None if timing is None else 1e12 * timing.energy_j / self.flops
+        return None if timing is None or not self.flops else 1e12 * timing.energy_j / self.flops
 
     def power_gflops(self, timing: Timing | None) -> float | None:
         return None if timing is None else _rate(self.m, self.n, self.k,
@@ -316,7 +370,9 @@ class Result:
                 "pct_baseline": self.pct_baseline, "pct_peak": self.pct_peak,
                 "pct_ceiling": self.pct_ceiling, "pj_per_flop": self.pj_per_flop(self.timing),
                 "baseline_pj_per_flop": self.pj_per_flop(base),
-                "power_gflops": self.power_gflops(self.timing)}
+                "power_gflops": self.power_gflops(self.timing),
+                **({"gbps": self.gbps, "baseline_gbps": self.baseline_gbps,
+                    "pct_copy": self.pct_copy} if self.memory else {})}
 
     def to_json(self) -> dict[str, Any]:
         out = jsonable(dataclasses.asdict(self))
@@ -334,6 +390,11 @@ class Result:
 def _rate(m: int, n: int, k: int, ms: float) -> float:
     """GFLOP/s of a time; NaN for a time that is not above 0 (none measured)."""
     return gflops(m, n, k, ms) if ms > 0 else math.nan
+
+
+def _per_s(amount: float, ms: float) -> float:
+    """Giga-units per second of ``amount`` done in ``ms``; NaN for a time not above 0."""
+    return amount / (ms * 1e6) if ms > 0 else math.nan
 
 
 def _pct(value: float, of: float) -> float:

@@ -17,7 +17,7 @@ from harness.commands.measure import DEFAULT_RUN_SIZES
 from harness.compiler.offline import build_all
 from harness.errors import HarnessError
 from harness.kernels.registry import Kernel, representatives
-from harness.report import files, runs, tables
+from harness.report import files, memory_table, runs, tables
 from harness.report.width import fit_text
 from harness.run.runner import RunRecord
 
@@ -160,7 +160,7 @@ def _phases_lines(record: RunRecord) -> list[str]:
 
 def _run(args) -> int:
     options = flags.run_options(args, DEFAULT_RUN_SIZES)
-    chosen = common.kernels(args)
+    chosen = _gemms_and_buffers(args)
     if not args.kernels and not args.all:
         chosen = representatives(chosen)
     if args.cluster:
@@ -175,6 +175,25 @@ def _run(args) -> int:
 
 
 OFFLINE_ARCH = "sm_90"
+
+
+def _gemms_and_buffers(args) -> list[Kernel]:
+    """The kernels named (GEMMs and buffers kernels); the default run's GEMMs without names.
+    A buffers kernel runs at its spec's sizes: --size, which names GEMM sizes, is refused for
+    it rather than read as something else."""
+    if not args.kernels:
+        return common.kernels(args)
+    chosen = common.kernels(args, kind=None)
+    other = [k.name for k in chosen if k.spec.kind not in ("gemm", "buffers")]
+    if other:
+        raise HarnessError(f"{', '.join(other)}: not a GEMM or buffers kernel (`harness "
+                           "ceiling` runs ceiling kernels)")
+    buffers = [k for k in chosen if k.spec.kind == "buffers"]
+    if buffers and args.size:
+        raise HarnessError(f"--size is a GEMM size; {buffers[0].name} is a buffers kernel, "
+                           "timed at its spec's sizes = [...]: edit them there, or run it "
+                           "without --size")
+    return chosen
 
 
 def _run_offline(chosen: Sequence[Kernel], sizes, why: str, width: int | None) -> int:
@@ -238,7 +257,12 @@ def _run_and_report(args, chosen, options, target: place.Target, where: str) -> 
                                      jsonl.with_suffix(""), stream=None if args.json else jsonl,
                                      report_dir=args.report_dir,
                                      name=stem.name if stem else f"run-{files.run_stamp()}")
-    print(tables.console_table(record.results, wide=args.wide))
+    gemms = [r for r in record.results if not memory_table.is_memory(r)]
+    buffers = [r for r in record.results if memory_table.is_memory(r)]
+    if gemms or not buffers:
+        print(tables.console_table(gemms, wide=args.wide))
+    if buffers:
+        print(("\n" if gemms else "") + memory_table.memory_console_table(buffers, args.wide))
     fails = tables.failures(record.results, common.width(args))
     if fails:
         print("\nNot passed:\n" + fails)

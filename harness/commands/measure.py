@@ -8,6 +8,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
 
+from harness.bench.memory.measure import padded
 from harness.bench.result import Result
 from harness.commands.place import Target
 from harness.kernels.registry import Kernel
@@ -19,10 +20,36 @@ DEFAULT_RUN_SIZES = ("512", "1024", "2048", "4096")
 
 
 def run(kernels: Sequence[Kernel], options: RunOptions, target: Target, jsonl_path: Path,
-        say: Say) -> RunRecord:
-    """Check and time each kernel against cuBLAS at each size, each result appended to
-    ``jsonl_path`` as it comes."""
-    return target.measure(kernels, options, jsonl_path, say)
+        say: Say, mode: str = "run") -> RunRecord:
+    """Check and time each kernel against its baseline at each size, each result appended to
+    ``jsonl_path`` as it comes: GEMMs at ``options.sizes`` against cuBLAS, buffers kernels at
+    their spec's sizes against theirs (one pass per distinct list of sizes), in one record."""
+    options = options.seeded()
+    gemms = [k for k in kernels if k.spec.kind != "buffers"]
+    record = (target.measure(gemms, options, jsonl_path, say, mode=mode) if gemms
+              else RunRecord(seed=options.seed))
+    groups: dict[tuple, list[Kernel]] = {}
+    for k in kernels:
+        if k.spec.kind == "buffers":
+            sizes = tuple(padded(s) for s in k.spec.buffers.default_sizes())
+            groups.setdefault(sizes, []).append(k)
+    for sizes, group in groups.items():
+        more = target.measure(group, replace(options, sizes=sizes), jsonl_path, say, mode=mode)
+        record = merged(record, more)
+    return record
+
+
+def merged(first: RunRecord, second: RunRecord) -> RunRecord:
+    """Two passes of one run as one record (phases and wall time summed)."""
+    phases = dict(first.phases)
+    for name, seconds in second.phases.items():
+        phases[name] = phases.get(name, 0.0) + seconds
+    record = replace(first, results=[*first.results, *second.results], phases=phases,
+                     wall_s=first.wall_s + second.wall_s, device=first.device or second.device,
+                     devices=list(first.devices))
+    for facts in second.devices:
+        record.saw(facts, facts.get("index", 0))
+    return record
 
 
 def compare(kernels: Sequence[Kernel], options: RunOptions, target: Target, jsonl_path: Path,
@@ -39,7 +66,7 @@ def check(kernels: Sequence[Kernel], options: RunOptions, target: Target, say: S
     """The check battery and a check at each size, no timing; the results stream to a
     temporary file."""
     with tempfile.TemporaryDirectory(prefix="harness-check-") as folder:
-        return target.measure(kernels, options, Path(folder) / "check.jsonl", say, mode="check")
+        return run(kernels, options, target, Path(folder) / "check.jsonl", say, mode="check")
 
 
 def with_sass(results: Sequence[Result], kernels: Sequence[Kernel], arch: str) -> list[Result]:

@@ -281,7 +281,8 @@ class Registry:
                                f"{path.suffix or 'no suffix'!r}")
         spec = read_spec(path)
         if self.kind is not None and spec.kind != self.kind:
-            what = "harness ceiling" if spec.kind == "ceiling" else f"a {spec.kind} command"
+            what = {"ceiling": "harness ceiling", "buffers": "harness run or check"}.get(
+                spec.kind, f"a {spec.kind} command")
             raise HarnessError(f"{text} is a {spec.kind!r} kernel; this command takes "
                                f"{self.kind!r} kernels ({what} runs it)")
         kernels = kernels_in(spec)

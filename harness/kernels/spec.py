@@ -21,6 +21,7 @@ from harness.kernels.budget import (  # noqa: F401 (BUDGET_KEYS, budget_problems
     budget_problems,
     parse_budget,
 )
+from harness.kernels.buffers_spec import BuffersSpec, buffers_kernel_spec
 from harness.kernels.hostsetup import missing_setup
 from harness.kernels.signature import (
     DEFAULT_SIGNATURE,
@@ -76,10 +77,11 @@ MODEL_WAVEFRONT_KEYS = ("smem_ld_requests", "smem_ld_wavefronts", "smem_st_reque
 the wavefronts its layout predicts they take, over any one stretch of the kernel (a k step,
 a tile); their ratio is the predicted wavefronts per request (1 = no bank conflicts), which
 ``harness profile`` sets beside Nsight Compute's."""
-KINDS = ("gemm", "ceiling")
+KINDS = ("gemm", "ceiling", "buffers")
 """``gemm``: the common GEMM ABI (every GEMM command). ``ceiling``: a register-only
 microbenchmark of one instruction's issue rate, ABI ``(u64 sink, u32 iterations)``
-(``harness ceiling``; see harness/bench/ceiling.py)."""
+(``harness ceiling``; see harness/bench/ceiling.py). ``buffers``: its own parameters, named
+buffers and dims, with a reference (buffers_spec.py, notes/buffers_kind.md)."""
 _REQUIRED = ("entry", "summary", "precision", "min_arch", "block", "grid")
 _OPTIONAL = ("layout_b", "c_type", "blas_strict", "nondeterministic", "representative",
              "dynamic_smem_bytes", "constraints", "carveout_pct", "predicted", "params",
@@ -151,6 +153,8 @@ class KernelSpec:
     """One of :data:`KINDS`; only ``gemm`` kernels take the GEMM ABI."""
     ceiling: CeilingSpec | None = None
     """The ``[ceiling]`` table (kind = "ceiling" only)."""
+    buffers: BuffersSpec | None = None
+    """Buffers, dims, args, reference and bytes (kind = "buffers" only)."""
     budget: dict[str, int] = field(default_factory=dict)
     """``[budget]``: key of :data:`BUDGET_KEYS` -> its limit (an integer); the build must stay
     within every one declared (checked by the pytest plugin and ``harness.testing``)."""
@@ -248,6 +252,8 @@ class KernelSpec:
         common ABI followed by the [tma] maps (A, B, C order)."""
         if self.kind == "ceiling":
             return (("sink u64", 8), ("iterations u32", 4))
+        if self.buffers is not None:
+            return tuple((a.label, a.nbytes) for a in self.buffers.args)
         params = [(param_label(p), param_bytes(p)) for p in self.abi]
         if self.signature is None:
             params += [(f"tmap_{o} (from [tma])", TMAP_BYTES) for o in TMA_OPERANDS
@@ -273,6 +279,7 @@ class KernelSpec:
         if difference is None:
             return None
         origin = ("the ceiling ABI" if self.kind == "ceiling"
+                  else "its args = [...]" if self.buffers is not None
                   else "its signature = [...]" if self.signature is not None
                   else "the common GEMM ABI" + (" and its [tma] maps" if self.tma else "")
                   + " (no signature declared)")
@@ -318,6 +325,8 @@ def parse_spec(source: str, path: Path) -> KernelSpec:
     def fail(message: str) -> SpecError:
         return SpecError(f"{path}: spec: {message}")
 
+    if table.get("kind") == "buffers":
+        return KernelSpec(**buffers_kernel_spec(table, source, match, path, fail))
     unknown = sorted(set(table) - set(_REQUIRED) - set(_OPTIONAL))
     if unknown:
         raise fail("unknown key(s) " + ", ".join(with_nearest(k, _REQUIRED + _OPTIONAL)

@@ -87,6 +87,8 @@ def screen(kernel: Kernel, arch: str, sizes: Sequence[Size]) -> tuple[Kernel, li
         res = compile_kernel(kernel, arch).resources
     except CompileError as exc:
         return kernel, [unrun(kernel, size, "compile error", str(exc)) for size in sizes]
+    if kernel.spec.kind == "buffers":  # its worker says what cannot launch, at its own dims
+        return kernel, []
     refused = {size: problems for size in sizes
                if (problems := kernel_launch_problems(
                    kernel, get_arch(arch), *size, res.registers, res.static_smem_bytes))}

@@ -76,6 +76,8 @@ def _run_fed(session: BenchSession, job: Job) -> None:
 def _run_kernel(session: BenchSession, kernel: Kernel, job: Job) -> bool:
     """Every size of one kernel; False when the worker must end (it failed its checks)."""
     emit("kernel_start", kernel=kernel.name)
+    if kernel.spec.kind == "buffers":
+        return _run_buffers(session, kernel, job)
     try:
         prep = prepare(session, kernel, job.strict_blas, _progress(kernel.name))
     except LaunchError as exc:  # refused before any launch: the context is intact
@@ -95,6 +97,27 @@ def _run_sizes(session: BenchSession, prep: Prepared, job: Job) -> bool:
         say = _progress(prep.kernel.name, size)
         res = (check_only(session, prep, *size, say=say) if job.mode == "check" else
                measure(session, prep, *size, reuse_baseline=job.reuse_baseline, say=say))
+        emit("result", result=res.to_json())
+        ok = ok and res.status != "FAIL"
+    return ok
+
+
+def _run_buffers(session: BenchSession, kernel: Kernel, job: Job) -> bool:
+    """A buffers kernel (bench/memory/): the job's sizes hold its dims, padded with 1."""
+    from harness.bench.memory.timed import measure_kernel
+
+    if getattr(session, "memory_ceiling", None) is None:
+        from harness.bench.memory.roofline import measure_ceiling
+
+        with PHASES("memory ceiling"):
+            _progress("memory ceiling")("memory ceiling", limit_s=120)
+            session.memory_ceiling = measure_ceiling(session.device, session.stream,
+                                                     session.timer.options)
+    rank = len(kernel.spec.buffers.dims)
+    ok = True
+    for res in measure_kernel(session, kernel, [tuple(s[:rank]) for s in job.sizes],
+                              session.memory_ceiling, _progress(kernel.name),
+                              timed=job.mode != "check"):
         emit("result", result=res.to_json())
         ok = ok and res.status != "FAIL"
     return ok

@@ -1,0 +1,49 @@
+"""The table of buffers kernels' results (notes/buffers_kind.md): GB/s of their compulsory
+bytes, in % of the memory ceiling measured in the same run, of the DRAM peak and of their
+baseline; GEMM rows keep tables.py's columns."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from harness.bench.result import BUFFERS, Result
+from harness.report.tables import Column, console_table, table
+
+MEMORY_COLUMNS: tuple[Column, ...] = (
+    Column("kernel", "kernel", lambda r: r.kernel.name),
+    Column("size", "size", lambda r: "x".join(str(v) for v in r.memory.dims.values())
+           if r.memory else "x".join(map(str, r.size))),
+    Column("precision", "type", lambda r: r.kernel.precision),
+    Column("gbps", "GB/s", lambda r: r.gbps),
+    Column("baseline_gbps", "baseline GB/s", lambda r: r.baseline_gbps),
+    Column("pct_cublas", "% baseline", lambda r: r.pct_baseline),
+    Column("pct_ceiling", "% copy ceiling", lambda r: r.pct_copy),
+    Column("pct_peak", "% DRAM peak", lambda r: r.pct_peak),
+    Column("ceiling_gbps", "ceiling GB/s", lambda r: r.memory.ceiling_gbps if r.memory else None),
+    Column("sm_clock_mhz", "SM MHz", lambda r: r.timing.sm_clock_mhz if r.timing else None),
+    Column("registers", "regs", lambda r: r.resources.registers if r.resources else None),
+    Column("max_rel_err", "err/bound",
+           lambda r: r.checks.max_rel_err if r.checks else None),
+    Column("timed_checked", "timed kept",
+           lambda r: r.checks.timed_checked or None if r.checks else None,
+           only_when_present=True),
+    Column("baseline", "baseline", lambda r: r.baseline.library if r.baseline else None,
+           only_when_present=True),
+    Column("status", "status", lambda r: r.status),
+)
+NARROW = ("kernel", "size", "precision", "gbps", "pct_cublas", "pct_ceiling", "pct_peak",
+          "registers", "status")
+
+
+def is_memory(result: Result) -> bool:
+    """Whether ``result`` is a buffers kernel's row (measured or not)."""
+    return result.memory is not None or result.kernel.signature.startswith(BUFFERS)
+
+
+def memory_console_table(results: Sequence[Result], wide: bool = False) -> str:
+    """Buffers kernels' rows as the terminal shows them (``wide``: every column)."""
+    return console_table(results, MEMORY_COLUMNS, wide=wide, keys=NARROW)
+
+
+def memory_markdown(results: Sequence[Result]) -> str:
+    return table(results, MEMORY_COLUMNS, fmt="github")
