@@ -12,7 +12,7 @@ import pytest
 from harness.bench.memory import references
 from harness.bench.memory.draw import as_float64, drawn
 from harness.errors import SpecError
-from harness.kernels.registry import discover
+from harness.kernels.registry import discover, load_registry
 from harness.kernels.spec import parse_spec, read_spec
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -207,7 +207,7 @@ def _measure(bench, path: Path, sizes):
     from harness.bench.memory.timed import measure_kernel
 
     session, ceiling = bench
-    (kernel,) = [k for k in discover([path], kind="buffers")][:1]
+    (kernel,) = load_registry([], kind="buffers").select([str(path)])[:1]
     return list(measure_kernel(session, kernel, sizes, ceiling, lambda *a, **k: None))
 
 

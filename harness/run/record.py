@@ -62,7 +62,14 @@ class ResultStream:
 def describe(result: Result) -> str:
     """One line for a progress log."""
     size = "x".join(map(str, result.size))
-    if result.status == "pass" and result.timing is not None and result.baseline is not None:
+    if result.memory is not None:
+        size = "x".join(map(str, result.memory.dims.values()))
+        if result.status == "pass" and result.timing is not None:
+            against = (f", {result.pct_baseline:.1f}% of its baseline "
+                       f"({result.baseline_gbps:.0f} GB/s)" if result.baseline else "")
+            return (f"{result.kernel.name} {size}: {result.gbps:.0f} GB/s, "
+                    f"{result.pct_copy:.1f}% of the memory ceiling{against}")
+    elif result.status == "pass" and result.timing is not None and result.baseline is not None:
         return (f"{result.kernel.name} {size}: {result.gflops:.0f} GFLOP/s, "
                 f"{result.pct_baseline:.1f}% of cuBLAS ({result.baseline_gflops:.0f} GFLOP/s)")
     return (f"{result.kernel.name} {size}: {result.status}: "

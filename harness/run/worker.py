@@ -110,7 +110,7 @@ def _run_buffers(session: BenchSession, kernel: Kernel, job: Job) -> bool:
         from harness.bench.memory.roofline import measure_ceiling
 
         with PHASES("memory ceiling"):
-            _progress("memory ceiling")("memory ceiling", limit_s=120)
+            _progress(kernel.name)("memory ceiling", limit_s=120)
             session.memory_ceiling = measure_ceiling(session.device, session.stream,
                                                      session.timer.options)
     rank = len(kernel.spec.buffers.dims)

@@ -24,8 +24,8 @@ role = "out"
 */
 // Row r is block r: its threads stride over the row's columns (any COLS), the block reduces the
 // sum of exp(x) in a fixed order (deterministic), and each element is exp(x) / sum, rounded once.
-// The honest kernel (softmax_row_race.cu without its race) reduces the row's max first and
-// takes exp(x - max) in both places.
+// An honest kernel reduces the row's max first and takes exp(x - max) in both places: the
+// one change that separates it from this one.
 
 #define THREADS 256
 

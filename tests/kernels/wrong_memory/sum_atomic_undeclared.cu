@@ -1,7 +1,7 @@
 /* harness
 kind = "buffers"
 entry = "sum_atomic_undeclared"
-summary = "Wrong-kernel fixture (issue 35): each block sums its grid-stride slice of x (a fixed order) and atomicAdds the partial into out (declared init = zero); right within the sum's bound at every size and launch, but the order of the up to 1024 atomics changes between launches and the spec does not declare nondeterministic = true. Expected finding: nondeterministic (undeclared): two launches on the same inputs differ in their bits, each within the bound (seen where several blocks add, N > 256; surely at the timed 1<<20, 1024 blocks)."
+summary = "Wrong-kernel fixture (issue 35): each of up to 1024 blocks sums its grid-stride slice of x in a fixed order and atomicAdds the partial into out (init = zero): within the sum's bound at every size and launch, but the partials arrive in another order at every launch and the spec does not declare nondeterministic = true. Expected finding: nondeterministic (undeclared): two launches on the same inputs differ in their last bits, each within the bound (possible from three blocks, N > 512; all but certain at 65537 and up, 257 blocks or more)."
 min_arch = "sm_80"
 dims = ["N"]
 sizes = ["1<<20"]

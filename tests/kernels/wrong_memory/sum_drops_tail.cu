@@ -1,7 +1,7 @@
 /* harness
 kind = "buffers"
 entry = "sum_drops_tail"
-summary = "Wrong-kernel fixture (issue 35): a 128-block sum that walks x in whole tiles of 256 (N / 256 of them) and so skips the last N % 256 elements; otherwise the deterministic last-block-done reduction of sum_first_launch_only.cu, counter reset. Expected finding: wrong at sizes that are not a multiple of 256 (right, bit for bit the same on every launch, where N % 256 == 0)."
+summary = "Wrong-kernel fixture (issue 35): a deterministic 128-block sum (each block sums its part, the last block to finish sums the partials in a fixed order and resets its counter) that walks x in whole tiles of 256, N / 256 of them, and so never reads the last N % 256 elements. Expected finding: wrong at sizes that are not a multiple of 256 (far outside the bound at the battery's sizes; at a large N a short tail may hide inside it); right, and the same bits at every launch, where N % 256 == 0."
 min_arch = "sm_80"
 dims = ["N"]
 sizes = ["1<<20"]
