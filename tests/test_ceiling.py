@@ -163,7 +163,7 @@ def test_ceiling_spec_parses():
     ("edit", "match"),
     [
         (lambda t: t.replace('kind = "ceiling"', 'kind = "roofline"'),
-         "kind must be one of gemm, ceiling, found 'roofline'"),
+         "kind must be one of gemm, ceiling, buffers, found 'roofline'"),
         (lambda t: t.replace("[ceiling]", 'grid = ["1"]\nlayout_b = "col"\n[ceiling]'),
          "a ceiling kernel takes no grid, layout_b: it has no problem size"),
         (lambda t: t.replace("[ceiling]", "[params]\nX = 1\n[ceiling]"),
@@ -218,7 +218,8 @@ def test_list_shows_ceiling_kernels_with_their_kind_and_build_does_not():
     assert build.returncode == 0, build.stderr
     assert not {r["kernel"] for r in json.loads(build.stdout)} & {k.name for k in CEILING}
     refused = harness("run", "mma_sync_bf16")
-    assert refused.returncode == 2 and "no kernel matches 'mma_sync_bf16'" in refused.stderr
+    assert refused.returncode == 2 and "mma_sync_bf16 is a 'ceiling' kernel; harness run " \
+        "takes GEMM and buffers kernels" in refused.stderr
     by_path = harness("run", "ptx/ceiling/mma_sync_bf16.ptx")
     assert by_path.returncode == 2 and "is a 'ceiling' kernel" in by_path.stderr
 

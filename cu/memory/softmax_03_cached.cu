@@ -1,8 +1,8 @@
 /* harness
 kind = "buffers"
 entry = "softmax_cached"
-summary = "The row kept in registers: a team of W warps per row (W the smallest power of two whose 32 floats a thread hold the row: a warp per row up to 1K columns, the whole 1024-thread block at 32K) loads it once with 16-byte loads, takes its max, turns it into exp(x - max) in place, sums, and writes it: the compulsory bytes, read once and written once."
-predicted = "DRAM moves only the compulsory 8 B per element. One 1024-thread block per SM (64 registers) holds 128 KB of rows in registers, 4x the ~30 KB Little's law asks at 3.35 TB/s and ~1.2 us loaded latency (3.35 TB/s x 1.2 us / 132 SMs), and the arithmetic (~25 instructions an element against ~80 of issue the bandwidth leaves) hides under memory: 2.7-2.9 TB/s, 90-97% of the copy ceiling, at every row length. Weakest at 16K-32K, where a team is the whole SM and loads, reductions and stores alternate: the SM has no load in flight for ~2 us of each ~11 us row, which other SMs' traffic must cover."
+summary = "The row kept in registers: a team of W warps a row (W the smallest power of two with 1024 W >= COLS, 32 floats a thread: a warp a row up to 1K columns, the whole 1024-thread block at 32K) loads it once with 16-byte loads, takes its max, turns it into exp(x - max) in place, sums, and writes it: the compulsory bytes, the row read once and written once."
+predicted = "DRAM moves only the compulsory 8 B per element. One 1024-thread block per SM (64 registers) holds 128 KB of rows in registers, 4x the ~30 KB Little's law asks (3.35 TB/s x ~1.2 us loaded latency / 132 SMs), and the ~20 instructions an element (expf ~9, the division 3) use a quarter of the ~80 issue slots an element the bandwidth leaves: 2.8-2.9 TB/s (93-97% of the copy ceiling) at 1K-16K, where a block holds 2-32 independent teams. At 32K a team is the whole SM and its phases alternate: after the row's last load arrives, ~2.3 us of reductions, exps and stores (16 instructions x 32768 elements / 128 lanes a clock) pass with no load in flight, against the ~11.5 us a 256 KB row takes at its 1/132 share of 3 TB/s. Other SMs cover that only if they drift out of step: 2.4-2.9 TB/s (83% if all SMs stayed in step, the worst case). 04 closes it."
 min_arch = "sm_80"
 dims = ["ROWS", "COLS"]
 sizes = ["65536x1024", "16384x4096", "8192x16384", "4096x32768"]
@@ -73,8 +73,7 @@ __device__ __forceinline__ float warp_sum(float v) {
 }
 
 // 1/s for s >= 1: the hardware approximation and one Newton step (RN(1/s) but for 1/s
-// within ~2^-44 of a rounding midpoint). The IEEE 1.0f / s brings a slow-path CALL whose
-// calling convention cost spills at 64 registers.
+// within ~2^-44 of a rounding midpoint), with no range checks: s >= 1 needs none.
 __device__ __forceinline__ float reciprocal(float s) {
     float r;
     asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(s));
@@ -82,7 +81,9 @@ __device__ __forceinline__ float reciprocal(float s) {
 }
 
 // e / s, correctly rounded barring underflow (Markstein: inv = RN(1/s) and q within an ulp,
-// then one FMA residual and one FMA correction give RN(e / s)), with no slow-path call.
+// then one FMA residual and one FMA correction give RN(e / s)): 3 instructions an element
+// where the IEEE e / s takes ~8 (MUFU.RCP, FFMAs, an FCHK range test and a branch to a
+// slow-path call, taken for the subnormal e that wide inputs give).
 __device__ __forceinline__ float div_by(float e, float s, float inv) {
     const float q = e * inv;
     return fmaf(fmaf(-s, q, e), inv, q);

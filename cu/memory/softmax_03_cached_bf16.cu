@@ -2,7 +2,7 @@
 kind = "buffers"
 entry = "softmax_cached_bf16"
 summary = "03_cached for BF16 rows (FP32 arithmetic): a thread holds 4 16-byte chunks (32 elements, widened to FP32 as they are used), a team of W warps a row as in 03_cached, exp2 of (x - max) log2(e) on the SFU, one read and one write of the row."
-predicted = "As 03_cached in bytes per second (the same 512 MiB moved per size, twice the elements): 4 B per element, 3.2 elements per clock per SM at 3 TB/s, and ~15 instructions an element (two widenings, max, subtract, multiply, ex2, sum, multiply, pack) against the ~40 the issue rate leaves; 64 KB of rows in flight per SM, twice Little's ~30 KB: 2.7-2.9 TB/s, 90-97% of the copy ceiling, at every row length."
+predicted = "As 03_cached in bytes per second (the same 512 MiB moved per size, twice the elements): 4 B per element, 3.2 elements per clock per SM at 3 TB/s, ~13 instructions an element (two widenings, max, subtract, multiply, ex2, sum, multiply, half a pack) against the ~40 slots the issue rate leaves; 64 KB of rows in flight per SM, 2x Little's ~30 KB: 2.7-2.9 TB/s (90-97%) at 1K-4K. At 16K-32K the gap of 03 matters twice as much, since a BF16 row takes half the DRAM time for the same arithmetic: ~1.6 us with no load in flight per ~5.8 us row at 32K, 78% if all SMs stayed in step: 2.3-2.8 TB/s there. 04_pipelined_bf16 closes it."
 min_arch = "sm_80"
 dims = ["ROWS", "COLS"]
 sizes = ["131072x1024", "32768x4096", "16384x16384", "8192x32768"]

@@ -2,7 +2,7 @@
 kind = "buffers"
 entry = "softmax_pipelined"
 summary = "03_cached with the team's next row in flight while it works on this one: each thread cp.asyncs its 32 floats of the next row into its own 128 bytes of shared memory (no barrier: a thread reads back only its own copies), so an SM always has a row of loads outstanding, the registers holding the current row and shared memory the next."
-predicted = "The same compulsory bytes as 03_cached; what it removes is 03's gap between a team's last load of row i and its first load of row i + 1 (its reductions, exps, stores and the next load's latency, ~2 us of an ~11 us row at 16K-32K, where a team is the whole SM). Equal to 03 (2.7-2.9 TB/s) where 03 already keeps DRAM busy, i.e. at 1K-4K; +0-10% at 16K-32K if 03 falls short there. The copy back from shared memory (LDS.128: 128 KB per SM per row round at 128 B/clock, ~0.6 us) is the new cost, off the DRAM path."
+predicted = "The same compulsory bytes as 03_cached; it removes 03's stretch with no load in flight (a team's reductions, exps and stores between its last load of row i and its first of row i + 1: ~2.3 us of an ~11.5 us row at 32K, where the team is the whole SM), since row i + 1 is already in flight then. 2.8-2.9 TB/s (93-97% of the copy ceiling) at every row length: equal to 03 at 1K-16K, where 03 already keeps DRAM busy, and up to +15% at 32K if 03 falls short there. New costs, off the DRAM path: the copy back from shared memory (LDS.128, 128 KB an SM a row round at 128 B a clock, ~0.6 us) and ~7 instructions a cp.async of address arithmetic."
 min_arch = "sm_80"
 dims = ["ROWS", "COLS"]
 sizes = ["65536x1024", "16384x4096", "8192x16384", "4096x32768"]
@@ -38,10 +38,12 @@ role = "out"
 // (consecutive threads on consecutive 16 bytes: conflict-free), 8 slots x 1024 threads x 16 B
 // = 128 KiB of dynamic shared memory (the opt-in above 48 KiB), 1 block per SM as in 03.
 // A thread's cp.asyncs are visible to it after its cp.async.wait_all: no barrier. The next
-// copies overwrite the slots just read; they are issued with the local max as an (unused)
-// operand of the asm, so they cannot issue before every LDS of this row has returned its
-// data: the overwrite cannot overtake the read, whatever the memory model says of
-// an LDS and a later cp.async to the same address by one thread.
+// copies overwrite the slots just read (write after read, one thread). They come after the
+// local max in program order, and take it as an (unused) asm operand so the compiler cannot
+// hoist them above it; in the sm_90 SASS they follow the max's FMNMX chain, which waits for
+// every LDS's data. Were they ever scheduled right after the LDS, the read would still come
+// first: an LDS issued before an LDGSTS is served in order, and the LDGSTS writes shared
+// memory only when its global read returns, hundreds of cycles later.
 // Slots past the row are not copied and read as -inf, as in 03.
 
 #ifndef MIN_WARPS
@@ -83,10 +85,11 @@ __device__ __forceinline__ void store16(float* p, float4 v) {
                  : : "l"(p), "f"(v.x), "f"(v.y), "f"(v.z), "f"(v.w) : "memory");
 }
 
-// 16 bytes global -> shared, L1 bypassed, from src + GOFF bytes to dst + SOFF (immediates: one
-// base register pair for all slots; computed addresses cost two registers a slot, spilled at
-// the copy's point, where the 32 floats of the current row are live). `after` is not used by
-// the copy: it only makes the copy wait for that value (and all it was computed from).
+// 16 bytes global -> shared, L1 bypassed, from src + GOFF bytes to dst + SOFF. The offsets
+// are immediates: with addresses computed per slot in C++, an address pair a slot plus the
+// current row's 32 values spilled at 64 registers at the copies (ptxas still splits the
+// larger offsets, but recomputes those addresses instead of holding them). `after` is not
+// used by the copy: it keeps the compiler from moving the copy above that value's computation.
 template <int SOFF, int GOFF>
 __device__ __forceinline__ void copy16(unsigned dst, const float4* src, float after) {
     asm volatile("cp.async.cg.shared.global [%0+%3], [%1+%4], 16;"

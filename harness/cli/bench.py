@@ -184,10 +184,11 @@ def _gemms_and_buffers(args) -> list[Kernel]:
     if not args.kernels:
         return common.kernels(args)
     chosen = common.kernels(args, kind=None)
-    other = [k.name for k in chosen if k.spec.kind not in ("gemm", "buffers")]
+    other = [k for k in chosen if k.spec.kind not in ("gemm", "buffers")]
     if other:
-        raise HarnessError(f"{', '.join(other)}: not a GEMM or buffers kernel (`harness "
-                           "ceiling` runs ceiling kernels)")
+        raise HarnessError(f"{other[0].name} is a {other[0].spec.kind!r} kernel; harness run "
+                           "takes GEMM and buffers kernels (`harness ceiling` runs ceiling "
+                           "kernels)")
     buffers = [k for k in chosen if k.spec.kind == "buffers"]
     if buffers and args.size:
         raise HarnessError(f"--size is a GEMM size; {buffers[0].name} is a buffers kernel, "

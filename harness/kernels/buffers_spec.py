@@ -14,6 +14,7 @@ import re
 from dataclasses import dataclass
 
 from harness.archs import ARCHS
+from harness.errors import SpecError
 from harness.kernels import expr
 from harness.kernels.spec_tables import int_table, macros_of, param_sets
 from harness.kernels.spec_text import NAME, check_entry_defined, with_nearest
@@ -128,7 +129,11 @@ def size_formulas(raw, dims: tuple[str, ...], fail, where: str) -> tuple[expr.Ex
                    f"{' x '.join(dims)}; write one per dim, as \"{example}\"")
     out = tuple(expr.parse_using(p, frozenset(), fail, where) for p in parts)
     for e in out:
-        if int(e({})) < 1:
+        try:
+            value = int(e({}))
+        except SpecError as exc:
+            raise fail(f"{where}: {exc}") from None
+        if value < 1:
             raise fail(f"{where}: {e.text!r} is below 1")
     return out
 
@@ -196,7 +201,7 @@ def parse_buffers(table: dict, params: frozenset[str], fail) -> BuffersSpec:
     _reference_fits(reference, buffers, dims, fail)
     tolerance = _tolerance(table.get("tolerance"), reference, fail)
     baseline = table.get("baseline", "none")
-    if baseline not in BASELINES:
+    if not isinstance(baseline, str) or baseline not in BASELINES:
         raise fail(f"baseline must be one of {', '.join(BASELINES)}, found {baseline!r}")
     nbytes = expr.parse_using(table["bytes"], names, fail, "bytes")
     flops = (expr.parse_using(table["flops"], names, fail, "flops") if "flops" in table
@@ -218,16 +223,16 @@ def _buffer(name: str, raw, names: frozenset[str], fail) -> BufferDecl:
     for key in ("dtype", "shape", "role"):
         if key not in raw:
             raise fail(f"{where}: missing {key}")
-    if raw["dtype"] not in DTYPES:
+    if not isinstance(raw["dtype"], str) or raw["dtype"] not in DTYPES:
         raise fail(f"{where}: dtype must be one of {', '.join(DTYPES)}, found {raw['dtype']!r}")
-    if raw["role"] not in ROLES:
+    if not isinstance(raw["role"], str) or raw["role"] not in ROLES:
         raise fail(f"{where}: role must be one of {', '.join(ROLES)}, found {raw['role']!r}")
     shape = raw["shape"]
     if not isinstance(shape, list) or not shape:
         raise fail(f"{where}: shape must be a list of formulas over the dims, as [\"N\"]")
     shape = tuple(expr.parse_using(s, names, fail, f"{where}.shape") for s in shape)
     init = raw.get("init", "poison")
-    if init not in INITS:
+    if not isinstance(init, str) or init not in INITS:
         raise fail(f"{where}: init must be one of {', '.join(INITS)}, found {init!r}")
     if "init" in raw and raw["role"] not in ("out", "scratch"):
         raise fail(f"{where}: init is for out and scratch buffers (an input is drawn)")

@@ -80,10 +80,11 @@ extern "C" __global__ void draw_decide(u64* state, u32 secret, u32 slots) {
 }
 
 // copy the output of a kept repetition into its slot
-extern "C" __global__ void draw_keep(const u32* src, u32* slots, u64 words, const u64* state) {
+extern "C" __global__ void draw_keep(const u32* src, u32* slots, u64 words, u64 stride,
+                                     const u64* state) {
     const long long j = (long long)state[2];
     if (j < 0) return;
-    u32* dst = slots + (u64)j * words;
+    u32* dst = slots + (u64)j * stride;
     const u64 step = (u64)gridDim.x * blockDim.x;
     for (u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x; i < words; i += step) dst[i] = src[i];
 }
@@ -191,11 +192,14 @@ class Draws:
             ctypes.c_uint64(self.state.address), ctypes.c_uint32(secret & 0xFFFFFFFF),
             ctypes.c_uint32(slots)))
 
-    def keep(self, source: Buffer, slots: Buffer, nbytes: int) -> None:
+    def keep(self, source: Buffer, slots: Buffer, nbytes: int, stride: int) -> None:
+        """Copy ``nbytes`` of ``source`` into slot j of ``slots`` (at ``j * stride`` bytes, a
+        multiple of 4) when the last decision kept the repetition."""
         words = -(-nbytes // 4)
         self._keep.launch(self._grid(words), self.stream, (
             ctypes.c_uint64(source.address), ctypes.c_uint64(slots.address),
-            ctypes.c_uint64(words), ctypes.c_uint64(self.state.address)))
+            ctypes.c_uint64(words), ctypes.c_uint64(stride // 4),
+            ctypes.c_uint64(self.state.address)))
 
     def read_state(self) -> np.ndarray:
         words = self.state.download(np.uint64, (SLOT_BASE + 64,), self.stream)

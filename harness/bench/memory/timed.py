@@ -26,6 +26,7 @@ from harness.bench.memory.measure import (
     size_text,
 )
 from harness.bench.memory.references import NUMPY, expected, judge
+from harness.bench.phases import PHASES
 from harness.bench.result import (
     Baseline,
     CheckSummary,
@@ -140,7 +141,8 @@ def measure_kernel(session, kernel: Kernel, sizes: list[tuple[int, ...]], ceilin
         return
     draws = Draws(session.stream, session.arch, session.device.sm_count)
     try:
-        found = battery(session, loaded, draws, say)
+        with PHASES("checks"):
+            found = battery(session, loaded, draws, say)
         for dims in sizes:
             yield _one(session, loaded, draws, dims, found, ceiling, say, timed)
     finally:
@@ -177,8 +179,9 @@ def _one(session, loaded: Loaded, draws: Draws, dims, battery_found: Battery, ce
         seed = derive(session.run_seed, kernel.name, "timed", *dims)
         inst.salt = derive(seed, "salt")
         if found.finding == "ok":
-            say(f"check {size_text(dims)}")
-            check_timed_size(inst, seed, found)
+            say(f"check {size_text(dims)}", limit_s=120)
+            with PHASES("checks"):
+                check_timed_size(inst, seed, found)
         if found.finding != "ok":
             return res.with_parts(checks=_summary(found)).ended("FAIL", found.failure)
         if not timed:
@@ -203,14 +206,17 @@ def _one(session, loaded: Loaded, draws: Draws, dims, battery_found: Battery, ce
 
             def after() -> None:
                 draws.decide(secret, count)
-                draws.keep(inst.buffers[y.name], slots, inst.nbytes[y.name])
+                draws.keep(inst.buffers[y.name], slots, inst.nbytes[y.name], out_bytes)
 
             say(f"time {size_text(dims)}")
             launches = [inst.launch] + ([base.launch] if base is not None else [])
-            timings, _ = session.timer.time_interleaved(
-                launches, before=[before] + [None] * (len(launches) - 1),
-                after=[after] + [None] * (len(launches) - 1))
-            kept = verify_kept(inst, seed, slots, count, out_bytes, found)
+            with PHASES("timing"):
+                timings, _ = session.timer.time_interleaved(
+                    launches, before=[before] + [None] * (len(launches) - 1),
+                    after=[after] + [None] * (len(launches) - 1))
+            say(f"verify {size_text(dims)}", limit_s=120)
+            with PHASES("references"):
+                kept = verify_kept(inst, seed, slots, count, out_bytes, found)
         finally:
             slots.close()
         timing = timings[0]
