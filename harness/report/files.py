@@ -271,23 +271,27 @@ def write_run(meta: dict, results: Sequence[Result], stem: Path,
     came in through as they were measured, is removed once the JSON holds them: a report is
     not kept twice in two formats that say the same thing."""
     json_path = Path(f"{stem}.json")
+    from harness.report import memory_table
+
+    gemms = [r for r in results if not memory_table.is_memory(r)]
+    buffers = [r for r in results if memory_table.is_memory(r)]
     lines = [
         *header(meta, title),
         f"- timing: {meta['timing']['l2']}; {meta['timing']['method']}"
         + ("" if "max_rel_se_pct" in meta["timing"] else
            f"; warm-up {meta['timing'].get('warmup_ms')} ms, budget "
            f"{meta['timing'].get('budget_ms')} ms"),
-        "- baseline: cuBLAS `cublasGemmEx` on the same buffers (where A, B and C take at most "
-        f"64 MiB, on them and {BASELINE_PLACEMENTS - 1} copies elsewhere in memory, one per "
-        "round in turn), timed by "
-        "the same code in the same rounds as the kernel; compute type per row in the JSON "
-        "(`baseline.compute`)",
-        *_ceiling_note(results),
-        *_signature_lines(results),
+        *(["- baseline: cuBLAS `cublasGemmEx` on the same buffers (where A, B and C take at "
+           f"most 64 MiB, on them and {BASELINE_PLACEMENTS - 1} copies elsewhere in memory, "
+           "one per round in turn), timed by the same code in the same rounds as the kernel; "
+           "compute type per row in the JSON (`baseline.compute`)"] if gemms else []),
+        *_ceiling_note(gemms),
+        *_memory_lines(buffers),
+        *_signature_lines(gemms),
         "",
         *sections,
-        tables.table(results, fmt="github"),
-        "",
+        *([tables.table(gemms, fmt="github"), ""] if gemms or not buffers else []),
+        *([memory_table.memory_markdown(buffers), ""] if buffers else []),
     ]
     fails = tables.failures(results)
     if fails:
@@ -297,6 +301,23 @@ def write_run(meta: dict, results: Sequence[Result], stem: Path,
         if stream is not None and stream.resolve() != json_path.resolve():
             stream.unlink(missing_ok=True)
     return Path(f"{written}.json"), Path(f"{written}.md")
+
+
+def _memory_lines(results: Sequence[Result]) -> list[str]:
+    """What a buffers kernel's row is measured against (notes/buffers_kind.md)."""
+    measured = next((r.memory for r in results if r.memory is not None), None)
+    if measured is None:
+        return []
+    return [f"- buffers kernels: GB/s of the compulsory bytes their spec declares; % of "
+            f"ceiling: of the memory ceiling measured in this run, {measured.ceiling_gbps:.0f} "
+            f"GB/s, the faster of a device-to-device copy ({measured.copy_gbps:.0f} GB/s, "
+            "2 x its bytes) and a streaming read of ours, 2 GiB each, cold L2; % of DRAM "
+            f"peak: of {measured.dram_peak_gbps:.0f} GB/s (memory clock x bus width); % of "
+            "baseline: the baseline's time over the kernel's, timed in the same rounds "
+            "(`baseline.library` per row in the JSON)",
+            "- kernels' parameters (buffers and dims, in order): " + "; ".join(
+                dict.fromkeys(f"{r.kernel.name} `({r.kernel.signature.removeprefix('buffers: ')})`"
+                              for r in results))]
 
 
 def _signature_lines(results: Sequence[Result]) -> list[str]:

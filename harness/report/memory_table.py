@@ -11,13 +11,13 @@ from harness.report.tables import Column, console_table, table
 
 MEMORY_COLUMNS: tuple[Column, ...] = (
     Column("kernel", "kernel", lambda r: r.kernel.name),
-    Column("size", "size", lambda r: "x".join(str(v) for v in r.memory.dims.values())
+    Column("dims", "size", lambda r: "x".join(str(v) for v in r.memory.dims.values())
            if r.memory else "x".join(map(str, r.size))),
     Column("precision", "type", lambda r: r.kernel.precision),
     Column("gbps", "GB/s", lambda r: r.gbps),
     Column("baseline_gbps", "baseline GB/s", lambda r: r.baseline_gbps),
-    Column("pct_cublas", "% baseline", lambda r: r.pct_baseline),
-    Column("pct_ceiling", "% copy ceiling", lambda r: r.pct_copy),
+    Column("pct_baseline", "% baseline", lambda r: r.pct_baseline),
+    Column("pct_ceiling", "% ceiling", lambda r: r.pct_copy),
     Column("pct_peak", "% DRAM peak", lambda r: r.pct_peak),
     Column("ceiling_gbps", "ceiling GB/s", lambda r: r.memory.ceiling_gbps if r.memory else None),
     Column("sm_clock_mhz", "SM MHz", lambda r: r.timing.sm_clock_mhz if r.timing else None),
@@ -31,7 +31,7 @@ MEMORY_COLUMNS: tuple[Column, ...] = (
            only_when_present=True),
     Column("status", "status", lambda r: r.status),
 )
-NARROW = ("kernel", "size", "precision", "gbps", "pct_cublas", "pct_ceiling", "pct_peak",
+NARROW = ("kernel", "dims", "precision", "gbps", "pct_baseline", "pct_ceiling", "pct_peak",
           "registers", "status")
 
 
