@@ -203,20 +203,30 @@ def bench(device):
         yield session, measure_ceiling(session.device, session.stream, session.timer.options)
 
 
-def _measure(bench, path: Path, sizes):
+@pytest.fixture(scope="module")
+def checking(device):
+    from harness.bench.session import BenchSession
+
+    with BenchSession() as session:
+        yield session, None
+
+
+def _measure(bench, path: Path, sizes, timed: bool = True):
     from harness.bench.memory.timed import measure_kernel
 
     session, ceiling = bench
     (kernel,) = load_registry([], kind="buffers").select([str(path)])[:1]
-    return list(measure_kernel(session, kernel, sizes, ceiling, lambda *a, **k: None))
+    return list(measure_kernel(session, kernel, sizes, ceiling, lambda *a, **k: None, timed))
 
 
 @pytest.mark.gpu
+@pytest.mark.gpu_shared
 @pytest.mark.parametrize("name", sorted(FINDINGS))
-def test_a_wrong_buffers_kernel_fails_with_its_cause(bench, name):
+def test_a_wrong_buffers_kernel_fails_with_its_cause(checking, name):
+    """The battery alone (nothing timed: beside other workers' checks) finds each defect."""
     path = WRONG / f"{name}.cu"
     sizes = [(1 << 16,)] if "sum" in name else [(64, 1024)]
-    (res,) = _measure(bench, path, sizes)
+    (res,) = _measure(checking, path, sizes, timed=False)
     assert res.status == "FAIL", (res.status, res.message)
     assert res.checks.finding in FINDINGS[name], (res.checks.finding, res.checks.failure)
 
@@ -239,3 +249,53 @@ def test_a_ladder_kernel_passes_and_stays_under_the_ceiling(bench, path):
     assert res.checks.timed_checked >= 2
     assert 0 < res.gbps <= 1.03 * bench[1].gbps
     assert math.isfinite(res.pct_copy)
+
+
+def _harness(*args: str):
+    import subprocess
+    import sys
+
+    from tests.conftest import harness_env
+
+    return subprocess.run([sys.executable, "-m", "harness", *args], capture_output=True,
+                          text=True, cwd=ROOT, env=harness_env(gpu=False), timeout=300)
+
+
+@pytest.mark.parametrize("args, says", [
+    (["run", "examples/vector_add.cu", "--size", "4096x3"],
+     "'4096x3' gives 2 value(s) for the 1 dim(s) N"),
+    (["run", "examples/vector_add.cu", "01_naive", "--size", "4096"],
+     "--size with GEMMs and buffers kernels together"),
+    (["compare", "examples/vector_add.cu", "01_naive"], "compare them apart"),
+    (["compare", "cu/memory/sum_04_vec4.cu", "cu/memory/softmax_04_pipelined.cu"],
+     "buffers kernels of the same dims"),
+    (["run", "ptx/ceiling/mma_sync_bf16.ptx"], "is a 'ceiling' kernel"),
+])
+def test_buffers_commands_refuse_what_they_cannot_do(args, says):
+    done = _harness(*args)
+    assert done.returncode == 2 and says in done.stderr, (done.returncode, done.stderr)
+
+
+def test_a_buffers_size_reaches_the_offline_report():
+    done = _harness("run", "cu/memory/softmax_04_pipelined.cu", "--size", "64x4096")
+    assert done.returncode == 3, done.stderr
+    assert "at 64x4096x1" in done.stdout and "softmax_04_pipelined" in done.stdout
+
+
+@pytest.mark.gpu
+def test_buffers_kernels_compare_interleaved(bench):
+    from harness.bench.memory.compare import compare_kernels
+
+    session, ceiling = bench
+    kernels = load_registry([], kind="buffers").select(
+        [str(ROOT / "cu" / "memory" / "sum_04_vec4.cu"),
+         str(ROOT / "cu" / "memory" / "sum_05_onepass.cu"),
+         str(WRONG / "sum_drops_tail.cu")])
+    rows = list(compare_kernels(session, kernels, [(1 << 22,)], ceiling,
+                                lambda *a, **k: None))
+    assert [r.status for r in rows] == ["pass", "pass", "FAIL"], [r.message for r in rows]
+    first, second, _ = rows
+    assert first.comparison.speedup == pytest.approx(1.0) and not first.comparison.within_noise
+    assert second.comparison.compared_to == "sum_04_vec4"
+    assert 0.5 < second.comparison.speedup < 2.0 and second.checks.timed_checked >= 2
+    assert rows[2].checks.finding == "wrong"

@@ -10,12 +10,14 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from harness.archs import get_arch
+from harness.bench.memory.measure import padded
 from harness.cli import common, flags, power
 from harness.cli.kernels import build_progress
 from harness.commands import measure, place, tune
 from harness.commands.measure import DEFAULT_RUN_SIZES
 from harness.compiler.offline import build_all
 from harness.errors import HarnessError
+from harness.kernels.buffers_spec import size_formulas
 from harness.kernels.registry import Kernel, representatives
 from harness.report import files, memory_table, runs, tables
 from harness.report.width import fit_text
@@ -159,8 +161,10 @@ def _phases_lines(record: RunRecord) -> list[str]:
 
 
 def _run(args) -> int:
-    options = flags.run_options(args, DEFAULT_RUN_SIZES)
     chosen = _gemms_and_buffers(args)
+    dims = _buffer_sizes(args, chosen)
+    options = flags.run_options(args, DEFAULT_RUN_SIZES,
+                                **({"sizes": tuple(padded(d) for d in dims)} if dims else {}))
     if not args.kernels and not args.all:
         chosen = representatives(chosen)
     if args.cluster:
@@ -169,7 +173,10 @@ def _run(args) -> int:
                                    f"a Dask cluster ({target.where})")
     status = common.has_gpu()
     if not status.found:
-        return _run_offline(chosen, options.sizes, status.reason, common.width(args))
+        sizes = options.sizes
+        if not args.size and chosen and all(k.spec.kind == "buffers" for k in chosen):
+            sizes = tuple(padded(d) for d in chosen[0].spec.buffers.default_sizes())
+        return _run_offline(chosen, sizes, status.reason, common.width(args))
     target = place.local(args.gpus)
     return _run_and_report(args, chosen, options, target, f"{target.where} ({target.arch})")
 
@@ -189,12 +196,32 @@ def _gemms_and_buffers(args) -> list[Kernel]:
         raise HarnessError(f"{other[0].name} is a {other[0].spec.kind!r} kernel; harness run "
                            "takes GEMM and buffers kernels (`harness ceiling` runs ceiling "
                            "kernels)")
-    buffers = [k for k in chosen if k.spec.kind == "buffers"]
-    if buffers and args.size:
-        raise HarnessError(f"--size is a GEMM size; {buffers[0].name} is a buffers kernel, "
-                           "timed at its spec's sizes = [...]: edit them there, or run it "
-                           "without --size")
     return chosen
+
+
+def _buffer_sizes(args, chosen: Sequence[Kernel]) -> list[tuple[int, ...]]:
+    """``--size`` read as the dims of the buffers kernels chosen ("1<<28", "4096x1024"); []
+    without --size or buffers kernels. Every kernel of such a run takes sizes of one rank,
+    and GEMMs are run apart (their --size is M,N,K)."""
+    buffers = [k for k in chosen if k.spec.kind == "buffers"]
+    if not buffers or not args.size:
+        return []
+    if len(buffers) < len(chosen):
+        raise HarnessError("--size with GEMMs and buffers kernels together: a GEMM's size is "
+                           "N or M,N,K, a buffers kernel's its dims; run them apart")
+    ranks = {k.spec.buffers.dims for k in buffers}
+    if len({len(d) for d in ranks}) > 1:
+        raise HarnessError("--size for buffers kernels of different dims ("
+                           + "; ".join(" x ".join(d) for d in sorted(ranks)) + "): run "
+                           "them apart")
+    dims = buffers[0].spec.buffers.dims
+
+    def fail(message: str) -> HarnessError:
+        return HarnessError(f"{message} (the dims of {buffers[0].name})")
+
+    return [tuple(int(e({})) for e in size_formulas(text.replace(",", "x"), dims, fail,
+                                                    "--size"))
+            for text in args.size]
 
 
 def _run_offline(chosen: Sequence[Kernel], sizes, why: str, width: int | None) -> int:
@@ -253,7 +280,9 @@ def _run_and_report(args, chosen, options, target: place.Target, where: str) -> 
     common.say(f"harness run: {what} ({len(chosen)}) x {len(options.sizes)} sizes on {where}, "
                f"{'cold' if timing.cold_l2 else 'hot'} L2, {timing.regime} launches; results "
                f"stream to {jsonl}")
-    record = measure.run(chosen, options, target, jsonl, common.say)
+    record = measure.run(chosen, options, target, jsonl, common.say,
+                         own_sizes=not (args.size and all(k.spec.kind == "buffers"
+                                                          for k in chosen)))
     written = runs.write_run_reports(record, ["harness", *sys.argv[1:]], timing, options.sizes,
                                      jsonl.with_suffix(""), stream=None if args.json else jsonl,
                                      report_dir=args.report_dir,
@@ -287,8 +316,13 @@ def _check(args) -> int:
 
     from harness.bench.plan import plan
 
-    options = flags.run_options(args, ("1024",))
-    chosen = common.kernels(args)
+    chosen = _gemms_and_buffers(args)
+    dims = _buffer_sizes(args, chosen)
+    options = flags.run_options(args, ("1024",),
+                                **({"sizes": tuple(padded(d) for d in dims)} if dims else {}))
+    if args.plan and any(k.spec.kind == "buffers" for k in chosen):
+        raise HarnessError("--plan lists a GEMM's battery; a buffers kernel's is fixed: "
+                           "notes/buffers_kind.md, 'The check battery'")
     if args.plan:
         plans = [plan(kernel) for kernel in chosen]
         if args.json:
@@ -303,7 +337,9 @@ def _check(args) -> int:
     target = place.gpu()
     common.say(f"harness check: {len(chosen)} kernel(s), their battery and "
                f"{len(options.sizes)} size(s) on {target.gpu_name} ({target.arch}), no timing")
-    record = measure.check(chosen, options, target, common.say)
+    record = measure.check(chosen, options, target, common.say,
+                           own_sizes=not (args.size and all(k.spec.kind == "buffers"
+                                                            for k in chosen)))
     print(tables.check_table(record.results, width=common.width(args)))
     fails = tables.failures(record.results, common.width(args))
     if fails:
@@ -314,8 +350,19 @@ def _check(args) -> int:
 def _compare(args) -> int:
     from harness.run.gpus import parse_gpus
 
-    options = flags.run_options(args)
-    chosen = common.kernels(args)
+    chosen = _gemms_and_buffers(args)
+    buffers = [k for k in chosen if k.spec.kind == "buffers"]
+    if buffers and len(buffers) < len(chosen):
+        raise HarnessError("compare times GEMMs against each other or buffers kernels against "
+                           "each other; these are both: compare them apart")
+    if buffers and len({k.spec.buffers.dims for k in buffers}) > 1:
+        raise HarnessError("compare needs buffers kernels of the same dims; found "
+                           + ", ".join(f"{k.name} ({' x '.join(k.spec.buffers.dims)})"
+                                       for k in buffers))
+    dims = (_buffer_sizes(args, chosen) or buffers[0].spec.buffers.default_sizes()
+            if buffers else [])
+    options = flags.run_options(args, **({"sizes": tuple(padded(d) for d in dims)}
+                                         if dims else {}))
     if len(chosen) < 2:
         raise HarnessError(f"compare needs at least two kernels; {args.kernels} matched "
                            f"{[k.name for k in chosen]}")
@@ -330,8 +377,11 @@ def _compare(args) -> int:
     record = measure.compare(chosen, options, target, stem.with_suffix(".jsonl"), common.say)
     json_path, md_path = runs.write_compare_report(record, ["harness", *sys.argv[1:]],
                                                    options.timing, options.sizes, stem)
-    print(tables.compare_table(record.results) if args.wide else
-          tables.compare_table(record.results, fmt="simple", width=common.width(args)))
+    if buffers:
+        print(memory_table.memory_console_table(record.results, args.wide, compare=True))
+    else:
+        print(tables.compare_table(record.results) if args.wide else
+              tables.compare_table(record.results, fmt="simple", width=common.width(args)))
     print(f"\nwritten: {json_path}, {md_path}")
     return _status(record.results)
 

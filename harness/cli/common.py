@@ -49,7 +49,22 @@ def check_sizes(given) -> None:
     from harness.run.runner import parse_size
 
     for text in [given] if isinstance(given, str) else given or []:
-        parse_size(text)
+        try:
+            parse_size(text)
+        except HarnessError as exc:
+            if not _dims_size(text):  # a buffers kernel's dims ("1<<28", "4096x1024")
+                raise HarnessError(f"{exc}; a buffers kernel's --size is its dims, as 1<<28 "
+                                   "or 4096x1024") from None
+
+
+def _dims_size(text: str) -> bool:
+    from harness.kernels import expr
+
+    try:
+        return all(int(expr.parse(part)({})) >= 1
+                   for part in str(text).replace(",", "x").split("x"))
+    except HarnessError:
+        return False
 
 
 WIDE_COMMANDS = ("run", "check", "compare", "tune", "list", "build", "report", "diff", "index")

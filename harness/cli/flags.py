@@ -89,7 +89,8 @@ def run_options(args: argparse.Namespace, default_sizes=("4096",), **given: Any)
     """The RunOptions the flags ask for: sizes, timing, carve-out, timeout, BLAS strictness
     and seed, as each command has them (``given`` fields set as they are)."""
     measured = given.pop("timing", None) or timing(args)  # numbers first, as ever: then sizes
-    values = {"sizes": sizes(args, default_sizes), "timing": measured,
+    values = {"sizes": given.pop("sizes") if "sizes" in given else sizes(args, default_sizes),
+              "timing": measured,
               "carveout_pct": getattr(args, "carveout", None),
               "timeout_s": getattr(args, "timeout_s", None),
               "strict_blas": getattr(args, "blas_strict", False),

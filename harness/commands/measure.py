@@ -20,10 +20,11 @@ DEFAULT_RUN_SIZES = ("512", "1024", "2048", "4096")
 
 
 def run(kernels: Sequence[Kernel], options: RunOptions, target: Target, jsonl_path: Path,
-        say: Say, mode: str = "run") -> RunRecord:
+        say: Say, mode: str = "run", own_sizes: bool = True) -> RunRecord:
     """Check and time each kernel against its baseline at each size, each result appended to
     ``jsonl_path`` as it comes: GEMMs at ``options.sizes`` against cuBLAS, buffers kernels at
-    their spec's sizes against theirs (one pass per distinct list of sizes), in one record."""
+    their spec's sizes (``own_sizes``; else at ``options.sizes``, their dims padded with 1)
+    against theirs (one pass per distinct list of sizes), in one record."""
     options = options.seeded()
     gemms = [k for k in kernels if k.spec.kind != "buffers"]
     record = (target.measure(gemms, options, jsonl_path, say, mode=mode) if gemms
@@ -31,7 +32,8 @@ def run(kernels: Sequence[Kernel], options: RunOptions, target: Target, jsonl_pa
     groups: dict[tuple, list[Kernel]] = {}
     for k in kernels:
         if k.spec.kind == "buffers":
-            sizes = tuple(padded(s) for s in k.spec.buffers.default_sizes())
+            sizes = (tuple(padded(s) for s in k.spec.buffers.default_sizes()) if own_sizes
+                     else tuple(options.sizes))
             groups.setdefault(sizes, []).append(k)
     for sizes, group in groups.items():
         more = target.measure(group, replace(options, sizes=sizes), jsonl_path, say, mode=mode)
@@ -61,12 +63,13 @@ def compare(kernels: Sequence[Kernel], options: RunOptions, target: Target, json
     return replace(record, results=with_sass(record.results, kernels, target.arch))
 
 
-def check(kernels: Sequence[Kernel], options: RunOptions, target: Target, say: Say
-          ) -> RunRecord:
+def check(kernels: Sequence[Kernel], options: RunOptions, target: Target, say: Say,
+          own_sizes: bool = True) -> RunRecord:
     """The check battery and a check at each size, no timing; the results stream to a
     temporary file."""
     with tempfile.TemporaryDirectory(prefix="harness-check-") as folder:
-        return run(kernels, options, target, Path(folder) / "check.jsonl", say, mode="check")
+        return run(kernels, options, target, Path(folder) / "check.jsonl", say, mode="check",
+                   own_sizes=own_sizes)
 
 
 def with_sass(results: Sequence[Result], kernels: Sequence[Kernel], arch: str) -> list[Result]:

@@ -123,6 +123,10 @@ class Kernel:
             raise FormulaError(f"{self.spec.path}: {self.name}", str(exc)) from None
 
     def env(self, m: int, n: int, k: int) -> dict[str, int]:
+        """The formulas' variables at a size: M, N, K; a buffers kernel's dims, in order,
+        from the same three slots."""
+        if self.spec.buffers is not None:
+            return {**self.param_env, **dict(zip(self.spec.buffers.dims, (m, n, k), strict=False))}
         return {**self.param_env, "M": m, "N": n, "K": k}
 
     @cached_property

@@ -40,9 +40,21 @@ def is_memory(result: Result) -> bool:
     return result.memory is not None or result.kernel.signature.startswith(BUFFERS)
 
 
-def memory_console_table(results: Sequence[Result], wide: bool = False) -> str:
-    """Buffers kernels' rows as the terminal shows them (``wide``: every column)."""
-    return console_table(results, MEMORY_COLUMNS, wide=wide, keys=NARROW)
+SPEEDUP = Column("speedup", "x first",
+                 lambda r: (f"{r.comparison.speedup:.3f} ({r.comparison.speedup_p20:.3f}-"
+                            f"{r.comparison.speedup_p80:.3f})" if r.comparison else None),
+                 only_when_present=True)
+"""A compare row's speedup over the first kernel: the median of the per-round ratios and
+their p20-p80."""
+
+
+def memory_console_table(results: Sequence[Result], wide: bool = False,
+                         compare: bool = False) -> str:
+    """Buffers kernels' rows as the terminal shows them (``wide``: every column;
+    ``compare``: with each row's speedup over the first kernel)."""
+    columns = (*MEMORY_COLUMNS[:4], SPEEDUP, *MEMORY_COLUMNS[4:]) if compare else MEMORY_COLUMNS
+    keys = (*NARROW[:4], "speedup", *NARROW[4:]) if compare else NARROW
+    return console_table(results, columns, wide=wide, keys=keys)
 
 
 def memory_markdown(results: Sequence[Result]) -> str:

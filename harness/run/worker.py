@@ -47,6 +47,10 @@ def run_job(job: Job) -> None:
                  "uuid": device_uuid(session.device.ordinal), "host": socket.gethostname()}
     with session:
         emit("device", **facts)
+        if job.mode == "compare" and kernels and all(k.spec.kind == "buffers"
+                                                     for k in kernels):
+            _compare_buffers(session, kernels, job)
+            return
         if job.mode == "compare":
             preps = [prepare(session, k, job.strict_blas, _progress(k.name)) for k in kernels]
             for size in job.sizes:
@@ -102,21 +106,37 @@ def _run_sizes(session: BenchSession, prep: Prepared, job: Job) -> bool:
     return ok
 
 
-def _run_buffers(session: BenchSession, kernel: Kernel, job: Job) -> bool:
-    """A buffers kernel (bench/memory/): the job's sizes hold its dims, padded with 1."""
-    from harness.bench.memory.timed import measure_kernel
-
+def _memory_ceiling(session: BenchSession, name: str):
+    """The memory ceiling buffers kernels are held to, measured once per worker."""
     if getattr(session, "memory_ceiling", None) is None:
         from harness.bench.memory.roofline import measure_ceiling
 
         with PHASES("memory ceiling"):
-            _progress(kernel.name)("memory ceiling", limit_s=120)
+            _progress(name)("memory ceiling", limit_s=120)
             session.memory_ceiling = measure_ceiling(session.device, session.stream,
                                                      session.timer.options)
+    return session.memory_ceiling
+
+
+def _compare_buffers(session: BenchSession, kernels: list[Kernel], job: Job) -> None:
+    from harness.bench.memory.compare import compare_kernels
+
+    ceiling = _memory_ceiling(session, kernels[0].name)
+    rank = len(kernels[0].spec.buffers.dims)
+    for res in compare_kernels(session, kernels, [tuple(s[:rank]) for s in job.sizes],
+                               ceiling, _progress("compare")):
+        emit("result", result=res.to_json())
+
+
+def _run_buffers(session: BenchSession, kernel: Kernel, job: Job) -> bool:
+    """A buffers kernel (bench/memory/): the job's sizes hold its dims, padded with 1."""
+    from harness.bench.memory.timed import measure_kernel
+
+    ceiling = _memory_ceiling(session, kernel.name) if job.mode != "check" else None
     rank = len(kernel.spec.buffers.dims)
     ok = True
     for res in measure_kernel(session, kernel, [tuple(s[:rank]) for s in job.sizes],
-                              session.memory_ceiling, _progress(kernel.name),
+                              ceiling, _progress(kernel.name),
                               timed=job.mode != "check"):
         emit("result", result=res.to_json())
         ok = ok and res.status != "FAIL"

@@ -6,6 +6,7 @@ figure held to the memory ceiling, and its Result; :func:`measure_kernel` does e
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
 
 import numpy as np
@@ -129,10 +130,20 @@ def verify_kept(inst: Instance, seed: int, slots: Buffer, count: int, out_bytes:
     return checked
 
 
+def keep_slots(inst: Instance) -> tuple[Buffer, int, int]:
+    """Device memory for the kept timed outputs of ``inst``'s first output: the buffer, the
+    slots it holds, and the bytes between two (a multiple of 16)."""
+    (y,) = inst.spec.outputs[:1]
+    out_bytes = -(-inst.nbytes[y.name] // 16) * 16
+    count = max(2, min(SLOTS, KEEP_BYTES // out_bytes))
+    return Buffer(count * out_bytes), count, out_bytes
+
+
 def measure_kernel(session, kernel: Kernel, sizes: list[tuple[int, ...]], ceiling, say,
                    timed: bool = True) -> Iterator[Result]:
     """Every size of one buffers kernel, each Result as it comes: its battery once, then each
-    size checked and (``timed``) timed."""
+    size checked and (``timed``) timed against ``ceiling`` (roofline.MemoryCeiling; None
+    only where nothing is timed)."""
     info = KernelInfo.of(kernel)
     try:
         loaded = load(session, kernel)
@@ -173,9 +184,10 @@ def _one(session, loaded: Loaded, draws: Draws, dims, battery_found: Battery, ce
         res = res.with_parts(
             launch=LaunchInfo(kernel.block_threads, list(inst.shape.grid),
                               inst.shape.dynamic_smem_bytes),
-            memory=MemoryFigures(dict(zip(inst.spec.dims, dims, strict=True)), inst.bytes,
-                                 inst.flops, ceiling.gbps, ceiling.copy_gbps,
-                                 ceiling.dram_peak_gbps))
+            memory=MemoryFigures(
+                dict(zip(inst.spec.dims, dims, strict=True)), inst.bytes, inst.flops,
+                *((ceiling.gbps, ceiling.copy_gbps, ceiling.dram_peak_gbps) if ceiling
+                  else (math.nan, math.nan, session.device.dram_bytes_per_s / 1e9))))
         seed = derive(session.run_seed, kernel.name, "timed", *dims)
         inst.salt = derive(seed, "salt")
         if found.finding == "ok":
@@ -187,9 +199,7 @@ def _one(session, loaded: Loaded, draws: Draws, dims, battery_found: Battery, ce
         if not timed:
             return res.with_parts(checks=_summary(found)).ended("pass", "")
         (y,) = inst.spec.outputs[:1]
-        out_bytes = -(-inst.nbytes[y.name] // 16) * 16
-        count = max(2, min(SLOTS, KEEP_BYTES // out_bytes))
-        slots = Buffer(count * out_bytes)
+        slots, count, out_bytes = keep_slots(inst)
         try:
             ins = [baselines.Operand(inst.buffers[b.name], b.dtype, inst.shapes[b.name])
                    for b in inst.spec.inputs]
