@@ -8,6 +8,10 @@ and tests.
     k.check(sizes=[1024])                          # GPU: the battery, no timing
     k.run(sizes=[4096])                            # GPU: checked and timed against cuBLAS
     harness.compare([k, "09_cp_async:s4"], sizes=[4096])
+    harness.kernel("examples/vector_add.cu").run()  # a buffers kernel: its spec's sizes, GB/s
+
+A buffers kernel (notes/buffers_kind.md) runs at its spec's sizes, or at sizes read as its dims
+(``1 << 28``, ``"4096x1024"``, ``(4096, 1024)``); its results carry ``.gbps`` and ``.memory``.
 
 Every call runs the commands the CLI runs (harness/commands/: the registry,
 ``harness.compiler.offline``, ``harness.bench.plan``, ``harness.commands.measure``), its options
@@ -22,6 +26,7 @@ session: its result says so and the next call works.
 from __future__ import annotations
 
 import inspect
+import math
 import os
 import re
 import shutil
@@ -33,12 +38,14 @@ from pathlib import Path
 from typing import Any
 
 from harness.archs import get_arch
+from harness.bench.memory.measure import padded
 from harness.bench.plan import plan
 from harness.commands import measure, place
 from harness.commands.measure import DEFAULT_RUN_SIZES
 from harness.compiler.offline import DEFAULT_SIZE, build_all
 from harness.errors import HarnessError, NoGpu
 from harness.gpu.timing import ISOLATED_GAP_MS, POWER_PASS_S, TimingOptions
+from harness.kernels.buffers_spec import size_formulas
 from harness.kernels.registry import (
     DEFAULT_KERNEL_DIRS,
     KERNEL_SUFFIXES,
@@ -55,7 +62,8 @@ __all__ = ["Build", "Builds", "KernelFailed", "KernelHandle", "NoGpu", "Plans", 
            "compare", "kernel"]
 
 SizeLike = int | str | Sequence[int]
-"""A problem size: ``N`` (square), ``"M,N,K"`` or ``(M, N, K)``."""
+"""A problem size: ``N`` (square), ``"M,N,K"`` or ``(M, N, K)``; a buffers kernel's dims
+(``1 << 28``, ``"4096x1024"``, ``(4096, 1024)``)."""
 _STEM = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.+-]*")
 
 
@@ -122,28 +130,36 @@ class KernelHandle:
     def __repr__(self) -> str:
         return f"<KernelHandle {', '.join(self.names)} ({self.path})>"
 
-    def build(self, arch: str = "sm_90", size: SizeLike = DEFAULT_SIZE,
+    def build(self, arch: str = "sm_90", size: SizeLike | None = None,
               carveout: int | None = None) -> Builds:
         """``harness build``: compile each kernel for ``arch`` (no GPU) and predict its
-        occupancy at ``size``; ``carveout`` as ``harness occupancy --carveout`` (percent)."""
+        occupancy at ``size`` (default 1024; a buffers kernel's, the smallest of its spec's
+        sizes); ``carveout`` as ``harness occupancy --carveout`` (percent)."""
         CARVEOUT.check(carveout)
         get_arch(arch)
-        return Builds(Build.from_row(row)
-                      for row in build_all(self.kernels, arch, _size(size), carveout))
+        if self.spec.kind == "buffers":
+            at = padded(smallest_dims(self.kernels[0]) if size is None
+                        else dims_of(self.kernels[0], size))
+        else:
+            at = _size(DEFAULT_SIZE if size is None else size)
+        return Builds(Build.from_row(row) for row in build_all(self.kernels, arch, at, carveout))
 
     def plan(self) -> Plans:
         """``harness check --plan``: each kernel's check battery (no GPU)."""
+        if self.spec.kind == "buffers":
+            raise HarnessError(f"{self.name} is a buffers kernel: its battery is the one "
+                               "notes/buffers_kind.md lists (.check() runs it)")
         return Plans(plan(k) for k in self.kernels)
 
-    def check(self, sizes: Sequence[SizeLike] | SizeLike = ("1024",), *,
+    def check(self, sizes: Sequence[SizeLike] | SizeLike | None = None, *,
               timeout_s: float | None = None, blas_strict: bool = False,
               quiet: bool = False, seed: int | None = None) -> Results:
-        """``harness check``: the check battery and a check at each size on a GPU, no timing
-        and no report; ``quiet`` leaves out the progress lines on stderr; ``seed`` as
-        ``--seed``."""
+        """``harness check``: the check battery and a check at each size on a GPU (default
+        1024; a buffers kernel's, its spec's sizes), no timing and no report; ``quiet`` leaves
+        out the progress lines on stderr; ``seed`` as ``--seed``."""
         return _check(self.kernels, sizes, timeout_s, blas_strict, quiet, seed)
 
-    def run(self, sizes: Sequence[SizeLike] | SizeLike = DEFAULT_RUN_SIZES, *,
+    def run(self, sizes: Sequence[SizeLike] | SizeLike | None = None, *,
             cold_l2: bool = True, budget_ms: float = TimingOptions.budget_ms,
             min_ms: float = TimingOptions.min_ms,
             max_rel_se: float = TimingOptions.max_rel_se_pct,
@@ -154,16 +170,18 @@ class KernelHandle:
             blas_strict: bool = False, report_dir: str | os.PathLike | None = None,
             quiet: bool = False, seed: int | None = None,
             timing: TimingOptions | Mapping[str, Any] | None = None) -> Results:
-        """``harness run``: check and time each kernel against cuBLAS at each size on a GPU.
-        The options are the CLI's flags (``cold_l2=False`` is ``--hot``); ``timing``, the
-        timing as TimingOptions or a dict of its fields, in place of the timing keywords.
+        """``harness run``: check and time each kernel against cuBLAS at each size on a GPU
+        (default 512 to 4096; a buffers kernel, against its baseline at its spec's sizes). The
+        options are the CLI's flags (``cold_l2=False`` is ``--hot``); ``timing``, the timing
+        as TimingOptions or a dict of its fields, in place of the timing keywords.
         ``report_dir``: None writes nothing; a folder gets the reports ``harness run
         --report-dir`` writes (``<folder>/<gpu>/run-<time>.{json,md}``, paths in
         ``Results.report``)."""
         flags = _flags(KernelHandle.run, locals())
-        options = _run_options(flags, sizes, KernelHandle.run, carveout_pct=carveout)
-        command = [f"{self.origin}.run({_call_args(options.sizes, flags, KernelHandle.run)})"]
-        return _measure(self.kernels, options, "run", report_dir, command, quiet)
+        chosen = _sizes_for(self.kernels, sizes, DEFAULT_RUN_SIZES)
+        options = _run_options(flags, chosen[0], KernelHandle.run, carveout_pct=carveout)
+        command = [f"{self.origin}.run({_call_args(chosen, flags, KernelHandle.run)})"]
+        return _measure(self.kernels, options, "run", report_dir, command, quiet, chosen[1])
 
 
 KernelLike = KernelHandle | str | os.PathLike
@@ -203,7 +221,7 @@ def kernel(target: str | os.PathLike | None = None, *, source: str | None = None
     try:
         path = folder.path / f"{name}{suffix}"
         path.write_text(source, encoding="utf-8")
-        kernels = Registry([], [], "gemm").select([str(path)])
+        kernels = _measurable(Registry([], [], None).select([str(path)]))
     except BaseException:
         folder.remove()
         raise
@@ -211,7 +229,7 @@ def kernel(target: str | os.PathLike | None = None, *, source: str | None = None
                                  f"name={name!r}, suffix={suffix!r})", folder)
 
 
-def compare(kernels: Sequence[KernelLike], sizes: Sequence[SizeLike] | SizeLike = ("4096",),
+def compare(kernels: Sequence[KernelLike], sizes: Sequence[SizeLike] | SizeLike | None = None,
             *, cold_l2: bool = True, budget_ms: float = TimingOptions.budget_ms,
             min_ms: float = TimingOptions.min_ms,
             max_rel_se: float = TimingOptions.max_rel_se_pct,
@@ -224,7 +242,9 @@ def compare(kernels: Sequence[KernelLike], sizes: Sequence[SizeLike] | SizeLike 
             timing: TimingOptions | Mapping[str, Any] | None = None) -> Results:
     """``harness compare``: two or more kernels (handles, registry keys, stems, globs or
     paths; the first is the reference) timed interleaved with cuBLAS, round by round, each with
-    its speedup over the first. Options and ``report_dir`` as :meth:`KernelHandle.run`."""
+    its speedup over the first, at ``sizes`` (default 4096). Buffers kernels of one set of dims
+    are compared with each other (never with GEMMs), at the first one's spec sizes by default.
+    Options and ``report_dir`` as :meth:`KernelHandle.run`."""
     flags = _flags(compare, locals())
     if isinstance(kernels, str | os.PathLike | KernelHandle):
         raise HarnessError("compare takes a list of two or more kernels (handles, registry "
@@ -233,9 +253,10 @@ def compare(kernels: Sequence[KernelLike], sizes: Sequence[SizeLike] | SizeLike 
     if len(chosen) < 2:
         raise HarnessError(f"compare needs at least two kernels; {_labels(kernels)} matched "
                            f"{[k.name for k in chosen]}")
-    options = _run_options(flags, sizes, compare)
+    chosen_sizes = _sizes_for(chosen, sizes, ("4096",), together=True)
+    options = _run_options(flags, chosen_sizes[0], compare)
     command = [f"harness.compare({_labels(kernels)}, "
-               f"{_call_args(options.sizes, flags, compare)})"]
+               f"{_call_args(chosen_sizes, flags, compare)})"]
     return _measure(chosen, options, "compare", report_dir, command, quiet)
 
 
@@ -246,7 +267,16 @@ def _registry(kernel_dir: Sequence[str | os.PathLike], no_builtin: bool) -> Regi
     if isinstance(kernel_dir, str | os.PathLike):
         kernel_dir = [kernel_dir]
     folders = [] if no_builtin else list(DEFAULT_KERNEL_DIRS)
-    return load_registry(folders + [Path(d) for d in kernel_dir], "gemm")
+    return load_registry(folders + [Path(d) for d in kernel_dir], None)
+
+
+def _measurable(kernels: list[Kernel]) -> list[Kernel]:
+    """``kernels``, GEMMs and buffers kernels; another kind (a ceiling kernel) is refused."""
+    for k in kernels:
+        if k.spec.kind not in ("gemm", "buffers"):
+            raise HarnessError(f"{k.name} is a {k.spec.kind!r} kernel; the API takes GEMM and "
+                               f"buffers kernels (`harness {k.spec.kind}` runs it)")
+    return kernels
 
 
 def _one_file(kernels: list[Kernel], pattern: str, origin: str) -> KernelHandle:
@@ -255,7 +285,7 @@ def _one_file(kernels: list[Kernel], pattern: str, origin: str) -> KernelHandle:
                            f"({', '.join(k.name for k in kernels[:6])}"
                            f"{', ...' if len(kernels) > 6 else ''}); name one file stem, or "
                            "pass them all to harness.compare")
-    return KernelHandle(kernels, origin)
+    return KernelHandle(_measurable(kernels), origin)
 
 
 def _resolve(items: Sequence[KernelLike], kernel_dir, no_builtin: bool) -> list[Kernel]:
@@ -268,7 +298,7 @@ def _resolve(items: Sequence[KernelLike], kernel_dir, no_builtin: bool) -> list[
             found = list(item.kernels)
         elif isinstance(item, str | os.PathLike):
             registry = registry or _registry(kernel_dir, no_builtin)
-            found = registry.select([os.fspath(item)])
+            found = _measurable(registry.select([os.fspath(item)]))
         else:
             raise HarnessError(f"{item!r}: expected a kernel handle (harness.kernel), a "
                                "registry key or a kernel file's path")
@@ -304,14 +334,67 @@ def _size(value: SizeLike) -> Size:
                        "integers")
 
 
-def _sizes(sizes: Sequence[SizeLike] | SizeLike) -> tuple[Size, ...]:
-    """Problem sizes, each as :func:`_size` takes it; a lone N or "M,N,K" is one size."""
+def _sizes(sizes: Sequence[SizeLike] | SizeLike, read: Callable = _size,
+           what: str = "N, 'M,N,K' or (M, N, K)") -> tuple:
+    """Problem sizes, each as ``read`` (:func:`_size`) takes it; a lone N or "M,N,K" is one
+    size."""
     if isinstance(sizes, int | str):
         sizes = [sizes]
     if not isinstance(sizes, Sequence) or not sizes:
-        raise HarnessError(f"sizes {sizes!r}: expected a list of one or more sizes (N, "
-                           "'M,N,K' or (M, N, K))")
-    return tuple(_size(s) for s in sizes)
+        raise HarnessError(f"sizes {sizes!r}: expected a list of one or more sizes ({what})")
+    return tuple(read(s) for s in sizes)
+
+
+def dims_of(kernel: Kernel, value: SizeLike) -> tuple[int, ...]:
+    """One size of a buffers kernel read as its dims, as ``--size`` is: ``1 << 28``,
+    ``"1<<28"``, ``"4096x1024"`` (or ``"4096,1024"``), ``(4096, 1024)``."""
+    dims = kernel.spec.buffers.dims
+    whole = lambda v: isinstance(v, int) and not isinstance(v, bool)  # noqa: E731
+    raw = (value.replace(",", "x") if isinstance(value, str) else str(value) if whole(value)
+           else [str(v) for v in value] if isinstance(value, Sequence) and all(
+               whole(v) for v in value) else None)
+
+    def fail(message: str) -> HarnessError:
+        return HarnessError(f"{message} ({kernel.name} is a buffers kernel: its size is its "
+                            f"dims, {' x '.join(dims)}, not a GEMM's N or M,N,K)")
+
+    if raw is None:
+        raise fail(f"size {value!r}: expected an int per dim, as {'x'.join(['4096'] * len(dims))}")
+    return tuple(int(e({})) for e in size_formulas(raw, dims, fail, f"size {value!r}"))
+
+
+def smallest_dims(kernel: Kernel) -> tuple[int, ...]:
+    """The smallest of a buffers kernel's spec sizes (by elements)."""
+    return min(kernel.spec.buffers.default_sizes(), key=math.prod)
+
+
+# a call's sizes (a buffers kernel's dims padded with 1), whether buffers kernels run at their
+# spec's instead (measure.run's own_sizes), and how many dims a size is shown with
+Chosen = tuple[tuple[Size, ...], bool, int]
+
+
+def _sizes_for(kernels: Sequence[Kernel], sizes, default: tuple[str, ...],
+               together: bool = False) -> Chosen:
+    """The sizes ``kernels`` run at: ``sizes``, else ``default`` for GEMMs and their spec's
+    for buffers kernels; ``together`` (compare): buffers kernels of one set of dims only."""
+    buffers = [k for k in kernels if k.spec.kind == "buffers"]
+    gemms = [k for k in kernels if k.spec.kind != "buffers"]
+    if buffers and gemms and (together or sizes is not None):
+        raise HarnessError(f"{buffers[0].name} is a buffers kernel, {gemms[0].name} a GEMM: " + (
+            "compare them apart (compare times GEMMs or buffers kernels against each other)"
+            if together else "a GEMM's size is N or M,N,K, a buffers kernel's its dims; give "
+            "sizes to them apart (without sizes, each runs at its own)"))
+    if not buffers or sizes is None and gemms:
+        return _sizes(default if sizes is None else sizes), True, 3
+    shapes = {k.spec.buffers.dims for k in buffers}
+    if len({len(d) for d in shapes}) > 1 or (together and len(shapes) > 1):
+        raise HarnessError(("compare needs buffers kernels of the same dims" if together else
+                            "sizes for buffers kernels of different dims: run them apart")
+                           + "; found " + ", ".join(f"{k.name} ({' x '.join(k.spec.buffers.dims)})"
+                                                    for k in buffers))
+    dims = (buffers[0].spec.buffers.default_sizes() if sizes is None else
+            _sizes(sizes, lambda s: dims_of(buffers[0], s), "a buffers kernel's dims"))
+    return tuple(padded(d) for d in dims), sizes is None, len(buffers[0].spec.buffers.dims)
 
 
 def _flags(function: Callable, given: dict[str, Any]) -> dict[str, Any]:
@@ -339,17 +422,17 @@ def _run_options(flags: dict[str, Any], sizes, function: Callable, **given: Any)
         timing = TimingOptions.of(flags["timing"])
     else:
         timing = TimingOptions.from_flags(flags)
-    options = RunOptions(sizes=_sizes(sizes), timing=timing, timeout_s=flags["timeout_s"],
+    options = RunOptions(sizes=sizes, timing=timing, timeout_s=flags["timeout_s"],
                          strict_blas=flags["blas_strict"], seed=flags["seed"], **given)
     if flags.get("report_dir") is not None:
         files.check_writable_folder("--report-dir", Path(flags["report_dir"]))
     return options
 
 
-def _call_args(sizes: tuple[Size, ...], flags: dict[str, Any], function: Callable) -> str:
+def _call_args(chosen: Chosen, flags: dict[str, Any], function: Callable) -> str:
     """The call's sizes and the options it set, as Python (a report's command)."""
     defaults = {p.name: p.default for p in inspect.signature(function).parameters.values()}
-    text = [f"sizes={['x'.join(map(str, s)) for s in sizes]!r}"]
+    text = [f"sizes={['x'.join(map(str, s[:chosen[2]])) for s in chosen[0]]!r}"]
     text += [f"{name}={value!r}" for name, value in flags.items()
              if name not in ("quiet", "report_dir") and value != defaults.get(name)]
     return ", ".join(text)
@@ -372,27 +455,31 @@ def _stderr(line: str) -> None:
 
 def _check(kernels: Sequence[Kernel], sizes, timeout_s: float | None, blas_strict: bool,
            quiet: bool, seed: int | None = None) -> Results:
-    options = RunOptions(sizes=_sizes(sizes), timeout_s=timeout_s, strict_blas=blas_strict,
-                         seed=seed)
+    sizes, own_sizes, _ = _sizes_for(kernels, sizes, ("1024",))
+    options = RunOptions(sizes=sizes, timeout_s=timeout_s, strict_blas=blas_strict, seed=seed)
     target = _target(".check()")
     say = _say(quiet)
     say(f"harness check: {len(kernels)} kernel(s), their battery and {len(options.sizes)} "
         f"size(s) on {target.gpu_name} ({target.arch}), no timing")
-    record = measure.check(kernels, options, target, say)
+    with tempfile.TemporaryDirectory(prefix="harness-check-") as folder:
+        record = measure.run(kernels, options, target, Path(folder) / "check.jsonl", say,
+                             mode="check", own_sizes=own_sizes)
     return Results(record.results, "check", record.device, None, record.wall_s)
 
 
 def _measure(kernels: Sequence[Kernel], options: RunOptions, mode: str,
-             report_dir: str | os.PathLike | None, command: list[str], quiet: bool) -> Results:
+             report_dir: str | os.PathLike | None, command: list[str], quiet: bool,
+             own_sizes: bool = True) -> Results:
     """``harness run`` (mode ``run``) or ``harness compare`` of ``kernels``: results only, or
-    with the CLI's reports under ``report_dir``."""
+    with the CLI's reports under ``report_dir``; ``own_sizes``: as measure.run's."""
     target = _target(".run()" if mode == "run" else "harness.compare()")
     say = _say(quiet)
     timing = options.timing
     say(f"harness {mode}: {len(kernels)} kernel(s) x {len(options.sizes)} size(s) on "
         f"{target.gpu_name} ({target.arch}), {'cold' if timing.cold_l2 else 'hot'} L2, "
         f"{timing.regime} launches")
-    how = measure.compare if mode == "compare" else measure.run
+    how = (measure.compare if mode == "compare" else
+           lambda *args: measure.run(*args, own_sizes=own_sizes))
     if report_dir is None:
         with tempfile.TemporaryDirectory(prefix=f"harness-{mode}-") as folder:
             record = how(kernels, options, target, Path(folder) / f"{mode}.jsonl", say)

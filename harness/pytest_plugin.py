@@ -6,7 +6,8 @@ Installed with the package (a ``pytest11`` entry point); it does nothing unless 
     [tool.harness]
     kernels = ["kernels/"]      # folders, relative to the rootdir
     arch = "sm_90"              # optional: --harness-arch
-    size = "1024"               # optional: --harness-size (N or M,N,K)
+    size = "1024"               # optional: --harness-size (N or M,N,K; or a buffers kernel's
+                                # dims, as 1<<20 or 4096x1024)
 
 Each kernel file under the folders gives two tests per variant: ``<file>::<registry
 key>::build`` compiles the kernel for the target arch, reads the ptxas report, checks the
@@ -16,6 +17,12 @@ GPU, or is skipped with the reason where there is none, so that a compile is nev
 a check. A file whose spec cannot be read gives one test that fails with the registry's
 message. A failure prints the harness's finding, not a traceback.
 The ``harness_gpu`` fixture (:mod:`harness.testing`) comes with the plugin.
+
+GEMMs are built and checked at the size (default 1024; one that is not N or M,N,K, as
+4096x1024, leaves them at 1024). A ``kind = "buffers"`` kernel (notes/buffers_kind.md) is built
+and checked (its battery, then a check at the size, no timing) at the size read as its dims
+where it fits them ("1024" fits a kernel of one dim, N), else at the smallest of its spec's
+``sizes``. Ceiling kernels are skipped (``harness ceiling`` measures them).
 """
 
 from __future__ import annotations
@@ -46,11 +53,14 @@ class _Settings:
     kernel_dirs: tuple[Path, ...]
     arch: str
     size: tuple[int, int, int]
+    """The GEMMs' size."""
     origin: str
     """Where the folders were named: ``--harness-kernels`` or the pyproject.toml table."""
     only_under: tuple[Path, ...] | None = None
     """Paths named on the command line, when the folders come from pyproject.toml: only the
     kernel files under them are collected (as pytest collects test files)."""
+    size_text: str | None = None
+    """The size as given (None: not given): a buffers kernel's dims where it fits them."""
 
 
 @dataclass
@@ -58,6 +68,8 @@ class _State:
     gpu: tuple[GpuStatus, str] | None = None
     """(usable, name or why not, arch), probed once, by the first check test to run."""
     tests_run: int = 0
+    buffers: dict[str, str] = field(default_factory=dict)
+    """Registry key -> the dims its build ran at, for each buffers kernel built."""
     built: dict[str, str] = field(default_factory=dict)
     """Registry key -> the offline build's finding ("" when it passed), for the check tests."""
 
@@ -80,7 +92,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help=f"compile target of the kernel tests (default {DEFAULT_ARCH})")
     group.addoption("--harness-size", metavar="N|M,N,K",
                     help="problem size of the launch checks and of the GPU check battery "
-                         f"(default {DEFAULT_SIZE[0]})")
+                         f"(default {DEFAULT_SIZE[0]}); a buffers kernel's dims where it fits "
+                         "them (1<<20, 4096x1024), else its smallest spec size")
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -109,20 +122,60 @@ def _settings(config: pytest.Config) -> _Settings | None:
                                     f"(.cu, .ptx), found {found} at {folder}")
         dirs.append(folder)
     arch = config.getoption("harness_arch") or table.get("arch") or DEFAULT_ARCH
-    size_text = config.getoption("harness_size") or str(table.get("size", DEFAULT_SIZE[0]))
+    size_given = config.getoption("harness_size") or table.get("size")
+    size_text = None if size_given is None else str(size_given)
     try:
         from harness.archs import get_arch
-        from harness.run.runner import parse_size
 
         get_arch(arch)
-        size = parse_size(size_text)
+        size = _gemm_size(size_text)
     except HarnessError as exc:
         raise pytest.UsageError(f"harness plugin: {exc}") from None
     only_under = None
     if not given and config.args_source == pytest.Config.ArgsSource.ARGS:
         only_under = tuple((config.invocation_params.dir / arg.split("::")[0]).resolve()
                            for arg in config.args)
-    return _Settings(tuple(dirs), arch, size, origin, only_under)
+    return _Settings(tuple(dirs), arch, size, origin, only_under, size_text)
+
+
+def _gemm_size(text: str | None) -> tuple[int, int, int]:
+    """The GEMMs' size: ``text`` as N or M,N,K; the default where ``text`` is None or only a
+    buffers kernel's dims (as 1<<20 or 4096x1024); neither, a HarnessError."""
+    from harness.kernels.buffers_spec import size_formulas
+    from harness.run.runner import parse_size
+
+    if text is None:
+        return DEFAULT_SIZE
+    try:
+        return parse_size(text)
+    except HarnessError as exc:
+        for rank in (1, 2, 3):
+            try:
+                size_formulas(text.replace(",", "x"), ("D",) * rank, HarnessError, "size")
+                return DEFAULT_SIZE
+            except HarnessError:
+                pass
+        raise HarnessError(f"{exc}; nor a buffers kernel's dims, as 1<<20 or 4096x1024"
+                           ) from None
+
+
+def _kernel_size(kernel, settings: _Settings) -> tuple[tuple[int, int, int], str]:
+    """Where ``kernel`` is built and checked, as (M, N, K) slots and as text: a GEMM at the
+    size; a buffers kernel at the size read as its dims where it fits them, else at the
+    smallest of its spec's sizes."""
+    if kernel.spec.kind != "buffers":
+        return settings.size, "x".join(map(str, settings.size))
+    from harness.api import dims_of, smallest_dims
+    from harness.bench.memory.measure import padded
+
+    dims = None
+    if settings.size_text is not None:
+        try:
+            dims = dims_of(kernel, settings.size_text)
+        except HarnessError:
+            pass
+    dims = dims or smallest_dims(kernel)
+    return padded(dims), "x".join(map(str, dims))
 
 
 def _tool_table(pyproject: Path) -> dict:
@@ -154,9 +207,11 @@ def pytest_report_header(config: pytest.Config) -> str | None:
     settings = config.stash.get(_SETTINGS, None)
     if settings is None:
         return None
+    buffers = (f"{settings.size_text} where it fits their dims, else " if settings.size_text
+               else "") + "the smallest of their spec's sizes"
     return (f"harness: kernels under {', '.join(map(str, settings.kernel_dirs))} "
             f"({settings.origin}), built for {settings.arch} at "
-            f"{'x'.join(map(str, settings.size))}")
+            f"{'x'.join(map(str, settings.size))} (GEMMs; buffers kernels at {buffers})")
 
 
 @pytest.hookimpl(wrapper=True)
@@ -221,9 +276,9 @@ class KernelCase(pytest.Collector):
         need = get_arch(self.kernel.spec.min_arch)
         # skips known before a compile are marks: pytest reports them at the kernel file
         skip = None
-        if self.kernel.spec.kind != "gemm":
+        if self.kernel.spec.kind not in ("gemm", "buffers"):
             skip = (f"a {self.kernel.spec.kind} kernel: `harness {self.kernel.spec.kind}` "
-                    "measures it; the plugin tests GEMM kernels")
+                    "measures it; the plugin tests GEMM and buffers kernels")
         elif not can_run(need, get_arch(arch)):
             skip = f"needs {need.name} (min_arch), not built for {arch}"
         for kind in (KernelBuildTest, KernelCheckTest):
@@ -265,12 +320,18 @@ def _skip(reason: str) -> None:
 
 
 def _offline_finding(kernel, settings: _Settings) -> str:
-    """The offline build of ``kernel`` judged: "" when it compiles, can launch at the size and
-    keeps its ``[budget]``; else the finding. Raises pytest's skip where the build skips."""
+    """The offline build of ``kernel`` judged: "" when it compiles, can launch at its size
+    (:func:`_kernel_size`) and keeps its ``[budget]``; else the finding. Raises pytest's skip
+    where the build skips."""
     from harness.compiler.offline import build_row
 
-    row = build_row(kernel, settings.arch, settings.size)
+    size, text = _kernel_size(kernel, settings)
+    row = build_row(kernel, settings.arch, size)
     label = f"{row['kernel']} ({row['arch']})"
+    if kernel.spec.kind == "buffers":
+        label += f" at {text}"
+        if "size" in row:
+            row = {**row, "size": [int(d) for d in text.split("x")]}
     if row["status"] == "skipped":
         _skip(row["message"])
     if row["status"] != "ok":
@@ -296,6 +357,8 @@ class KernelBuildTest(_HarnessTest):
     def runtest(self) -> None:
         settings, state = self.config.stash[_SETTINGS], self.config.stash[_STATE]
         state.tests_run += 1
+        if self.kernel.spec.kind == "buffers":
+            state.buffers[self.kernel.name] = _kernel_size(self.kernel, settings)[1]
         finding = _offline_finding(self.kernel, settings)
         state.built[self.kernel.name] = finding
         if finding:
@@ -328,9 +391,11 @@ class KernelCheckTest(_HarnessTest):
         if not status.found:
             _skip(f"not checked: no GPU ({status.reason}); ::build compiled the kernel and "
                   "checked its limits offline, nothing ran")
-        self._check_on_gpu(settings.size, arch)
+        self._check_on_gpu(*_kernel_size(self.kernel, settings), arch)
 
-    def _check_on_gpu(self, size: tuple[int, int, int], arch: str) -> None:
+    def _check_on_gpu(self, size: tuple[int, int, int], text: str, arch: str) -> None:
+        """The check battery and a check at ``size`` (``text``), no timing, in a worker (a
+        buffers kernel's: measure_kernel's, timed=False)."""
         from harness.bench.result import PASSED
         from harness.run.runner import RunOptions, run
 
@@ -342,8 +407,15 @@ class KernelCheckTest(_HarnessTest):
         failed = [r for r in record.results if r.status not in PASSED]
         if failed or not record.results:
             raise KernelFinding("\n".join(
-                f"{r.kernel.name} at {'x'.join(map(str, r.size))} on {arch}: {r.status}: "
+                f"{r.kernel.name} at {text} on {arch}: {r.status}: {_finding(r)}"
                 f"{short_message(r.message)}" for r in failed) or "the check produced no result")
+
+
+def _finding(result) -> str:
+    """A buffers kernel's finding ("wrong: "), which its failure text does not say; "" for a
+    GEMM's (its message starts with it) and where there is none."""
+    finding = result.checks.finding if result.checks and result.memory else "ok"
+    return "" if finding in ("ok", "") or result.message.startswith(finding) else f"{finding}: "
 
 
 def _probe_gpu() -> tuple[GpuStatus, str]:
@@ -363,6 +435,11 @@ def pytest_terminal_summary(terminalreporter, config: pytest.Config) -> None:
                else f"the check battery ran on {status.name} ({arch})" if status.found
                else f"no check battery (no GPU: {status.reason}): built and checked offline only, "
                     "the ::check tests skipped")
+    at = ([f" at {'x'.join(map(str, settings.size))}"] if state.tests_run > len(state.buffers)
+          else [])
+    if state.buffers:
+        named = [f"{name} {dims}" for name, dims in sorted(state.buffers.items())]
+        at.append(", buffers kernels at their dims (" + ", ".join(named[:4])
+                  + (", ..." if len(named) > 4 else "") + ")")
     terminalreporter.write_line(f"harness: {state.tests_run} kernel test(s) built for "
-                                f"{settings.arch} at {'x'.join(map(str, settings.size))}; "
-                                f"{battery}")
+                                f"{settings.arch}{''.join(at)}; {battery}")

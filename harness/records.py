@@ -171,6 +171,13 @@ class Results(_Rendered, list[Result]):
         return [r.to_json() for r in self]
 
     def _render(self, fmt: str) -> str:
+        from harness.report import memory_table
+
+        if self and all(memory_table.is_memory(r) for r in self):  # buffers kernels' rows
+            columns = memory_table.MEMORY_COLUMNS
+            if self.mode == "compare":
+                columns = (*columns[:4], memory_table.SPEEDUP, *columns[4:])
+            return _with_notes(tables.table(self, columns, fmt=fmt), self.failures(), fmt)
         if self.mode == "compare":
             table = tables.compare_table(self, fmt="github" if fmt == "simple" else fmt)
         elif self.mode == "check":

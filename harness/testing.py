@@ -10,6 +10,9 @@
     def test_my_kernel_checks(harness_gpu):     # skipped, with the reason, without a GPU
         harness.kernel("kernels/my.cu").check().raise_for_status()
 
+A ``kind = "buffers"`` kernel (notes/buffers_kind.md) builds as a GEMM does, at the smallest of
+its spec's sizes, or at ``size`` read as its dims (``"1<<20"``, ``(4096, 1024)``).
+
 The ``harness_gpu`` fixture comes with the pytest plugin (``harness.pytest_plugin``, installed
 with the package); nothing here loads a CUDA library until it is called.
 """
@@ -31,13 +34,17 @@ the pytest plugin's GPU check battery runs at."""
 
 def _one_kernel(kernel):
     """The registry Kernel that ``kernel`` names: a Kernel, a handle of one kernel (the API's
-    ``harness.kernel(...)``), a kernel file's path or a registry key (``stem:variant``)."""
+    ``harness.kernel(...)``), a kernel file's path or a registry key (``stem:variant``); a GEMM
+    or a buffers kernel."""
     from harness.kernels.registry import Kernel, load_registry
 
     if isinstance(kernel, Kernel):
         return kernel
     if isinstance(kernel, str | os.PathLike):
-        found = load_registry().select([os.fspath(kernel)])
+        found = load_registry(kind=None).select([os.fspath(kernel)])
+        if found and found[0].spec.kind not in ("gemm", "buffers"):
+            raise HarnessError(f"{found[0].name} is a {found[0].spec.kind!r} kernel; these "
+                               "helpers build GEMM and buffers kernels")
     elif hasattr(kernel, "kernels"):
         found = list(kernel.kernels)
     else:
@@ -50,22 +57,35 @@ def _one_kernel(kernel):
     return found[0]
 
 
-def build(kernel, arch: str = DEFAULT_ARCH, size: tuple[int, int, int] = DEFAULT_SIZE) -> dict:
+def _build_size(kernel, size) -> tuple[int, int, int]:
+    """Where ``kernel`` is built: ``size`` (default :data:`DEFAULT_SIZE`); a buffers kernel's
+    read as its dims (default the smallest of its spec's sizes), padded with 1."""
+    if kernel.spec.kind != "buffers":
+        return tuple(DEFAULT_SIZE if size is None else size)
+    from harness.api import dims_of, smallest_dims
+    from harness.bench.memory.measure import padded
+
+    return padded(smallest_dims(kernel) if size is None else dims_of(kernel, size))
+
+
+def build(kernel, arch: str = DEFAULT_ARCH, size=None) -> dict:
     """Compile one kernel for ``arch`` (no GPU): the ``harness build`` row, with ``status``
     (ok, cannot launch, compile error, skipped), ``message``, registers, shared memory, spills
-    and the predicted occupancy at ``size``."""
+    and the predicted occupancy at ``size`` ((M, N, K), default :data:`DEFAULT_SIZE`; a buffers
+    kernel's dims, default the smallest of its spec's sizes)."""
     from harness.archs import get_arch
     from harness.compiler.offline import build_row
 
     get_arch(arch)
-    return build_row(_one_kernel(kernel), arch, tuple(size))
+    chosen = _one_kernel(kernel)
+    return build_row(chosen, arch, _build_size(chosen, size))
 
 
-def assert_builds(kernel, arch: str = DEFAULT_ARCH, size: tuple[int, int, int] = DEFAULT_SIZE,
-                  **budget: int) -> dict:
-    """:func:`build` and assert the kernel compiled, can launch at ``size`` and stays within
-    ``budget`` (keywords of ``[budget]``: max_registers, max_spill_bytes, max_smem_bytes,
-    min_occupancy_pct) and its spec's own ``[budget]``; returns the build row."""
+def assert_builds(kernel, arch: str = DEFAULT_ARCH, size=None, **budget: int) -> dict:
+    """:func:`build` and assert the kernel compiled, can launch at ``size`` (as :func:`build`
+    takes it) and stays within ``budget`` (keywords of ``[budget]``: max_registers,
+    max_spill_bytes, max_smem_bytes, min_occupancy_pct) and its spec's own ``[budget]``;
+    returns the build row."""
     from harness.kernels.spec import parse_budget
 
     parse_budget(budget, lambda message: TypeError(f"assert_builds: {message}"))

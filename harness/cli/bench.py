@@ -192,6 +192,8 @@ def _gemms_and_buffers(args) -> list[Kernel]:
         return common.kernels(args)
     chosen = common.kernels(args, kind=None)
     other = [k for k in chosen if k.spec.kind not in ("gemm", "buffers")]
+    if other and len(other) < len(chosen):  # a glob that also matched ceiling kernels
+        return [k for k in chosen if k.spec.kind in ("gemm", "buffers")]
     if other:
         raise HarnessError(f"{other[0].name} is a {other[0].spec.kind!r} kernel; harness run "
                            "takes GEMM and buffers kernels (`harness ceiling` runs ceiling "
@@ -321,8 +323,13 @@ def _check(args) -> int:
     options = flags.run_options(args, ("1024",),
                                 **({"sizes": tuple(padded(d) for d in dims)} if dims else {}))
     if args.plan and any(k.spec.kind == "buffers" for k in chosen):
-        raise HarnessError("--plan lists a GEMM's battery; a buffers kernel's is fixed: "
-                           "notes/buffers_kind.md, 'The check battery'")
+        buffers = [k.name for k in chosen if k.spec.kind == "buffers"]
+        chosen = [k for k in chosen if k.spec.kind != "buffers"]
+        why = ("--plan lists a GEMM's battery; a buffers kernel's is the same for every one "
+               "(notes/buffers_kind.md, 'The check battery')")
+        if not chosen:
+            raise HarnessError(why)
+        common.say(f"harness: {', '.join(buffers)} left out: {why}")
     if args.plan:
         plans = [plan(kernel) for kernel in chosen]
         if args.json:

@@ -51,18 +51,20 @@ def check_sizes(given) -> None:
     for text in [given] if isinstance(given, str) else given or []:
         try:
             parse_size(text)
-        except HarnessError as exc:
+        except HarnessError:
             if not _dims_size(text):  # a buffers kernel's dims ("1<<28", "4096x1024")
-                raise HarnessError(f"{exc}; a buffers kernel's --size is its dims, as 1<<28 "
-                                   "or 4096x1024") from None
+                raise
 
 
 def _dims_size(text: str) -> bool:
+    """Whether ``text`` reads as a buffers kernel's dims: formulas of constants, each at least
+    1, joined by ``x`` (never commas: those are a GEMM's M,N,K)."""
     from harness.kernels import expr
 
+    if "," in str(text):
+        return False
     try:
-        return all(int(expr.parse(part)({})) >= 1
-                   for part in str(text).replace(",", "x").split("x"))
+        return all(int(expr.parse(part)({})) >= 1 for part in str(text).split("x"))
     except HarnessError:
         return False
 
