@@ -72,5 +72,5 @@ def describe(result: Result) -> str:
     elif result.status == "pass" and result.timing is not None and result.baseline is not None:
         return (f"{result.kernel.name} {size}: {result.gflops:.0f} GFLOP/s, "
                 f"{result.pct_baseline:.1f}% of cuBLAS ({result.baseline_gflops:.0f} GFLOP/s)")
-    return (f"{result.kernel.name} {size}: {result.status}: "
-            f"{result.message.splitlines()[0][:160]}")
+    first = (result.message.splitlines() or [""])[0]
+    return f"{result.kernel.name} {size}: {result.status}" + (f": {first[:160]}" if first else "")

@@ -197,7 +197,8 @@ def _one(session, loaded: Loaded, draws: Draws, dims, battery_found: Battery, ce
         if found.finding != "ok":
             return res.with_parts(checks=_summary(found)).ended("FAIL", found.failure)
         if not timed:
-            return res.with_parts(checks=_summary(found)).ended("pass", "")
+            return res.with_parts(checks=_summary(found)).ended(
+                "pass", f"checked ({found.passed} of {found.total}), not timed")
         (y,) = inst.spec.outputs[:1]
         slots, count, out_bytes = keep_slots(inst)
         try:
