@@ -98,9 +98,17 @@ def write_compare_report(record: RunRecord, command: Sequence[str], timing: Timi
                     "speedup = median over rounds of (first kernel's time / this one's), "
                     "p20-p80 of those ratios; 'within noise' when that range holds 1",
             "seed": record.seed}
+    from harness.report import memory_table
+
+    if record.results and all(memory_table.is_memory(r) for r in record.results):
+        meta["mode"] = meta["mode"].replace("followed by cuBLAS of its types, its baseline",
+                                            "then the first kernel's library baseline")
+        side = memory_table.table(record.results, (
+            *memory_table.MEMORY_COLUMNS[:4], memory_table.SPEEDUP), fmt="github")
+    else:
+        side = tables.compare_table(record.results)
     return files.write_run(meta, record.results, stem, title="harness compare",
-                           sections=["## Side by side", "", tables.compare_table(record.results),
-                                     "", "## Every result", ""],
+                           sections=["## Side by side", "", side, "", "## Every result", ""],
                            stream=stem.with_suffix(".jsonl"))
 
 
