@@ -138,6 +138,7 @@ def test_blas_strictness_fails_a_kernel_that_reads_c(tmp_path):
     assert r.status == "FAIL" and r.checks.finding == "reads C when beta = 0", r
 
 
+@pytest.mark.gpu_shared  # driver queries: nothing is timed (445 cases of the suite)
 @pytest.mark.parametrize("kernel", KERNELS, ids=[k.name for k in KERNELS])
 @pytest.mark.parametrize("carveout", [None, 0, 25, 50, 100])
 def test_occupancy_matches_driver(kernel, carveout, device):
@@ -147,6 +148,7 @@ def test_occupancy_matches_driver(kernel, carveout, device):
         assert occ["agree"], occ
 
 
+@pytest.mark.gpu_shared
 def test_occupancy_sweep_matches_driver(device):
     from harness.bench.occupancy_sweep import sweep
 
