@@ -174,9 +174,8 @@ class Results(_Rendered, list[Result]):
         from harness.report import memory_table
 
         if self and all(memory_table.is_memory(r) for r in self):  # buffers kernels' rows
-            columns = memory_table.MEMORY_COLUMNS
-            if self.mode == "compare":
-                columns = (*columns[:4], memory_table.SPEEDUP, *columns[4:])
+            columns = (memory_table.COMPARE_COLUMNS if self.mode == "compare"
+                       else memory_table.MEMORY_COLUMNS)
             return _with_notes(tables.table(self, columns, fmt=fmt), self.failures(), fmt)
         if self.mode == "compare":
             table = tables.compare_table(self, fmt="github" if fmt == "simple" else fmt)

@@ -170,7 +170,7 @@ def _run(args) -> int:
     if args.cluster:
         with place.cluster(args.cluster, common.say) as target:
             return _run_and_report(args, chosen, options, target,
-                                   f"a Dask cluster ({target.where})")
+                                   f"a Dask cluster ({target.where})", not dims)
     status = common.has_gpu()
     if not status.found:
         sizes = options.sizes
@@ -178,7 +178,8 @@ def _run(args) -> int:
             sizes = tuple(padded(d) for d in chosen[0].spec.buffers.default_sizes())
         return _run_offline(chosen, sizes, status.reason, common.width(args))
     target = place.local(args.gpus)
-    return _run_and_report(args, chosen, options, target, f"{target.where} ({target.arch})")
+    return _run_and_report(args, chosen, options, target, f"{target.where} ({target.arch})",
+                           not dims)
 
 
 OFFLINE_ARCH = "sm_90"
@@ -271,8 +272,10 @@ def _first_problem(message: str) -> str:
     return found[0].strip() if found else message.strip().splitlines()[0]
 
 
-def _run_and_report(args, chosen, options, target: place.Target, where: str) -> int:
-    """The run's stream, its measurement, its reports (one per GPU model) and its table."""
+def _run_and_report(args, chosen, options, target: place.Target, where: str,
+                    own_sizes: bool = True) -> int:
+    """The run's stream, its measurement, its reports (one per GPU model) and its table;
+    ``own_sizes``: buffers kernels at their spec's sizes (else at options.sizes, --size)."""
     folder = args.report_dir / files.gpu_slug(target.gpu_name)
     stem = None if args.json else files.new_stem(folder, "run")  # claims the stream's name
     jsonl = args.json or Path(f"{stem}.jsonl")
@@ -283,14 +286,12 @@ def _run_and_report(args, chosen, options, target: place.Target, where: str) -> 
                f"{'cold' if timing.cold_l2 else 'hot'} L2, {timing.regime} launches; results "
                f"stream to {jsonl}")
     record = measure.run(chosen, options, target, jsonl, common.say,
-                         own_sizes=not (args.size and all(k.spec.kind == "buffers"
-                                                          for k in chosen)))
+                         own_sizes=own_sizes)
     written = runs.write_run_reports(record, ["harness", *sys.argv[1:]], timing, options.sizes,
                                      jsonl.with_suffix(""), stream=None if args.json else jsonl,
                                      report_dir=args.report_dir,
                                      name=stem.name if stem else f"run-{files.run_stamp()}")
-    gemms = [r for r in record.results if not memory_table.is_memory(r)]
-    buffers = [r for r in record.results if memory_table.is_memory(r)]
+    gemms, buffers = memory_table.split(record.results)
     if gemms or not buffers:
         print(tables.console_table(gemms, wide=args.wide))
     if buffers:
@@ -345,8 +346,7 @@ def _check(args) -> int:
     common.say(f"harness check: {len(chosen)} kernel(s), their battery and "
                f"{len(options.sizes)} size(s) on {target.gpu_name} ({target.arch}), no timing")
     record = measure.check(chosen, options, target, common.say,
-                           own_sizes=not (args.size and all(k.spec.kind == "buffers"
-                                                            for k in chosen)))
+                           own_sizes=not dims)
     print(tables.check_table(record.results, width=common.width(args)))
     fails = tables.failures(record.results, common.width(args))
     if fails:

@@ -273,8 +273,7 @@ def write_run(meta: dict, results: Sequence[Result], stem: Path,
     json_path = Path(f"{stem}.json")
     from harness.report import memory_table
 
-    gemms = [r for r in results if not memory_table.is_memory(r)]
-    buffers = [r for r in results if memory_table.is_memory(r)]
+    gemms, buffers = memory_table.split(results)
     lines = [
         *header(meta, title),
         f"- timing: {meta['timing']['l2']}; {meta['timing']['method']}"

@@ -46,13 +46,19 @@ SPEEDUP = Column("speedup", "x first",
                  only_when_present=True)
 """A compare row's speedup over the first kernel: the median of the per-round ratios and
 their p20-p80."""
+COMPARE_COLUMNS = (*MEMORY_COLUMNS[:4], SPEEDUP, *MEMORY_COLUMNS[4:])
+
+
+def split(results: Sequence[Result]) -> tuple[list[Result], list[Result]]:
+    """``results`` as GEMM rows and buffers kernels' rows, each in order."""
+    return ([r for r in results if not is_memory(r)], [r for r in results if is_memory(r)])
 
 
 def memory_console_table(results: Sequence[Result], wide: bool = False,
                          compare: bool = False) -> str:
     """Buffers kernels' rows as the terminal shows them (``wide``: every column;
     ``compare``: with each row's speedup over the first kernel)."""
-    columns = (*MEMORY_COLUMNS[:4], SPEEDUP, *MEMORY_COLUMNS[4:]) if compare else MEMORY_COLUMNS
+    columns = COMPARE_COLUMNS if compare else MEMORY_COLUMNS
     keys = (*NARROW[:4], "speedup", *NARROW[4:]) if compare else NARROW
     return console_table(results, columns, wide=wide, keys=keys)
 

@@ -103,8 +103,8 @@ def write_compare_report(record: RunRecord, command: Sequence[str], timing: Timi
     if record.results and all(memory_table.is_memory(r) for r in record.results):
         meta["mode"] = meta["mode"].replace("followed by cuBLAS of its types, its baseline",
                                             "then the first kernel's library baseline")
-        side = memory_table.table(record.results, (
-            *memory_table.MEMORY_COLUMNS[:4], memory_table.SPEEDUP), fmt="github")
+        side = memory_table.table(record.results, memory_table.COMPARE_COLUMNS[:5],
+                                  fmt="github")
     else:
         side = tables.compare_table(record.results)
     return files.write_run(meta, record.results, stem, title="harness compare",

@@ -12,7 +12,7 @@ import numpy as np
 
 from harness.bench.contents import derive
 from harness.bench.memory.draw import Draws
-from harness.bench.memory.measure import CHECK_SIZES, Instance, Loaded, judge_all, size_text
+from harness.bench.memory.measure import CHECK_SIZES, WIDE, Instance, Loaded, judge_all, size_text
 from harness.bench.memory.references import expected
 from harness.errors import HarnessError, LaunchError
 
@@ -43,6 +43,11 @@ class Battery:
     def ok(self) -> None:
         self.total += 1
         self.passed += 1
+
+    def copy(self) -> Battery:
+        """The battery's findings, to go on with at one size without changing them."""
+        return Battery(self.passed, self.total, self.worst, self.finding, self.failure,
+                       list(self.notes), list(self.skipped))
 
 
 def check_sizes(loaded: Loaded) -> list[tuple[int, ...]]:
@@ -136,7 +141,7 @@ def one_size(session, loaded: Loaded, draws: Draws, dims: tuple[int, ...], seed:
         inst.close()
 
 
-WIDE_TEXT = "128 times the declared range"
+WIDE_TEXT = f"{WIDE:g} times the declared range"
 
 
 def battery(session, loaded: Loaded, draws: Draws, say=None) -> Battery:

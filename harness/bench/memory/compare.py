@@ -8,14 +8,21 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 
-from harness.bench.contents import derive
-from harness.bench.memory import baselines, roofline
 from harness.bench.memory.checks import Battery, battery
 from harness.bench.memory.draw import Draws
 from harness.bench.memory.measure import Instance, Loaded, load, padded, size_text
-from harness.bench.memory.timed import _summary, check_timed_size, keep_slots, verify_kept
+from harness.bench.memory.timed import (
+    _summary,
+    baseline_of,
+    checked_at_size,
+    finished,
+    hooks,
+    keep_slots,
+    row_of,
+    verify_kept,
+)
 from harness.bench.phases import PHASES
-from harness.bench.result import Baseline, Comparison, KernelInfo, LaunchInfo, MemoryFigures, Result
+from harness.bench.result import Comparison, KernelInfo, Result
 from harness.errors import HarnessError, LaunchError
 from harness.kernels.registry import Kernel
 from harness.stats import Summary
@@ -46,11 +53,6 @@ def compare_kernels(session, kernels: Sequence[Kernel], sizes: list[tuple[int, .
                 one.close()
 
 
-def _copy(found: Battery) -> Battery:
-    return Battery(found.passed, found.total, found.worst, found.finding, found.failure,
-                   list(found.notes), list(found.skipped))
-
-
 def _one_size(session, loaded, dims, ceiling, say) -> Iterator[Result]:
     rows: list[Result] = []
     live = []  # (index in rows, instance, found, seed, slots, count, out_bytes)
@@ -61,25 +63,14 @@ def _one_size(session, loaded, dims, ceiling, say) -> Iterator[Result]:
             if one is None:
                 rows.append(res.ended("launch error", error))
                 continue
-            found = _copy(found)
+            found = found.copy()
             try:
                 inst = Instance(session, one, draws, dims)
             except LaunchError as exc:
                 rows.append(res.ended("launch error", str(exc)))
                 continue
-            res = res.with_parts(
-                resources=one.resources,
-                launch=LaunchInfo(kernel.block_threads, list(inst.shape.grid),
-                                  inst.shape.dynamic_smem_bytes),
-                memory=MemoryFigures(dict(zip(inst.spec.dims, dims, strict=True)), inst.bytes,
-                                     inst.flops, ceiling.gbps, ceiling.copy_gbps,
-                                     ceiling.dram_peak_gbps))
-            seed = derive(session.run_seed, kernel.name, "timed", *dims)
-            inst.salt = derive(seed, "salt")
-            if found.finding == "ok":
-                say(f"check {size_text(dims)}", limit_s=120)
-                with PHASES("checks"):
-                    check_timed_size(inst, seed, found)
+            res = row_of(session, one, inst, dims, ceiling)
+            seed = checked_at_size(session, inst, dims, found, say)
             if found.finding != "ok":
                 inst.close()
                 rows.append(res.with_parts(checks=_summary(found)).ended("FAIL", found.failure))
@@ -99,33 +90,15 @@ def _timed(session, rows: list[Result], live, ceiling, say, dims) -> Iterator[Re
         yield from rows
         return
     first_inst = live[0][1]
-    (y,) = first_inst.spec.outputs[:1]
     base = None
     launches, before, after = [], [], []
     for _, inst, _, seed, slots, count, out_bytes in live:
-        secret = derive(seed, "secret")
-        inst.draws.reset(1000)
-        out = inst.spec.outputs[0]
-
-        def draw(inst=inst, seed=seed) -> None:
-            inst.draws.tick()
-            inst.draw(seed)
-            inst.prepare()
-
-        def keep(inst=inst, secret=secret, slots=slots, count=count, out_bytes=out_bytes,
-                 out=out) -> None:
-            inst.draws.decide(secret, count)
-            inst.draws.keep(inst.buffers[out.name], slots, inst.nbytes[out.name], out_bytes)
-
+        draw, keep = hooks(inst, seed, slots, count, out_bytes)
         launches.append(inst.launch)
         before.append(draw)
         after.append(keep)
     try:
-        ins = [baselines.Operand(first_inst.buffers[b.name], b.dtype, first_inst.shapes[b.name])
-               for b in first_inst.spec.inputs]
-        out = baselines.Operand(first_inst.buffers[y.name], y.dtype, first_inst.shapes[y.name])
-        base = baselines.make_baseline(first_inst.spec.baseline, ins, out, first_inst.bytes,
-                                       session.stream)
+        base = baseline_of(session, first_inst)
         if base is not None:
             launches.append(base.launch)
             before.append(None)
@@ -139,23 +112,14 @@ def _timed(session, rows: list[Result], live, ceiling, say, dims) -> Iterator[Re
             say(f"verify {size_text(dims)}", limit_s=120)
             with PHASES("references"):
                 kept = verify_kept(inst, seed, slots, count, out_bytes, found)
-            res = rows[row].with_parts(timing=timings[i],
-                                       checks=_summary(found, kept, timings[i].reps))
-            if base is not None:
-                res = res.with_parts(baseline=Baseline("", timings[-1], y.dtype, base.label))
-            if found.finding != "ok":
-                rows[row] = res.ended("FAIL", found.failure)
-                continue
-            why = roofline.above_ceiling(res.gbps, ceiling)
-            if why:
-                found.fail("faster than the memory allows", why)
-                rows[row] = res.with_parts(checks=_summary(found, kept, timings[i].reps)
-                                           ).ended("FAIL", why)
-                continue
-            ratios = Summary.of([r[0] / r[i] for r in per_round if r[i] > 0])
-            rows[row] = res.with_parts(comparison=Comparison(
-                first_name, ratios.median, ratios.p20, ratios.p80,
-                i > 0 and ratios.p20 <= 1.0 <= ratios.p80)).ended("pass", "")
+            res = finished(rows[row], found, kept, timings[i], timings[-1], base,
+                           first_inst.spec.outputs[0].dtype, ceiling)
+            if res.status == "pass":
+                ratios = Summary.of([r[0] / r[i] for r in per_round if r[i] > 0])
+                res = res.with_parts(comparison=Comparison(
+                    first_name, ratios.median, ratios.p20, ratios.p80,
+                    i > 0 and ratios.p20 <= 1.0 <= ratios.p80))
+            rows[row] = res
     except HarnessError as exc:
         for row, *_ in live:
             rows[row] = rows[row].ended("error", str(exc))
@@ -163,4 +127,3 @@ def _timed(session, rows: list[Result], live, ceiling, say, dims) -> Iterator[Re
         if base is not None:
             base.close()
     yield from rows
-

@@ -54,8 +54,7 @@ class Loaded:
     reference: PyReference | None
 
     def env(self, dims: tuple[int, ...], sm_count: int) -> dict[str, int]:
-        return {**self.kernel.param_env, **dict(zip(self.kernel.spec.buffers.dims, dims,
-                                                     strict=True)), "SMS": sm_count}
+        return {**self.kernel.env(*padded(dims)), "SMS": sm_count}
 
     def close(self) -> None:
         if self.reference is not None:
@@ -132,10 +131,8 @@ class Instance:
         out = []
         for i, b in enumerate(self.spec.buffers.values()):
             if b.drawn:
-                lo, hi = b.values
-                scale = WIDE if self.wide else 1.0
                 out.append(Drawn(self.buffers[b.name], i, b.dtype, self.counts[b.name],
-                                 lo * scale, (hi - lo) * scale))
+                                 *_range(b.values, self.wide)))
         return out
 
     def draw(self, seed: int, verify: bool = False) -> None:

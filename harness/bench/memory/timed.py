@@ -167,58 +167,98 @@ def _summary(found: Battery, kept: int = 0, launches: int = 0) -> CheckSummary:
                         launches=launches)
 
 
+def row_of(session, loaded: Loaded, inst: Instance, dims, ceiling) -> Result:
+    """The row of ``inst`` before it is checked or timed: its launch and its memory figures
+    (the ceiling's NaN where nothing is timed)."""
+    kernel = loaded.kernel
+    return Result.of(KernelInfo.of(kernel), *padded(dims)).with_parts(
+        resources=loaded.resources, seed=session.run_seed,
+        launch=LaunchInfo(kernel.block_threads, list(inst.shape.grid),
+                          inst.shape.dynamic_smem_bytes),
+        memory=MemoryFigures(
+            dict(zip(inst.spec.dims, dims, strict=True)), inst.bytes, inst.flops,
+            *((ceiling.gbps, ceiling.copy_gbps, ceiling.dram_peak_gbps) if ceiling
+              else (math.nan, math.nan, session.device.dram_bytes_per_s / 1e9))))
+
+
+def checked_at_size(session, inst: Instance, dims, found: Battery, say) -> int:
+    """The timed size's seed (its salt set on ``inst``), after the check there when the
+    battery passed."""
+    seed = derive(session.run_seed, inst.loaded.kernel.name, "timed", *dims)
+    inst.salt = derive(seed, "salt")
+    if found.finding == "ok":
+        say(f"check {size_text(dims)}", limit_s=120)
+        with PHASES("checks"):
+            check_timed_size(inst, seed, found)
+    return seed
+
+
+def hooks(inst: Instance, seed: int, slots: Buffer, count: int, out_bytes: int):
+    """The work before every timed repetition of ``inst`` (the next content drawn, outputs
+    poisoned) and after it (the reservoir's decision, the output kept), the draws reset."""
+    secret = derive(seed, "secret")
+    inst.draws.reset(1000)
+    y = inst.spec.outputs[0]
+
+    def before() -> None:
+        inst.draws.tick()
+        inst.draw(seed)
+        inst.prepare()
+
+    def after() -> None:
+        inst.draws.decide(secret, count)
+        inst.draws.keep(inst.buffers[y.name], slots, inst.nbytes[y.name], out_bytes)
+
+    return before, after
+
+
+def baseline_of(session, inst: Instance):
+    """The library baseline of ``inst``'s spec on its buffers (None for "none")."""
+    y = inst.spec.outputs[0]
+    ins = [baselines.Operand(inst.buffers[b.name], b.dtype, inst.shapes[b.name])
+           for b in inst.spec.inputs]
+    out = baselines.Operand(inst.buffers[y.name], y.dtype, inst.shapes[y.name])
+    return baselines.make_baseline(inst.spec.baseline, ins, out, inst.bytes, session.stream)
+
+
+def finished(res: Result, found: Battery, kept: int, timing, base_timing, base, base_type: str,
+             ceiling) -> Result:
+    """A timed row's verdict: its kept outputs' findings, then the memory ceiling;
+    ``base_type`` is the baseline's output type."""
+    res = res.with_parts(timing=timing, checks=_summary(found, kept, timing.reps))
+    if base is not None:
+        res = res.with_parts(baseline=Baseline("", base_timing, base_type, base.label))
+    if found.finding != "ok":
+        return res.ended("FAIL", found.failure)
+    why = roofline.above_ceiling(res.gbps, ceiling)
+    if why:
+        found.fail("faster than the memory allows", why)
+        return res.with_parts(checks=_summary(found, kept, timing.reps)).ended("FAIL", why)
+    return res.ended("pass", "")
+
+
 def _one(session, loaded: Loaded, draws: Draws, dims, battery_found: Battery, ceiling, say,
          timed: bool = True) -> Result:
-    kernel = loaded.kernel
-    res = Result.of(KernelInfo.of(kernel), *padded(dims)).with_parts(
+    found = battery_found.copy()
+    res = Result.of(KernelInfo.of(loaded.kernel), *padded(dims)).with_parts(
         resources=loaded.resources, seed=session.run_seed)
-    found = Battery(battery_found.passed, battery_found.total, battery_found.worst,
-                    battery_found.finding, battery_found.failure, list(battery_found.notes),
-                    list(battery_found.skipped))
     try:
         inst = Instance(session, loaded, draws, dims)
     except LaunchError as exc:
         return res.ended("launch error", str(exc))
     base = None
     try:
-        res = res.with_parts(
-            launch=LaunchInfo(kernel.block_threads, list(inst.shape.grid),
-                              inst.shape.dynamic_smem_bytes),
-            memory=MemoryFigures(
-                dict(zip(inst.spec.dims, dims, strict=True)), inst.bytes, inst.flops,
-                *((ceiling.gbps, ceiling.copy_gbps, ceiling.dram_peak_gbps) if ceiling
-                  else (math.nan, math.nan, session.device.dram_bytes_per_s / 1e9))))
-        seed = derive(session.run_seed, kernel.name, "timed", *dims)
-        inst.salt = derive(seed, "salt")
-        if found.finding == "ok":
-            say(f"check {size_text(dims)}", limit_s=120)
-            with PHASES("checks"):
-                check_timed_size(inst, seed, found)
+        res = row_of(session, loaded, inst, dims, ceiling)
+        seed = checked_at_size(session, inst, dims, found, say)
         if found.finding != "ok":
             return res.with_parts(checks=_summary(found)).ended("FAIL", found.failure)
         if not timed:
             return res.with_parts(checks=_summary(found)).ended(
                 "pass", f"checked ({found.passed} of {found.total}), not timed")
-        (y,) = inst.spec.outputs[:1]
         slots, count, out_bytes = keep_slots(inst)
         try:
-            ins = [baselines.Operand(inst.buffers[b.name], b.dtype, inst.shapes[b.name])
-                   for b in inst.spec.inputs]
-            out = baselines.Operand(inst.buffers[y.name], y.dtype, inst.shapes[y.name])
-            base = baselines.make_baseline(inst.spec.baseline, ins, out, inst.bytes,
-                                           session.stream)
-            secret = derive(seed, "secret")
-            draws.reset(1000)
-
-            def before() -> None:
-                draws.tick()
-                inst.draw(seed)
-                inst.prepare()
-
-            def after() -> None:
-                draws.decide(secret, count)
-                draws.keep(inst.buffers[y.name], slots, inst.nbytes[y.name], out_bytes)
-
+            base = baseline_of(session, inst)
+            before, after = hooks(inst, seed, slots, count, out_bytes)
             say(f"time {size_text(dims)}")
             launches = [inst.launch] + ([base.launch] if base is not None else [])
             with PHASES("timing"):
@@ -230,17 +270,8 @@ def _one(session, loaded: Loaded, draws: Draws, dims, battery_found: Battery, ce
                 kept = verify_kept(inst, seed, slots, count, out_bytes, found)
         finally:
             slots.close()
-        timing = timings[0]
-        res = res.with_parts(timing=timing, checks=_summary(found, kept, timing.reps))
-        if base is not None:
-            res = res.with_parts(baseline=Baseline("", timings[1], y.dtype, base.label))
-        if found.finding != "ok":
-            return res.ended("FAIL", found.failure)
-        why = roofline.above_ceiling(res.gbps, ceiling)
-        if why:
-            found.fail("faster than the memory allows", why)
-            return res.with_parts(checks=_summary(found, kept, timing.reps)).ended("FAIL", why)
-        return res.ended("pass", "")
+        return finished(res, found, kept, timings[0], timings[-1], base,
+                        inst.spec.outputs[0].dtype, ceiling)
     except HarnessError as exc:
         return res.ended("error", str(exc))
     finally:
