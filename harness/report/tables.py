@@ -91,7 +91,8 @@ RUN_COLUMNS: tuple[Column, ...] = (
     Column("notes", "notes", lambda r: "; ".join(r.checks.notes) if r.checks else None,
            only_when_present=True),
 )
-_FORMATS = {"max_rel_err": "{:.1e}", "pct_cublas": "{:.1f}", "pct_baseline": "{:.1f}", "pct_peak": "{:.1f}",
+_FORMATS = {"max_rel_err": "{:.1e}", "pct_cublas": "{:.1f}", "pct_baseline": "{:.1f}",
+            "pct_peak": "{:.1f}",
             "pct_ceiling": "{:.1f}", "occupancy_pct": "{:.1f}", "pj_per_flop": "{:.2f}",
             "cublas_pj_per_flop": "{:.2f}", "fp32_multiple": "{:.1f}x"}
 
@@ -132,7 +133,8 @@ NARROW_KEYS = ("kernel", "size", "precision", "c_type", "gflops", "pct_cublas", 
                "status")
 """The columns a terminal of WIDTH columns shows of a run: what it did and how fast; the rest
 (clocks, power, shared memory, spills, limiter, error) are in the JSON and behind ``--wide``."""
-_NARROW_TITLES = {"pct_cublas": "% of\ncuBLAS", "pct_baseline": "% of\nbaseline", "pct_peak": "% of\npeak",
+_NARROW_TITLES = {"pct_cublas": "% of\ncuBLAS", "pct_baseline": "% of\nbaseline",
+                  "pct_peak": "% of\npeak",
                   "pct_ceiling": "% of\nceiling", "pj_per_flop": "pJ/\nFLOP",
                   "occupancy_pct": "occ\n%", "blocks_per_sm": "blocks\n/SM",
                   "max_rel_err": "max rel\nerr", "fp32_multiple": "err x\nFP32"}
