@@ -87,7 +87,8 @@ def add_parsers(sub) -> None:
     p = sub.add_parser("tune", help="sweep a kernel's tile parameters: check, time, rank")
     p.add_argument("kernel", metavar="KERNEL", help="a kernel file stem or path (its [tune] space)")
     p.add_argument("--size", action="append", metavar="N|M,N,K",
-                   help="problem size(s) (default 4096); ranked at the last one")
+                   help="problem size(s) (default 4096; a buffers kernel's dims, \"1<<28\", "
+                        "default its spec's largest size); ranked at the last one")
     p.add_argument("--param", action="append", default=[], metavar="NAME=v1,v2",
                    help="override or add a swept parameter (repeatable)")
     p.add_argument("--arch", help="target for --dry-run (default sm_90); with a GPU, the GPU's")
@@ -397,9 +398,19 @@ _RANKED = "tune ranks its points against each other"
 
 
 def _tune(args) -> int:
-    options = tune.TuneOptions(flags.run_options(args, timing=flags.timing(
-        args, warmup_ms=min(args.warmup_ms, 10.0))), tuple(args.param), args.jobs, args.top)
-    planned = tune.plan(common.kernels(args, patterns=[args.kernel]), args.kernel, options)
+    chosen = common.kernels(args, kind=None, patterns=[args.kernel])
+    other = [k for k in chosen if k.spec.kind not in ("gemm", "buffers")]
+    if other:
+        raise HarnessError(f"{other[0].name} is a {other[0].spec.kind!r} kernel; harness tune "
+                           "takes GEMM and buffers kernels")
+    dims = _buffer_sizes(args, chosen)
+    if not dims and chosen[0].spec.kind == "buffers":  # ranked at its spec's largest size
+        dims = chosen[0].spec.buffers.default_sizes()[-1:]
+    options = tune.TuneOptions(flags.run_options(
+        args, timing=flags.timing(args, warmup_ms=min(args.warmup_ms, 10.0)),
+        **({"sizes": tuple(padded(d) for d in dims)} if dims else {})),
+        tuple(args.param), args.jobs, args.top)
+    planned = tune.plan(chosen, args.kernel, options)
     if args.arch:
         get_arch(args.arch)
     if args.cluster and not args.dry_run:
@@ -436,7 +447,11 @@ def _tune_points(args, planned: tune.TunePlan, target: place.Target | None, arch
     tune.sweep(tuning, target, stem.with_suffix(".jsonl"), common.say)
     json_path = runs.write_tune_report(tuning, ["harness", *sys.argv[1:]], stem)
     top, ranked_at = tuning.top, "x".join(map(str, planned.options.run.sizes[-1]))
-    print(tables.console_table(top, tables.columns_without("precision"), wide=args.wide))
+    if planned.spec.kind == "buffers":
+        ranked_at = " x ".join(map(str, top[0].memory.dims.values())) if top else ranked_at
+        print(memory_table.memory_console_table(top, args.wide))
+    else:
+        print(tables.console_table(top, tables.columns_without("precision"), wide=args.wide))
     print(f"\n{len(keep)} points timed, {len(skipped)} skipped (reasons in {json_path}); "
           f"ranked at {ranked_at}")
     if args.pin and top:

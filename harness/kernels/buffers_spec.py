@@ -17,7 +17,7 @@ from harness.archs import ARCHS
 from harness.errors import SpecError
 from harness.kernels import expr
 from harness.kernels.budget import parse_budget
-from harness.kernels.spec_tables import int_table, macros_of, param_sets
+from harness.kernels.spec_tables import int_table, macros_of, param_sets, tune_tables
 from harness.kernels.spec_text import NAME, check_entry_defined, with_nearest
 
 DTYPES = {"f32": 4, "bf16": 2, "f16": 2, "i32": 4, "u32": 4}
@@ -37,7 +37,7 @@ ARG_TYPES = {"i32": 4, "i64": 8}
 KEYS = ("kind", "entry", "summary", "predicted", "min_arch", "dims", "sizes", "args", "block",
         "grid", "dynamic_smem_bytes", "constraints", "reference", "bytes", "flops", "baseline",
         "nondeterministic", "tolerance", "buffers", "params", "variants", "representative",
-        "macros", "carveout_pct", "budget")
+        "macros", "carveout_pct", "budget", "tune", "tuned")
 REQUIRED = ("entry", "summary", "min_arch", "dims", "sizes", "args", "block", "grid",
             "reference", "bytes", "buffers")
 _SIZE_SPLIT = re.compile(r"(?<=[\d)])\s*x\s*(?=[\d(])")
@@ -324,6 +324,7 @@ def buffers_kernel_spec(table: dict, source: str, match, path, fail) -> dict:
     if representative is not None and representative not in variants:
         raise fail(f"representative {representative!r} is not one of the variants "
                    f"({', '.join(variants) or 'none declared'})")
+    tune, tuned = tune_tables(table, params, fail)
     spec = parse_buffers(table, frozenset(params), fail)
     names = frozenset(spec.dims) | frozenset(params)
 
@@ -363,6 +364,7 @@ def buffers_kernel_spec(table: dict, source: str, match, path, fail) -> dict:
         nondeterministic=table.get("nondeterministic", False), constraints=constraints,
         carveout_pct=carveout, predicted=table.get("predicted", "").strip(), params=params,
         variants=variants, representative=representative, kind="buffers", buffers=spec,
+        tune=tune, tuned=tuned,
         budget=parse_budget(table.get("budget", {}), fail),
         macros=macros, template_params=template_params, macro_tested=macro_tested,
         c_type={"bf16": "bf16", "f16": "fp16"}.get(spec.outputs[0].dtype, "fp32"))

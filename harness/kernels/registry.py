@@ -158,7 +158,10 @@ class Kernel:
     def shape_problems(self, m: int, n: int, k: int) -> list[str]:
         """The declared constraints that ``m x n x k`` violates (empty when it may run)."""
         env = self.env(m, n, k)
-        return [f"{m}x{n}x{k} violates the kernel's constraint {c.text!r}"
+        at = f"{m}x{n}x{k}"
+        if self.spec.buffers is not None:  # its dims by name
+            at = ", ".join(f"{d} = {env[d]}" for d in self.spec.buffers.dims)
+        return [f"{at} violates the kernel's constraint {c.text!r}"
                 for c in self.spec.constraints if not self.evaluate(c, env)]
 
     def tma_box(self, operand: str) -> tuple[int, int]:

@@ -51,6 +51,7 @@ from harness.kernels.spec_tables import (
     param_sets,
     signature_and_maps,
     tma_table,
+    tune_tables,
 )
 from harness.kernels.spec_text import (
     CODE_LINE,
@@ -405,22 +406,7 @@ def parse_spec(source: str, path: Path) -> KernelSpec:
         raise fail(f"representative {representative!r} is not one of the variants "
                    f"({', '.join(variants) or 'none declared'})")
 
-    tune = {}
-    raw_tune = table.get("tune", {})
-    if not isinstance(raw_tune, dict):
-        raise fail(f"tune must be a table of NAME = [values], found {raw_tune!r}")
-    for name, values in raw_tune.items():
-        if name not in params:
-            raise fail(f"tune.{name}: {name} is not declared in [params]")
-        if (not isinstance(values, list) or not values
-                or any(isinstance(v, bool) or not isinstance(v, int) for v in values)):
-            raise fail(f"tune.{name} must be a non-empty list of integers, found {values!r}")
-        tune[name] = tuple(values)
-    tuned = param_sets(table.get("tuned", {}), "tuned", params, fail)
-    for arch_name in tuned:
-        if arch_name not in ARCHS:
-            raise fail(f"[tuned.{arch_name}]: {arch_name!r} is not an architecture the harness "
-                       f"knows; expected one of {', '.join(ARCHS)}")
+    tune, tuned = tune_tables(table, params, fail)
 
     raw_model = table.get("model", {})
     if (not isinstance(raw_model, dict)

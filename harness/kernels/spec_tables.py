@@ -9,6 +9,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from harness.archs import ARCHS
 from harness.errors import SpecError
 from harness.kernels import expr
 from harness.kernels.signature import parse_signature, parse_tmaps, tensor_map_operands
@@ -255,3 +256,26 @@ def int_table(raw, where: str, fail) -> dict[str, int]:
         if isinstance(value, bool) or not isinstance(value, int):
             raise fail(f"{where}.{name} must be an integer, found {value!r}")
     return dict(raw)
+
+
+def tune_tables(table, params: dict[str, int], fail) -> tuple[dict[str, tuple[int, ...]],
+                                                              dict[str, dict[str, int]]]:
+    """A spec's ``[tune]`` (parameter -> the values ``harness tune`` sweeps) and its
+    ``[tuned.<arch>]`` tables (the parameters pinned per arch), checked against ``params``."""
+    tune = {}
+    raw_tune = table.get("tune", {})
+    if not isinstance(raw_tune, dict):
+        raise fail(f"tune must be a table of NAME = [values], found {raw_tune!r}")
+    for name, values in raw_tune.items():
+        if name not in params:
+            raise fail(f"tune.{name}: {name} is not declared in [params]")
+        if (not isinstance(values, list) or not values
+                or any(isinstance(v, bool) or not isinstance(v, int) for v in values)):
+            raise fail(f"tune.{name} must be a non-empty list of integers, found {values!r}")
+        tune[name] = tuple(values)
+    tuned = param_sets(table.get("tuned", {}), "tuned", params, fail)
+    for arch_name in tuned:
+        if arch_name not in ARCHS:
+            raise fail(f"[tuned.{arch_name}]: {arch_name!r} is not an architecture the harness "
+                       f"knows; expected one of {', '.join(ARCHS)}")
+    return tune, tuned

@@ -123,12 +123,18 @@ def write_tune_report(tuning, command: Sequence[str], stem: Path) -> Path:
             "space": tuning.space, "points": len(tuning.timed) + len(tuning.skipped),
             "timed": len(tuning.timed), "skipped": skipped_rows,
             "baseline": "cuBLAS timed once per size in each worker", "seed": record.seed}
-    columns = tables.columns_without("precision")
     skips = "\n".join(f"- {r['kernel']}: {r['message']}" for r in skipped_rows) or "- none"
     ranked_at = "x".join(map(str, options.sizes[-1]))
+    if tuning.top and tuning.top[0].memory is not None:  # a buffers kernel: its dims, GB/s
+        from harness.report import memory_table
+
+        meta["baseline"] = "the spec's baseline, timed with every point"
+        ranked_at = " x ".join(map(str, tuning.top[0].memory.dims.values()))
+        best = memory_table.memory_markdown(tuning.top)
+    else:
+        best = tables.table(tuning.top, tables.columns_without("precision"), fmt="github")
     json_path, _ = files.write_run(meta, record.results, stem, title="harness tune", sections=[
         *gpus_section(record, meta),
-        f"## Best {len(tuning.top)} at {ranked_at}", "",
-        tables.table(tuning.top, columns, fmt="github"), "", "## Skipped points", "", skips, "",
-        "## Every timed point", ""], stream=stem.with_suffix(".jsonl"))
+        f"## Best {len(tuning.top)} at {ranked_at}", "", best, "", "## Skipped points", "", skips,
+        "", "## Every timed point", ""], stream=stem.with_suffix(".jsonl"))
     return json_path
