@@ -5,7 +5,8 @@
 #   tc-compare, tc-epi, tc-run, copy-cost, epi-cost, tc-2cta, tc-best, placement,
 #   tc-cluster, tc-cluster-x2, l2-state, kernel-clock, ceiling-cycles,
 #   tc-profile, energy, energy-parts (the tensor-core rungs of issue 4), multi-gpu (issue 24),
-#   code-warmth, power-context (issue 21), verify (issue 33), buffers (issue 35)
+#   code-warmth, power-context (issue 21), verify (issue 33), buffers, buffers-more
+#   (issue 35), minute (issue 37)
 set -uo pipefail
 OUT=${OUT:-/tmp/out}
 # reports of this session's runs: outside $OUT (a device call brings back few files), packed
@@ -83,6 +84,25 @@ for step in "$@"; do
       python3 -m harness run --report-dir "$REP" 2>&1 | tee "$OUT/default-run.log"
       echo "$(date -u +%FT%TZ) default run (python3 -m harness run): $((SECONDS - start)) s" \
         "wall" | tee -a "$OUT/default-run.log" ;;
+    minute)  # issue 37: the default run on this (fresh) machine, its worker under cProfile;
+      # the wall time, then where the worker's time went (cumulative, top 45)
+      mkdir -p "$OUT/prof"
+      start=$SECONDS
+      HARNESS_WORKER_PROFILE="$OUT/prof" timeout 400 python3 -m harness run --report-dir "$REP" \
+        2>&1 | tee "$OUT/default-run.log"
+      echo "$(date -u +%FT%TZ) default run (python3 -m harness run, worker profiled):" \
+        "$((SECONDS - start)) s wall" | tee -a "$OUT/default-run.log"
+      for f in "$OUT"/prof/*.prof; do
+        python3 -c "import pstats,sys; s=pstats.Stats(sys.argv[1]); s.sort_stats('cumulative')
+s.print_stats(45); s.sort_stats('tottime'); s.print_stats(25)" "$f" > "${f%.prof}.txt" 2>&1
+      done ;;
+    buffers-more)  # issue 35's second half: tune the sum's shape at 2^28 (ranked by GB/s),
+      # then the GPU tests of tune, --gpus, compare, the plugin and the API for buffers kernels
+      python3 -m harness tune cu/memory/sum_07_tuned.cu --size "1<<28" --report-dir "$REP" \
+        2>&1 | tee "$OUT/tune-sum.log"
+      python3 -m pytest -q -p no:cacheprovider tests/test_buffers_spread.py \
+        tests/test_buffers_api.py tests/test_buffers_plugin.py 2>&1 | tail -15 \
+        | tee "$OUT/buffers-more-tests.log" ;;
     default-runs)  # issue 21: the default run twice (its cost, its stability); compare-tc
       # sets the tensor-core rows against compare
       for i in 1 2; do

@@ -113,10 +113,16 @@ class Prepared:
 
 
 def screened(gemm: LoadedGemm) -> tuple[str, Screen | None]:
-    """The instruction family of a kernel's SASS (limits.family) and its cubin's screening,
-    kept beside the compile cache by the cubin's hash: a disassembly costs the host most of a
-    second."""
-    cubin = gemm.compiled.cubin
+    """The instruction family of a kernel's SASS (limits.family) and its cubin's screening
+    (:func:`screened_cubin`)."""
+    return screened_cubin(gemm.compiled.cubin)
+
+
+def screened_cubin(cubin: bytes) -> tuple[str, Screen | None]:
+    """The instruction family of a cubin's SASS and its screening, kept beside the compile
+    cache by the cubin's hash: a disassembly costs the host most of a second (the runner
+    screens every kernel in parallel before its worker starts, so that the worker finds it
+    here)."""
     path = cache_dir() / f"{hashlib.sha256(cubin).hexdigest()[:32]}.screen.json"
     try:
         known = json.loads(path.read_text())

@@ -15,8 +15,10 @@ cluster.py does the same over a Dask cluster.
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from harness.archs import get_arch
@@ -59,8 +61,7 @@ def run(kernels: Sequence[Kernel], arch: str, options: RunOptions, jsonl_path: P
         keep = ResultStream(record, sink, total, say, t0, name_gpu=spread)
         runnable = []
         t_compile = time.perf_counter()
-        for kernel in kernels:
-            kernel, rows = screen(kernel, arch, options.sizes)
+        for kernel, rows in prepared(kernels, arch, options.sizes):
             for row in rows:
                 keep(row)
             if not rows:
@@ -75,6 +76,27 @@ def run(kernels: Sequence[Kernel], arch: str, options: RunOptions, jsonl_path: P
             runnable = [k for k in runnable if k.name not in finished]
     record.wall_s = time.perf_counter() - t0
     return record
+
+
+def prepared(kernels: Sequence[Kernel], arch: str, sizes: Sequence[Size]
+             ) -> list[tuple[Kernel, list[Result]]]:
+    """Every kernel through :func:`screen` (compiled, or its rows without a worker), and each
+    GEMM's SASS read (its instruction family and screening, cached by the cubin's hash), in a
+    pool of threads: the compiles and disassemblies run in child processes, one per core at
+    once, where one after another they cost a fresh host a second or more each."""
+    def one(kernel: Kernel) -> tuple[Kernel, list[Result]]:
+        kernel, rows = screen(kernel, arch, sizes)
+        if not rows and kernel.spec.kind != "buffers":
+            from harness.bench.measure import screened_cubin
+
+            try:
+                screened_cubin(compile_kernel(kernel, arch).cubin)
+            except HarnessError:
+                pass  # the worker reads it again, and reports what it finds
+        return kernel, rows
+
+    with ThreadPoolExecutor(max_workers=max(1, min(16, os.cpu_count() or 1))) as pool:
+        return list(pool.map(one, kernels))
 
 
 def screen(kernel: Kernel, arch: str, sizes: Sequence[Size]) -> tuple[Kernel, list[Result]]:

@@ -10,6 +10,7 @@ own): then it ends, and the runner starts a fresh worker for the kernels after i
 from __future__ import annotations
 
 import json
+import os
 import socket
 import sys
 import traceback
@@ -145,9 +146,16 @@ def _run_buffers(session: BenchSession, kernel: Kernel, job: Job) -> bool:
 
 def main() -> int:
     job = Job.from_json(sys.stdin.readline())  # one line; a fed job's kernels follow it
+    profile_dir = os.environ.get("HARNESS_WORKER_PROFILE")  # experiments: where the time goes
     try:
         try:
-            run_job(job)
+            if profile_dir:
+                import cProfile
+
+                cProfile.runctx("run_job(job)", globals(), {"job": job},
+                                f"{profile_dir}/worker-{os.getpid()}.prof")
+            else:
+                run_job(job)
         finally:
             emit("phases", seconds=PHASES.take())
     except HarnessError as exc:
