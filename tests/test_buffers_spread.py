@@ -34,7 +34,8 @@ def _sum07():
 
 def test_a_buffers_spec_declares_a_tune_space_and_pinned_defaults(tmp_path):
     spec = read_spec(TUNED)
-    assert spec.tune == {"THREADS": (256,), "UNROLL": (4, 8), "BPS": (4, 8), "CHUNKED": (0, 1)}
+    assert spec.tune == {"THREADS": (256,), "UNROLL": (4, 8), "BPS": (2, 4), "WAVES": (1, 4),
+                         "CHUNKED": (0, 1)}
     bad = tmp_path / "bad.cu"
     bad.write_text(TUNED.read_text().replace("CHUNKED = [0, 1]", "WARPS = [1]"))
     with pytest.raises(SpecError, match="tune.WARPS: WARPS is not declared in"):
@@ -74,10 +75,11 @@ def test_buffers_points_rank_by_gbps():
 
 def test_tune_screens_a_buffers_kernel_without_a_gpu():
     done = _harness("tune", str(TUNED), "--dry-run", "--size", "1<<28",
-                    "--param", "THREADS=256,512")
+                    "--param", "THREADS=256,512", "--param", "BPS=4,8")
     assert done.returncode == 0, done.stderr
-    assert "N = 268435456 violates the kernel's constraint" in done.stdout
-    assert "12 points would be timed" in done.stdout
+    said = " ".join(done.stdout.split())  # lines wrapped to the terminal's width
+    assert "N = 268435456 violates the kernel's constraint" in said
+    assert "24 points would be timed" in said
 
 
 def test_tune_refuses_a_ceiling_kernel_and_a_bad_buffers_size():
@@ -96,7 +98,7 @@ def test_tune_takes_one_buffers_file():
     options = TuneOptions(RunOptions(sizes=((1 << 20, 1, 1),)))
     with pytest.raises(HarnessError, match="kernels of several files"):
         plan(kernels, "sum_0*", options)
-    assert len(plan(kernels[:1], "sum_07_tuned", options).candidates) == 8
+    assert len(plan(kernels[:1], "sum_07_tuned", options).candidates) == 16
 
 
 # --- on a GPU ------------------------------------------------------------------------------
@@ -108,17 +110,18 @@ def test_tune_times_ranks_and_pins_a_buffers_kernel(tmp_path):
     kernel = tmp_path / "sum_07_tuned.cu"
     shutil.copy(TUNED, kernel)
     done = _harness("tune", str(kernel), "--size", "1<<22", "--param", "UNROLL=4",
-                    "--param", "BPS=4,8", "--param", "CHUNKED=0,1", "--budget-ms", "20",
+                    "--param", "BPS=4,8", "--param", "CHUNKED=0,1", "--param", "WAVES=1",
+                    "--budget-ms", "20",
                     "--min-ms", "5", "--report-dir", str(tmp_path), "--pin", gpu=True)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "4 points timed, 0 skipped" in done.stdout and "ranked at 4194304" in done.stdout
     assert "GB/s" in done.stdout
     pinned = read_spec(kernel).tuned
     (arch,) = pinned
-    assert set(pinned[arch]) == {"THREADS", "UNROLL", "BPS", "CHUNKED"}
+    assert set(pinned[arch]) == {"THREADS", "UNROLL", "BPS", "WAVES", "CHUNKED"}
     (report,) = (tmp_path).glob("*/tune-sum_07_tuned*.md")
     text = report.read_text()
-    assert "## Best 4 at 4194304" in text and "cub_sum" in text
+    assert "## Best 4 at 4194304" in text and "CUB DeviceReduce" in text
 
 
 @pytest.mark.gpu

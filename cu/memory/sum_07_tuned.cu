@@ -1,14 +1,14 @@
 /* harness
 kind = "buffers"
 entry = "sum_tuned"
-summary = "Rung 05 (deterministic, one launch, a ticket for the last block) with its shape as parameters for harness tune: THREADS per block, UNROLL float4 loads in flight per thread, BPS blocks per SM in the one wave, and CHUNKED: 0 walks the float4s grid-stride as 05 does, 1 gives each block its own contiguous run of tiles (THREADS x UNROLL float4s), as CUB's even-share mapping does."
+summary = "Rung 05 (deterministic, one launch, a ticket for the last block) with its shape as parameters for harness tune: THREADS per block, UNROLL float4 loads in flight per thread, BPS blocks per SM, WAVES of such blocks (1: one resident wave, as 05), and CHUNKED: 0 walks the float4s grid-stride as 05 does, 1 gives each block its own contiguous run of tiles (THREADS x UNROLL float4s), as CUB's even-share mapping does."
 predicted = "05's 2.99 TB/s at 2^28 at the default point (the same code); a contiguous run per block keeps each block on its own DRAM pages where 05's grid-stride trips touch 4 pages 4 MB apart per warp: worth up to the last 1-2% to CUB (3.03 TB/s at 2^28), or nothing if the DRAM scheduler already merges them."
 min_arch = "sm_80"
 dims = ["N"]
 sizes = ["1<<20", "1<<24", "1<<28", "1<<30"]
 args = ["x", "out", "partials", "counter", "N:i64"]
 block = ["THREADS"]
-grid = ["min(cdiv(N, THREADS * 8), min(SMS * BPS, 4096))"]
+grid = ["min(cdiv(N, THREADS * 8), min(SMS * BPS * WAVES, 8192))"]
 dynamic_smem_bytes = "0"
 constraints = ["THREADS * BPS <= 2048"]
 reference = "sum"
@@ -20,12 +20,14 @@ baseline = "cub_sum"
 THREADS = 256
 UNROLL = 4
 BPS = 8
+WAVES = 1
 CHUNKED = 0
 
 [tune]
 THREADS = [256]
 UNROLL = [4, 8]
-BPS = [4, 8]
+BPS = [2, 4]
+WAVES = [1, 4]
 CHUNKED = [0, 1]
 
 [buffers.x]
@@ -40,7 +42,7 @@ role = "out"
 
 [buffers.partials]
 dtype = "f32"
-shape = ["4096"]
+shape = ["8192"]
 role = "scratch"
 
 [buffers.counter]
@@ -58,7 +60,9 @@ init = "zero"
 //   CHUNKED 1: the float4s are cut into tiles of THREADS x UNROLL; block b takes tiles
 //     [b * per, (b + 1) * per), per = cdiv(tiles, gridDim.x), and reads each tile as UNROLL
 //     coalesced rows of THREADS float4s (512 B per warp load, as in 0).
-// The grid never exceeds 4096 blocks, the length of partials (an H100 at BPS 8: 1056).
+// The grid never exceeds 8192 blocks, the length of partials (an H100 at BPS 8: 1056). With
+// WAVES > 1 the blocks outnumber what the SMs hold at once: a block that ends early makes room
+// for the next, where one wave waits on its slowest block.
 // Napkin: as 05; at UNROLL 8 a thread holds 32 live floats of loads, so BPS x THREADS = 2048
 // threads per SM (32 registers each) cannot hold them without spilling: tune skips such points.
 
@@ -70,6 +74,9 @@ init = "zero"
 #endif
 #ifndef BPS
 #define BPS 8
+#endif
+#ifndef WAVES
+#define WAVES 1
 #endif
 #ifndef CHUNKED
 #define CHUNKED 0
