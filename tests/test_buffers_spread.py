@@ -56,21 +56,31 @@ def test_a_buffers_point_that_breaks_a_constraint_names_the_dims():
     assert reason == "N = 268435456 violates the kernel's constraint 'THREADS * BPS <= 2048'"
 
 
-def test_buffers_points_rank_by_gbps():
-    """Two points of the sum at one size and one elsewhere: the faster first, the other size
-    and a failure left out."""
+def _row(name: str, ms: float, n: int = 1 << 20, status: str = "pass") -> Result:
+    """A sum's row at N = ``n`` timed at ``ms``."""
     from harness.bench.result import KernelInfo, MemoryFigures
     from harness.gpu.timing import Timing
 
-    def row(name: str, ms: float, n: int = 1 << 20, status: str = "pass") -> Result:
-        r = Result.of(KernelInfo(name, "sum_07_tuned.cu", "fp32", {}), n, 1, 1)
-        memory = MemoryFigures({"N": n}, 4 * n, n, 3000.0, 2400.0, 3352.0)
-        timing = Timing(ms, ms, ms, ms, ms, 10, True, *[float("nan")] * 4)
-        return r.with_parts(memory=memory, timing=timing).ended(status, "")
+    r = Result.of(KernelInfo(name, "sum_07_tuned.cu", "fp32", {}), n, 1, 1)
+    memory = MemoryFigures({"N": n}, 4 * n, n, 3000.0, 2400.0, 3352.0)
+    timing = Timing(ms, ms, ms, ms, ms, 10, True, *[float("nan")] * 4)
+    return r.with_parts(memory=memory, timing=timing).ended(status, "")
 
-    rows = [row("slow", 2.0), row("fast", 1.0), row("other size", 0.1, n=1 << 22),
-            row("failed", 0.5, status="FAIL")]
+
+def test_buffers_points_rank_by_gbps():
+    """Two points of the sum at one size and one elsewhere: the faster first, the other size
+    and a failure left out."""
+    rows = [_row("slow", 2.0), _row("fast", 1.0), _row("other size", 0.1, n=1 << 22),
+            _row("failed", 0.5, status="FAIL")]
     assert [r.kernel.name for r in tune.best(rows, (1 << 20, 1, 1), 5)] == ["fast", "slow"]
+
+
+def test_the_index_headline_of_buffers_rows_is_in_gbps():
+    from harness.report.index import _fastest
+
+    rows = [_row("slow", 2.0, n=1 << 22), _row("fast", 1.0, n=1 << 22), _row("small", 0.001)]
+    said = _fastest(rows, "best of {n} points")
+    assert said == "best of 2 points at 4194304: fast 17 GB/s", said
 
 
 def test_tune_screens_a_buffers_kernel_without_a_gpu():

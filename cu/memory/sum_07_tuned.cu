@@ -50,6 +50,13 @@ dtype = "u32"
 shape = ["1"]
 role = "scratch"
 init = "zero"
+
+[tuned.sm_90]
+THREADS = 256
+UNROLL = 8
+BPS = 4
+WAVES = 4
+CHUNKED = 1
 */
 // Measurements, napkin and lessons: notes/sum.md ("Rung 07: the shape, tuned")
 // Rung 7: rung 5 with its shape opened to harness tune. The grid, every thread's share of x,

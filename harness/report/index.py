@@ -257,11 +257,17 @@ def _fastest(results: list[Result], what: str) -> str:
     size, at = _timed_at_largest(results)
     if not at:
         return "nothing timed"
-    best = max(at, key=lambda r: r.gflops)
-    pct = best.pct_baseline
-    vs = f", {pct:.1f}% of cuBLAS" if pct is not None else ""
-    return (f"{what.format(n=len(at))} at {_size(size)}: {best.kernel.name} "
-            f"{_tflops(best.gflops)}{vs}")
+    pct = None
+    if all(r.memory is not None for r in at):  # buffers kernels: GB/s, against their baseline
+        best = max(at, key=lambda r: r.gbps)
+        pct, where = best.pct_baseline, "x".join(map(str, best.memory.dims.values()))
+        rate, against = f"{best.gbps:.0f} GB/s", "of its baseline"
+    else:
+        best = max(at, key=lambda r: r.gflops or 0.0)
+        pct, where, rate, against = (best.pct_baseline, _size(size), _tflops(best.gflops),
+                                     "of cuBLAS")
+    vs = f", {pct:.1f}% {against}" if pct is not None else ""
+    return f"{what.format(n=len(at))} at {where}: {best.kernel.name} {rate}{vs}"
 
 
 def _rows_kept(key: str, names: list[str]) -> bool:
