@@ -503,3 +503,41 @@ def test_uniform_tf32_inputs_hide_fp16():
 def test_draws_are_named():
     with pytest.raises(HarnessError, match="uniform or wide, not 'gaussian'"):
         numerics.random_operand(np.random.default_rng(0), (2, 2), "fp32", "gaussian")
+
+
+# --- the quick verdict (bench/chunked.py) agrees with the whole-array path ------------------
+
+@pytest.mark.parametrize("c_type", numerics.C_TYPES)
+@pytest.mark.parametrize("precision", ["fp32", "bf16"])
+def test_the_quick_pass_is_the_whole_paths_result(monkeypatch, precision, c_type):
+    """Over several row blocks (a C of 600 x 520 in blocks of 64 rows): a right result passes
+    with the figures the whole-array path gives; a wrong, an unwritten and a NaN element each
+    leave the verdict to the whole path, which names them."""
+    from harness.bench import chunked
+
+    monkeypatch.setattr(chunked, "BLOCK_ELEMENTS", 64 * 520)
+    case = draw(precision, 512, 7, m=600, n=520, c_type=c_type, alpha=0.75, beta=-0.5)
+    acc = fp32_sequential(case.a, case.b)
+    out32 = np.float32(case.alpha) * acc + np.float32(case.beta) * case.c
+    initial = numerics.stored(case.c, c_type)
+    quick = check(case, out32, c_type, initial=initial)
+    with monkeypatch.context() as m:
+        m.setattr(chunked, "passed_quickly", lambda *a: None)
+        whole = check(case, out32, c_type, initial=initial)
+    assert quick.passed and whole.passed
+    for field in ("rel_err_norm", "max_abs_err", "tolerance_norm", "fp32_multiple"):
+        a, b = getattr(quick, field), getattr(whole, field)
+        assert a == pytest.approx(b, rel=1e-6, nan_ok=True), field
+    assert (quick.bad_elements, quick.nan_elements, quick.message) == (0, 0, "ok")
+    for where, value in (((599, 3), out32[599, 3] + 1.0), ((5, 519), np.nan)):
+        bad = out32.copy()
+        bad[where] = value
+        assert chunked.passed_quickly(
+            numerics.stored(bad, c_type), case.ref, precision, case.scale, 512, 0, 0.75, -0.5,
+            c_type, initial, None, None, 0.0, 0.0) is None
+        assert not check(case, bad, c_type, initial=initial).passed
+    unwritten = out32.copy()
+    unwritten[300:310, :] = case.c[300:310, :]  # C's start values left in ten rows
+    result = check(case, unwritten, c_type, initial=initial)
+    assert result.finding in ("unwritten", "ignores alpha", "wrong values")
+    assert not result.passed

@@ -176,6 +176,17 @@ class Tolerance:
         by 2 u_in ``input_norm`` (:func:`product_norm` times |alpha|: the products' errors
         add like a random walk, three times the rounding's expected walk, once more for
         truncation's bias)."""
+        cls.of_norms(precision, k, c_type, 0.0, 0.0, 0.0)  # an unknown type fails first
+        return cls.of_norms(precision, k, c_type, float(np.linalg.norm(scale)),
+                            float(np.linalg.norm(ref)), c_rounding_norm(ref, c_type),
+                            input_unit, input_norm)
+
+    @classmethod
+    def of_norms(cls, precision: str, k: int, c_type: str, scale_norm: float, ref_norm: float,
+                 rounding: float, input_unit: float = 0.0, input_norm: float = 0.0
+                 ) -> Tolerance:
+        """:meth:`for_gemm` from the norms of the error scale, the reference and C's rounding
+        of it (:func:`c_rounding_norm`)."""
         if precision not in PRECISIONS:
             raise HarnessError(f"no tolerance for precision {precision!r}; expected one of "
                                f"{', '.join(PRECISIONS)}")
@@ -183,12 +194,10 @@ class Tolerance:
             raise HarnessError(f"no tolerance for C type {c_type!r}; expected one of "
                                f"{', '.join(C_TYPES)}")
         walk = accumulation_bound(k)
-        rounding = c_rounding_norm(ref, c_type)
-        norm_abs = NORM_SAFETY * walk * float(np.linalg.norm(scale))
-        norm_abs += (1.0 + C_ROUNDING_SLACK) * rounding
+        norm_abs = NORM_SAFETY * walk * scale_norm + (1.0 + C_ROUNDING_SLACK) * rounding
         norm_abs += 2.0 * input_unit * input_norm
-        return cls(c_type, ELEMENT_SAFETY * walk, norm_abs, float(np.linalg.norm(ref)),
-                   2.0 * input_unit, rounding)
+        return cls(c_type, ELEMENT_SAFETY * walk, norm_abs, ref_norm, 2.0 * input_unit,
+                   rounding)
 
     def element_limit(self, ref: np.ndarray, scale: np.ndarray) -> np.ndarray:
         """Each element's bound on |out - ref|: the accumulation's (and the inputs'
@@ -354,6 +363,12 @@ def compare(out: np.ndarray, ref: np.ndarray, precision: str, *, scale: np.ndarr
     ``max_multiple``, a multiple above it fails as "less accurate than FP32".
     ``input_unit``, ``input_norm``: inputs the kernel represents less exactly than given
     (:meth:`Tolerance.for_gemm`)."""
+    from harness.bench.chunked import passed_quickly
+
+    quick = passed_quickly(out, ref, precision, scale, k, seed, alpha, beta, c_type, initial,
+                           yardstick, max_multiple, input_unit, input_norm)
+    if quick is not None:  # passed; a failure is compared again here, whole, to say why
+        return quick
     m, n = ref.shape
     out64 = to_float64(out, c_type)
     finite = np.isfinite(out64)
