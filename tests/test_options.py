@@ -70,7 +70,7 @@ def test_timing_options_from_a_dict():
     assert TimingOptions.of({"budget_ms": 50, "cold_l2": False}) == TimingOptions(
         budget_ms=50, cold_l2=False)
     with pytest.raises(HarnessError, match=r"^timing: no option 'budget'; TimingOptions has "
-                                           r"cold_l2, warmup_ms, budget_ms"):
+                                           r"cold_l2, warmup_ms, warmup_steady_pct, budget_ms"):
         TimingOptions.of({"budget": 50})
     with pytest.raises(HarnessError, match="expected TimingOptions or a dict of its fields"):
         TimingOptions.of(50)

@@ -516,3 +516,51 @@ def test_one_stop_rule_for_both_regimes():
     capped = StopRule.of(Rounds(1, False, 0.0), cap=200, floor=10, max_rel_se_pct=0.0,
                          reps_caps=(2000, 200))
     assert capped.at_cap == "max reps" and capped.verdict(steady) == ""  # 0: to the cap
+
+
+# --- the steady warm-up (sustained.warm_up) -------------------------------------------------
+
+class _WarmTimer:
+    """A timer whose rounds take the next of ``times`` (GPU ms per round) per stretch."""
+
+    def __init__(self, times, **options):
+        from harness.gpu.timing import TimingOptions
+
+        self.options = TimingOptions(**options)
+        self.times, self.stretches, self.rounds = list(times), 0, 0
+
+    def cost(self, work, count):
+        self.stretches += 1
+        self.rounds += count
+        return self.times[min(self.stretches, len(self.times)) - 1], 0.0
+
+
+def test_the_warm_up_ends_once_two_stretches_agree():
+    from harness.gpu.timing.sustained import warm_up
+
+    # a card cooling after the host's checks: the rounds slow, then hold
+    timer = _WarmTimer([0.100, 0.104, 0.1049, 0.1050, 0.1050])
+    spent = warm_up(timer, lambda: None, 0.1)
+    assert timer.stretches == 4  # 0.1049 is 0.9% over 0.104; 0.1050 within 0.5% of 0.1049
+    assert spent == pytest.approx(250 * (0.100 + 0.104 + 0.1049 + 0.1050))
+
+
+def test_the_warm_up_that_never_settles_stops_at_its_cap_and_zero_runs_it_whole():
+    from harness.gpu.timing.sustained import warm_up
+
+    drifting = _WarmTimer([0.1 * 1.01 ** i for i in range(100)])
+    spent = warm_up(drifting, lambda: None, 0.1)
+    assert 300.0 <= spent < 330.0 and drifting.stretches == 12
+    whole = _WarmTimer([0.1], warmup_steady_pct=0.0)
+    calls = []
+    assert warm_up(whole, lambda: calls.append(1), 0.1) == pytest.approx(300.0)
+    assert len(calls) == 3000 and whole.stretches == 0
+
+
+def test_rounds_longer_than_a_stretch_get_the_fixed_warm_up():
+    from harness.gpu.timing.sustained import warm_up
+
+    slow = _WarmTimer([50.0, 60.0])
+    calls = []
+    assert warm_up(slow, lambda: calls.append(1), 50.0) == pytest.approx(300.0)
+    assert len(calls) == 6 and slow.stretches == 0

@@ -26,6 +26,8 @@ ISOLATED_MAX_REPS = 200
 ISOLATED_GAP_MS = 5.0
 """``--gap-ms``'s default: the idle time before each isolated launch, long enough for the
 board's power to fall away, short enough to keep a timing brief."""
+WARMUP_STRETCH_MS = 25.0
+"""GPU time of one stretch of a sustained warm-up (``TimingOptions.warmup_steady_pct``)."""
 POWER_PASS_S = 2.0
 """``--power-s``'s default: NVML's power reading moves every ~100 ms."""
 
@@ -41,6 +43,12 @@ class TimingOptions:
     ramping, and the power limiter settling: the GPU idles while the host checks a kernel, and
     the first tens of ms after that run cooler (notes/timing.md, "Why the timing options are
     what they are")."""
+    warmup_steady_pct: float = 0.5
+    """Sustained: the warm-up ends early, once two stretches of it in a row
+    (``WARMUP_STRETCH_MS`` of GPU time each) take the same time per round within this percent;
+    ``warmup_ms`` is then its cap. 0 runs the whole ``warmup_ms``. With rests (``rest``) the
+    card stays at its clock after the host's checks, and the 300 ms that a full-duty transient
+    needed is spent only where the rounds' time still moves (issue 37)."""
     budget_ms: float = knob(300.0, "--budget-ms", 0, False,
                             "the most GPU time per timing, in milliseconds")
     """The most GPU time the timed repetitions may take (the cap of the stopping rule)."""
@@ -238,8 +246,12 @@ class TimingOptions:
                     f"{self.warmup_ms:g} ms")
         rest = (f"; each launch after a rest of {self.rest:g}x its own time (one-thread spin: "
                 "the card under its power cap)" if self.rests else "")
+        warm = (f"warm-up until two {WARMUP_STRETCH_MS:g} ms stretches in a row take the same "
+                f"time per round within {self.warmup_steady_pct:g}%, at most "
+                f"{self.warmup_ms:g} ms" if self.warmup_steady_pct > 0
+                else f"warm-up {self.warmup_ms:g} ms")
         return (f"repetitions in batches {rule}, at most {self.budget_ms:g} ms of GPU time or "
-                f"{self.max_reps} repetitions; warm-up {self.warmup_ms:g} ms{rest}")
+                f"{self.max_reps} repetitions; {warm}{rest}")
 
 
 _DEFAULT_MIN_MS = next(f.default for f in fields(TimingOptions) if f.name == "min_ms")
@@ -293,6 +305,9 @@ class Timing:
     rest: float = 0.0
     """The rest before each repetition, in multiples of the launch's own time
     (TimingOptions.rest); 0, full duty (every report written before 2026-11-26 14:30 UTC)."""
+    warmup_ms: float = math.nan
+    """GPU time of the warm-up this timing had (TimingOptions.warmup_steady_pct); NaN where
+    not recorded (every report written before 2026-11-27 04:00 UTC)."""
 
     @property
     def energy_j(self) -> float:

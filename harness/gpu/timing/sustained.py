@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 from harness.errors import HarnessError
 from harness.gpu.driver import Event, Graph
 from harness.gpu.timing.launches import warmup_rounds, with_before
-from harness.gpu.timing.options import Timing
+from harness.gpu.timing.options import WARMUP_STRETCH_MS, Timing
 from harness.gpu.timing.stop import Rounds, StopRule
 
 if TYPE_CHECKING:
@@ -60,8 +60,7 @@ def time_sustained(timer: Timer, launches: Sequence[Callable[[], None]], before:
             launch()
 
     estimate_ms = max(timer.cost(round_, 3)[0], 1e-4)
-    for _ in range(warmup_rounds(opts.warmup_ms, estimate_ms)):
-        round_()
+    warmed_ms = warm_up(timer, round_, estimate_ms)
     gpu_ms, host_per_round_ms = timer.cost(round_, 5)
     if opts.cold_l2:
         gpu_ms += len(launches) * timer.flush_ms()
@@ -77,7 +76,7 @@ def time_sustained(timer: Timer, launches: Sequence[Callable[[], None]], before:
                       after)
     rest = opts.rest if any(rests) else 0.0
     if batches.sets:
-        return _replayed(timer, batches, rounds, estimate_ms * per_batch, rest)
+        return _replayed(timer, batches, rounds, estimate_ms * per_batch, rest, warmed_ms)
 
     # Work ahead of the first two batches: enough flushes to outlast the host's enqueueing
     # of them (about 4 driver calls per launch), with a 2x margin; later batches are
@@ -97,11 +96,35 @@ def time_sustained(timer: Timer, launches: Sequence[Callable[[], None]], before:
     timer.stream.synchronize("timed repetitions")
     batches.tick()
     ahead_ms = ahead_end.elapsed_ms(ahead_start) - host_ms
-    return timer.timings(rounds, batches.times, clocks, ahead_ms, batches.stop, rest=rest)
+    return timer.timings(rounds, batches.times, clocks, ahead_ms, batches.stop, rest=rest,
+                         warmup_ms=warmed_ms)
 
 
-def _replayed(timer: Timer, batches: Batches, rounds: Rounds, batch_ms: float, rest: float
-              ) -> tuple[list[Timing], list[list[float]]]:
+def warm_up(timer: Timer, round_: Callable[[], None], estimate_ms: float) -> float:
+    """Rounds back to back until the card is steady (``TimingOptions.warmup_steady_pct``:
+    two stretches in a row of the same time per round; at most ``warmup_ms``), or for the
+    whole ``warmup_ms`` (also where one round outlasts a stretch: two of them would cost more
+    than the fixed warm-up); the GPU time spent."""
+    opts = timer.options
+    if (opts.warmup_steady_pct <= 0 or opts.warmup_ms < 2 * WARMUP_STRETCH_MS
+            or estimate_ms >= WARMUP_STRETCH_MS):
+        count = warmup_rounds(opts.warmup_ms, estimate_ms)
+        for _ in range(count):
+            round_()
+        return count * estimate_ms
+    per_stretch = warmup_rounds(WARMUP_STRETCH_MS, estimate_ms)
+    spent, last = 0.0, math.nan
+    while spent < opts.warmup_ms:
+        per_round = timer.cost(round_, per_stretch)[0]
+        spent += per_round * per_stretch
+        if abs(per_round - last) <= opts.warmup_steady_pct / 100.0 * last:
+            break
+        last = per_round
+    return spent
+
+
+def _replayed(timer: Timer, batches: Batches, rounds: Rounds, batch_ms: float, rest: float,
+              warmed_ms: float = math.nan) -> tuple[list[Timing], list[list[float]]]:
     """The batches replayed from their graphs, two in flight; queue-ahead from the GPU's
     idle time between batches, measured for every batch."""
     batches.enqueue()
@@ -113,7 +136,7 @@ def _replayed(timer: Timer, batches: Batches, rounds: Rounds, batch_ms: float, r
     ahead_ms = -idle if idle > GRAPH_IDLE_TOLERANCE_MS else batch_ms
     batches.close()
     return timer.timings(rounds, batches.times, clocks, ahead_ms, batches.stop, graph=True,
-                         rest=rest)
+                         rest=rest, warmup_ms=warmed_ms)
 
 
 class Batches:
