@@ -520,10 +520,12 @@ def test_the_quick_pass_is_the_whole_paths_result(monkeypatch, precision, c_type
     acc = fp32_sequential(case.a, case.b)
     out32 = np.float32(case.alpha) * acc + np.float32(case.beta) * case.c
     initial = numerics.stored(case.c, c_type)
-    quick = check(case, out32, c_type, initial=initial)
-    with monkeypatch.context() as m:
-        m.setattr(chunked, "passed_quickly", lambda *a: None)
-        whole = check(case, out32, c_type, initial=initial)
+    def compared(out32, compare):
+        return compare(numerics.stored(out32, c_type), case.ref, precision, scale=case.scale,
+                       k=512, seed=0, alpha=0.75, beta=-0.5, c_type=c_type, initial=initial,
+                       c64=case.c64)
+
+    quick, whole = compared(out32, chunked.compare), compared(out32, numerics.compare)
     assert quick.passed and whole.passed
     for field in ("rel_err_norm", "max_abs_err", "tolerance_norm", "fp32_multiple"):
         a, b = getattr(quick, field), getattr(whole, field)
@@ -535,9 +537,9 @@ def test_the_quick_pass_is_the_whole_paths_result(monkeypatch, precision, c_type
         assert chunked.passed_quickly(
             numerics.stored(bad, c_type), case.ref, precision, case.scale, 512, 0, 0.75, -0.5,
             c_type, initial, None, None, 0.0, 0.0) is None
-        assert not check(case, bad, c_type, initial=initial).passed
+        assert not compared(bad, chunked.compare).passed
     unwritten = out32.copy()
     unwritten[300:310, :] = case.c[300:310, :]  # C's start values left in ten rows
-    result = check(case, unwritten, c_type, initial=initial)
+    result = compared(unwritten, chunked.compare)
     assert result.finding in ("unwritten", "ignores alpha", "wrong values")
     assert not result.passed

@@ -176,3 +176,35 @@ def test_an_interrupt_takes_the_worker_with_it(tmp_path, monkeypatch):
     with pytest.raises(KeyboardInterrupt):
         worker.run()
     assert started and started[0].poll() is not None  # the worker was ended
+
+
+def test_progress_on_a_terminal_keeps_one_status_line_and_elsewhere_every_line(monkeypatch):
+    """A stage line replaces the one before it on a terminal, headed by the last counts; a
+    result line stays. In a log every line stays, as it came."""
+    import io
+
+    from harness.cli.common import Progress
+    from harness.run.record import time_left
+
+    class Tty(io.StringIO):
+        def isatty(self):
+            return True
+
+    monkeypatch.setenv("TERM", "xterm")
+    tty = Tty()
+    say = Progress(tty)
+    say("[  3/120   9.8 s, ~6 min left] 01_naive 2048x2048x2048: 487 GFLOP/s")
+    say("      01_naive 4096x4096x4096 computing the reference")
+    say("      01_naive 4096x4096x4096 timing the kernel and cuBLAS interleaved")
+    say("[  4/120  14.0 s, ~7 min left] 01_naive 4096x4096x4096: 500 GFLOP/s")
+    text = tty.getvalue()
+    assert text.count("computing the reference") == 1
+    assert "\r\x1b[2K[3 of 120 rows, 9.8 s, ~6 min left] 01_naive 4096x4096x4096 timing" in text
+    assert text.endswith("\r\x1b[2K[  4/120  14.0 s, ~7 min left] 01_naive 4096x4096x4096: "
+                         "500 GFLOP/s\n")
+    log = io.StringIO()
+    Progress(log)("      01_naive 4096x4096x4096 computing the reference")
+    assert log.getvalue() == "      01_naive 4096x4096x4096 computing the reference\n"
+    assert time_left(10.0, 2, 120) == "" and time_left(10.0, 120, 120) == ""
+    assert time_left(10.0, 10, 120) == ", ~110 s left"
+    assert time_left(30.0, 10, 120) == ", ~6 min left"

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from harness.bench import contents, numerics
+from harness.bench import chunked, contents, numerics
 from harness.bench.numerics import CheckResult
 from harness.bench.operands import GUARD_ELEMENTS, Operands
 from harness.compiler.screen import Screen
@@ -277,7 +277,7 @@ def _verify_one(timed: TimedOutputs, initial: Operands, screen: Screen | None, o
     ref, scale = timed.reference(one.content, rows, cols)
     sentinel = np.full(out.shape, numerics.SENTINEL[spec.c_type],
                        dtype=np.uint32 if timed.word_bytes == 4 else np.uint16)
-    result = numerics.compare(out, ref, spec.precision, scale=scale, k=k, seed=timed.seed,
+    result = chunked.compare(out, ref, spec.precision, scale=scale, k=k, seed=timed.seed,
                               alpha=1.0, beta=0.0, c_type=spec.c_type,
                               initial=sentinel.view(out.dtype))
     if result.passed and not unwritten and not nonfinite:
@@ -321,11 +321,11 @@ def _replayed(timed: TimedOutputs, initial: Operands, one: Kept, out: np.ndarray
             continue
         tried.add(content)
         ref, scale = timed.reference(content, rows, cols)
-        if numerics.compare(out, ref, spec.precision, scale=scale, k=timed.k, seed=0,
+        if chunked.compare(out, ref, spec.precision, scale=scale, k=timed.k, seed=0,
                             alpha=1.0, beta=0.0, c_type=spec.c_type).passed:
             return what
     a, b = initial.a64[rows], initial.b64[:, cols]
-    if numerics.compare(out, a @ b, spec.precision, k=timed.k, seed=0, alpha=1.0, beta=0.0,
+    if chunked.compare(out, a @ b, spec.precision, k=timed.k, seed=0, alpha=1.0, beta=0.0,
                         c_type=spec.c_type, scale=np.abs(a).astype(np.float32)
                         @ np.abs(b).astype(np.float32)).passed:
         return "the inputs checked before timing"

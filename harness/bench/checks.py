@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from harness.bench import contents, numerics, operands
+from harness.bench import chunked, contents, numerics, operands
 from harness.bench.gemm import LoadedGemm
 from harness.bench.numerics import CheckResult
 from harness.bench.plan import DEEP, READS_C, STALE_C, WIDE, Plan, PlannedCheck
@@ -71,7 +71,7 @@ def compare_to_reference(gemm: LoadedGemm, ops: operands.Operands, out: np.ndarr
     unit = (numerics.FP32_VIA_UNIT[via] if via else
             numerics.TF32_UNROUNDED_UNIT if ops.unrounded else 0.0)
     strict = deep and spec.precision == "fp32" and not via
-    return numerics.compare(
+    return chunked.compare(
         out, ref, spec.precision, k=k, seed=seed, alpha=alpha, beta=beta, c_type=spec.c_type,
         initial=initial, c64=ops.c64, scale=scale,
         yardstick=(numerics.fp32_yardstick(ops.a64, ops.b64, alpha)

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from harness.bench import numerics
 from harness.bench.numerics import (
     ELEMENT_SAFETY,
     CheckResult,
@@ -132,3 +133,20 @@ def passed_quickly(out: np.ndarray, ref: np.ndarray, precision: str, scale: np.n
     m, n = ref.shape
     return CheckResult(True, m, n, k, seed, alpha, beta, _relative(err_norm, tol.ref_norm),
                        total.max_abs, 0, 0, tol.norm_rel, "ok", "ok", 0, multiple)
+
+
+def compare(out: np.ndarray, ref: np.ndarray, precision: str, *, scale: np.ndarray, k: int,
+            seed: int, alpha: float, beta: float, c_type: str = "fp32",
+            initial: np.ndarray | None = None, c64: np.ndarray | None = None,
+            yardstick: float | None = None, max_multiple: float | None = None,
+            input_unit: float = 0.0, input_norm: float = 0.0) -> CheckResult:
+    """:func:`harness.bench.numerics.compare` (its arguments and result): a pass from
+    :func:`passed_quickly`, anything else compared whole, by the path that names the cause."""
+    quick = passed_quickly(out, ref, precision, scale, k, seed, alpha, beta, c_type, initial,
+                           yardstick, max_multiple, input_unit, input_norm)
+    if quick is not None:
+        return quick
+    return numerics.compare(out, ref, precision, scale=scale, k=k, seed=seed, alpha=alpha,
+                            beta=beta, c_type=c_type, initial=initial, c64=c64,
+                            yardstick=yardstick, max_multiple=max_multiple,
+                            input_unit=input_unit, input_norm=input_norm)

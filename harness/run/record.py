@@ -55,8 +55,18 @@ class ResultStream:
             self.sink.flush()
             elapsed = time.perf_counter() - self.t0
             on = f" (GPU {result.gpu.index})" if self.name_gpu and result.gpu else ""
-            self.say(f"[{len(self.record.results):>3}/{self.total} {elapsed:5.1f} s] "
-                     f"{describe(result)}{on}")
+            done = len(self.record.results)
+            left = time_left(elapsed, done, self.total)
+            self.say(f"[{done:>3}/{self.total} {elapsed:5.1f} s{left}] {describe(result)}{on}")
+
+
+def time_left(elapsed_s: float, done: int, total: int) -> str:
+    """``, ~N s left`` from the rows' mean time so far (after the third row: the first carry
+    the start-up); "" before that and at the end."""
+    if done < 3 or done >= total:
+        return ""
+    left = elapsed_s / done * (total - done)
+    return f", ~{left:.0f} s left" if left < 120 else f", ~{left / 60:.0f} min left"
 
 
 def describe(result: Result) -> str:
