@@ -191,6 +191,7 @@ def test_progress_on_a_terminal_keeps_one_status_line_and_elsewhere_every_line(m
             return True
 
     monkeypatch.setenv("TERM", "xterm")
+    monkeypatch.setenv("COLUMNS", "200")
     tty = Tty()
     say = Progress(tty)
     say("[  3/120   9.8 s, ~6 min left] 01_naive 2048x2048x2048: 487 GFLOP/s")

@@ -21,12 +21,12 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from harness.archs import get_arch
+from harness.archs import can_run, get_arch
 from harness.bench.result import Result
 from harness.compiler.compile import compile_kernel
 from harness.compiler.occupancy import kernel_launch_problems
 from harness.errors import CompileError, HarnessError
-from harness.kernels.registry import Kernel
+from harness.kernels.registry import DEFAULT_KERNEL_DIRS, Kernel, discover
 from harness.run.gpus import GpuSlot
 from harness.run.multi import measure_spread
 from harness.run.options import RunOptions, Size, parse_size
@@ -95,8 +95,30 @@ def prepared(kernels: Sequence[Kernel], arch: str, sizes: Sequence[Size]
                 pass  # the worker reads it again, and reports what it finds
         return kernel, rows
 
+    def ceiling(kernel: Kernel) -> None:
+        try:
+            compile_kernel(kernel, arch)
+        except HarnessError:
+            pass  # the worker measures no such ceiling, and says why
+
     with ThreadPoolExecutor(max_workers=max(1, min(16, os.cpu_count() or 1))) as pool:
-        return list(pool.map(one, kernels))
+        # the ceiling kernels a worker measures tensor-core rows against, into the cache too
+        tensor = any(k.spec.kind == "gemm" and k.spec.precision != "fp32" for k in kernels)
+        ceilings = [pool.submit(ceiling, k) for k in (_ceiling_kernels(arch) if tensor else [])]
+        done = list(pool.map(one, kernels))
+        for f in ceilings:
+            f.result()
+        return done
+
+
+def _ceiling_kernels(arch: str) -> list[Kernel]:
+    """The ceiling kernels ``arch`` runs; none where a ceiling file is broken (the worker
+    says so when it measures)."""
+    try:
+        return [k for k in discover(DEFAULT_KERNEL_DIRS, "ceiling")
+                if can_run(get_arch(k.spec.min_arch), get_arch(arch))]
+    except HarnessError:
+        return []
 
 
 def screen(kernel: Kernel, arch: str, sizes: Sequence[Size]) -> tuple[Kernel, list[Result]]:
