@@ -65,20 +65,16 @@ class WorkerProcess:
 
     def _start(self, stderr) -> tuple[subprocess.Popen, queue.Queue]:
         """The worker process (pinned to ``gpu``), and the queue its stdout lines arrive on."""
-        env = dict(os.environ) if self.gpu is None else self.gpu.env()
-        env["PYTHONPATH"] = os.pathsep.join([str(PROJECT_ROOT), env.get("PYTHONPATH", "")])
-        env["PYTHONUNBUFFERED"] = "1"
-        proc = subprocess.Popen(list(WORKER_COMMAND),
-                                stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                stderr=stderr, text=True, env=env)
-        lines: queue.Queue[str | None] = queue.Queue()
-        threading.Thread(target=_pump, args=(proc.stdout, lines), daemon=True).start()
-        return proc, lines
+        return spawn(self.gpu, stderr)
 
-    def run(self) -> set[str]:
-        """Run the worker to its end; the names of the kernels it finished or failed."""
-        with tempfile.TemporaryFile(mode="w+") as stderr:
-            proc, lines = self._start(stderr)
+    def run(self, started: Started | None = None) -> set[str]:
+        """Run the worker to its end; the names of the kernels it finished or failed.
+        ``started``: a worker process started ahead (:class:`Started`, for this GPU), which
+        then takes this job."""
+        if started is not None:
+            started.taken = True
+        with (started.stderr if started else tempfile.TemporaryFile(mode="w+")) as stderr:
+            proc, lines = (started.proc, started.lines) if started else self._start(stderr)
             proc.stdin.write(self.job.to_json())
             proc.stdin.close()
             self.limit_s = self.options.timeout_s or STARTUP_LIMIT_S
@@ -190,6 +186,42 @@ class WorkerProcess:
             if size != failed_at:
                 self.keep(unrun(kernel, size, "skipped",
                                  f"{word} {where}: not tried again in this run"))
+
+
+def spawn(gpu: GpuSlot | None, stderr) -> tuple[subprocess.Popen, queue.Queue]:
+    """A worker process (pinned to ``gpu``; None: every GPU, device 0 used), waiting for its
+    job on stdin, and the queue its stdout lines arrive on."""
+    env = dict(os.environ) if gpu is None else gpu.env()
+    env["PYTHONPATH"] = os.pathsep.join([str(PROJECT_ROOT), env.get("PYTHONPATH", "")])
+    env["PYTHONUNBUFFERED"] = "1"
+    proc = subprocess.Popen(list(WORKER_COMMAND), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=stderr, text=True, env=env)
+    lines: queue.Queue[str | None] = queue.Queue()
+    threading.Thread(target=_pump, args=(proc.stdout, lines), daemon=True).start()
+    return proc, lines
+
+
+class Started:
+    """A worker process started before its job is known, so that its imports and CUDA's
+    start-up overlap the compiles (``harness run``'s first row); :meth:`WorkerProcess.run`
+    takes it, :meth:`close` ends one that got no job."""
+
+    def __init__(self, gpu: GpuSlot | None = None):
+        self.stderr = tempfile.TemporaryFile(mode="w+")
+        self.proc, self.lines = spawn(gpu, self.stderr)
+        self.taken = False
+
+    def close(self) -> None:
+        if self.taken:  # the run that took it saw it to its end
+            return
+        if self.proc.poll() is None:
+            self.proc.stdin.close()  # an empty job line: the worker ends at once
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.stderr.close()
 
 
 def failure(error: dict | None, hung: bool, returncode: int, stderr_tail: str,

@@ -30,7 +30,7 @@ from harness.kernels.registry import DEFAULT_KERNEL_DIRS, Kernel, discover
 from harness.run.gpus import GpuSlot
 from harness.run.multi import measure_spread
 from harness.run.options import RunOptions, Size, parse_size
-from harness.run.process import WorkerProcess, unrun
+from harness.run.process import Started, WorkerProcess, unrun
 from harness.run.record import ResultStream, RunRecord, describe
 
 __all__ = ["RunOptions", "RunRecord", "Size", "describe", "parse_size", "run", "screen"]
@@ -55,6 +55,22 @@ def run(kernels: Sequence[Kernel], arch: str, options: RunOptions, jsonl_path: P
     record = RunRecord(seed=options.seed)
     t0 = time.perf_counter()
     jsonl_path.parent.mkdir(parents=True, exist_ok=True)
+    spread = gpus is not None and len(gpus) > 1
+    # the one worker's process starts now: its imports and CUDA's start-up beside the compiles
+    started = Started(gpus[0] if gpus else None) if not spread and kernels else None
+    try:
+        _measure(kernels, arch, options, record, jsonl_path, say, reuse_baseline, mode, gpus,
+                 t0, started)
+    finally:
+        if started is not None:
+            started.close()
+    record.wall_s = time.perf_counter() - t0
+    return record
+
+
+def _measure(kernels, arch, options, record, jsonl_path, say, reuse_baseline, mode, gpus, t0,
+             started: Started | None) -> None:
+    """:func:`run`'s work, into ``record``; ``started``: the one worker's process, begun."""
     total = len(kernels) * len(options.sizes)
     spread = gpus is not None and len(gpus) > 1
     with jsonl_path.open("a") as sink:
@@ -71,44 +87,50 @@ def run(kernels: Sequence[Kernel], arch: str, options: RunOptions, jsonl_path: P
             measure_spread(runnable, gpus, options, record, keep, say, reuse_baseline, mode)
         while runnable and not spread:
             say(f"      starting a worker for {len(runnable)} kernel(s)")
-            finished = WorkerProcess(runnable, options, record, keep, say, reuse_baseline, mode,
-                               gpu=gpus[0] if gpus else None).run()
+            finished = WorkerProcess(runnable, options, record, keep, say, reuse_baseline,
+                                     mode, gpu=gpus[0] if gpus else None).run(started)
+            started = None  # a fresh worker after the first
             runnable = [k for k in runnable if k.name not in finished]
-    record.wall_s = time.perf_counter() - t0
-    return record
 
 
 def prepared(kernels: Sequence[Kernel], arch: str, sizes: Sequence[Size]
              ) -> list[tuple[Kernel, list[Result]]]:
-    """Every kernel through :func:`screen` (compiled, or its rows without a worker), and each
-    GEMM's SASS read (its instruction family and screening, cached by the cubin's hash), in a
-    pool of threads: the compiles and disassemblies run in child processes, one per core at
-    once, where one after another they cost a fresh host a second or more each."""
-    def one(kernel: Kernel) -> tuple[Kernel, list[Result]]:
-        kernel, rows = screen(kernel, arch, sizes)
-        if not rows and kernel.spec.kind != "buffers":
-            from harness.bench.measure import screened_cubin
-
-            try:
-                screened_cubin(compile_kernel(kernel, arch).cubin)
-            except HarnessError:
-                pass  # the worker reads it again, and reports what it finds
-        return kernel, rows
-
-    def ceiling(kernel: Kernel) -> None:
-        try:
-            compile_kernel(kernel, arch)
-        except HarnessError:
-            pass  # the worker measures no such ceiling, and says why
-
-    with ThreadPoolExecutor(max_workers=max(1, min(16, os.cpu_count() or 1))) as pool:
-        # the ceiling kernels a worker measures tensor-core rows against, into the cache too
-        tensor = any(k.spec.kind == "gemm" and k.spec.precision != "fp32" for k in kernels)
-        ceilings = [pool.submit(ceiling, k) for k in (_ceiling_kernels(arch) if tensor else [])]
-        done = list(pool.map(one, kernels))
-        for f in ceilings:
-            f.result()
+    """Every kernel through :func:`screen` (compiled, or its rows without a worker), in a pool
+    of threads: the compiles run in child processes, one per core at once, where one after
+    another they cost a fresh host a second or more each. The same pool then goes on, beside
+    the worker, with what the worker would otherwise wait for: each GEMM's SASS read (its
+    instruction family and screening, cached by the cubin's hash) in the kernels' order, and
+    the ceiling kernels tensor-core rows are held to. A worker that gets there first does the
+    same work itself; the cache keeps one copy."""
+    pool = ThreadPoolExecutor(max_workers=max(1, min(16, os.cpu_count() or 1)),
+                              thread_name_prefix="harness-prepare")
+    try:
+        done = list(pool.map(lambda k: screen(k, arch, sizes), kernels))
+        for kernel, rows in done:
+            if not rows and kernel.spec.kind == "gemm":
+                pool.submit(_read_sass, kernel, arch)
+        if any(k.spec.kind == "gemm" and k.spec.precision != "fp32" for k, _ in done):
+            for kernel in _ceiling_kernels(arch):
+                pool.submit(_compiled_quietly, kernel, arch)
         return done
+    finally:
+        pool.shutdown(wait=False)
+
+
+def _read_sass(kernel: Kernel, arch: str) -> None:
+    from harness.bench.measure import screened_cubin
+
+    try:
+        screened_cubin(compile_kernel(kernel, arch).cubin)
+    except HarnessError:
+        pass  # the worker reads it again, and reports what it finds
+
+
+def _compiled_quietly(kernel: Kernel, arch: str) -> None:
+    try:
+        compile_kernel(kernel, arch)
+    except HarnessError:
+        pass  # the worker measures no such ceiling, and says why
 
 
 def _ceiling_kernels(arch: str) -> list[Kernel]:

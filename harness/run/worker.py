@@ -144,8 +144,23 @@ def _run_buffers(session: BenchSession, kernel: Kernel, job: Job) -> bool:
     return ok
 
 
+def _early_context():
+    """GPU 0's primary context, retained before the job arrives (the session retains it again:
+    it is made once); None where it cannot be (the session then says why)."""
+    from harness.gpu.driver import Device
+
+    try:
+        return Device(0)
+    except Exception:  # no GPU, a bad driver: the job's session reports it
+        return None
+
+
 def main() -> int:
-    job = Job.from_json(sys.stdin.readline())  # one line; a fed job's kernels follow it
+    early = _early_context()  # a worker started ahead of its job: CUDA's start-up meanwhile
+    line = sys.stdin.readline()  # one line; a fed job's kernels follow it
+    if not line.strip():  # started ahead, then not needed
+        return 0
+    job = Job.from_json(line)
     profile_dir = os.environ.get("HARNESS_WORKER_PROFILE")  # experiments: where the time goes
     try:
         try:
@@ -158,6 +173,8 @@ def main() -> int:
                 run_job(job)
         finally:
             emit("phases", seconds=PHASES.take())
+            if early is not None:
+                early.close()
     except HarnessError as exc:
         emit("error", kind=type(exc).__name__, message=str(exc))
         return 3
