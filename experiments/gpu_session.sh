@@ -6,7 +6,7 @@
 #   tc-cluster, tc-cluster-x2, l2-state, kernel-clock, ceiling-cycles,
 #   tc-profile, energy, energy-parts (the tensor-core rungs of issue 4), multi-gpu (issue 24),
 #   code-warmth, power-context (issue 21), verify (issue 33), buffers, buffers-more
-#   (issue 35), minute (issue 37)
+#   (issue 35), minute, minute-after (issue 37)
 set -uo pipefail
 OUT=${OUT:-/tmp/out}
 # reports of this session's runs: outside $OUT (a device call brings back few files), packed
@@ -96,6 +96,19 @@ for step in "$@"; do
         python3 -c "import pstats,sys; s=pstats.Stats(sys.argv[1]); s.sort_stats('cumulative')
 s.print_stats(45); s.sort_stats('tottime'); s.print_stats(25)" "$f" > "${f%.prof}.txt" 2>&1
       done ;;
+    minute-after)  # issue 37: the default run with empty compile and SASS caches (cold), then
+      # at once again (warm), then the tensor-core rows at 4096 interleaved (each row of the
+      # runs against the compare: harness diff)
+      export HARNESS_CACHE_DIR=/tmp/cold-cache-$$
+      for state in cold warm; do
+        start=$SECONDS
+        timeout 300 python3 -m harness run --report-dir "$REP" 2>&1 \
+          | tee "$OUT/default-run-$state.log" | grep -v "^      "
+        echo "$(date -u +%FT%TZ) default run, $state (python3 -m harness run):" \
+          "$((SECONDS - start)) s wall" | tee -a "$OUT/default-run-$state.log"
+      done
+      timeout 200 python3 -m harness compare $TC_ROWS --size 4096 --report-dir "$REP" 2>&1 \
+        | tee "$OUT/compare-tc.log" | grep -v "^      " | tail -30 ;;
     buffers-more)  # issue 35's second half: tune the sum's shape at 2^28 (ranked by GB/s),
       # then the GPU tests of tune, --gpus, compare, the plugin and the API for buffers kernels
       python3 -m harness tune cu/memory/sum_07_tuned.cu --size "1<<28" --report-dir "$REP" \
