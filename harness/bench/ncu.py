@@ -245,13 +245,16 @@ def command(ncu: str, metrics: Sequence[Metric], launch_args: Sequence[str]) -> 
             sys.executable, "-m", "harness", *launch_args]
 
 
-def launch_args(kernel: str, size: tuple[int, int, int], repeats: int, baseline: bool,
-                kernel_dirs: Sequence[Path] = (), no_builtin: bool = False) -> list[str]:
-    """``harness launch``'s arguments for one kernel at one size."""
+def launch_args(kernel: str, size: Sequence[int], repeats: int, baseline: bool,
+                kernel_dirs: Sequence[Path] = (), no_builtin: bool = False,
+                dims: bool = False) -> list[str]:
+    """``harness launch``'s arguments for one kernel at one size: a GEMM's M,N,K, or with
+    ``dims`` a buffers kernel's dims (``size`` holds as many as the kernel has), as
+    ``4096x1024``."""
     return [*[a for d in kernel_dirs for a in ("--kernel-dir", str(d))],
             *(["--no-builtin"] if no_builtin else []),
-            "launch", kernel, "--size", ",".join(map(str, size)), "--repeats", str(repeats),
-            *([] if baseline else ["--no-baseline"])]
+            "launch", kernel, "--size", ("x" if dims else ",").join(map(str, size)),
+            "--repeats", str(repeats), *([] if baseline else ["--no-baseline"])]
 
 
 def profile(cmd: Sequence[str], timeout_s: float) -> tuple[str, str]:

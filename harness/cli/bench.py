@@ -141,7 +141,8 @@ def add_parsers(sub) -> None:
     p = sub.add_parser("launch", help="check a kernel, then launch it (and cuBLAS) N times "
                                       "between cuProfilerStart/Stop: a profiler's target")
     p.add_argument("kernel", metavar="KERNEL")
-    p.add_argument("--size", default="4096")
+    p.add_argument("--size", metavar="N|M,N,K", help="default 4096; a buffers kernel's dims "
+                   "(\"1<<28\", \"4096x1024\"), default its spec's largest size")
     p.add_argument("--repeats", type=int, default=5)
     p.add_argument("--param", action="append", default=[], metavar="NAME=VALUE",
                    help="override a parameter (the launches are then unchecked)")

@@ -8,11 +8,13 @@ import json
 import sys
 
 from harness.bench.ceiling import CeilingOptions
+from harness.bench.memory.launch import default_dims, parse_dims
 from harness.cli import common, flags
 from harness.commands import ceiling as ceilings
 from harness.commands import energy as energies
 from harness.commands import launch as launches
 from harness.commands.params import parse_setting
+from harness.errors import HarnessError
 from harness.report import files, power, tables
 from harness.run.runner import parse_size
 
@@ -56,16 +58,28 @@ def energy(args) -> int:
 
 
 def launch(args) -> int:
+    (kernel,) = common.kernels(args, kind=None, patterns=[args.kernel])[:1]
+    if kernel.spec.kind not in ("gemm", "buffers"):
+        raise HarnessError(f"{kernel.name} is a {kernel.spec.kind!r} kernel; harness launch "
+                           "takes GEMM and buffers kernels (`harness ceiling` runs ceiling "
+                           "kernels)")
+    buffers = kernel.spec.kind == "buffers"
+    if buffers:  # --size: its dims ("1<<28", "4096x1024"); default its spec's largest size
+        size = parse_dims(kernel, args.size) if args.size else default_dims(kernel)
+    else:
+        size = parse_size(args.size or "4096")
     options = launches.LaunchOptions(
-        size=parse_size(args.size), setting=parse_setting(",".join(args.param))
-        if args.param else {}, repeats=args.repeats, baseline=not args.no_baseline,
+        size=size, setting=parse_setting(",".join(args.param)) if args.param else {},
+        repeats=args.repeats, baseline=not args.no_baseline and not buffers,
         gap_ms=args.gap_ms)
-    (kernel,) = common.kernels(args, patterns=[args.kernel])[:1]
     kernel = launches.kernel_for(kernel, options)
     common.gpu()
     launched = launches.launch(kernel, options)
-    m, n, k = options.size
-    common.say(f"launched {launched.name}" + ("" if args.no_baseline else " and cuBLAS")
-               + f" {args.repeats} times each at {m}x{n}x{k}"
-               + (" (checked first)" if not args.param else " (unchecked: parameters set)"))
+    beside = ("" if not options.baseline else " and cuBLAS")
+    each = " each" if beside else ""
+    common.say(f"launched {launched.name}{beside} {args.repeats} times{each} at "
+               + ("x".join(map(str, size)))
+               + (" (checked first)" if not args.param else " (unchecked: parameters set)")
+               + ("; its baseline is not launched (buffers kernels: the kernel alone)"
+                  if buffers else ""))
     return common.EXIT_OK

@@ -1,5 +1,6 @@
 """``harness profile``: its flags, what it prints and its exit status; the work is
-harness/commands/profile.py's, the report report/profile.py's."""
+harness/commands/profile.py's, the report report/profile.py's (report/profile_buffers.py's
+for buffers kernels)."""
 
 from __future__ import annotations
 
@@ -7,9 +8,13 @@ import sys
 from pathlib import Path
 
 from harness.bench import ncu
+from harness.bench.memory.launch import default_dims, parse_dims
+from harness.bench.memory.measure import padded
 from harness.cli import common
 from harness.commands.profile import TIMINGS, ProfileOptions, profile
+from harness.errors import HarnessError
 from harness.gpu.timing import ISOLATED_GAP_MS
+from harness.kernels.registry import Kernel
 from harness.report import profile as report
 from harness.run.runner import parse_size
 
@@ -20,7 +25,9 @@ def add_parsers(sub) -> None:
                                        "a GPU and ncu)")
     p.add_argument("kernels", nargs="+", metavar="KERNEL",
                    help="registry keys, file stems, globs or kernel file paths")
-    p.add_argument("--size", action="append", metavar="N|M,N,K", help="default 4096")
+    p.add_argument("--size", action="append", metavar="N|M,N,K",
+                   help="default 4096; a buffers kernel's dims (\"1<<28\", \"4096x1024\"), "
+                        "default the first kernel's largest spec size")
     p.add_argument("--metrics", default="all", metavar="SET",
                    help=f"all (default), or a comma list of {', '.join(ncu.GROUPS)} (time is "
                         "always collected; fewer sets, fewer replay passes)")
@@ -39,9 +46,45 @@ def add_parsers(sub) -> None:
     p.set_defaults(run=_profile)
 
 
-def options(args) -> ProfileOptions:
-    """The command's options from its arguments; bad values are named."""
-    return ProfileOptions(sizes=tuple(parse_size(s) for s in (args.size or ["4096"])),
+def chosen_kernels(args) -> list[Kernel]:
+    """The kernels named: GEMMs, or buffers kernels of one rank of dims; anything else is
+    refused in one line (before the GPU is looked for)."""
+    chosen = common.kernels(args, kind=None)
+    other = [k for k in chosen if k.spec.kind not in ("gemm", "buffers")]
+    if other and len(other) < len(chosen):  # a glob that also matched ceiling kernels
+        chosen = [k for k in chosen if k.spec.kind in ("gemm", "buffers")]
+    elif other:
+        raise HarnessError(f"{other[0].name} is a {other[0].spec.kind!r} kernel; harness "
+                           "profile takes GEMM and buffers kernels (`harness ceiling` measures "
+                           "ceiling kernels)")
+    buffers = [k for k in chosen if k.spec.kind == "buffers"]
+    if buffers and len(buffers) < len(chosen):
+        gemm = next(k for k in chosen if k.spec.kind == "gemm")
+        raise HarnessError(f"GEMMs and buffers kernels together ({gemm.name}, "
+                           f"{buffers[0].name}): a GEMM's --size is N or M,N,K, a buffers "
+                           "kernel's its dims; profile them apart")
+    ranks = {k.spec.buffers.dims for k in buffers}
+    if len({len(d) for d in ranks}) > 1:
+        raise HarnessError("buffers kernels of different dims ("
+                           + "; ".join(" x ".join(d) for d in sorted(ranks)) + "): --size "
+                           "names one rank of dims; profile them apart")
+    return chosen
+
+
+def sizes(args, chosen: list[Kernel]) -> tuple[tuple[int, int, int], ...]:
+    """``--size`` as the runner takes it: M, N, K for GEMMs; the dims of buffers kernels
+    padded with 1 (default: the first one's largest spec size)."""
+    if chosen and chosen[0].spec.kind == "buffers":
+        dims = [parse_dims(chosen[0], text) for text in args.size] if args.size \
+            else [default_dims(chosen[0])]
+        return tuple(padded(d) for d in dims)
+    return tuple(parse_size(s) for s in (args.size or ["4096"]))
+
+
+def options(args, chosen: list[Kernel] = ()) -> ProfileOptions:
+    """The command's options from its arguments and the kernels ``chosen``; bad values are
+    named."""
+    return ProfileOptions(sizes=sizes(args, list(chosen)),
                           metric_groups=tuple(g.strip() for g in args.metrics.split(",")
                                               if g.strip()),
                           repeats=args.repeats, regimes=TIMINGS[args.timing], gap_ms=args.gap_ms,
@@ -49,13 +92,15 @@ def options(args) -> ProfileOptions:
 
 
 def _profile(args) -> int:
-    opts = options(args)
-    chosen = common.kernels(args)
+    chosen = chosen_kernels(args)
+    opts = options(args, chosen)
     gpu_name = common.gpu()
     record = profile(chosen, opts, gpu_name, args.report_dir, ["harness", *sys.argv[1:]],
                      common.say, args.kernel_dir or [], args.no_builtin)
     for line in report.sections(record.rows, opts.flag_factor, fmt="simple"):
         print(line)
-    print(f"wall time {record.meta['wall_s']:.0f} s; written: "
+    alone = ("; buffers kernels ran alone under ncu (their baselines are timed by the "
+             "harness, not launched under ncu)" if chosen[0].spec.kind == "buffers" else "")
+    print(f"wall time {record.meta['wall_s']:.0f} s{alone}; written: "
           f"{', '.join(map(str, record.written))}")
     return common.EXIT_OK if record.profiled else common.EXIT_FAILED

@@ -1,6 +1,7 @@
 """``harness launch``: a kernel checked, then launched (and cuBLAS beside it) a few times
 between cuProfilerStart and cuProfilerStop, for a profiler started with ``--profile-from-start
-off`` (Nsight Compute under ``harness profile``)."""
+off`` (Nsight Compute under ``harness profile``). A buffers kernel is launched at its dims,
+alone (bench/memory/launch.py)."""
 
 from __future__ import annotations
 
@@ -16,12 +17,13 @@ from harness.knobs import GAP_MS, REPEATS, check_knobs, knob
 class LaunchOptions:
     """How ``harness launch`` launches; checked when made."""
 
-    size: tuple[int, int, int] = (4096, 4096, 4096)
+    size: tuple[int, ...] = (4096, 4096, 4096)
+    """``--size``: a GEMM's M, N, K; a buffers kernel's dims, in its spec's order."""
     setting: dict[str, int] = field(default_factory=dict)
     """``--param NAME=VALUE``: parameters set (the launches are then unchecked)."""
     repeats: int = knob(5, REPEATS)
     baseline: bool = True
-    """cuBLAS launched too (``--no-baseline`` leaves it out)."""
+    """cuBLAS launched too (``--no-baseline`` leaves it out); never beside a buffers kernel."""
     gap_ms: float = knob(0.0, GAP_MS)
     """A synchronise and a sleep between launches (isolated launches); 0, back to back."""
 
@@ -37,8 +39,15 @@ def kernel_for(kernel: Kernel, options: LaunchOptions) -> Kernel:
 def launch(kernel: Kernel, options: LaunchOptions) -> Kernel:
     """Launch ``kernel`` (:func:`kernel_for`: checked first unless parameters were set)
     ``repeats`` times, then cuBLAS as often, inside the profiler range; first launches (module
-    load, cuBLAS's choice) outside it. The kernel launched, as loaded."""
+    load, cuBLAS's choice) outside it. The kernel launched, as loaded. A buffers kernel is
+    launched at its dims (``options.size``) with no baseline."""
     import time
+
+    if kernel.spec.kind == "buffers":
+        from harness.bench.memory.launch import launch_buffers
+
+        return launch_buffers(kernel, tuple(options.size), options.repeats,
+                              checked=not options.setting, gap_ms=options.gap_ms)
 
     from harness.bench.checks import check_one
     from harness.bench.launches import launcher

@@ -3,6 +3,8 @@
 For each kernel: its harness timings first (sustained and isolated regimes, through the
 runner: checked, then timed), then one ncu run of ``harness launch`` per size (checked again,
 then launched; cuBLAS once per precision and size), then the report (report/profile.py).
+Buffers kernels (``kind = "buffers"``) go the same way at their dims (``sizes`` holds them
+padded with 1), alone under ncu (no baseline), their rows report/profile_buffers.py's.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from harness.errors import HarnessError
 from harness.gpu.timing import ISOLATED_GAP_MS, TimingOptions
 from harness.kernels.registry import DEFAULT_KERNEL_DIRS, Kernel
 from harness.knobs import GAP_MS, REPEATS, TIMEOUT_S, check_knobs, knob
-from harness.report import files, napkin
+from harness.report import files, napkin, profile_buffers
 from harness.report import profile as report
 from harness.run.runner import RunOptions, run
 
@@ -33,7 +35,7 @@ class ProfileOptions:
     """How ``harness profile`` runs; checked when made."""
 
     sizes: tuple[tuple[int, int, int], ...] = ((4096, 4096, 4096),)
-    """``--size``, repeatable."""
+    """``--size``, repeatable: M, N, K; a buffers kernel's dims padded with 1."""
     metric_groups: tuple[str, ...] = ("all",)
     """``--metrics SET``: all, or sets of bench/ncu.py GROUPS."""
     repeats: int = knob(1, REPEATS)
@@ -109,11 +111,11 @@ def profile(chosen: list[Kernel], options: ProfileOptions, gpu_name: str, report
                  for regime in options.regimes}
         bad = next((r for r in timed.values() if r is not None and r.status != "pass"), None)
         if bad is not None:  # failed, or skipped for its constraints: nothing to profile
-            record.rows.append(report.failed_row(kernel.name, info(kernel), size, bad.status,
-                                                 f"not profiled: {bad.message}"))
+            record.rows.append(report.failed_row(kernel.name, info(kernel, size), size,
+                                                 bad.status, f"not profiled: {bad.message}"))
             continue
         say(f"[{step}/{len(steps)} {time.perf_counter() - t0:6.1f} s] ncu: "
-            f"{kernel.name} at {'x'.join(map(str, size))}")
+            f"{kernel.name} at {'x'.join(map(str, launch_size(kernel, size)))}")
         record.rows += profiler.rows(kernel, size, timed)
     record.meta = report.metadata(facts, options, chosen, arch, ncu_path, ncu_version, metrics,
                                   command)
@@ -127,11 +129,18 @@ def profile(chosen: list[Kernel], options: ProfileOptions, gpu_name: str, report
 def predicted(kernel: Kernel, arch: str, size: tuple[int, int, int], sm_count: int = 132,
               l2_bytes: int = 50 << 20) -> dict:
     """The napkin model of ``kernel`` at ``size`` (none without a [model] table), its DRAM
-    estimate by waves, and the harness's theoretical occupancy for ``arch``."""
+    estimate by waves, and the harness's theoretical occupancy for ``arch``. A buffers
+    kernel's napkin is its spec's ``bytes`` at its dims (``size``, padded with 1): compulsory
+    and global bytes alike."""
     from harness.compiler.offline import build_row
 
-    out = dict(napkin.model(kernel.spec, dict(kernel.params), *size)) if kernel.spec.model \
-        else {}
+    if kernel.spec.kind == "buffers":
+        nbytes = int(kernel.evaluate(kernel.spec.buffers.bytes, kernel.env(*size)))
+        out = {"compulsory_bytes": nbytes, "global_bytes": nbytes}
+    elif kernel.spec.model:
+        out = dict(napkin.model(kernel.spec, dict(kernel.params), *size))
+    else:
+        out = {}
     built = build_row(kernel, arch, size)
     if built.get("occupancy_pct") is not None:
         out |= {"occupancy_pct": built["occupancy_pct"], "limiter": built["limiter"],
@@ -145,10 +154,21 @@ def predicted(kernel: Kernel, arch: str, size: tuple[int, int, int], sm_count: i
     return out
 
 
-def info(kernel: Kernel) -> dict:
-    """What a report row says of the kernel: precision, file, parameters."""
+def info(kernel: Kernel, size: tuple[int, int, int]) -> dict:
+    """What a report row says of the kernel: precision, file, parameters; a buffers kernel's
+    dims at ``size`` (name -> value)."""
     kinfo = KernelInfo.of(kernel)
-    return {"precision": kinfo.precision, "file": kinfo.file, "params": kinfo.params}
+    out = {"precision": kinfo.precision, "file": kinfo.file, "params": kinfo.params}
+    if kernel.spec.kind == "buffers":
+        out["dims"] = dict(zip(kernel.spec.buffers.dims, size, strict=False))
+    return out
+
+
+def launch_size(kernel: Kernel, size: tuple[int, int, int]) -> tuple[int, ...]:
+    """``size`` as ``harness launch --size`` takes it for ``kernel``: M, N, K, or a buffers
+    kernel's dims (the padding dropped)."""
+    return tuple(size[:len(kernel.spec.buffers.dims)]) if kernel.spec.kind == "buffers" \
+        else tuple(size)
 
 
 def harness_timings(chosen: list[Kernel], arch: str, options: ProfileOptions, stem: Path,
@@ -179,32 +199,39 @@ class Profiler:
 
     def rows(self, kernel: Kernel, size, timed: dict[str, Result | None]) -> list[dict]:
         spec, opts = kernel.spec, self.opts
+        buffers = spec.kind == "buffers"  # launched alone: its baseline is not a cuBLAS call
         key = (spec.precision, spec.layout_b, spec.c_type, tuple(size))
-        baseline = key not in self.done_baselines
+        baseline = key not in self.done_baselines and not buffers
         dirs, no_builtin = self.kernel_dirs, self.no_builtin
+        about = info(kernel, size)
         cmd = ncu.command(self.ncu_path, self.metrics, ncu.launch_args(
-            launch_pattern(kernel, dirs, no_builtin), size, opts.repeats, baseline, dirs,
-            no_builtin))
+            launch_pattern(kernel, dirs, no_builtin), launch_size(kernel, size), opts.repeats,
+            baseline, dirs, no_builtin, dims=buffers))
         try:
             text, launch_said = ncu.profile(cmd, opts.timeout_s)
         except HarnessError as exc:
-            return [report.failed_row(kernel.name, info(kernel), size, "ncu error", str(exc))]
-        saved = report.save_csv(text, self.stem, kernel.name, size)
+            return [report.failed_row(kernel.name, about, size, "ncu error", str(exc))]
+        saved = report.save_csv(text, self.stem, kernel.name, launch_size(kernel, size))
         try:
             ours, others = ncu_csv.split(ncu_csv.parse(text, self.metrics),
                                          kernel.entry_expression,
                                          opts.repeats)
             measured = ncu_csv.per_call(ours, self.metrics, opts.repeats)
         except HarnessError as exc:  # what the launch said explains a missing launch
-            return [report.failed_row(kernel.name, info(kernel), size, "ncu error",
+            return [report.failed_row(kernel.name, about, size, "ncu error",
                                       f"{exc}; harness launch said: {ncu.tail(launch_said)}")]
         source = {"ncu_command": " ".join(cmd), "ncu_csv": saved}
-        out = [report.row(
-            kernel.name, "kernel", info(kernel), size,
-            predicted(kernel, self.arch, size, self.facts["sm_count"], self.facts["l2_bytes"]),
-            measured, {g: (r.timing if r else None) for g, r in timed.items()},
-            opts.flag_factor, ncu_kernels=sorted({launch.kernel_name for launch in ours}),
-            launches=len(ours), **source)]
+        launched = {"ncu_kernels": sorted({launch.kernel_name for launch in ours}),
+                    "launches": len(ours)}
+        napkin_of = predicted(kernel, self.arch, size, self.facts["sm_count"],
+                              self.facts["l2_bytes"])
+        timings = {g: (r.timing if r else None) for g, r in timed.items()}
+        if buffers:
+            dims = about.pop("dims")
+            return [profile_buffers.row(kernel.name, about, size, dims, napkin_of, measured,
+                                        timings, opts.flag_factor, **launched, **source)]
+        out = [report.row(kernel.name, "kernel", about, size, napkin_of, measured, timings,
+                          opts.flag_factor, **launched, **source)]
         if baseline and others:
             try:
                 blas = ncu_csv.per_call(others, self.metrics, opts.repeats)

@@ -16,12 +16,13 @@ Per kernel and size, from the metrics of one profile (``bench/ncu.py``, one valu
   clock the sustained time implies for the cycles ncu counted.
 
 Every comparison is measured / predicted; one off by more than the stated factor is flagged.
+Buffers kernels' rows (a ``dims`` key) have tables of their own, report/profile_buffers.py's:
+the spec's bytes beside DRAM's, GB/s, no GEMM figure; what both use is report/profile_parts.py.
 """
 
 from __future__ import annotations
 
 import gzip
-import math
 import statistics
 from collections.abc import Sequence
 from dataclasses import asdict
@@ -30,57 +31,49 @@ from pathlib import Path
 from tabulate import tabulate
 
 from harness.archs import get_arch
-from harness.bench.ncu import CACHE_CONTROL, CLOCK_CONTROL, STALL_REASONS
+from harness.bench.ncu import CACHE_CONTROL, CLOCK_CONTROL
 from harness.bench.result import KernelInfo
 from harness.gpu.timing import Timing, TimingOptions
-from harness.report import files, plots
+from harness.report import files, plots, profile_buffers
+from harness.report.profile_parts import (
+    REGIMES,
+    _div,
+    _g,
+    _profiled,
+    _ratio,
+    comparisons,
+    derive_common,
+    sm_table,
+    timing_common,
+)
 from harness.stats import gflops
 
 DEFAULT_FLAG_FACTOR = 2.0
-TOP_STALLS = 3
-REGIMES = ("sustained", "isolated")
-
-
-def _div(a, b):
-    return None if a is None or b in (None, 0) or b != b else a / b
 
 
 def derive(measured: dict, m: int, n: int, k: int, precision: str = "fp32") -> dict:
-    """Figures derived from one call's metrics (keys of bench/ncu.py METRICS); those whose
-    metrics were not collected are left out."""
+    """Figures derived from one GEMM call's metrics (keys of bench/ncu.py METRICS): the common
+    ones (:func:`derive_common`) and those of 2MNK FLOPs."""
     get = measured.get
     flops = 2.0 * m * n * k
+    common = derive_common(measured)
     out: dict = {"flops": flops}
-    ns, hz = get("duration_ns"), get("sm_clock_hz")
-    if ns:
-        out |= {"ncu_ms": ns / 1e6, "ncu_gflops": gflops(m, n, k, ns / 1e6)}
-    if hz:
-        out["ncu_sm_clock_mhz"] = hz / 1e6
-    if ns and hz:
-        out["sm_cycles"] = ns * 1e-9 * hz
-    if get("dram_read_bytes") is not None:
-        dram = get("dram_read_bytes") + get("dram_write_bytes")
-        out |= {"dram_bytes": dram, "intensity_dram": _div(flops, dram)}
-    if get("l2_read_sectors_from_sm") is not None:
-        out["l2_from_sm_bytes"] = 32.0 * (get("l2_read_sectors_from_sm")
-                                          + get("l2_write_sectors_from_sm"))
-    for op in ("ld", "st"):
-        requests = get(f"smem_{op}_requests")
-        if requests is not None:
-            out[f"smem_{op}_wavefronts_per_request"] = _div(get(f"smem_{op}_wavefronts"),
-                                                            requests)
-            out[f"smem_{op}_conflicts_per_request"] = _div(get(f"smem_{op}_conflicts"),
-                                                           requests)
+    if "ncu_ms" in common:
+        out |= {"ncu_ms": common["ncu_ms"], "ncu_gflops": gflops(m, n, k, common["ncu_ms"])}
+    out |= {key: common[key] for key in ("ncu_sm_clock_mhz", "sm_cycles") if key in common}
+    if "dram_bytes" in common:
+        out |= {"dram_bytes": common["dram_bytes"],
+                "intensity_dram": _div(flops, common["dram_bytes"])}
+    out |= {key: value for key, value in common.items() if key not in out
+            and key != "top_stalls"}
     if get("smem_ld_requests") is not None and precision == "fp32":
         # per warp-wide FMA instruction (32 FMAs): shared-load instructions (the napkin's
         # per-thread loads per FMA, as the SASS issues them) and their wavefronts (what the
         # napkin's shared roof spends: one 128-byte wavefront per clock per SM)
         out["smem_loads_per_fma"] = get("smem_ld_requests") / (m * n * k / 32)
         out["smem_ld_wavefronts_per_fma"] = get("smem_ld_wavefronts") / (m * n * k / 32)
-    stalls = [(r, get(f"stall_{r}")) for r in STALL_REASONS
-              if r != "selected" and get(f"stall_{r}")]
-    if stalls:
-        out["top_stalls"] = sorted(stalls, key=lambda s: -s[1])[:TOP_STALLS]
+    if "top_stalls" in common:
+        out["top_stalls"] = common["top_stalls"]
     return out
 
 
@@ -118,43 +111,12 @@ COMPARISONS = (
 )
 
 
-def comparisons(predicted: dict, derived: dict, measured: dict, factor: float) -> list[dict]:
-    """Measured / predicted for each of :data:`COMPARISONS` both sides have, flagged where a
-    flagged one is off by more than ``factor`` either way; and the two theoretical occupancies
-    (the harness's calculator against ncu's), flagged where they differ by over a point."""
-    have = {**predicted, **derived, **measured}
-    out = []
-    for key, what, pkey, mkey, flagged, why in COMPARISONS:
-        source = measured if key == "achieved_vs_theoretical" else predicted
-        p, value = source.get(pkey), have.get(mkey)
-        if p is None or value is None or not p:
-            continue
-        ratio = value / p
-        off = flagged and not 1 / factor <= ratio <= factor
-        out.append({"key": key, "what": what, "predicted": p, "measured": value,
-                    "ratio": ratio, "off": off, "why": why if off else ""})
-    offline, ncu = predicted.get("occupancy_pct"), measured.get("theoretical_occupancy_pct")
-    if offline is not None and ncu is not None:
-        off = abs(offline - ncu) > 1.0
-        out.append({"key": "theoretical_occupancy", "what": "theoretical occupancy, ncu / the "
-                    "harness's calculator", "predicted": offline, "measured": ncu,
-                    "ratio": _div(ncu, offline), "off": off,
-                    "why": "the calculators disagree: harness occupancy --sweep "
-                           "compares the offline one with the driver's" if off else ""})
-    return out
-
-
 def timing_view(timing: Timing | None, m: int, n: int, k: int, derived: dict) -> dict | None:
     """A harness timing as the profile shows it: the record, its GFLOP/s, its time over ncu's,
     and the SM clock that ncu's cycle count implies for it."""
     if timing is None:
         return None
-    out = {**asdict(timing), "gflops": gflops(m, n, k, timing.median_ms)}
-    if derived.get("ncu_ms"):
-        out["vs_ncu"] = timing.median_ms / derived["ncu_ms"]
-    if derived.get("sm_cycles"):
-        out["cycles_implied_clock_mhz"] = derived["sm_cycles"] / (timing.median_ms * 1e-3) / 1e6
-    return out
+    return timing_common(timing, derived) | {"gflops": gflops(m, n, k, timing.median_ms)}
 
 
 def row(name: str, role: str, info: dict, size: tuple[int, int, int], predicted: dict,
@@ -165,7 +127,7 @@ def row(name: str, role: str, info: dict, size: tuple[int, int, int], predicted:
     derived = derive(measured, m, n, k, info.get("precision", "fp32"))
     return {"kernel": name, "role": role, **info, "size": list(size), "status": "profiled",
             "predicted": predicted, "measured": measured, "derived": derived,
-            "comparisons": comparisons(predicted, derived, measured, factor),
+            "comparisons": comparisons(predicted, derived, measured, factor, COMPARISONS),
             "timing": {regime: timing_view(t, m, n, k, derived)
                        for regime, t in timings.items()}, **extra}
 
@@ -177,24 +139,6 @@ def failed_row(name: str, info: dict, size: tuple[int, int, int], status: str,
 
 
 # --- rendering ----------------------------------------------------------------------------
-
-def _g(value, scale=1.0, fmt="{:.2f}") -> str:
-    if value is None or (isinstance(value, float) and not math.isfinite(value)):
-        return ""
-    return fmt.format(value / scale)
-
-
-def _ratio(r: dict, key: str) -> str:
-    c = next((c for c in r.get("comparisons", ()) if c["key"] == key), None)
-    if c is None or c["ratio"] is None:
-        return ""
-    ratio = c["ratio"]
-    return (f"{ratio:.2f}x" if ratio >= 0.1 else f"{ratio:.2g}x") + (" !" if c["off"] else "")
-
-
-def _profiled(rows: Sequence[dict], size) -> list[dict]:
-    return [r for r in rows if r["status"] == "profiled" and tuple(r["size"]) == tuple(size)]
-
 
 def traffic_table(rows: Sequence[dict], size, fmt: str = "github") -> str:
     out = []
@@ -242,30 +186,6 @@ def shared_table(rows: Sequence[dict], size, fmt: str = "github") -> str:
                     tablefmt=fmt, disable_numparse=True)
 
 
-def _stalls(d: dict) -> str:
-    return ", ".join(f"{name} {value:.1f}" for name, value in d.get("top_stalls", ()))
-
-
-def sm_table(rows: Sequence[dict], size, fmt: str = "github") -> str:
-    out = []
-    for r in _profiled(rows, size):
-        p, me, d = r["predicted"], r["measured"], r["derived"]
-        tensor = me.get("tensor_pipe_pct") if r.get("precision") in ("bf16", "fp16", "tf32") \
-            else None
-        out.append([r["kernel"], _g(p.get("occupancy_pct"), fmt="{:.1f}"),
-                    _g(me.get("theoretical_occupancy_pct"), fmt="{:.1f}")
-                    + (" !" if any(c["off"] for c in r["comparisons"]
-                                   if c["key"] == "theoretical_occupancy") else ""),
-                    _g(me.get("achieved_occupancy_pct"), fmt="{:.1f}"),
-                    _g(me.get("sm_throughput_pct"), fmt="{:.1f}"),
-                    _g(me.get("memory_throughput_pct"), fmt="{:.1f}"),
-                    _g(tensor, fmt="{:.1f}"), _stalls(d)])
-    return tabulate(out, headers=["kernel", "theoretical occ % (harness)", "(ncu)",
-                                  "achieved occ %", "SM %", "memory %", "tensor pipe %",
-                                  f"top {TOP_STALLS} stalls (warps per issue)"],
-                    tablefmt=fmt, disable_numparse=True)
-
-
 def _t(r: dict, regime: str, key: str, fmt: str = "{:.3f}") -> str:
     t = (r.get("timing") or {}).get(regime)
     return "" if not t else _g(t.get(key), fmt=fmt)
@@ -298,33 +218,40 @@ def off_lines(rows: Sequence[dict], factor: float) -> list[str]:
     for r in rows:
         for c in r.get("comparisons", ()):
             if c["off"]:
-                lines.append(f"- {r['kernel']} {'x'.join(map(str, r['size']))}: {c['what']} "
+                lines.append(f"- {r['kernel']} {size_label(r)}: {c['what']} "
                              f"= {c['ratio']:.3g}x ({_g(c['measured'], fmt='{:.4g}')} measured, "
                              f"{_g(c['predicted'], fmt='{:.4g}')} predicted): {c['why']}")
     return lines or [f"- none: every flagged comparison is within {factor:g}x"]
 
 
+def size_label(r: dict) -> str:
+    """A row's size as its kernel takes it: a GEMM's MxNxK, a buffers kernel's dims."""
+    return "x".join(map(str, r["dims"].values() if "dims" in r else r["size"]))
+
+
 def sections(rows: Sequence[dict], factor: float, fmt: str = "github") -> list[str]:
-    """The report's tables, a set per size, then the flags and the failures."""
-    sizes = sorted({tuple(r["size"]) for r in rows})
+    """The report's tables, a set per size (GEMMs; buffers kernels' rows have tables of their
+    own, report/profile_buffers.py), then the flags and the failures."""
+    gemms = [r for r in rows if "dims" not in r]
     out = []
-    for size in sizes:
-        if not _profiled(rows, size):
+    for size in sorted({tuple(r["size"]) for r in gemms}):
+        if not _profiled(gemms, size):
             continue
         out += [f"## {'x'.join(map(str, size))}", "",
                 "### Global traffic and arithmetic intensity", "",
-                traffic_table(rows, size, fmt), "",
+                traffic_table(gemms, size, fmt), "",
                 "### Shared memory (wavefronts per request: 1 for a conflict-free 32-bit "
                 "access; an LDS.128 takes 4, or 2 where threads pair up on addresses)", "",
-                shared_table(rows, size, fmt), "",
-                "### Occupancy, throughput, stalls", "", sm_table(rows, size, fmt), "",
+                shared_table(gemms, size, fmt), "",
+                "### Occupancy, throughput, stalls", "", sm_table(gemms, size, fmt), "",
                 "### Time: ncu beside the harness's two regimes", "",
-                time_table(rows, size, fmt), ""]
+                time_table(gemms, size, fmt), ""]
+    out += profile_buffers.sections([r for r in rows if "dims" in r], fmt)
     out += [f"## Where the model is off by more than {factor:g}x", "", *off_lines(rows, factor),
             ""]
     failed = [r for r in rows if r["status"] != "profiled"]
     if failed:
-        out += ["## Not profiled", "", *[f"- {r['kernel']} {'x'.join(map(str, r['size']))}: "
+        out += ["## Not profiled", "", *[f"- {r['kernel']} {size_label(r)}: "
                                          f"{r['status']}: {r['message']}" for r in failed], ""]
     return out
 
@@ -377,7 +304,8 @@ def write(meta: dict, rows: Sequence[dict], stem: Path, factor: float, roofs: di
     body = ["- method: each kernel checked, then launched under `ncu --clock-control none "
             "--cache-control all --profile-from-start off` through `harness launch` (median of "
             f"its launches); the model is flagged where off by more than {factor:g}x",
-            f"- ncu: {meta.get('ncu', {}).get('version', '')}", *LEGEND, "",
+            f"- ncu: {meta.get('ncu', {}).get('version', '')}", *LEGEND,
+            *(profile_buffers.LEGEND if any("dims" in r for r in rows) else []), "",
             *sections(rows, factor)]
     json_path, md_path = files.write_table_report(meta, rows, stem, "Profile: the napkin model "
                                                   "beside Nsight Compute", body)
