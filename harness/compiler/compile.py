@@ -305,6 +305,13 @@ def check_ptx_header(source: str, path: Path, arch: str, linker_version: str) ->
             f"lower .target to {arch} or older, and min_arch in the spec with it")
 
 
+def compile_ptx(source: str, name: str, arch: str) -> bytes:
+    """The cubin of PTX text that is no kernel file (an experiment's probe), by nvJitLink in a
+    child process, with the harness's flags for ``arch``; uncached. ``name`` labels errors."""
+    get_arch(arch)
+    return _nvjitlink(source.encode(), Path(name), CompileOptions(arch=arch).nvjitlink_flags())[0]
+
+
 def _nvjitlink(source: bytes, path: Path, flags: list[str],
                expanded: ptxpp.Expanded | None = None, *, what: str = "",
                limit_s: float | None = None) -> tuple[bytes, str]:
