@@ -75,8 +75,14 @@ def test_a_spin_on_the_default_stream_reads_its_length(spin, cold):
     from harness.gpu.driver import Stream
 
     default = Stream.of(0)
-    timed = harness.time(lambda: spin(default, 20.0), cold_l2=cold, budget_ms=60, min_ms=20,
-                         warmup_ms=10, quantiles=(0.1, 0.5, 0.9))
+    # every repetition waits on the host's enqueueing: with the suite's other workers busy on
+    # the host's cores, a timing can starve and spread (p20-p80 over a quarter of 20 us, seen
+    # once); the stop rule then says so ("budget": not converged), and the timing is taken again
+    for _ in range(3):
+        timed = harness.time(lambda: spin(default, 20.0), cold_l2=cold, budget_ms=60,
+                             min_ms=20, warmup_ms=10, quantiles=(0.1, 0.5, 0.9))
+        if timed.timing.stop == "converged":
+            break
     assert timed.median_ms == pytest.approx(0.020, abs=max(0.02 * 0.020, 0.0004)), timed.timing
     low, mid, high = timed.quantiles_ms
     assert low <= mid <= high and mid == pytest.approx(timed.median_ms, abs=1e-9)

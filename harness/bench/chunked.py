@@ -54,10 +54,19 @@ class Sums:
                     self.scale2 + other.scale2, self.rounding2 + other.rounding2)
 
 
+def host_threads() -> int:
+    """The threads a process of the harness may keep busy on the host: its share of the cores
+    where one is set (``OMP_NUM_THREADS``: the workers of several GPUs share the host), else
+    the cores, at most 16."""
+    share = os.environ.get("OMP_NUM_THREADS", "")
+    cores = os.cpu_count() or 1
+    return max(1, min(16, cores, int(share) if share.isdigit() and int(share) > 0 else cores))
+
+
 def _pool() -> ThreadPoolExecutor:
     global _POOL
     if _POOL is None:
-        _POOL = ThreadPoolExecutor(max_workers=max(1, min(16, os.cpu_count() or 1)),
+        _POOL = ThreadPoolExecutor(max_workers=host_threads(),
                                    thread_name_prefix="harness-compare")
     return _POOL
 

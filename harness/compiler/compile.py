@@ -84,10 +84,11 @@ def target_arch(kernel: Kernel, device_arch: str) -> str:
 
 
 def compile_kernel(kernel: Kernel, arch: str, *, use_cache: bool = True,
-                   limit_s: float | None = None) -> CompiledKernel:
+                   limit_s: float | None = None, cached_only: bool = False) -> CompiledKernel:
     """Compile ``kernel`` for ``arch`` (or for its arch-specific target, :func:`target_arch`)
     to a cubin, from the cache when the same compile is there; the compile runs in a child
-    process, stopped after ``limit_s`` seconds (:func:`harness.compiler.child.compile_limit_s`)."""
+    process, stopped after ``limit_s`` seconds (:func:`harness.compiler.child.compile_limit_s`).
+    ``cached_only``: a CompileError rather than a compile where the cache has none."""
     get_arch(arch)  # a clear error for an unknown target before the compiler sees it
     arch = target_arch(kernel, arch)
     spec = kernel.spec
@@ -120,6 +121,8 @@ def compile_kernel(kernel: Kernel, arch: str, *, use_cache: bool = True,
         if hit:
             _check_parameters(kernel, hit.cubin, hit.symbol, ptx)
             return hit
+    if cached_only:
+        raise CompileError(f"{kernel.name} for {arch} is not in the compile cache")
     symbol = spec.entry
     if spec.language == "cu":
         # a .cu entry is a name NVRTC lowers: a template instantiation, a kernel in a

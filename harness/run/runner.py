@@ -15,13 +15,13 @@ cluster.py does the same over a Dask cluster.
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from harness.archs import can_run, get_arch
+from harness.bench.chunked import host_threads
 from harness.bench.result import Result
 from harness.compiler.compile import compile_kernel
 from harness.compiler.occupancy import kernel_launch_problems
@@ -58,18 +58,21 @@ def run(kernels: Sequence[Kernel], arch: str, options: RunOptions, jsonl_path: P
     spread = gpus is not None and len(gpus) > 1
     # the one worker's process starts now: its imports and CUDA's start-up beside the compiles
     started = Started(gpus[0] if gpus else None) if not spread and kernels else None
+    pool = ThreadPoolExecutor(max_workers=host_threads(), thread_name_prefix="harness-prepare")
     try:
         _measure(kernels, arch, options, record, jsonl_path, say, reuse_baseline, mode, gpus,
-                 t0, started)
+                 t0, started, pool)
     finally:
         if started is not None:
             started.close()
+        # nothing of this run goes on after it: a caller may time something next
+        pool.shutdown(wait=True, cancel_futures=True)
     record.wall_s = time.perf_counter() - t0
     return record
 
 
 def _measure(kernels, arch, options, record, jsonl_path, say, reuse_baseline, mode, gpus, t0,
-             started: Started | None) -> None:
+             started: Started | None, pool: ThreadPoolExecutor) -> None:
     """:func:`run`'s work, into ``record``; ``started``: the one worker's process, begun."""
     total = len(kernels) * len(options.sizes)
     spread = gpus is not None and len(gpus) > 1
@@ -77,7 +80,7 @@ def _measure(kernels, arch, options, record, jsonl_path, say, reuse_baseline, mo
         keep = ResultStream(record, sink, total, say, t0, name_gpu=spread)
         runnable = []
         t_compile = time.perf_counter()
-        for kernel, rows in prepared(kernels, arch, options.sizes):
+        for kernel, rows in prepared(kernels, arch, options.sizes, pool):
             for row in rows:
                 keep(row)
             if not rows:
@@ -93,35 +96,31 @@ def _measure(kernels, arch, options, record, jsonl_path, say, reuse_baseline, mo
             runnable = [k for k in runnable if k.name not in finished]
 
 
-def prepared(kernels: Sequence[Kernel], arch: str, sizes: Sequence[Size]
-             ) -> list[tuple[Kernel, list[Result]]]:
-    """Every kernel through :func:`screen` (compiled, or its rows without a worker), in a pool
-    of threads: the compiles run in child processes, one per core at once, where one after
-    another they cost a fresh host a second or more each. The same pool then goes on, beside
-    the worker, with what the worker would otherwise wait for: each GEMM's SASS read (its
+def prepared(kernels: Sequence[Kernel], arch: str, sizes: Sequence[Size],
+             pool: ThreadPoolExecutor) -> list[tuple[Kernel, list[Result]]]:
+    """Every kernel through :func:`screen` (compiled, or its rows without a worker), on
+    ``pool``'s threads: the compiles run in child processes, several at once, where one after
+    another they cost a fresh host a second or more each. The pool then goes on, beside the
+    worker, with what the worker would otherwise wait for: each GEMM's SASS read (its
     instruction family and screening, cached by the cubin's hash) in the kernels' order, and
     the ceiling kernels tensor-core rows are held to. A worker that gets there first does the
-    same work itself; the cache keeps one copy."""
-    pool = ThreadPoolExecutor(max_workers=max(1, min(16, os.cpu_count() or 1)),
-                              thread_name_prefix="harness-prepare")
-    try:
-        done = list(pool.map(lambda k: screen(k, arch, sizes), kernels))
-        for kernel, rows in done:
-            if not rows and kernel.spec.kind == "gemm":
-                pool.submit(_read_sass, kernel, arch)
-        if any(k.spec.kind == "gemm" and k.spec.precision != "fp32" for k, _ in done):
-            for kernel in _ceiling_kernels(arch):
-                pool.submit(_compiled_quietly, kernel, arch)
-        return done
-    finally:
-        pool.shutdown(wait=False)
+    same work itself; the cache keeps one copy. The caller shuts the pool down when its
+    worker is done."""
+    done = list(pool.map(lambda k: screen(k, arch, sizes), kernels))
+    for kernel, rows in done:
+        if not rows and kernel.spec.kind == "gemm":
+            pool.submit(_read_sass, kernel, arch)
+    if any(k.spec.kind == "gemm" and k.spec.precision != "fp32" for k, _ in done):
+        for kernel in _ceiling_kernels(arch):
+            pool.submit(_compiled_quietly, kernel, arch)
+    return done
 
 
 def _read_sass(kernel: Kernel, arch: str) -> None:
     from harness.bench.measure import screened_cubin
 
-    try:
-        screened_cubin(compile_kernel(kernel, arch).cubin)
+    try:  # the cubin screen() compiled; none where it did not (the worker compiles then)
+        screened_cubin(compile_kernel(kernel, arch, cached_only=True).cubin)
     except HarnessError:
         pass  # the worker reads it again, and reports what it finds
 
