@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from harness.archs import get_arch
+from harness.bench.memory.launch import parse_dims
 from harness.bench.memory.measure import padded
 from harness.cli import common, flags, power
 from harness.cli.kernels import build_progress
@@ -17,7 +18,6 @@ from harness.commands import measure, place, tune
 from harness.commands.measure import DEFAULT_RUN_SIZES
 from harness.compiler.offline import build_all
 from harness.errors import HarnessError
-from harness.kernels.buffers_spec import size_formulas
 from harness.kernels.registry import Kernel, representatives
 from harness.report import files, memory_table, runs, tables
 from harness.report.width import fit_text
@@ -165,8 +165,7 @@ def _phases_lines(record: RunRecord) -> list[str]:
 def _run(args) -> int:
     chosen = _gemms_and_buffers(args)
     dims = _buffer_sizes(args, chosen)
-    options = flags.run_options(args, DEFAULT_RUN_SIZES,
-                                **({"sizes": tuple(padded(d) for d in dims)} if dims else {}))
+    options = flags.run_options(args, DEFAULT_RUN_SIZES, **_as_sizes(dims))
     if not args.kernels and not args.all:
         chosen = representatives(chosen)
     if args.cluster:
@@ -188,20 +187,13 @@ OFFLINE_ARCH = "sm_90"
 
 
 def _gemms_and_buffers(args) -> list[Kernel]:
-    """The kernels named (GEMMs and buffers kernels); the default run's GEMMs without names.
-    A buffers kernel runs at its spec's sizes: --size, which names GEMM sizes, is refused for
-    it rather than read as something else."""
-    if not args.kernels:
-        return common.kernels(args)
-    chosen = common.kernels(args, kind=None)
-    other = [k for k in chosen if k.spec.kind not in ("gemm", "buffers")]
-    if other and len(other) < len(chosen):  # a glob that also matched ceiling kernels
-        return [k for k in chosen if k.spec.kind in ("gemm", "buffers")]
-    if other:
-        raise HarnessError(f"{other[0].name} is a {other[0].spec.kind!r} kernel; harness run "
-                           "takes GEMM and buffers kernels (`harness ceiling` runs ceiling "
-                           "kernels)")
-    return chosen
+    """The kernels named (GEMMs and buffers kernels); the default run's GEMMs without names."""
+    return common.gemms_and_buffers(args, "run") if args.kernels else common.kernels(args)
+
+
+def _as_sizes(dims: Sequence[tuple[int, ...]]) -> dict:
+    """``run_options``'s sizes for buffers kernels' ``dims`` (padded with 1); none for []."""
+    return {"sizes": tuple(padded(d) for d in dims)} if dims else {}
 
 
 def _buffer_sizes(args, chosen: Sequence[Kernel]) -> list[tuple[int, ...]]:
@@ -211,22 +203,8 @@ def _buffer_sizes(args, chosen: Sequence[Kernel]) -> list[tuple[int, ...]]:
     buffers = [k for k in chosen if k.spec.kind == "buffers"]
     if not buffers or not args.size:
         return []
-    if len(buffers) < len(chosen):
-        raise HarnessError("--size with GEMMs and buffers kernels together: a GEMM's size is "
-                           "N or M,N,K, a buffers kernel's its dims; run them apart")
-    ranks = {k.spec.buffers.dims for k in buffers}
-    if len({len(d) for d in ranks}) > 1:
-        raise HarnessError("--size for buffers kernels of different dims ("
-                           + "; ".join(" x ".join(d) for d in sorted(ranks)) + "): run "
-                           "them apart")
-    dims = buffers[0].spec.buffers.dims
-
-    def fail(message: str) -> HarnessError:
-        return HarnessError(f"{message} (the dims of {buffers[0].name})")
-
-    return [tuple(int(e({})) for e in size_formulas(text.replace(",", "x"), dims, fail,
-                                                    "--size"))
-            for text in args.size]
+    common.one_size_rank(list(chosen), "run")
+    return [parse_dims(buffers[0], text) for text in args.size]
 
 
 def _run_offline(chosen: Sequence[Kernel], sizes, why: str, width: int | None) -> int:
@@ -323,8 +301,7 @@ def _check(args) -> int:
 
     chosen = _gemms_and_buffers(args)
     dims = _buffer_sizes(args, chosen)
-    options = flags.run_options(args, ("1024",),
-                                **({"sizes": tuple(padded(d) for d in dims)} if dims else {}))
+    options = flags.run_options(args, ("1024",), **_as_sizes(dims))
     if args.plan and any(k.spec.kind == "buffers" for k in chosen):
         buffers = [k.name for k in chosen if k.spec.kind == "buffers"]
         chosen = [k for k in chosen if k.spec.kind != "buffers"]
@@ -370,8 +347,7 @@ def _compare(args) -> int:
                                        for k in buffers))
     dims = (_buffer_sizes(args, chosen) or buffers[0].spec.buffers.default_sizes()
             if buffers else [])
-    options = flags.run_options(args, **({"sizes": tuple(padded(d) for d in dims)}
-                                         if dims else {}))
+    options = flags.run_options(args, **_as_sizes(dims))
     if len(chosen) < 2:
         raise HarnessError(f"compare needs at least two kernels; {args.kernels} matched "
                            f"{[k.name for k in chosen]}")
@@ -399,17 +375,13 @@ _RANKED = "tune ranks its points against each other"
 
 
 def _tune(args) -> int:
-    chosen = common.kernels(args, kind=None, patterns=[args.kernel])
-    other = [k for k in chosen if k.spec.kind not in ("gemm", "buffers")]
-    if other:
-        raise HarnessError(f"{other[0].name} is a {other[0].spec.kind!r} kernel; harness tune "
-                           "takes GEMM and buffers kernels")
+    chosen = common.gemms_and_buffers(args, "tune", patterns=[args.kernel])
     dims = _buffer_sizes(args, chosen)
     if not dims and chosen[0].spec.kind == "buffers":  # ranked at its spec's largest size
         dims = chosen[0].spec.buffers.default_sizes()[-1:]
     options = tune.TuneOptions(flags.run_options(
         args, timing=flags.timing(args, warmup_ms=min(args.warmup_ms, 10.0)),
-        **({"sizes": tuple(padded(d) for d in dims)} if dims else {})),
+        **_as_sizes(dims)),
         tuple(args.param), args.jobs, args.top)
     planned = tune.plan(chosen, args.kernel, options)
     if args.arch:

@@ -144,6 +144,38 @@ def kernels(args: argparse.Namespace, kind: str | None = "gemm",
     return chosen
 
 
+def gemms_and_buffers(args: argparse.Namespace, command: str,
+                      patterns: list[str] | None = None) -> list[Kernel]:
+    """The GEMM and buffers kernels ``patterns`` name (default: the command's KERNEL
+    arguments), for ``harness command``: a glob that also matched kernels of other kinds keeps
+    these; a name of other kinds alone is refused in one line."""
+    chosen = kernels(args, kind=None, patterns=patterns)
+    other = [k for k in chosen if k.spec.kind not in ("gemm", "buffers")]
+    if other and len(other) < len(chosen):
+        return [k for k in chosen if k.spec.kind in ("gemm", "buffers")]
+    if other:
+        raise HarnessError(f"{other[0].name} is a {other[0].spec.kind!r} kernel; harness "
+                           f"{command} takes GEMM and buffers kernels (`harness ceiling` "
+                           "measures ceiling kernels)")
+    return chosen
+
+
+def one_size_rank(chosen: list[Kernel], command: str) -> None:
+    """Refuse kernels one ``--size`` cannot name: GEMMs (N or M,N,K) with buffers kernels (their
+    dims), or buffers kernels of different numbers of dims."""
+    buffers = [k for k in chosen if k.spec.kind == "buffers"]
+    if buffers and len(buffers) < len(chosen):
+        gemm = next(k for k in chosen if k.spec.kind != "buffers")
+        raise HarnessError(f"--size with GEMMs and buffers kernels together ({gemm.name}, "
+                           f"{buffers[0].name}): a GEMM's size is N or M,N,K, a buffers "
+                           f"kernel's its dims; {command} them apart")
+    ranks = {k.spec.buffers.dims for k in buffers}
+    if len({len(d) for d in ranks}) > 1:
+        raise HarnessError("--size for buffers kernels of different dims ("
+                           + "; ".join(" x ".join(d) for d in sorted(ranks)) + f"): "
+                           f"{command} them apart")
+
+
 def gpu() -> str:
     """The GPU's name; NoGpu when there is none."""
     return has_gpu().require()

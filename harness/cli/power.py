@@ -14,7 +14,6 @@ from harness.commands import ceiling as ceilings
 from harness.commands import energy as energies
 from harness.commands import launch as launches
 from harness.commands.params import parse_setting
-from harness.errors import HarnessError
 from harness.report import files, power, tables
 from harness.run.runner import parse_size
 
@@ -58,11 +57,7 @@ def energy(args) -> int:
 
 
 def launch(args) -> int:
-    (kernel,) = common.kernels(args, kind=None, patterns=[args.kernel])[:1]
-    if kernel.spec.kind not in ("gemm", "buffers"):
-        raise HarnessError(f"{kernel.name} is a {kernel.spec.kind!r} kernel; harness launch "
-                           "takes GEMM and buffers kernels (`harness ceiling` runs ceiling "
-                           "kernels)")
+    (kernel,) = common.gemms_and_buffers(args, "launch", patterns=[args.kernel])[:1]
     buffers = kernel.spec.kind == "buffers"
     if buffers:  # --size: its dims ("1<<28", "4096x1024"); default its spec's largest size
         size = parse_dims(kernel, args.size) if args.size else default_dims(kernel)

@@ -12,7 +12,6 @@ from harness.bench.memory.launch import default_dims, parse_dims
 from harness.bench.memory.measure import padded
 from harness.cli import common
 from harness.commands.profile import TIMINGS, ProfileOptions, profile
-from harness.errors import HarnessError
 from harness.gpu.timing import ISOLATED_GAP_MS
 from harness.kernels.registry import Kernel
 from harness.report import profile as report
@@ -49,25 +48,8 @@ def add_parsers(sub) -> None:
 def chosen_kernels(args) -> list[Kernel]:
     """The kernels named: GEMMs, or buffers kernels of one rank of dims; anything else is
     refused in one line (before the GPU is looked for)."""
-    chosen = common.kernels(args, kind=None)
-    other = [k for k in chosen if k.spec.kind not in ("gemm", "buffers")]
-    if other and len(other) < len(chosen):  # a glob that also matched ceiling kernels
-        chosen = [k for k in chosen if k.spec.kind in ("gemm", "buffers")]
-    elif other:
-        raise HarnessError(f"{other[0].name} is a {other[0].spec.kind!r} kernel; harness "
-                           "profile takes GEMM and buffers kernels (`harness ceiling` measures "
-                           "ceiling kernels)")
-    buffers = [k for k in chosen if k.spec.kind == "buffers"]
-    if buffers and len(buffers) < len(chosen):
-        gemm = next(k for k in chosen if k.spec.kind == "gemm")
-        raise HarnessError(f"GEMMs and buffers kernels together ({gemm.name}, "
-                           f"{buffers[0].name}): a GEMM's --size is N or M,N,K, a buffers "
-                           "kernel's its dims; profile them apart")
-    ranks = {k.spec.buffers.dims for k in buffers}
-    if len({len(d) for d in ranks}) > 1:
-        raise HarnessError("buffers kernels of different dims ("
-                           + "; ".join(" x ".join(d) for d in sorted(ranks)) + "): --size "
-                           "names one rank of dims; profile them apart")
+    chosen = common.gemms_and_buffers(args, "profile")
+    common.one_size_rank(chosen, "profile")
     return chosen
 
 
