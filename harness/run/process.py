@@ -71,8 +71,6 @@ class WorkerProcess:
         """Run the worker to its end; the names of the kernels it finished or failed.
         ``started``: a worker process started ahead (:class:`Started`, for this GPU), which
         then takes this job."""
-        if started is not None:
-            started.taken = True
         with (started.stderr if started else tempfile.TemporaryFile(mode="w+")) as stderr:
             proc, lines = (started.proc, started.lines) if started else self._start(stderr)
             proc.stdin.write(self.job.to_json())
@@ -209,13 +207,11 @@ class Started:
     def __init__(self, gpu: GpuSlot | None = None):
         self.stderr = tempfile.TemporaryFile(mode="w+")
         self.proc, self.lines = spawn(gpu, self.stderr)
-        self.taken = False
 
     def close(self) -> None:
-        if self.taken:  # the run that took it saw it to its end
-            return
+        """End the process if it still runs (after a run that took it, it has ended)."""
         if self.proc.poll() is None:
-            self.proc.stdin.close()  # an empty job line: the worker ends at once
+            self.proc.stdin.close()  # no job line (or no more): the worker ends at once
             try:
                 self.proc.wait(timeout=10)
             except subprocess.TimeoutExpired:
