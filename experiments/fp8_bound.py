@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from harness.bench.fp8 import FORMATS, tensor_core_dot
+from harness.bench.fp8_check import Fp8Gemm, judge, model_output
 
 M = N = 32
 
@@ -36,5 +37,27 @@ def main() -> None:
                       f"{narrow:10.2e}  {ratio}")
 
 
+def margins() -> None:
+    """The FP8 check (bench/fp8_check.py) on simulated kernels: the window's model and a window
+    of FP16's width, 24 x 256 outputs of e4m3, spread 3, seed 11, per-tensor and block scales
+    (the draws of tests/test_fp8_check.py)."""
+    print("K blocked out | right: norm/bound | fp16-width window: norm/bound, finding")
+    for k in (128, 1024, 4096, 8192):
+        for blocked in (False, True):
+            for out in ("bf16", "fp32"):
+                rng = np.random.default_rng(11)
+                fmt = FORMATS["e4m3"]
+                a, b = fmt.draw(rng, (24, k), 3), fmt.draw(rng, (k, 256), 3)
+                if blocked:
+                    g = Fp8Gemm(a, b, "e4m3", "e4m3", 2.0 ** rng.integers(-6, 4, (24, k // 128)),
+                                2.0 ** rng.integers(-6, 4, (k // 128, 2)), out, 128)
+                else:
+                    g = Fp8Gemm(a, b, "e4m3", "e4m3", 2.0 ** -5, 12.0, out)
+                right, narrow = judge(g, model_output(g)), judge(g, model_output(g, places=10))
+                print(k, blocked, out, f"| {right.error_norm / right.norm_bound:.3f}",
+                      f"| {narrow.error_norm / narrow.norm_bound:.2f} {narrow.finding}")
+
+
 if __name__ == "__main__":
     main()
+    margins()
