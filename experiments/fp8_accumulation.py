@@ -17,6 +17,8 @@ which float64 gives exactly; what the tensor core gives instead says what it dro
   largest a product still counts is that window.
 - ``accumulator``: C = 2^m, every product 1 (32 per instruction): where 2^m + 32 stops being
   exact, the window that adds the products to C.
+- ``c_low_bits``: C = 1 + 2^-q and 32 products of 2^-12: whether C's own bits below the
+  window are kept or truncated with the products'.
 - ``steps``: C = 0, products 1, 2^s instructions in a row: the running FP32 sum, exact in FP32
   up to 2^29 (ulp 2^6 > 32 beyond).
 """
@@ -158,6 +160,10 @@ def cases(kind: str) -> list[dict]:
             continue
         out.append({"probe": "accumulator_small", "a": [small] * 4, "b": one, "c": 1.0,
                     "steps": 1, "product_exp": m})
+    tiny = power(-6, kind)  # 32 products of 2^-12 (2^-7 in all) onto C = 1 + 2^-q: are C's
+    for q in range(8, 24):  # own bits below the window kept, or truncated with the products'?
+        out.append({"probe": "c_low_bits", "a": [tiny] * 4, "b": tiny, "c": 1.0 + 2.0 ** -q,
+                    "steps": 1, "c_low_exp": -q})
     for s in (0, 4, 8, 12, 16, 20):  # 2^s instructions of 32 products of 1 in a row
         out.append({"probe": "steps", "a": [one] * 4, "b": one, "c": 0.0, "steps": 1 << s,
                     "steps_exp": s})
@@ -210,8 +216,8 @@ def main() -> int:
             rows += run(kind, launch)
         out.close()
     for r in rows:
-        key = {k: r[k] for k in ("small_exp", "big_exp", "c_exp", "product_exp", "steps_exp")
-               if k in r}
+        key = {k: r[k] for k in ("small_exp", "big_exp", "c_exp", "product_exp", "steps_exp",
+                                 "c_low_exp") if k in r}
         got = r["got"][0] if len(r["got"]) == 1 else r["got"]
         lost = "" if r["exact"] else f"  (off by {got - r['expected']:.6g})" \
             if len(r["got"]) == 1 else "  (elements differ)"

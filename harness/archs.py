@@ -56,7 +56,9 @@ class Arch:
 
 _AMPERE_FLOPS = {"fp32": 128, "tf32": 1024, "bf16": 2048, "fp16": 2048}
 _ADA_FLOPS = {"fp32": 128, "tf32": 512, "bf16": 1024, "fp16": 1024}
-_HOPPER_FLOPS = {"fp32": 256, "tf32": 2048, "bf16": 4096, "fp16": 4096}
+_HOPPER_FLOPS = {"fp32": 256, "tf32": 2048, "bf16": 4096, "fp16": 4096, "fp8": 8192}
+"""Hopper's dense FP8 rate is twice BF16's: 1,979 TFLOP/s on an H100 SXM's 132 SMs at
+1.83 GHz (NVIDIA's figure, issue 36)."""
 _SM86_CARVEOUTS = (0, 8, 16, 32, 64, 100)
 
 ARCHS: dict[str, Arch] = {

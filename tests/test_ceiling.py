@@ -18,7 +18,7 @@ from harness.bench.ceiling import (
     plan_launch,
 )
 from harness.compiler.compile import compile_kernel
-from harness.compiler.sass import disassemble, instruction_mix
+from harness.compiler.sass import disassemble, instruction_mix, opcodes
 from harness.errors import HarnessError, SpecError
 from harness.kernels.registry import PROJECT_ROOT, discover
 from harness.kernels.spec import parse_spec
@@ -72,13 +72,14 @@ def test_gemm_commands_never_see_ceiling_kernels():
         discover(kind="gmem")
 
 
-def test_project_has_a_bf16_and_an_fp16_wgmma_ceiling():
-    assert ceiling_precisions(CEILING, "wgmma") == ["bf16", "fp16"]
-    for precision, types in (("bf16", ".bf16.bf16"), ("fp16", ".f16.f16")):
+def test_project_has_a_bf16_an_fp16_and_an_fp8_wgmma_ceiling():
+    assert ceiling_precisions(CEILING, "wgmma") == ["bf16", "fp16", "fp8"]
+    for precision, types, k in (("bf16", ".bf16.bf16", 16), ("fp16", ".f16.f16", 16),
+                                ("fp8", ".e4m3.e4m3", 32)):
         ceiling = ceiling_kernel(precision, family="wgmma").spec.ceiling
         assert ceiling.instruction.endswith(types) and ceiling.warps_per_instruction == 4
-        # one warp's share of a warpgroup's m64n256k16
-        assert ceiling.flops_per_instruction == 2 * 64 * 256 * 16 // 4
+        # one warp's share of a warpgroup's m64n256k16 (k32 for FP8)
+        assert ceiling.flops_per_instruction == 2 * 64 * 256 * k // 4
     plan = plan_launch(ceiling_kernel("bf16", family="wgmma"), get_arch("sm_90a"), 132,
                        CeilingOptions(iterations=10))
     assert plan.flops == 2 * 64 * 256 * 16 * 8 * 10 * 264  # 264 warpgroups x 8 per trip
@@ -91,9 +92,13 @@ def test_wgmma_ceiling_assembles_without_spills_and_issues_hgmma(kernel):
     res = compiled.resources
     assert compiled.arch == "sm_90a" and 0 < res.registers <= 255, res
     assert res.spill_store_bytes == res.spill_load_bytes == res.stack_frame_bytes == 0
-    mix = instruction_mix(disassemble(compiled.cubin))
-    assert mix["HGMMA"] >= kernel.spec.ceiling.mma_per_iteration
-    assert mix["HGMMA"] % kernel.spec.ceiling.mma_per_iteration == 0 and mix["HMMA"] == 0
+    sass = disassemble(compiled.cubin)
+    mix = instruction_mix(sass)
+    # 16-bit wgmma is HGMMA in SASS, FP8's QGMMA
+    gmma = sum(n for op, n in opcodes(sass).items()
+               if op.split(".")[0] == ("QGMMA" if kernel.spec.precision == "fp8" else "HGMMA"))
+    assert gmma >= kernel.spec.ceiling.mma_per_iteration
+    assert gmma % kernel.spec.ceiling.mma_per_iteration == 0 and mix["HMMA"] == 0
     # B is written to shared memory once; nothing is loaded from global memory
     loads = sum(mix[c] for c in ("LDG", "LDG.64", "LDG.128", "LDL"))
     assert loads == 0 and mix["STG"] == 1 and mix["LDGSTS"] == 0
@@ -334,7 +339,7 @@ def test_ceiling_is_measured(precision, device):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("precision", ["bf16", "fp16"])
+@pytest.mark.parametrize("precision", ["bf16", "fp16", "fp8"])
 def test_wgmma_ceiling_is_measured(precision, device):
     from harness.bench.ceiling import measure_ceiling
     from harness.gpu.clocks import ClockSampler

@@ -48,7 +48,7 @@ def _run(binary, *args, stdin=None) -> np.ndarray:
     return np.array([int(x) for x in out.split()], dtype=np.uint64)
 
 
-@pytest.mark.parametrize("precision", ["fp32", "tf32", "bf16", "fp16"])
+@pytest.mark.parametrize("precision", ["fp32", "tf32", "bf16", "fp16", "e4m3", "e5m2"])
 @pytest.mark.parametrize("seed, salt, content, operand",
                          [(1, 2, 3, "A"), (987654321, 55, 2**33 + 5, "B"), (0, 0, 1, "A")])
 def test_device_and_host_draw_the_same_bits(host_build, precision, seed, salt, content,
@@ -118,3 +118,19 @@ def test_derived_seeds_differ_by_part_and_run():
     assert contents.derive(1, 1024, "fp32") != contents.derive(1, 1024, "bf16")
     assert contents.derive(1, 1024, "fp32") == contents.derive(1, 1024, "fp32")
     assert 0 <= contents.derive(2**40, 5) < 2**31
+
+
+@pytest.mark.parametrize("precision", ["e4m3", "e5m2"])
+def test_fp8_draws_are_normal_values_over_their_spread_of_either_sign(precision):
+    from harness.bench.fp8 import FORMATS
+
+    key = contents.content_key(5, 6, 7, "A")
+    index = np.arange(200000, dtype=np.uint32)
+    codes = contents.stored_bits(key, index, precision)
+    values = contents.elements(key, index, precision)
+    spread = contents.FP8_SPREAD[precision]
+    assert codes.dtype == np.uint8 and np.isfinite(values).all()
+    exponents = np.floor(np.log2(np.abs(values)))
+    assert set(exponents.tolist()) == set(range(-spread, spread + 1))
+    assert 0.49 < (values < 0).mean() < 0.51
+    assert (FORMATS[precision].encode(values) == codes).all()

@@ -31,7 +31,7 @@ from harness.errors import HarnessError, LaunchError
 from harness.gpu.driver import Buffer, Device, Function, LaunchShape, Module, Stream
 from harness.gpu.timing import Timer
 from harness.kernels.registry import DEFAULT_KERNEL_DIRS, Kernel, discover, project_relative
-from harness.kernels.spec import PRECISIONS
+from harness.kernels.spec import CEILING_PRECISIONS
 from harness.knobs import check_knobs, knob
 from harness.stats import peak_gflops
 
@@ -122,7 +122,7 @@ def ceiling_precisions(kernels: Sequence[Kernel], family: str = "mma.sync") -> l
     order."""
     have = {k.spec.precision for k in kernels
             if k.spec.kind == "ceiling" and k.spec.ceiling.family == family}
-    return [p for p in PRECISIONS if p in have]
+    return [p for p in CEILING_PRECISIONS if p in have]
 
 
 def ceiling_kernel(precision: str, kernels: Sequence[Kernel] | None = None,

@@ -21,8 +21,11 @@ import numpy as np
 from harness.bench import numerics
 
 MASK = 0xFFFFFFFF
-KIND = {"fp32": 0, "tf32": 1, "bf16": 2, "fp16": 3}
+KIND = {"fp32": 0, "tf32": 1, "bf16": 2, "fp16": 3, "e4m3": 4, "e5m2": 5}
 """The element kinds the device generator knows (its ``kind`` argument)."""
+FP8_SPREAD = {"e4m3": 3, "e5m2": 6}
+"""FP8 draws: exponents uniform in [-spread, spread], any mantissa, either sign (normal
+values only: e4m3's NaN and e5m2's infinities are never drawn; bench/fp8.py's formats)."""
 OPERAND = {"A": 0, "B": 1}
 MAX_SLOTS = 32
 """Captured timed outputs a launch may keep (capture.py)."""
@@ -75,7 +78,16 @@ __host__ __device__ inline u32 round_fp16(u32 x) {
     if (rest > 0x1000u || (rest == 0x1000u && (q & 1u))) ++q;
     return sign | q;
 }
+__host__ __device__ inline u32 fp8_bits(u32 h, u32 kind) {
+    // an FP8 code: exponent uniform in [-S, S] (S = 3 for e4m3, 6 for e5m2), any mantissa,
+    // the sign from the top bit
+    const u32 spread = kind == 4u ? 3u : 6u, bias = kind == 4u ? 7u : 15u;
+    const u32 mbits = kind == 4u ? 3u : 2u;
+    const u32 e = (h >> 8) % (2u * spread + 1u) + bias - spread;
+    return ((h >> 31) << 7) | (e << mbits) | (h & ((1u << mbits) - 1u));
+}
 __host__ __device__ inline u32 stored_bits(u32 key, u32 index, u32 kind) {
+    if (kind >= 4u) return fp8_bits(element_hash(key, index), kind);           // e4m3, e5m2
     const u32 b = value_bits(key, index);
     if (kind == 1u) {  // TF32; one element in 64 times 2^17, past FP16's range
         const u32 t = (b + ((b >> 13) & 1u) + 0xfffu) & 0xffffe000u;
@@ -113,6 +125,9 @@ extern "C" __global__ void fresh_draw(void* dst, u32 count, u32 kind, u32 seed, 
         if (kind < 2u) {
             u32* p = (u32*)dst;
             if (verify) bad += p[i] != v; else p[i] = v;
+        } else if (kind >= 4u) {
+            unsigned char* p = (unsigned char*)dst;
+            if (verify) bad += p[i] != (unsigned char)v; else p[i] = (unsigned char)v;
         } else {
             u16* p = (u16*)dst;
             if (verify) bad += p[i] != (u16)v; else p[i] = (u16)v;
@@ -238,6 +253,8 @@ def stored_bits(key: int, index: np.ndarray, precision: str) -> np.ndarray:
     uint16 for BF16/FP16 (the device's ``stored_bits``). TF32 operands have one element in 64
     times 2^17: a TF32 kernel that computes in FP16 where it sees values within [-1, 1) meets
     values FP16 cannot hold in every timed repetition."""
+    if precision in FP8_SPREAD:
+        return fp8_bits(element_hash(key, index), precision)
     bits = value_bits(key, index)
     if precision == "fp16":
         return bits.view(np.float32).astype(np.float16).view(np.uint16)
@@ -250,8 +267,23 @@ def stored_bits(key: int, index: np.ndarray, precision: str) -> np.ndarray:
     return stored
 
 
+def fp8_bits(h: np.ndarray, precision: str) -> np.ndarray:
+    """The device's ``fp8_bits``: FP8 codes (uint8) from element hashes."""
+    h = np.asarray(h, dtype=np.uint32)
+    spread, bias, mbits = FP8_SPREAD[precision], {"e4m3": 7, "e5m2": 15}[precision], \
+        {"e4m3": 3, "e5m2": 2}[precision]
+    e = (h >> np.uint32(8)) % np.uint32(2 * spread + 1) + np.uint32(bias - spread)
+    code = ((h >> np.uint32(31)) << np.uint32(7)) | (e << np.uint32(mbits)) | (
+        h & np.uint32((1 << mbits) - 1))
+    return code.astype(np.uint8)
+
+
 def elements(key: int, index: np.ndarray, precision: str) -> np.ndarray:
     """The exact float64 values at storage indices ``index``."""
+    if precision in FP8_SPREAD:
+        from harness.bench.fp8 import FORMATS
+
+        return FORMATS[precision].decode(stored_bits(key, index, precision))
     raw = stored_bits(key, index, precision)
     stored = raw.view({"fp32": np.float32, "tf32": np.float32, "fp16": np.float16,
                        "bf16": np.uint16}[precision])

@@ -26,7 +26,8 @@ SCALARS = ("alpha", "beta")
 OPERANDS = ("A", "B", "C", "D")
 TMAPS = tuple(f"tmap_{o}" for o in OPERANDS)
 WORKSPACE = "workspace"
-VOCABULARY = SIZES + LEADING_DIMS + SCALARS + OPERANDS + TMAPS + (WORKSPACE,)
+SCALES = ("scale_a", "scale_b")  # an FP8 GEMM's FP32 scales (kernels/fp8_spec.py)
+VOCABULARY = SIZES + LEADING_DIMS + SCALARS + OPERANDS + TMAPS + (WORKSPACE,) + SCALES
 """Every name a signature entry may take (plus ``{ const = ..., type = ... }`` and
 ``{ host = "name", type = ... }``)."""
 INT_TYPES = ("i32", "i64")
@@ -143,7 +144,7 @@ def parse_signature(raw, names: frozenset[str], fail=SpecError) -> tuple[Param, 
             params.append(Param(name, ctype))
         elif name in SCALARS:
             params.append(Param(name, "f32"))
-        elif name in OPERANDS:
+        elif name in OPERANDS + SCALES:
             params.append(Param(name, "ptr"))
         elif name in TMAPS:
             params.append(Param(name, "tmap"))

@@ -22,6 +22,7 @@ from harness.kernels.budget import (  # noqa: F401 (BUDGET_KEYS, budget_problems
     parse_budget,
 )
 from harness.kernels.buffers_spec import BuffersSpec, buffers_kernel_spec
+from harness.kernels.fp8_spec import Fp8Spec, fp8_table
 from harness.kernels.hostsetup import missing_setup
 from harness.kernels.signature import (
     DEFAULT_SIGNATURE,
@@ -69,6 +70,9 @@ from harness.kernels.spec_text import (
 )
 
 PRECISIONS = ("fp32", "tf32", "bf16", "fp16")
+CEILING_PRECISIONS = (*PRECISIONS, "fp8")
+"""Ceiling kernels may issue FP8 (e4m3) mma; an FP8 GEMM is declared (fp8_spec.py) but not
+yet judged by the runs (issue 36)."""
 LAYOUTS = ("row", "col")
 MODEL_KEYS = ("tile_m", "tile_n", "smem_loads", "fmas")
 """The napkin model's required keys ([model])."""
@@ -88,7 +92,7 @@ _OPTIONAL = ("layout_b", "c_type", "blas_strict", "nondeterministic", "represent
              "dynamic_smem_bytes", "constraints", "carveout_pct", "predicted", "params",
              "variants", "tune", "tuned", "model", "kind", "ceiling", "tma", "budget",
              "signature", "layout_a", "layout_c", "tmaps", "cluster_dims", "block_order",
-             "fp32_via", "macros")
+             "fp32_via", "macros", "fp8")
 BLOCK_ORDERS = ("default", "spread", "load_balancing")
 """How the GPU places a launch's blocks (their clusters) on the SMs (``block_order``): the
 driver's cluster scheduling policy (``CU_LAUNCH_ATTRIBUTE_CLUSTER_SCHEDULING_POLICY_PREFERENCE``),
@@ -127,6 +131,8 @@ class KernelSpec:
     """The element type the kernel writes C in (and reads it in, when beta != 0)."""
     blas_strict: bool = False
     """Reading C when beta = 0 is a failure, not a note (BLAS leaves C unset then)."""
+    fp8: Fp8Spec | None = None
+    """An FP8 GEMM's formats, scales and promotion (``[fp8]``, harness.kernels.fp8_spec)."""
     fp32_via: str = ""
     """An FP32 kernel that computes on tensor cores says how (:data:`FP32_VIA`); "" holds it
     to FP32 accuracy and the FP32 FMA peak."""
@@ -363,8 +369,10 @@ def parse_spec(source: str, path: Path) -> KernelSpec:
                        f"arguments may name [params]), found {entry!r}")
     check_entry_defined(source[match.end():], entry, path)
     precision = table["precision"]
-    if precision not in PRECISIONS:
-        raise fail(f"precision must be one of {', '.join(PRECISIONS)}, found {precision!r}")
+    if precision not in CEILING_PRECISIONS:
+        raise fail(f"precision must be one of {', '.join(CEILING_PRECISIONS)}, found "
+                   f"{precision!r}")
+    fp8 = fp8_table(table, precision, fail) if kind == "gemm" else None
     layout_b = table.get("layout_b", "row")
     if layout_b not in LAYOUTS:
         raise fail(f"layout_b must be 'row' or 'col', found {layout_b!r}")
@@ -377,7 +385,7 @@ def parse_spec(source: str, path: Path) -> KernelSpec:
     c_type = table.get("c_type", "fp32")
     if c_type not in C_TYPES:
         raise fail(f"c_type must be one of {', '.join(C_TYPES)}, found {c_type!r}")
-    if c_type not in ("fp32", precision):
+    if c_type not in ("fp32", precision) and fp8 is None:
         allowed = "\"fp32\"" + (f" or \"{precision}\"" if precision in C_TYPES[1:] else "")
         raise fail(f"c_type {c_type!r} with {precision} inputs: a 16-bit C must be the inputs' "
                    f"own type, the pairs cuBLAS (the baseline) offers; use c_type = {allowed}")
@@ -467,7 +475,7 @@ def parse_spec(source: str, path: Path) -> KernelSpec:
         path=path, entry=entry, summary=table["summary"].strip(), precision=precision,
         min_arch=table["min_arch"], block=block, grid=grid, dynamic_smem_bytes=dynamic_smem,
         layout_b=layout_b, c_type=c_type, blas_strict=table.get("blas_strict", False),
-        fp32_via=fp32_via, nondeterministic=table.get("nondeterministic", False),
+        fp32_via=fp32_via, nondeterministic=table.get("nondeterministic", False), fp8=fp8,
         constraints=constraints,
         carveout_pct=carveout,
         predicted=table.get("predicted", "").strip(), params=params, variants=variants,

@@ -23,7 +23,8 @@ TMA_SWIZZLES = ("128B", "64B", "32B", "none")
 row r at c ^ (r % (S / 16)) within each S-byte row span; ``none``: rows back to back."""
 CEILING_TABLE_KEYS = ("instruction", "mma_per_iteration", "blocks_per_sm")
 # the operand types an mma instruction names for each input precision (FP32 accumulate)
-_MMA_TYPES = {"bf16": ".bf16.bf16.", "fp16": ".f16.f16.", "tf32": ".tf32.tf32."}
+_MMA_TYPES = {"bf16": ".bf16.bf16.", "fp16": ".f16.f16.", "tf32": ".tf32.tf32.",
+              "fp8": ".e4m3.e4m3."}
 _MMA = re.compile(r"^(?P<family>mma\.sync|wgmma\.mma_async\.sync)\.aligned"
                   r"\.m(?P<m>\d+)n(?P<n>\d+)k(?P<k>\d+)\.[a-z0-9.]+$")
 # warps that issue one instruction together: a wgmma is one warpgroup's (4 warps)

@@ -1,0 +1,128 @@
+"""FP8 operands (issue 36): the two OCP formats' values, draws of exactly representable values
+over a spread of exponents, and a model of how wgmma accumulates their products, fitted to the
+H100's own answers (notes/fp8_accumulation.md).
+
+The model: one wgmma k32 step aligns the FP32 accumulator and its 32 products to the largest
+exponent among them, keeps :data:`WINDOW_PLACES` binary places below it, truncates each term
+toward zero there, and adds what is left exactly. It gives every output of the probe
+(experiments/fp8_accumulation.py) bit for bit (tests/test_fp8.py reads the committed log).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from functools import cached_property
+
+import numpy as np
+
+WINDOW_PLACES = 13
+"""Binary places kept below the largest term of a k32 step (a 14-bit window)."""
+K_STEP = 32
+"""Products a wgmma with FP8 operands adds in one step (m64nNk32)."""
+
+
+@dataclass(frozen=True)
+class Fp8Format:
+    """An 8-bit float: sign, ``exponent_bits``, ``mantissa_bits``, ``bias``."""
+
+    name: str
+    exponent_bits: int
+    mantissa_bits: int
+    bias: int
+    has_inf: bool
+    """e5m2 keeps IEEE infinities and NaNs in its top exponent; e4m3 (OCP E4M3FN) has no
+    infinity and one NaN pattern per sign (S.1111.111), so its top exponent holds values."""
+
+    @cached_property
+    def values(self) -> np.ndarray:
+        """The value of each of the 256 codes (NaN for NaN codes, +-inf for e5m2's)."""
+        out = np.empty(256)
+        top = (1 << self.exponent_bits) - 1
+        for code in range(256):
+            sign = -1.0 if code & 0x80 else 1.0
+            e = (code >> self.mantissa_bits) & top
+            m = code & ((1 << self.mantissa_bits) - 1)
+            if self.has_inf and e == top:
+                out[code] = sign * math.inf if m == 0 else math.nan
+            elif not self.has_inf and e == top and m == (1 << self.mantissa_bits) - 1:
+                out[code] = math.nan
+            elif e == 0:
+                out[code] = sign * m / (1 << self.mantissa_bits) * 2.0 ** (1 - self.bias)
+            else:
+                out[code] = sign * (1 + m / (1 << self.mantissa_bits)) * 2.0 ** (e - self.bias)
+        return out
+
+    @property
+    def max_finite(self) -> float:
+        return float(np.nanmax(np.where(np.isfinite(self.values), self.values, np.nan)))
+
+    @property
+    def min_subnormal(self) -> float:
+        return 2.0 ** (1 - self.bias - self.mantissa_bits)
+
+    def decode(self, codes: np.ndarray) -> np.ndarray:
+        """The exact values of ``codes`` (uint8), in float64."""
+        return self.values[np.asarray(codes, dtype=np.uint8)]
+
+    def encode(self, x: np.ndarray) -> np.ndarray:
+        """``x`` rounded to the nearest value of the format, ties to the even code, beyond the
+        largest finite value saturated to it (cuBLASLt's and the PTX ``.satfinite`` choice),
+        NaN to the NaN code."""
+        x = np.asarray(x, dtype=np.float64)
+        finite = np.isfinite(self.values) & (self.values >= 0)
+        codes = np.flatnonzero(finite)
+        order = np.argsort(self.values[codes], kind="stable")
+        codes, grid = codes[order], self.values[codes][order]
+        mag = np.minimum(np.abs(np.nan_to_num(x, nan=0.0)), grid[-1])
+        hi = np.clip(np.searchsorted(grid, mag), 1, len(grid) - 1)
+        lo = hi - 1
+        below, above = mag - grid[lo], grid[hi] - mag
+        pick = np.where(below < above, lo, np.where(above < below, hi,
+                                                    np.where(codes[lo] % 2 == 0, lo, hi)))
+        out = codes[pick].astype(np.uint8) | np.where(np.signbit(x), 0x80, 0).astype(np.uint8)
+        nan_code = 0x7F if not self.has_inf else 0x7E
+        return np.where(np.isnan(x), np.uint8(nan_code), out).astype(np.uint8)
+
+    def draw(self, rng: np.random.Generator, shape: tuple[int, ...], spread: int = 0
+             ) -> np.ndarray:
+        """Codes of finite values drawn uniformly among the format's codes of magnitude in
+        [2^-spread, 2^(spread + 1)) (all finite non-zero values for ``spread`` < 0), with a
+        random sign: every value exactly representable, exponents spread as asked."""
+        mags = self.values[:128]
+        ok = np.isfinite(mags) & (mags > 0)
+        if spread >= 0:
+            ok &= (mags >= 2.0 ** -spread) & (mags < 2.0 ** (spread + 1))
+        pool = np.flatnonzero(ok).astype(np.uint8)
+        codes = rng.choice(pool, size=shape)
+        return codes | (rng.integers(0, 2, size=shape, dtype=np.uint8) << 7)
+
+
+FORMATS = {"e4m3": Fp8Format("e4m3", 4, 3, 7, has_inf=False),
+           "e5m2": Fp8Format("e5m2", 5, 2, 15, has_inf=True)}
+
+
+def window_step(c: np.ndarray, products: np.ndarray, places: int = WINDOW_PLACES) -> np.ndarray:
+    """One k32 step of the tensor core as measured: ``c`` (FP32 accumulators, any shape) plus
+    ``products`` (the same shape and a last axis of the step's products, exact in float64),
+    every term truncated toward zero at ``places`` below the largest, the rest added exactly,
+    written back as FP32."""
+    c = np.asarray(c, dtype=np.float32).astype(np.float64)
+    terms = np.concatenate([c[..., None], np.asarray(products, dtype=np.float64)], axis=-1)
+    largest = np.max(np.abs(terms), axis=-1, keepdims=True)
+    exponent = np.floor(np.log2(np.where(largest > 0, largest, 1.0)))
+    unit = np.exp2(exponent - places)
+    kept = np.trunc(terms / unit) * unit
+    return kept.sum(axis=-1).astype(np.float32)
+
+
+def tensor_core_dot(a: np.ndarray, b: np.ndarray, c: np.ndarray | float = 0.0,
+                    places: int = WINDOW_PLACES, k_step: int = K_STEP) -> np.ndarray:
+    """``c + a @ b`` as wgmma accumulates it in order over K, a k32 step at a time
+    (:func:`window_step`); ``a`` (M x K) and ``b`` (K x N) hold the operands' exact values."""
+    m, k = a.shape
+    acc = np.broadcast_to(np.asarray(c, dtype=np.float32), (m, b.shape[1])).copy()
+    for start in range(0, k, k_step):
+        products = a[:, None, start:start + k_step] * b.T[None, :, start:start + k_step]
+        acc = window_step(acc, products, places)
+    return acc

@@ -1,0 +1,214 @@
+"""The check of an FP8 GEMM (issue 36): its reference from the operands' exact values and their
+scales, the bound a right kernel stays within, and the findings that name what a wrong one did.
+
+A right kernel multiplies FP8 operands on the tensor cores, which add each k32 step's products in
+a 14-bit window (harness/bench/fp8.py, notes/fp8_accumulation.md), and applies the scales in
+FP32: per tensor, once in the epilogue; per block (1 x 128 for A, 128 x 128 for B), to each
+block's partial sum as it is promoted into an FP32 accumulator on the CUDA cores. Its error is
+a random walk of the window's truncations, each under 2^-13 of the largest term of its step:
+
+    walk(m, n)^2 = sum over steps j of 11 (2^-13 M_j)^2,   M_j = max(|P_j-1|, max |products_j|)
+
+(33 terms a step, each off by a uniform part of its unit, of either sign: variance unit^2 / 3),
+with P the exact partial sums in k order, restarted at every promotion. The norm of the error
+is held to NORM_SAFETY times the walk's norm, each element to ELEMENT_SAFETY times its walk,
+plus the output's rounding. The model of the window, run on the check's own inputs, stays
+within both by a wide margin; a window of FP16's width (11 bits) does not
+(tests/test_fp8_check.py)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from harness.bench.fp8 import FORMATS, K_STEP, WINDOW_PLACES, tensor_core_dot
+from harness.bench.numerics import half_ulp, stored, to_float64
+
+BLOCK_K = 128
+"""The k extent of a block scale (A: 1 x 128 per row, B: 128 x 128)."""
+NORM_SAFETY = 3.0
+ELEMENT_SAFETY = 8.0
+FEWER_BITS = 16.0
+"""An output within this many times the bounds everywhere, though outside them, accumulated
+with fewer bits than the window (an FP16 accumulator: 3 bits, 8x, fewer); beyond, it is
+wrong."""
+OUTPUTS = ("bf16", "fp32")
+
+
+@dataclass(frozen=True)
+class Fp8Gemm:
+    """One FP8 GEMM's inputs: codes, formats, scales, output type and how the kernel promotes.
+
+    ``scale_a`` and ``scale_b``: floats (per tensor), or arrays of shape (M, K / 128) and
+    (K / 128, N / 128) (per block). ``promote``: the products a kernel adds on the tensor core
+    before it promotes into FP32 (a multiple of 32; None: all of K, as per-tensor kernels do;
+    block scales need a promotion at least every 128)."""
+
+    a: np.ndarray
+    b: np.ndarray
+    a_format: str
+    b_format: str
+    scale_a: float | np.ndarray
+    scale_b: float | np.ndarray
+    out: str = "bf16"
+    promote: int | None = None
+
+    @property
+    def blocked(self) -> bool:
+        return np.ndim(self.scale_a) > 0
+
+    def values(self) -> tuple[np.ndarray, np.ndarray]:
+        """A and B's exact values, unscaled."""
+        return FORMATS[self.a_format].decode(self.a), FORMATS[self.b_format].decode(self.b)
+
+    def steps(self) -> int:
+        """Products per run on the tensor core between promotions."""
+        k = self.a.shape[1]
+        run = self.promote or k
+        if self.blocked:
+            run = min(run, BLOCK_K)
+        return run
+
+
+def _block_scales(g: Fp8Gemm, start: int, stop: int) -> np.ndarray:
+    """The scale of each output for the products of k in [start, stop) (one block's)."""
+    if not g.blocked:
+        return np.asarray(float(g.scale_a) * float(g.scale_b))
+    blk = start // BLOCK_K
+    sa = np.asarray(g.scale_a, dtype=np.float64)[:, blk][:, None]
+    sb = np.repeat(np.asarray(g.scale_b, dtype=np.float64)[blk], BLOCK_K)[None, :g.b.shape[1]]
+    return sa * sb
+
+
+def reference(g: Fp8Gemm, a: np.ndarray | None = None, b: np.ndarray | None = None
+              ) -> np.ndarray:
+    """D = (A x scales) @ (B x scales) in float64 from the exact values (``a``, ``b``: other
+    values of the operands, for the findings)."""
+    av, bv = g.values()
+    av, bv = (av if a is None else a), (bv if b is None else b)
+    if not g.blocked:
+        return (av @ bv) * float(g.scale_a) * float(g.scale_b)
+    k = av.shape[1]
+    out = np.zeros((av.shape[0], bv.shape[1]))
+    for start in range(0, k, BLOCK_K):
+        stop = min(k, start + BLOCK_K)
+        out += (av[:, start:stop] @ bv[start:stop]) * _block_scales(g, start, stop)
+    return out
+
+
+def walk(g: Fp8Gemm) -> np.ndarray:
+    """Each output's random walk of the window's truncations (module docstring), in the
+    output's units (its scales applied)."""
+    av, bv = g.values()
+    k = av.shape[1]
+    run = g.steps()
+    var = np.zeros((av.shape[0], bv.shape[1]))
+    partial = np.zeros_like(var)
+    for start in range(0, k, K_STEP):
+        stop = min(k, start + K_STEP)
+        if start % run == 0:
+            partial[:] = 0.0  # promoted: the tensor core starts again from zero
+        biggest = (np.abs(av[:, start:stop]).max(axis=1)[:, None]
+                   * np.abs(bv[start:stop]).max(axis=0)[None, :])
+        largest = np.maximum(np.abs(partial), biggest) * (1 + 2.0 ** -6)
+        var += 11.0 * (largest * 2.0 ** -WINDOW_PLACES * _block_scales(g, start, stop)) ** 2
+        partial += av[:, start:stop] @ bv[start:stop]
+    return np.sqrt(var)
+
+
+def model_output(g: Fp8Gemm, places: int = WINDOW_PLACES) -> np.ndarray:
+    """What a right kernel stores (the window's model; ``places``: another window, for the
+    tests), in the output type's exact values."""
+    av, bv = g.values()
+    k = av.shape[1]
+    run = g.steps()
+    acc = np.zeros((av.shape[0], bv.shape[1]), dtype=np.float32)
+    for start in range(0, k, run):
+        stop = min(k, start + run)
+        part = tensor_core_dot(av[:, start:stop], bv[start:stop], places=places)
+        scales = (_block_scales(g, start, stop) if g.blocked else np.asarray(1.0))
+        acc = (acc + part.astype(np.float64) * scales).astype(np.float32)
+    if not g.blocked:
+        acc = (acc.astype(np.float64) * float(g.scale_a) * float(g.scale_b)).astype(np.float32)
+    return to_float64(stored(acc, g.out), g.out)
+
+
+@dataclass(frozen=True)
+class Fp8Verdict:
+    passed: bool
+    finding: str
+    """"ok", "wrong values", "ignores the scale of A" (or B), "reads A as e4m3" (and the
+    like), "less accurate than the tensor core's FP8 accumulation", "non-finite"."""
+    error_norm: float
+    norm_bound: float
+    bad_elements: int
+    message: str
+
+
+def _bounds(g: Fp8Gemm, ref: np.ndarray) -> tuple[np.ndarray, float]:
+    """Each element's bound and the norm's, for ``g`` whose reference is ``ref``."""
+    w = walk(g)
+    rounding = (half_ulp(np.abs(ref) + ELEMENT_SAFETY * w, g.out) if g.out != "fp32"
+                else np.zeros_like(ref))
+    element = ELEMENT_SAFETY * w + 2.0 * rounding + np.abs(ref) * 2.0 ** -24
+    return element, NORM_SAFETY * float(np.linalg.norm(w)) + 2.0 * float(np.linalg.norm(rounding))
+
+
+def _within(g: Fp8Gemm, out: np.ndarray, widen: float = 1.0
+            ) -> tuple[bool, float, float, int]:
+    """Whether ``out`` is what a right kernel computing ``g`` may give, its bounds ``widen``
+    times wider: (it is, the error norm, the norm's bound, elements outside their own)."""
+    ref = reference(g)
+    element, norm_bound = _bounds(g, ref)
+    element, norm_bound = element * widen, norm_bound * widen
+    err = out - ref
+    norm = float(np.linalg.norm(np.where(np.isfinite(err), err, 0.0)))
+    bad = int(np.count_nonzero(~(np.abs(err) <= element)))
+    return bad == 0 and norm <= norm_bound, norm, norm_bound, bad
+
+
+def judge(g: Fp8Gemm, out: np.ndarray) -> Fp8Verdict:
+    """``out`` (the output's exact values) against the reference and the bound; a failure
+    named by the mistaken GEMM that ``out`` passes as instead."""
+    if not np.isfinite(out).all():
+        n = int(np.count_nonzero(~np.isfinite(out)))
+        return Fp8Verdict(False, "non-finite", math.inf, math.nan, n,
+                          f"non-finite: {n} of {out.size} outputs are NaN or Inf")
+    ok, norm, norm_bound, bad = _within(g, out)
+    if ok:
+        return Fp8Verdict(True, "ok", norm, norm_bound, 0, "ok")
+    finding, story = _explain(g, out, norm, norm_bound)
+    return Fp8Verdict(False, finding, norm, norm_bound, bad,
+                      f"{finding}: error norm {norm:.3g} against a bound of {norm_bound:.3g}, "
+                      f"{bad} of {out.size} outputs outside theirs; {story}")
+
+
+def _explain(g: Fp8Gemm, out: np.ndarray, norm: float, norm_bound: float) -> tuple[str, str]:
+    """What ``out`` is instead: the GEMM of a known mistake it passes as, else how far off."""
+    other = {"e4m3": "e5m2", "e5m2": "e4m3"}
+    one_a = np.ones_like(g.scale_a) if g.blocked else 1.0
+    one_b = np.ones_like(g.scale_b) if g.blocked else 1.0
+    mistakes = [
+        ("ignores the scale of A", "it is the product without A's scales",
+         replace(g, scale_a=one_a)),
+        ("ignores the scale of B", "it is the product without B's scales",
+         replace(g, scale_b=one_b)),
+        (f"reads A as {other[g.a_format]}",
+         f"it is the product with A's bytes read as {other[g.a_format]}, not {g.a_format}",
+         replace(g, a_format=other[g.a_format])),
+        (f"reads B as {other[g.b_format]}",
+         f"it is the product with B's bytes read as {other[g.b_format]}, not {g.b_format}",
+         replace(g, b_format=other[g.b_format])),
+    ]
+    for finding, story, mistaken in mistakes:
+        av, bv = mistaken.values()
+        if np.isfinite(av).all() and np.isfinite(bv).all() and _within(mistaken, out)[0]:
+            return finding, story
+    if _within(g, out, widen=FEWER_BITS)[0]:
+        return ("less accurate than the tensor core's FP8 accumulation",
+                "its error is a few times what the 14-bit window allows on these inputs "
+                "(an FP16 accumulator keeps 11 bits), but near the product: it accumulates "
+                "with fewer bits than the tensor core")
+    return "wrong values", "it is none of the known mistakes (scales, formats, accumulator)"

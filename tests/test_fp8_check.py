@@ -1,0 +1,101 @@
+"""The FP8 GEMM check (harness/bench/fp8_check.py) on simulated kernels: the model of the
+tensor core's window (which gives the H100's own probe outputs, tests/test_fp8.py) passes at
+every depth, with per-tensor and block scales, in BF16 and FP32; each planted mistake fails
+with its name."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from harness.bench.fp8 import FORMATS
+from harness.bench.fp8_check import Fp8Gemm, judge, model_output, reference, walk
+from harness.bench.numerics import stored, to_float64
+
+M, N = 24, 256
+
+
+def gemm(k: int, seed: int, fa="e4m3", fb="e4m3", blocked=False, out="bf16", promote=None,
+         spread=3) -> Fp8Gemm:
+    rng = np.random.default_rng(seed)
+    a = FORMATS[fa].draw(rng, (M, k), spread)
+    b = FORMATS[fb].draw(rng, (k, N), spread)
+    if blocked:
+        sa = 2.0 ** rng.integers(-6, 4, size=(M, k // 128))
+        sb = 2.0 ** rng.integers(-6, 4, size=(k // 128, N // 128))
+        return Fp8Gemm(a, b, fa, fb, sa, sb, out, promote or 128)
+    return Fp8Gemm(a, b, fa, fb, 2.0 ** -5, 2.0 ** 3 * 1.5, out, promote)
+
+
+@pytest.mark.parametrize("k", [128, 1024, 4096])
+@pytest.mark.parametrize("blocked", [False, True])
+@pytest.mark.parametrize("formats", [("e4m3", "e4m3"), ("e4m3", "e5m2")])
+@pytest.mark.parametrize("out", ["bf16", "fp32"])
+def test_the_tensor_cores_own_accumulation_passes(k, blocked, formats, out):
+    for seed in (1, 2):
+        g = gemm(k, seed, *formats, blocked=blocked, out=out)
+        verdict = judge(g, model_output(g))
+        assert verdict.passed, verdict.message
+        # far inside: the walk's margin is what a different order or promotion may use
+        assert verdict.error_norm <= verdict.norm_bound / 2, verdict
+
+
+def test_promoting_more_often_only_helps():
+    g = gemm(4096, 3, promote=128)
+    assert judge(g, model_output(g)).passed
+    assert np.linalg.norm(walk(g)) < np.linalg.norm(walk(gemm(4096, 3)))
+
+
+@pytest.mark.parametrize("k", [1024, 4096])
+@pytest.mark.parametrize("blocked", [False, True])
+def test_a_window_of_fp16_width_fails_as_less_accurate(k, blocked):
+    g = gemm(k, 4, blocked=blocked, out="fp32")
+    verdict = judge(g, model_output(g, places=10))
+    assert not verdict.passed
+    assert verdict.finding == "less accurate than the tensor core's FP8 accumulation", verdict
+
+
+@pytest.mark.parametrize("blocked", [False, True])
+def test_a_kernel_that_ignores_a_scale_is_named(blocked):
+    g = gemm(1024, 5, blocked=blocked)
+    if blocked:
+        no_a = Fp8Gemm(g.a, g.b, g.a_format, g.b_format, np.ones_like(g.scale_a), g.scale_b,
+                       g.out, g.promote)
+    else:
+        no_a = Fp8Gemm(g.a, g.b, g.a_format, g.b_format, 1.0, g.scale_b, g.out, g.promote)
+    verdict = judge(g, model_output(no_a))
+    assert verdict.finding == "ignores the scale of A", verdict
+
+
+def test_a_kernel_that_reads_e5m2_as_e4m3_is_named():
+    g = gemm(1024, 6, "e4m3", "e5m2", spread=2)
+    misread = Fp8Gemm(g.a, g.b, "e4m3", "e4m3", g.scale_a, g.scale_b, g.out)
+    assert np.isfinite(misread.values()[1]).all()
+    verdict = judge(g, model_output(misread))
+    assert verdict.finding == "reads B as e4m3", verdict
+
+
+def test_wrong_values_and_non_finite_outputs_fail():
+    g = gemm(512, 7)
+    good = model_output(g)
+    wrong = good.copy()
+    wrong[3, 100] += 0.25 * np.abs(good).max()
+    verdict = judge(g, wrong)
+    assert not verdict.passed and verdict.finding == "wrong values" and verdict.bad_elements
+    broken = good.copy()
+    broken[0, 0] = np.nan
+    assert judge(g, broken).finding == "non-finite"
+
+
+def test_the_reference_applies_block_scales_block_by_block():
+    g = gemm(256, 8, blocked=True)
+    av, bv = g.values()
+    direct = np.zeros((M, N))
+    for m in range(M):
+        for n in range(0, N, 64):
+            for blk in range(2):
+                ks = slice(128 * blk, 128 * blk + 128)
+                direct[m, n] += (av[m, ks] @ bv[ks, n]) * g.scale_a[m, blk] * g.scale_b[
+                    blk, n // 128]
+    assert np.allclose(reference(g)[:, ::64], direct[:, ::64], rtol=1e-12)
+    assert to_float64(stored(reference(g), "bf16"), "bf16").shape == (M, N)
