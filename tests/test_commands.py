@@ -62,7 +62,7 @@ class _Session:
     def operands(self, kernel, m, n, k, seed):
         addr = SimpleNamespace(address=0)
         return SimpleNamespace(a=addr, b=addr, out=addr, layout_a="row", layout_c="row",
-                               poison_c=lambda stream: None, close=lambda: None)
+                               blas_fp8=None, poison_c=lambda stream: None, close=lambda: None)
 
     def facts(self):
         return {"name": "NVIDIA H100 80GB HBM3", "arch": "sm_90", "sm_count": 132,

@@ -99,3 +99,62 @@ def test_the_reference_applies_block_scales_block_by_block():
                     blk, n // 128]
     assert np.allclose(reference(g)[:, ::64], direct[:, ::64], rtol=1e-12)
     assert to_float64(stored(reference(g), "bf16"), "bf16").shape == (M, N)
+
+
+# --- the check a run makes (fp8_check.check): whole or sampled, with the run's findings ---
+
+def _spec(a="e4m3", b="e4m3"):
+    from harness.kernels.fp8_spec import Fp8Spec
+
+    return Fp8Spec(a, b, "tensor", None)
+
+
+def _stored_model(g: Fp8Gemm) -> np.ndarray:
+    return stored(model_output(g), g.out)
+
+
+@pytest.mark.parametrize("budget", [1 << 27, 1])
+def test_a_run_passes_the_model_whole_or_sampled(monkeypatch, budget):
+    from harness.bench import fp8_check
+
+    monkeypatch.setattr(fp8_check, "WHOLE_BUDGET", budget)
+    monkeypatch.setattr(fp8_check, "SAMPLE", 16)
+    g = gemm(1024, 5)
+    out = _stored_model(g)
+    result = fp8_check.check(out, g.a, g.b, _spec(), (g.scale_a, g.scale_b), "bf16", seed=3,
+                             initial=np.full(out.shape, 0x7F1D, np.uint16), ref=reference(g))
+    assert result.passed and result.finding == "ok", result.message
+    assert result.rel_err_norm < result.tolerance_norm
+
+
+def test_a_run_names_unwritten_and_ignored_scales():
+    from harness.bench import fp8_check
+
+    g = gemm(512, 6)
+    out = _stored_model(g)
+    poisoned = out.copy()
+    poisoned[3, 7] = 0x7F1D
+    unwritten = fp8_check.check(poisoned, g.a, g.b, _spec(), (g.scale_a, g.scale_b), "bf16",
+                                seed=1, initial=np.full(out.shape, 0x7F1D, np.uint16))
+    assert unwritten.finding == "unwritten" and unwritten.unwritten_elements == 1
+    no_a = model_output(Fp8Gemm(g.a, g.b, "e4m3", "e4m3", 1.0, g.scale_b, "bf16"))
+    found = fp8_check.check(stored(no_a, "bf16"), g.a, g.b, _spec(), (g.scale_a, g.scale_b),
+                            "bf16", seed=1)
+    assert not found.passed and found.finding == "ignores the scale of A", found.message
+
+
+def test_a_sampled_run_sees_a_tile_wrong_outside_the_sample_by_its_norm(monkeypatch):
+    from harness.bench import fp8_check
+
+    monkeypatch.setattr(fp8_check, "WHOLE_BUDGET", 1)
+    monkeypatch.setattr(fp8_check, "SAMPLE", 8)
+    g = gemm(512, 7)
+    ref = reference(g)
+    rows, cols = fp8_check.sample(M, N, 512, 2)
+    out64 = model_output(g)
+    spare = [c for c in range(N) if c not in set(cols.tolist())][:32]
+    out64[:, spare] = 0.0  # columns the sample never reads: only the whole norm can see them
+    result = fp8_check.check(stored(out64, "bf16"), g.a, g.b, _spec(), (g.scale_a, g.scale_b),
+                             "bf16", seed=2, ref=ref)
+    assert not result.passed and result.finding == "wrong values", result.message
+    assert "outside the sampled rows and columns" in result.message

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from harness.bench import chunked, contents, numerics
+from harness.bench import chunked, contents, fp8_check, numerics
 from harness.bench.numerics import CheckResult
 from harness.bench.operands import GUARD_ELEMENTS, Operands
 from harness.compiler.screen import Screen
@@ -117,7 +117,9 @@ class TimedOutputs:
                                "elements per operand")
         large = self.m * self.n >= 1 << 22
         self.slots = min(slots or (SLOTS_LARGE if large else SLOTS), contents.MAX_SLOTS)
-        self.kind = contents.KIND[spec.precision]
+        self.kinds = first.kinds
+        """A's and B's element kinds (the precision, or an FP8 GEMM's formats)."""
+        self.fp8, self.scales = first.fp8, first.scales
         self.c_type = spec.c_type
         self.word_bytes = numerics.c_bytes(spec.c_type)
         self.out_bytes = (self.m * self.n + GUARD_ELEMENTS) * self.word_bytes
@@ -137,9 +139,10 @@ class TimedOutputs:
     # --- enqueued around every repetition ------------------------------------------------
     def _draw(self, index: int, verify: bool) -> None:
         ops, f = self.copies[index], self.fresh
-        for operand, buf, count in (("A", ops.a, self.m * self.k), ("B", ops.b, self.k * self.n)):
+        for operand, buf, count, kind in (("A", ops.a, self.m * self.k, self.kinds[0]),
+                                          ("B", ops.b, self.k * self.n, self.kinds[1])):
             f.draw.launch(f.shape(count), self.stream, (
-                _u64(buf.address), _u32(count), _u32(self.kind), _u32(self.seed),
+                _u64(buf.address), _u32(count), _u32(contents.KIND[kind]), _u32(self.seed),
                 _u32(self.salt), _u32(contents.OPERAND[operand]), _u64(self.state.address),
                 _u32(int(verify)), _u64(self.changed.address + 4 * contents.OPERAND[operand])))
 
@@ -214,16 +217,29 @@ class TimedOutputs:
         a, b = self.changed.download(np.uint32, (2,), self.stream)
         return int(a), int(b)
 
-    def reference(self, content: int, rows: np.ndarray, cols: np.ndarray
-                  ) -> tuple[np.ndarray, np.ndarray]:
-        """The float64 product of rows ``rows`` of A and columns ``cols`` of B drawn for
-        ``content``, and its error scale."""
+    def operands(self, content: int, rows: np.ndarray, cols: np.ndarray
+                 ) -> tuple[np.ndarray, np.ndarray]:
+        """Rows ``rows`` of A and columns ``cols`` of B drawn for ``content``, as float64."""
         spec = self.spec
-        a = contents.a_rows(self.seed, self.salt, content, spec.precision, spec.layout_a, self.m,
+        a = contents.a_rows(self.seed, self.salt, content, self.kinds[0], spec.layout_a, self.m,
                             self.k, rows)
-        b = contents.b_cols(self.seed, self.salt, content, spec.precision, spec.layout_b, self.k,
+        b = contents.b_cols(self.seed, self.salt, content, self.kinds[1], spec.layout_b, self.k,
                             self.n, cols)
-        return a @ b, np.abs(a).astype(np.float32) @ np.abs(b).astype(np.float32)
+        return a, b
+
+    def compare(self, out: np.ndarray, a: np.ndarray, b: np.ndarray, seed: int,
+                initial: np.ndarray | None = None) -> CheckResult:
+        """``out``, a block of a kept output, against the product of ``a`` and ``b`` (the
+        block's rows of A and columns of B, float64, unscaled): the window's bound for an FP8
+        GEMM (its scales applied here), else the K-deep bound of the precision."""
+        spec = self.spec
+        if self.fp8 is not None:
+            return fp8_check.check(out, numerics.stored(a, self.kinds[0]),
+                                   numerics.stored(b, self.kinds[1]), self.fp8, self.scales,
+                                   spec.c_type, seed=seed, initial=initial)
+        return chunked.compare(out, a @ b, spec.precision, k=self.k, seed=seed, alpha=1.0,
+                               beta=0.0, c_type=spec.c_type, initial=initial,
+                               scale=np.abs(a).astype(np.float32) @ np.abs(b).astype(np.float32))
 
 
 def verify(timed: TimedOutputs, initial: Operands, screen: Screen | None
@@ -274,12 +290,10 @@ def _verify_one(timed: TimedOutputs, initial: Operands, screen: Screen | None, o
     rows = np.sort(rng.choice(m, size=min(m, SAMPLE), replace=False))
     cols = np.sort(rng.choice(n, size=min(n, SAMPLE), replace=False))
     out = timed.block(one.slot, rows, cols)
-    ref, scale = timed.reference(one.content, rows, cols)
     sentinel = np.full(out.shape, numerics.SENTINEL[spec.c_type],
                        dtype=np.uint32 if timed.word_bytes == 4 else np.uint16)
-    result = chunked.compare(out, ref, spec.precision, scale=scale, k=k, seed=timed.seed,
-                              alpha=1.0, beta=0.0, c_type=spec.c_type,
-                              initial=sentinel.view(out.dtype))
+    result = timed.compare(out, *timed.operands(one.content, rows, cols), timed.seed,
+                           initial=sentinel.view(out.dtype))
     if result.passed and not unwritten and not nonfinite:
         return None
     if unwritten:
@@ -311,7 +325,6 @@ def _replayed(timed: TimedOutputs, initial: Operands, one: Kept, out: np.ndarray
     """What earlier inputs ``out`` is the product of, if any: the repetition before, the last
     content of this placement (what its primer ran on), the timing's first launch, or the
     inputs checked before timing."""
-    spec = timed.spec
     candidates = [(one.content - 1, "the inputs of the repetition before it"),
                   (one.content - len(timed.copies), "the inputs its placement held before"),
                   (1, "the inputs of the timing's first launch")]
@@ -320,13 +333,10 @@ def _replayed(timed: TimedOutputs, initial: Operands, one: Kept, out: np.ndarray
         if content < 1 or content in tried:
             continue
         tried.add(content)
-        ref, scale = timed.reference(content, rows, cols)
-        if chunked.compare(out, ref, spec.precision, scale=scale, k=timed.k, seed=0,
-                            alpha=1.0, beta=0.0, c_type=spec.c_type).passed:
+        if timed.compare(out, *timed.operands(content, rows, cols), 0).passed:
             return what
-    a, b = initial.a64[rows], initial.b64[:, cols]
-    if chunked.compare(out, a @ b, spec.precision, k=timed.k, seed=0, alpha=1.0, beta=0.0,
-                        c_type=spec.c_type, scale=np.abs(a).astype(np.float32)
-                        @ np.abs(b).astype(np.float32)).passed:
+    a = numerics.to_float64(initial.codes[0][rows], timed.kinds[0])
+    b = numerics.to_float64(initial.codes[1][:, cols], timed.kinds[1])
+    if timed.compare(out, a, b, 0).passed:
         return "the inputs checked before timing"
     return ""

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from harness.bench import chunked, contents, numerics, operands
+from harness.bench import chunked, contents, fp8_check, numerics, operands
 from harness.bench.gemm import LoadedGemm
 from harness.bench.numerics import CheckResult
 from harness.bench.plan import DEEP, READS_C, STALE_C, WIDE, Plan, PlannedCheck
@@ -55,7 +55,7 @@ def reference_of(gemm: LoadedGemm, ops: operands.Operands, seed: int, alpha: flo
     inputs)."""
     spec = gemm.kernel.spec
     return operands.reference(ops, (ops.m, ops.n, ops.k, seed, spec.precision, spec.c_type,
-                                     alpha, beta, ops.draw), alpha, beta)
+                                     alpha, beta, ops.draw, ops.kinds), alpha, beta)
 
 
 def compare_to_reference(gemm: LoadedGemm, ops: operands.Operands, out: np.ndarray, seed: int,
@@ -67,6 +67,9 @@ def compare_to_reference(gemm: LoadedGemm, ops: operands.Operands, out: np.ndarr
     spec = gemm.kernel.spec
     k = ops.k
     ref, scale = reference_of(gemm, ops, seed, alpha, beta)
+    if ops.fp8 is not None:  # its scales are in a64 and b64; its bound is the window's walk
+        return fp8_check.check(out, *ops.codes, ops.fp8, ops.scales, spec.c_type, seed=seed,
+                               initial=initial, ref=ref)
     via = getattr(spec, "fp32_via", "")
     unit = (numerics.FP32_VIA_UNIT[via] if via else
             numerics.TF32_UNROUNDED_UNIT if ops.unrounded else 0.0)
@@ -194,7 +197,7 @@ def check_baseline(blas: Cublas, gemm: LoadedGemm, ops: operands.Operands, strea
     ops.start_output(stream)
     blas.gemm(spec.precision, ops.m, ops.n, ops.k, alpha, ops.a.address, ops.b.address, beta,
               ops.out.address, spec.layout_b, spec.c_type, layout_a=spec.layout_a,
-              layout_c=spec.layout_c)
+              layout_c=spec.layout_c, fp8=ops.blas_fp8)
     base = compare_to_reference(gemm, ops, ops.result(stream)[0], seed, alpha, beta, None)
     if not base.passed:
         raise HarnessError(f"cuBLAS itself failed the check at {ops.m}x{ops.n}x{ops.k}: "

@@ -20,6 +20,10 @@ WINDOW_PLACES = 13
 """Binary places kept below the largest term of a k32 step (a 14-bit window)."""
 K_STEP = 32
 """Products a wgmma with FP8 operands adds in one step (m64nNk32)."""
+FINDINGS = ("ignores the scale of A", "ignores the scale of B", "reads A as e4m3",
+            "reads A as e5m2", "reads B as e4m3", "reads B as e5m2",
+            "less accurate than the tensor core's FP8 accumulation")
+"""What the check of an FP8 GEMM can find beyond the others (fp8_check.py)."""
 
 
 @dataclass(frozen=True)

@@ -212,3 +212,79 @@ def _explain(g: Fp8Gemm, out: np.ndarray, norm: float, norm_bound: float) -> tup
                 "(an FP16 accumulator keeps 11 bits), but near the product: it accumulates "
                 "with fewer bits than the tensor core")
     return "wrong values", "it is none of the known mistakes (scales, formats, accumulator)"
+
+
+WHOLE_BUDGET = 1 << 27
+"""Outputs times k32 steps up to which the walk is taken over the whole output; past it (the
+timed sizes), over :data:`SAMPLE` random rows by as many random columns."""
+SAMPLE = 256
+SAMPLED_NORM_SLACK = 1.5
+"""The whole output's error norm may be this many times the sample's bound scaled to the
+whole (sqrt of the outputs' ratio): the sample's norm estimates the whole's within a few
+percent at 256 x 256, so only a kernel wrong outside the sample gets near it."""
+
+
+def sample(m: int, n: int, k: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """The rows and columns the walk is taken over: all of them while the output is small
+    enough (:data:`WHOLE_BUDGET`), else a random sample drawn from ``seed``."""
+    if m * n * -(-k // K_STEP) <= WHOLE_BUDGET:
+        return np.arange(m), np.arange(n)
+    rng = np.random.default_rng([seed, m, n, k])
+    return (np.sort(rng.choice(m, size=min(m, SAMPLE), replace=False)),
+            np.sort(rng.choice(n, size=min(n, SAMPLE), replace=False)))
+
+
+def check(out: np.ndarray, a: np.ndarray, b: np.ndarray, fp8, scales: tuple[float, float],
+          c_type: str, *, seed: int, initial: np.ndarray | None = None,
+          ref: np.ndarray | None = None):
+    """An FP8 GEMM's output ``out`` (M x N in ``c_type`` storage) as a check's result
+    (numerics.CheckResult): A's (M x K) and B's (K x N) codes in ``fp8``'s formats (its
+    kernels/fp8_spec.Fp8Spec), per-tensor ``scales``. Unwritten and non-finite outputs are
+    found over the whole output; the bound and the findings (:func:`judge`) over all of it or
+    a sample (:func:`sample`), and then, with ``ref`` (the whole float64 reference), the whole
+    output's error norm against the sample's bound scaled to it."""
+    from harness.bench.numerics import CheckResult, bits
+
+    m, n = out.shape
+    k = a.shape[1]
+    out64 = to_float64(out, c_type)
+
+    def failed(finding: str, message: str, bad: int) -> CheckResult:
+        return CheckResult(False, m, n, k, seed, 1.0, 0.0, math.inf, math.nan, bad,
+                           int(np.count_nonzero(~np.isfinite(out64))), math.nan, message,
+                           finding, unwritten_elements=bad if finding == "unwritten" else 0)
+
+    if initial is not None:
+        same = bits(out) == bits(np.broadcast_to(initial, out.shape).astype(out.dtype))
+        if same.any():
+            first = tuple(int(i) for i in np.argwhere(same)[0])
+            return failed("unwritten", f"unwritten: {int(same.sum())} of {out.size} outputs "
+                          f"were never written (their bits are what C held before the "
+                          f"launch), first at (row, col) = {first}", int(same.sum()))
+    if not np.isfinite(out64).all():
+        bad = int(np.count_nonzero(~np.isfinite(out64)))
+        return failed("non-finite", f"non-finite: {bad} of {out.size} outputs are NaN or Inf",
+                      bad)
+    rows, cols = sample(m, n, k, seed)
+    g = Fp8Gemm(a[rows], b[:, cols], fp8.a, fp8.b, scales[0], scales[1], out=c_type,
+                promote=fp8.promote)
+    part = out64[np.ix_(rows, cols)]
+    verdict = judge(g, part)
+    ref_part = reference(g)
+    ref_norm = float(np.linalg.norm(ref_part)) or 1.0
+    norm, bound = verdict.error_norm, verdict.norm_bound
+    finding, message, passed = verdict.finding, verdict.message, verdict.passed
+    where = "" if len(rows) == m and len(cols) == n else (
+        f" (over {len(rows)} random rows by {len(cols)} random columns)")
+    if passed and ref is not None and where:
+        whole = float(np.linalg.norm(out64 - ref))
+        allowed = bound * math.sqrt(m * n / part.size) * SAMPLED_NORM_SLACK
+        if whole > allowed:
+            passed, finding = False, "wrong values"
+            message = (f"wrong values: the whole output's error norm {whole:.3g} is above "
+                       f"{allowed:.3g}, the sample's bound scaled to all {m * n} outputs: "
+                       "wrong outside the sampled rows and columns")
+    diff = np.abs(part - ref_part)
+    return CheckResult(passed, m, n, k, seed, 1.0, 0.0, norm / ref_norm,
+                       float(diff.max()) if diff.size else 0.0, verdict.bad_elements, 0,
+                       bound / ref_norm, message + where if not passed else "ok", finding)

@@ -18,6 +18,7 @@ from __future__ import annotations
 import numpy as np
 
 from harness.archs import can_run, cubin_runs_on, get_arch
+from harness.bench.operands import scale_offset
 from harness.compiler import occupancy
 from harness.compiler.compile import CompiledKernel
 from harness.errors import LaunchError, SpecError
@@ -69,6 +70,8 @@ def launch_arguments(kernel: Kernel, m: int, n: int, k: int, alpha: float, a: in
     (``driver.tensor_map_2d`` / ``driver.tensor_map``; fakes in CPU tests)."""
     spec = kernel.spec
     values = {"M": m, "N": n, "K": k, "alpha": alpha, "beta": beta, "A": a, "B": b, "C": c}
+    if getattr(spec, "fp8", None) is not None:  # the scales sit after the codes (operands.py)
+        values.update(scale_a=a + scale_offset(m * k), scale_b=b + scale_offset(k * n))
     if spec.signature is None:
         return [*pack(DEFAULT_SIGNATURE, values),
                 *legacy_tensor_maps(kernel, m, n, k, a, b, c, encode_2d)]

@@ -23,7 +23,7 @@ CLOCK_MARGIN = 1.02
 """NVML samples the SM clock every few ms: a launch between samples may have run a little
 faster than the fastest sample. 2% over it is still far under any real kernel's margin to
 peak (the wgmma issue ceiling is 98.9% of peak at the clock of the moment)."""
-ELEMENT_BYTES = {"fp32": 4, "tf32": 4, "bf16": 2, "fp16": 2}
+ELEMENT_BYTES = {"fp32": 4, "tf32": 4, "bf16": 2, "fp16": 2, "fp8": 1}
 
 
 def family(opcodes) -> str:

@@ -54,7 +54,7 @@ from harness.compiler.compile import cache_dir
 from harness.compiler.sass import disassemble, opcodes
 from harness.compiler.screen import Screen, screen
 from harness.errors import HarnessError, LaunchError
-from harness.gpu.cublas import compute_name
+from harness.gpu.cublas import compute_name, library_name
 from harness.gpu.timing import ISOLATED_MAX_REPS, Timing, TimingOptions
 from harness.kernels.registry import Kernel
 from harness.stats import Summary, peak_gflops
@@ -227,7 +227,7 @@ def checked(session: BenchSession, prep: Prepared, m: int, n: int, k: int,
     reference_of(gemm, ops, seed, 1.0, 0.0)
     say("checking the timed size on the timed operands", limit_s=launches_limit_s(m, n, k, 3))
     key = (m, n, k, seed, spec.precision, spec.layout_a, spec.layout_b, spec.layout_c,
-           spec.c_type)
+           spec.c_type, *operands.fp8_key(spec))
     with PHASES("checks"):
         ops.poison_c(session.stream)
         t0 = time.perf_counter()
@@ -345,7 +345,8 @@ def timed(session: BenchSession, prep: Prepared, res: Result, kernel_timing: Tim
                 FASTER_THAN_HARDWARE, res.m, res.n, res.k, 0, 1.0, 0.0, why))
     per_clock = device.arch.fma_flops_per_clock_per_sm.get(precision, float("nan"))
     parts = {"timing": kernel_timing,
-             "baseline": Baseline(compute_name(precision), baseline_timing, c_type),
+             "baseline": Baseline(compute_name(precision), baseline_timing, c_type,
+                                  library_name(precision)),
              "peak_gflops_at_clock": peak_gflops(per_clock, device.sm_count,
                                                  kernel_timing.sm_clock_mhz)}
     with PHASES("ceiling"):

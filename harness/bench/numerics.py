@@ -45,6 +45,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from harness.bench.fp8 import FINDINGS as FP8_FINDINGS
+from harness.bench.fp8 import FORMATS as FP8_FORMATS
 from harness.errors import HarnessError
 
 NAN_WORD = 0x7FC00000
@@ -57,7 +59,7 @@ SENTINEL = {"fp32": 0x7F7F4B1D, "bf16": 0x7F1D, "fp16": 0x7B1D}
 NAN_BITS = {"fp32": NAN_WORD, "bf16": 0x7FC0, "fp16": 0x7E00}
 
 PRECISIONS = ("fp32", "tf32", "bf16", "fp16")
-"""Input precisions; every one claims FP32 accumulation."""
+"""Input precisions held to FP32 accumulation (FP8's bound: fp8_check.py)."""
 U32 = 2.0**-24
 """Unit roundoff of FP32, the accumulator every precision claims."""
 ELEMENT_SAFETY = 10.0
@@ -221,7 +223,7 @@ FINDINGS = ("ok", "unwritten", "non-finite", "wrong values", "ignores beta", "ig
             "writes outside C", "faster than the hardware allows", "reads C when beta = 0",
             "nondeterministic", "less accurate than FP32", "narrower range than claimed",
             "wrong when timed", "adapts to timing", "replays an earlier result",
-            "changes its inputs", "memoises")
+            "changes its inputs", "memoises", *FP8_FINDINGS)
 """What a check can find, each a different cause (the first failed check's is the row's).
 "reads C when beta = 0" is a note unless BLAS strictness is asked for; "nondeterministic" is
 a note for a kernel whose spec declares it (atomics), a failure otherwise."""
@@ -258,7 +260,9 @@ class CheckResult:
 
 
 def input_dtype(precision: str) -> np.dtype:
-    """The host dtype of A and B for a precision (BF16 travels as its uint16 bit pattern)."""
+    """The host dtype of A and B for a precision or an FP8 format (BF16 as its uint16 bits)."""
+    if precision in (*FP8_FORMATS, "fp8"):
+        return np.dtype(np.uint8)
     return {"fp32": np.dtype(np.float32), "tf32": np.dtype(np.float32),
             "fp16": np.dtype(np.float16), "bf16": np.dtype(np.uint16)}[precision]
 
@@ -300,6 +304,8 @@ def stored(values: np.ndarray, kind: str) -> np.ndarray:
     """float values in the device's storage format for ``kind`` (a precision or C type).
     TF32 operands are stored representable in TF32, so a TF32 kernel's products are exact and
     only its accumulation is judged, as for 16-bit inputs."""
+    if kind in FP8_FORMATS:
+        return FP8_FORMATS[kind].encode(values)  # nearest, ties to even, saturating
     values = np.asarray(values, dtype=np.float32)
     if kind == "bf16":
         return bf16_bits(values)
@@ -310,6 +316,8 @@ def stored(values: np.ndarray, kind: str) -> np.ndarray:
 
 def to_float64(array: np.ndarray, kind: str) -> np.ndarray:
     """The exact values of an array in storage format ``kind``."""
+    if kind in FP8_FORMATS:
+        return FP8_FORMATS[kind].decode(array)
     return (bf16_to_float(array) if kind == "bf16" else array).astype(np.float64)
 
 

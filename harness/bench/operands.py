@@ -37,14 +37,21 @@ class Operands:
 
     def __init__(self, stream: Stream, m: int, n: int, k: int, precision: str, layout_b: str,
                  seed: int, with_c: bool = False, c_type: str = "fp32", layout_a: str = "row",
-                 layout_c: str = "row", with_d: bool = False, draw: str = "uniform"):
+                 layout_c: str = "row", with_d: bool = False, draw: str = "uniform",
+                 fp8=None):
         self.m, self.n, self.k, self.c_type = m, n, k, c_type
         self.precision, self.layout_b, self.seed = precision, layout_b, seed
         self.layout_a, self.layout_c, self.draw = layout_a, layout_c, draw
-        a, self.a64, b, self.b64, self.c_start, self.c64 = _host_operands(
-            m, n, k, precision, seed, with_c, c_type, draw)
+        self.fp8 = fp8
+        """An FP8 GEMM's formats and scales (kernels/fp8_spec.Fp8Spec), or None."""
+        self.kinds = (fp8.a, fp8.b) if fp8 is not None else (precision, precision)
+        """A's and B's storage kinds: the precision, or each one's FP8 format."""
+        (a, self.a64, b, self.b64, self.c_start, self.c64,
+         self.scales) = _host_operands(m, n, k, precision, seed, with_c, c_type, draw, fp8)
         self.c_word_bytes = numerics.c_bytes(c_type)
-        self.a, self.b = Buffer(a.nbytes), Buffer(b.nbytes)
+        room = SCALE_BYTES if fp8 is not None else 0
+        self.a = Buffer(scale_offset(a.nbytes) + room if room else a.nbytes)
+        self.b = Buffer(scale_offset(b.nbytes) + room if room else b.nbytes)
         self.c = Buffer((m * n + GUARD_ELEMENTS) * self.c_word_bytes)
         self.d = Buffer((m * n + GUARD_ELEMENTS) * self.c_word_bytes) if with_d else None
         self.out = self.d if with_d else self.c
@@ -70,15 +77,40 @@ class Operands:
         """TF32 inputs given as FP32 values TF32 cannot hold (the ``wide`` draw)."""
         return self.precision == "tf32" and self.draw == "wide"
 
+    @property
+    def codes(self) -> tuple[np.ndarray, np.ndarray]:
+        """A (M x K) and B (K x N) in their storage form, logical shapes (an FP8 GEMM's
+        codes)."""
+        return self._stored
+
+    @property
+    def scale_addresses(self) -> tuple[int, int]:
+        """The device addresses of A's and B's FP32 scales (an FP8 GEMM's ``scale_a`` and
+        ``scale_b``): each right after its operand's codes (:func:`scale_offset`)."""
+        return (self.a.address + scale_offset(self.m * self.k),
+                self.b.address + scale_offset(self.k * self.n))
+
+    @property
+    def blas_fp8(self) -> tuple | None:
+        """What the FP8 baseline takes beside the pointers (Cublas.gemm's ``fp8``), or None."""
+        if self.fp8 is None:
+            return None
+        return (self.fp8.a, self.fp8.b, *self.scale_addresses)
+
     def _upload(self, a: np.ndarray, b: np.ndarray, stream: Stream) -> None:
         self.a.upload(stored_a(a, self.layout_a), stream)
         self.b.upload(np.ascontiguousarray(b.T) if self.layout_b == "col" else b, stream)
+        if self.fp8 is not None:
+            for buf, size, scale in ((self.a, a.nbytes, self.scales[0]),
+                                     (self.b, b.nbytes, self.scales[1])):
+                buf.upload_at(np.array([scale], dtype=np.float32), scale_offset(size), stream)
 
     def redraw(self, seed: int, stream: Stream) -> None:
         """New A and B from ``seed`` in the same device buffers; C is left as it is (the stale-C
         probe: a kernel must not find its last result there and keep it)."""
-        a, self.a64, b, self.b64, _, _ = _host_operands(self.m, self.n, self.k, self.precision,
-                                                        seed, False, self.c_type, self.draw)
+        a, self.a64, b, self.b64, _, _, self.scales = _host_operands(
+            self.m, self.n, self.k, self.precision, seed, False, self.c_type, self.draw,
+            self.fp8)
         self.seed, self._stored = seed, (a, b)
         self._upload(a, b, stream)
 
@@ -88,13 +120,12 @@ class Operands:
         reference's reversed), A as it was after: one launch that no result kept from earlier
         launches can answer."""
         # rows of the logical A (columns of the stored array when A is column-major)
-        self.a.upload(stored_a(numerics.stored(self.a64[::-1], self.precision), self.layout_a),
-                      stream)
+        a = self._stored[0]
+        self.a.upload(stored_a(np.ascontiguousarray(a[::-1]), self.layout_a), stream)
         try:
             yield
         finally:
-            self.a.upload(stored_a(numerics.stored(self.a64, self.precision), self.layout_a),
-                          stream)
+            self.a.upload(stored_a(a, self.layout_a), stream)
 
     def poison_c(self, stream: Stream, nan: bool = False) -> None:
         """C and its guard (and D, where the kernel has one) filled with the sentinel (or NaN),
@@ -147,7 +178,40 @@ def for_kernel(stream: Stream, spec, m: int, n: int, k: int, seed: int,
     drawn ``draw`` (numerics.random_operand)."""
     return Operands(stream, m, n, k, spec.precision, spec.layout_b, seed, with_c=with_c,
                     c_type=spec.c_type, layout_a=spec.layout_a, layout_c=spec.layout_c,
-                    with_d=spec.has_d, draw=draw)
+                    with_d=spec.has_d, draw=draw, fp8=getattr(spec, "fp8", None))
+
+
+def fp8_key(spec) -> tuple:
+    """What tells apart two FP8 GEMMs of the same precision in a cache key: their formats
+    and scales (empty for other precisions)."""
+    fp8 = getattr(spec, "fp8", None)
+    return () if fp8 is None else (fp8.a, fp8.b, fp8.scales)
+
+
+SCALE_BYTES = 256
+"""Room after each operand's data for its FP32 scales (one per tensor)."""
+
+
+def scale_offset(nbytes: int) -> int:
+    """Where an FP8 operand's scales start in its buffer: after its ``nbytes`` of codes, at the
+    next 256-byte boundary (only an FP8 GEMM's operands have them; ``scale_a`` and ``scale_b``
+    of its signature point there)."""
+    return -(-nbytes // 256) * 256
+
+
+SCALE_EXPONENTS = (-6, -5, -4, -3, -2, -1, 1, 2, 3)
+"""Per-tensor FP8 scales are 2^e for e drawn here, different for A and B and never 1: a
+kernel that ignores one is off by a power of two, and a product of scales is exact."""
+
+
+def fp8_draw(rng: np.random.Generator, shape: tuple[int, int], fmt: str
+             ) -> tuple[np.ndarray, np.ndarray]:
+    """FP8 codes of ``fmt`` over the format's spread of exponents (contents.FP8_SPREAD), and
+    their exact values."""
+    from harness.bench.contents import FP8_SPREAD
+
+    codes = numerics.FP8_FORMATS[fmt].draw(rng, shape, FP8_SPREAD[fmt])
+    return codes, numerics.to_float64(codes, fmt)
 
 
 def stored_a(a: np.ndarray, layout: str) -> np.ndarray:
@@ -186,23 +250,32 @@ def _keep(cache: dict, key, value, nbytes: int) -> None:
 
 
 def _host_operands(m: int, n: int, k: int, precision: str, seed: int, with_c: bool,
-                   c_type: str, draw: str = "uniform") -> tuple:
-    """A, B (and C's start values) drawn from ``seed``: their storage form and float64 values.
+                   c_type: str, draw: str = "uniform", fp8=None) -> tuple:
+    """A, B (and C's start values) drawn from ``seed``: their storage form and float64 values,
+    and the scales of A and B (an FP8 GEMM's, already in the float64 values; 1 otherwise).
     The large ones (a timed size, checked and timed for every kernel of a run on the same
     seed) are kept, since drawing them costs a second of CPU at 8192."""
-    key = (m, n, k, precision, seed, with_c, c_type, draw)
+    key = (m, n, k, precision, seed, with_c, c_type, draw,
+           None if fp8 is None else (fp8.a, fp8.b, fp8.scales))
     if key in _HOST:
         return _HOST[key][0]
     rng = np.random.default_rng(seed)
-    a, a64 = numerics.random_operand(rng, (m, k), precision, draw)
-    b, b64 = numerics.random_operand(rng, (k, n), precision, draw)
+    if fp8 is None:
+        a, a64 = numerics.random_operand(rng, (m, k), precision, draw)
+        b, b64 = numerics.random_operand(rng, (k, n), precision, draw)
+        scales = (1.0, 1.0)
+    else:
+        (a, a64), (b, b64) = fp8_draw(rng, (m, k), fp8.a), fp8_draw(rng, (k, n), fp8.b)
+        ea, eb = rng.choice(SCALE_EXPONENTS, size=2, replace=False)
+        scales = (2.0 ** int(ea), 2.0 ** int(eb))
+        a64, b64 = a64 * scales[0], b64 * scales[1]
     c_start = c64 = None
     if with_c:
         c_start = numerics.stored(rng.uniform(-1, 1, (m, n)), c_type)
         c64 = numerics.to_float64(c_start, c_type)
-    made = (a, a64, b, b64, c_start, c64)
+    made = (a, a64, b, b64, c_start, c64, scales)
     if m * n >= 1 << 20:
-        _keep(_HOST, key, made, sum(x.nbytes for x in made if x is not None))
+        _keep(_HOST, key, made, sum(x.nbytes for x in made[:6] if x is not None))
     return made
 
 

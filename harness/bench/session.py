@@ -15,7 +15,7 @@ from harness.bench.ceiling import Ceilings
 from harness.bench.contents import derive, new_seed
 from harness.bench.gemm import LoadedGemm
 from harness.bench.limits import Limits
-from harness.bench.operands import Operands, for_kernel
+from harness.bench.operands import Operands, for_kernel, fp8_key
 from harness.compiler.compile import compile_kernel
 from harness.gpu.clocks import ClockSampler
 from harness.gpu.compilers import compiler_versions
@@ -131,7 +131,7 @@ class BenchSession:
         of a default run in every precision does)."""
         spec = kernel.spec
         key = (m, n, k, spec.precision, spec.layout_a, spec.layout_b, spec.layout_c,
-               spec.c_type, spec.has_d)
+               spec.c_type, spec.has_d, *fp8_key(spec))
         if key not in self._timing_operands:
             seed = derive(self.run_seed, m, n, k, *map(str, key[3:]))
             self._timing_operands[key] = self.operands(kernel, m, n, k, seed=seed)
@@ -147,7 +147,7 @@ class BenchSession:
         spec = kernel.spec
         return partial(self.blas.gemm, spec.precision, ops.m, ops.n, ops.k, 1.0, ops.a.address,
                        ops.b.address, 0.0, ops.blas_out.address, spec.layout_b, spec.c_type,
-                       layout_a=ops.layout_a, layout_c=ops.layout_c)
+                       layout_a=ops.layout_a, layout_c=ops.layout_c, fp8=ops.blas_fp8)
 
     def placements(self, kernel: Kernel, ops: Operands) -> list[Operands]:
         """``ops``, and for a small GEMM copies of them elsewhere in memory (the same values,
@@ -157,7 +157,7 @@ class BenchSession:
             return [ops]
         spec = kernel.spec
         key = (ops.m, ops.n, ops.k, ops.seed, spec.precision, spec.layout_a, spec.layout_b,
-               spec.layout_c, spec.c_type, spec.has_d)
+               spec.layout_c, spec.c_type, spec.has_d, *fp8_key(spec))
         if key not in self._placements:
             self._placements[key] = [self.operands(kernel, ops.m, ops.n, ops.k, ops.seed)
                                      for _ in range(BASELINE_PLACEMENTS - 1)]
@@ -180,7 +180,7 @@ class BenchSession:
         types in the session (tuning sweeps of many points)."""
         spec = kernel.spec
         key = (spec.precision, ops.layout_a, spec.layout_b, ops.layout_c, spec.c_type, ops.m,
-               ops.n, ops.k)
+               ops.n, ops.k, *fp8_key(spec))
         if not (reuse and key in self._baselines):
             launch, before = self.baseline_timed(kernel, ops)
             self._baselines[key] = self.timer.time(launch, before=before)

@@ -70,7 +70,8 @@ def launch(kernel: Kernel, options: LaunchOptions) -> Kernel:
         if options.baseline:
             works.append(lambda: session.blas.gemm(
                 spec.precision, m, n, k, 1.0, ops.a.address, ops.b.address, 0.0, ops.out.address,
-                spec.layout_b, spec.c_type, layout_a=ops.layout_a, layout_c=ops.layout_c))
+                spec.layout_b, spec.c_type, layout_a=ops.layout_a, layout_c=ops.layout_c,
+                fp8=ops.blas_fp8))
         for work in works:  # first launches (module load, cuBLAS's choice) outside the range
             work()
         session.stream.synchronize("warm-up")

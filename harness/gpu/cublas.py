@@ -41,8 +41,15 @@ _TYPES = {
 }
 
 
+def library_name(precision: str) -> str:
+    """The library a precision's baseline is: cuBLASLt for FP8 (through :attr:`Cublas.lt`)."""
+    return "cuBLASLt" if precision == "fp8" else "cuBLAS"
+
+
 def compute_name(precision: str) -> str:
     """The cuBLAS compute type used as the baseline for ``precision``."""
+    if precision == "fp8":
+        return "cuBLASLt FP8, CUBLAS_COMPUTE_32F"
     return "CUBLAS_" + _TYPES[precision][1]
 
 
@@ -102,16 +109,39 @@ class Cublas:
         cublas.set_math_mode(self.handle, cublas.Math.DEFAULT_MATH)
         self.version = cublas.get_version(self.handle)
         self._scalars = np.zeros(2, dtype=np.float32)
+        self._stream, self._lt = stream, None
+
+    @property
+    def lt(self):
+        """cuBLASLt on the same stream (gpu/cublaslt.py), made the first time an FP8 GEMM
+        asks for it."""
+        if self._lt is None:
+            from harness.gpu.cublaslt import CublasLt
+
+            self._lt = CublasLt(self._stream)
+        return self._lt
 
     def close(self) -> None:
+        if self._lt is not None:
+            self._lt.close()
         self._destroy()
 
     def gemm(self, precision: str, m: int, n: int, k: int, alpha: float, a: int, b: int,
              beta: float, c: int, layout_b: str = "row", c_type: str = "fp32", *,
-             layout_a: str = "row", layout_c: str = "row") -> None:
+             layout_a: str = "row", layout_c: str = "row", fp8: tuple | None = None) -> None:
         """Enqueue C = alpha A B + beta C (A MxK in ``layout_a``, B KxN in ``layout_b``, C MxN
         in ``layout_c`` of ``c_type``; FP32 alpha and beta, FP32 compute for every 16-bit
-        input)."""
+        input). An FP8 GEMM (``precision = "fp8"``) goes to cuBLASLt with ``fp8`` = (A's
+        format, B's format, the address of A's scale, of B's): C = scale_a scale_b A B, A
+        row-major, B K-major (``layout_b = "col"``), alpha 1, beta 0."""
+        if precision == "fp8":
+            if fp8 is None or (alpha, beta) != (1.0, 0.0) or layout_a != "row" \
+                    or layout_b != "col" or layout_c != "row":
+                raise HarnessError("the FP8 baseline takes A row-major, B K-major, C row-major, "
+                                   "alpha 1, beta 0 and both formats and scales")
+            a_format, b_format, scale_a, scale_b = fp8
+            self.lt.gemm_fp8(m, n, k, a, b, c, scale_a, scale_b, a_format, b_format, c_type)
+            return
         cublas, dtypes = self._cublas, self._nvmath.CudaDataType
         data_type, compute = _TYPES[precision]
         ab, c_data = getattr(dtypes, data_type), getattr(dtypes, _C_TYPES[c_type])

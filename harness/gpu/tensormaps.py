@@ -15,8 +15,10 @@ except ImportError:  # reported by driver.gpu_status(); encoding a map needs the
     cu = None
 
 
-_TMA_TYPES = {"bf16": "BFLOAT16", "fp16": "FLOAT16", "fp32": "FLOAT32", "tf32": "FLOAT32"}
-_ELEMENT_BYTES = {"bf16": 2, "fp16": 2, "fp32": 4, "tf32": 4}
+_TMA_TYPES = {"bf16": "BFLOAT16", "fp16": "FLOAT16", "fp32": "FLOAT32", "tf32": "FLOAT32",
+              "fp8": "UINT8", "e4m3": "UINT8", "e5m2": "UINT8"}
+"""FP8 codes travel as bytes: TMA copies them and never reads their values."""
+_ELEMENT_BYTES = {"bf16": 2, "fp16": 2, "fp32": 4, "tf32": 4, "fp8": 1, "e4m3": 1, "e5m2": 1}
 _SWIZZLE_BYTES = {"128B": 128, "64B": 64, "32B": 32, "none": 0}
 
 

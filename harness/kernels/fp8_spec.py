@@ -1,6 +1,7 @@
 """An FP8 GEMM's declaration (issue 36): ``precision = "fp8"`` with an ``[fp8]`` table naming
 A's and B's formats, the kind of scales and how often the kernel promotes its tensor-core sums
-into FP32. Parsed and checked here; the runs do not judge FP8 GEMMs yet (notes/fp8_plan.md).
+into FP32. Parsed and checked here; the runs judge per-tensor scales and skip block scales
+for now (notes/fp8_plan.md).
 
     precision = "fp8"
     layout_b = "col"            # K-major: 8-bit wgmma has no transpose, cuBLASLt's FP8 is TN

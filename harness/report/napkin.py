@@ -28,6 +28,7 @@ from __future__ import annotations
 import math
 
 from harness.archs import get_arch
+from harness.bench.limits import ELEMENT_BYTES
 from harness.errors import HarnessError
 from harness.kernels.registry import Kernel
 from harness.kernels.spec import KernelSpec
@@ -37,7 +38,6 @@ from harness.kernels.spec import KernelSpec
 DRAM_BYTES_PER_S = {"h100": 3.35e12, "h200": 4.8e12, "a100": 2.04e12}
 
 
-ELEMENT_BYTES = {"fp32": 4, "tf32": 4, "bf16": 2, "fp16": 2}
 
 
 def model(spec: KernelSpec, params: dict[str, int], m: int, n: int, k: int,
