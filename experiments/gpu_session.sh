@@ -6,7 +6,7 @@
 #   tc-cluster, tc-cluster-x2, l2-state, kernel-clock, ceiling-cycles,
 #   tc-profile, energy, energy-parts (the tensor-core rungs of issue 4), multi-gpu (issue 24),
 #   code-warmth, power-context (issue 21), verify (issue 33), buffers, buffers-more
-#   (issue 35), minute, minute-after (issue 37)
+#   (issue 35), minute, minute-after (issue 37), fp8 (issue 36)
 set -uo pipefail
 OUT=${OUT:-/tmp/out}
 # reports of this session's runs: outside $OUT (a device call brings back few files), packed
@@ -109,6 +109,20 @@ s.print_stats(45); s.sort_stats('tottime'); s.print_stats(25)" "$f" > "${f%.prof
       done
       timeout 200 python3 -m harness compare $TC_ROWS --size 4096 --report-dir "$REP" 2>&1 \
         | tee "$OUT/compare-tc.log" | grep -v "^      " | tail -30 ;;
+    fp8)  # issue 36: cuBLASLt FP8 alone, the FP8 GPU tests (fixtures, baseline, ceiling, the
+      # rung's battery), then the rung's variants run and compared with cuBLASLt FP8 at 4096,
+      # 8192 and 8192 x 8192 x 4096 (the published comparison's shape)
+      { header "python3 experiments/fp8_cublaslt.py"
+        timeout 150 python3 experiments/fp8_cublaslt.py 2>&1; } | tee "$OUT/fp8-cublaslt.log"
+      { header "python3 -m pytest -q -p no:cacheprovider (the FP8 GPU tests)"
+        timeout 300 python3 -m pytest -q -p no:cacheprovider tests/test_fp8_gpu.py \
+          tests/test_cublaslt.py tests/test_ceiling.py "tests/test_gpu.py::test_numerics" \
+          -k "fp8 or FP8 or lt" 2>&1 | tail -40; } | tee "$OUT/fp8-tests.log"
+      timeout 200 python3 -m harness run ptx/hgemm/20_wgmma_fp8.ptx --size 4096 --size 8192 \
+        --report-dir "$REP" 2>&1 | tee "$OUT/fp8-run.log" | grep -v "^      "
+      timeout 200 python3 -m harness compare 20_wgmma_fp8:${FP8_ROW:-s4e64} \
+        19_wgmma_epi_bf16:s4e64 --size 4096 --size 8192 --size 8192,8192,4096 \
+        --report-dir "$REP" 2>&1 | tee "$OUT/fp8-compare.log" | grep -v "^      " ;;
     buffers-more)  # issue 35's second half: tune the sum's shape at 2^28 (ranked by GB/s),
       # then the GPU tests of tune, --gpus, compare, the plugin and the API for buffers kernels
       python3 -m harness tune cu/memory/sum_07_tuned.cu --size "1<<28" --report-dir "$REP" \

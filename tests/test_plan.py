@@ -80,8 +80,14 @@ def test_the_deep_check_is_aligned_and_deep_whatever_the_constraints():
 @pytest.mark.parametrize("kernel", discover(),
                          ids=lambda k: k.name)
 def test_every_builtin_kernel_gets_every_check_class(kernel):
+    """Every class, except what an FP8 GEMM's signature and draws rule out, each skip said."""
     p = plan(kernel)
-    assert all(_classes(p).values()), (kernel.name, _classes(p))
+    missing = {name for name, has in _classes(p).items() if not has}
+    if kernel.spec.fp8 is not None:  # C = scale_a scale_b A B: no alpha, no beta, drawn wide
+        assert missing == {"beta", "alpha", "alpha alone", "reads C", "wide"}, missing
+        assert len(p.skipped) == 3, p.skipped
+        missing = set()
+    assert not missing, (kernel.name, _classes(p))
     assert all(not kernel.shape_problems(*s) for s in p.shapes)
     assert len(p.shapes) >= 5
 

@@ -24,7 +24,7 @@ CATEGORIES: tuple[tuple[str, str, int | None], ...] = (
     ("STS", "STS", None), ("LDG", "LDG", 32), ("LDG.64", "LDG", 64), ("LDG.128", "LDG", 128),
     ("LDGSTS", "LDGSTS", None), ("STG", "STG", None), ("BAR", "BAR", None),
     ("LDSM", "LDSM", None), ("HMMA", "HMMA", None), ("HGMMA", "HGMMA", None),
-    ("LDL", "LDL", None), ("STL", "STL", None),
+    ("QGMMA", "QGMMA", None), ("LDL", "LDL", None), ("STL", "STL", None),
 )
 _INSTRUCTION = re.compile(
     r"/\*[0-9a-f]{4,}\*/\s+(@!?U?P[T0-9]+\s+)?([A-Z][A-Z0-9_]*(?:\.[A-Z0-9_]+)*)")

@@ -287,7 +287,8 @@ def build_table(rows: Sequence[dict], fmt: str = "simple", width: int | None = N
                      drop=[5, 1]).text
 
 
-COMPARE_SASS = ("FFMA", "LDS", "LDS.128", "LDSM", "HMMA", "HGMMA", "LDGSTS", "BAR", "LDL", "STL")
+COMPARE_SASS = ("FFMA", "LDS", "LDS.128", "LDSM", "HMMA", "HGMMA", "QGMMA", "LDGSTS", "BAR",
+                "LDL", "STL")
 
 
 def _verdict(r: Result) -> str:
