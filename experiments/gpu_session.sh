@@ -114,10 +114,13 @@ s.print_stats(45); s.sort_stats('tottime'); s.print_stats(25)" "$f" > "${f%.prof
       # 8192 and 8192 x 8192 x 4096 (the published comparison's shape)
       { header "python3 experiments/fp8_cublaslt.py"
         timeout 150 python3 experiments/fp8_cublaslt.py 2>&1; } | tee "$OUT/fp8-cublaslt.log"
-      { header "python3 -m pytest -q -p no:cacheprovider (the FP8 GPU tests)"
-        timeout 300 python3 -m pytest -q -p no:cacheprovider tests/test_fp8_gpu.py \
+      { header "python3 -m pytest -q -p no:cacheprovider --tb=short (the FP8 GPU tests)"
+        timeout 300 python3 -m pytest -q -p no:cacheprovider --tb=short tests/test_fp8_gpu.py \
           tests/test_cublaslt.py tests/test_ceiling.py "tests/test_gpu.py::test_numerics" \
-          -k "fp8 or FP8 or lt" 2>&1 | tail -40; } | tee "$OUT/fp8-tests.log"
+          tests/test_gpu_reference.py \
+          -k "fp8 or FP8 or lt or reference" 2>&1; } > "$OUT/fp8-tests.log"; tail -30 "$OUT/fp8-tests.log"
+      timeout 120 python3 -m harness run tests/kernels/fp8/*.cu --size 512 --report-dir "$REP" \
+        2>&1 | tee "$OUT/fp8-fixtures.log" | grep -v "^      " | tail -30
       timeout 200 python3 -m harness run ptx/hgemm/20_wgmma_fp8.ptx --size 4096 --size 8192 \
         --report-dir "$REP" 2>&1 | tee "$OUT/fp8-run.log" | grep -v "^      "
       timeout 200 python3 -m harness compare 20_wgmma_fp8:${FP8_ROW:-s4e64} \

@@ -179,10 +179,17 @@ def plan_launch(kernel: Kernel, arch: Arch, sm_count: int,
     return LaunchPlan(per_sm, blocks, threads, iterations, per_iteration * iterations, formula)
 
 
+DOUBLING_TOLERANCE = {"fp8": 5e-2}
+"""How far from double the sums of twice the iterations may be, relative (default 1e-3): FP8
+wgmma truncates every step's terms at 2^-13 of the largest (notes/fp8_accumulation.md), a
+walk of a few 1e-3 over the check's steps; a loop that skips iterations is off by tens of %."""
+
+
 def check_sink(name: str, function: Function, shape: LaunchShape, sink: Buffer,
-               stream: Stream) -> None:
+               stream: Stream, tolerance: float = 1e-3) -> None:
     """Run the kernel on a NaN-poisoned sink with CHECK_ITERATIONS and twice that: every thread
-    must write a finite sum, and every sum must double (the loop runs what it is given)."""
+    must write a finite sum, and every sum must double within ``tolerance`` (the loop runs
+    what it is given)."""
     threads = sink.nbytes // 4
     sums = []
     for iterations in (CHECK_ITERATIONS, 2 * CHECK_ITERATIONS):
@@ -198,11 +205,12 @@ def check_sink(name: str, function: Function, shape: LaunchShape, sink: Buffer,
                            "(u64 sink, u32 iterations)")
     with np.errstate(invalid="ignore", divide="ignore"):
         rel = np.linalg.norm(sums[1] - 2 * sums[0]) / np.linalg.norm(2 * sums[0])
-    if not rel < 1e-3:
+    if not rel < tolerance:
         raise HarnessError(f"{name}: doubling the iterations ({CHECK_ITERATIONS} -> "
                            f"{2 * CHECK_ITERATIONS}) should double every thread's sum; the "
-                           f"relative difference is {rel:.1e} (expected < 1e-3): the loop does "
-                           "not run the iterations it is given, or the sum skips accumulators")
+                           f"relative difference is {rel:.1e} (expected < {tolerance:g}): the "
+                           "loop does not run the iterations it is given, or the sum skips "
+                           "accumulators")
 
 
 def measure_ceiling(device: Device, timer: Timer, precision: str,
@@ -230,7 +238,8 @@ def measure_ceiling(device: Device, timer: Timer, precision: str,
     stream = timer.stream
     sink = Buffer(plan.blocks * plan.block_threads * 4)
     try:
-        check_sink(kernel.name, function, shape, sink, stream)
+        check_sink(kernel.name, function, shape, sink, stream,
+                   DOUBLING_TOLERANCE.get(precision, 1e-3))
         args = (ctypes.c_uint64(sink.address), ctypes.c_uint32(plan.iterations))
         timing = timer.time(lambda: function.launch(shape, stream, args))
     finally:

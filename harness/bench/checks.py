@@ -24,6 +24,7 @@ from harness.bench.gemm import LoadedGemm
 from harness.bench.numerics import CheckResult
 from harness.bench.plan import DEEP, READS_C, STALE_C, WIDE, Plan, PlannedCheck
 from harness.errors import HarnessError
+from harness.gpu import reference as gpu_reference
 from harness.gpu.cublas import Cublas
 from harness.gpu.driver import Stream
 
@@ -48,14 +49,37 @@ class Checked:
     guard: int
 
 
+_GPU_REFERENCES: list[operands.ReferenceEngine | None] = [None]
+
+
+def set_gpu_references(engine: operands.ReferenceEngine | None) -> None:
+    """From now on the references of checks of gpu.reference.MIN_MNK or more are computed by
+    ``engine`` (BenchSession sets its cuBLAS DGEMM when it opens and takes it back when it
+    closes); None: every one on the host."""
+    _GPU_REFERENCES[0] = engine
+
+
+def release_gpu_references(engine: operands.ReferenceEngine) -> None:
+    """Back to the host, unless another engine than ``engine`` has been set since."""
+    if _GPU_REFERENCES[0] == engine:
+        _GPU_REFERENCES[0] = None
+
+
+def reference_engine(m: int, n: int, k: int) -> operands.ReferenceEngine | None:
+    """What computes an m x n x k check's reference: the open session's GPU from
+    gpu.reference.MIN_MNK on (where it costs less than numpy's), else None (the host)."""
+    return _GPU_REFERENCES[0] if m * n * k >= gpu_reference.MIN_MNK else None
+
+
 def reference_of(gemm: LoadedGemm, ops: operands.Operands, seed: int, alpha: float,
                  beta: float) -> tuple[np.ndarray, np.ndarray]:
     """The float64 reference of ``ops`` at alpha, beta and its error scale, under the one key
     every caller shares (a large size's is computed once for every kernel on the same
-    inputs)."""
+    inputs), on the GPU where :func:`reference_engine` says so."""
     spec = gemm.kernel.spec
     return operands.reference(ops, (ops.m, ops.n, ops.k, seed, spec.precision, spec.c_type,
-                                     alpha, beta, ops.draw, ops.kinds), alpha, beta)
+                                     alpha, beta, ops.draw, ops.kinds), alpha, beta,
+                              reference_engine(ops.m, ops.n, ops.k))
 
 
 def compare_to_reference(gemm: LoadedGemm, ops: operands.Operands, out: np.ndarray, seed: int,

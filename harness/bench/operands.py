@@ -18,7 +18,7 @@ and what :meth:`Operands.result` reads back; C keeps its start values.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 import numpy as np
@@ -98,12 +98,15 @@ class Operands:
         return (self.fp8.a, self.fp8.b, *self.scale_addresses)
 
     def _upload(self, a: np.ndarray, b: np.ndarray, stream: Stream) -> None:
-        self.a.upload(stored_a(a, self.layout_a), stream)
-        self.b.upload(np.ascontiguousarray(b.T) if self.layout_b == "col" else b, stream)
-        if self.fp8 is not None:
-            for buf, size, scale in ((self.a, a.nbytes, self.scales[0]),
-                                     (self.b, b.nbytes, self.scales[1])):
-                buf.upload_at(np.array([scale], dtype=np.float32), scale_offset(size), stream)
+        b = np.ascontiguousarray(b.T) if self.layout_b == "col" else b
+        if self.fp8 is None:
+            self.a.upload(stored_a(a, self.layout_a), stream)
+            self.b.upload(b, stream)
+            return
+        for buf, codes, scale in ((self.a, a, self.scales[0]), (self.b, b, self.scales[1])):
+            buf.upload_at(codes, 0, stream)  # the codes, then their scale after them
+            buf.upload_at(np.array([scale], dtype=np.float32), scale_offset(codes.nbytes),
+                          stream)
 
     def redraw(self, seed: int, stream: Stream) -> None:
         """New A and B from ``seed`` in the same device buffers; C is left as it is (the stale-C
@@ -121,11 +124,11 @@ class Operands:
         launches can answer."""
         # rows of the logical A (columns of the stored array when A is column-major)
         a = self._stored[0]
-        self.a.upload(stored_a(np.ascontiguousarray(a[::-1]), self.layout_a), stream)
+        self.a.upload_at(stored_a(np.ascontiguousarray(a[::-1]), self.layout_a), 0, stream)
         try:
             yield
         finally:
-            self.a.upload(stored_a(a, self.layout_a), stream)
+            self.a.upload_at(stored_a(a, self.layout_a), 0, stream)
 
     def poison_c(self, stream: Stream, nan: bool = False) -> None:
         """C and its guard (and D, where the kernel has one) filled with the sentinel (or NaN),
@@ -280,23 +283,33 @@ def _host_operands(m: int, n: int, k: int, precision: str, seed: int, with_c: bo
 
 
 _REFERENCES: dict[tuple, tuple] = {}
+ReferenceEngine = Callable[[np.ndarray, np.ndarray, float, float, np.ndarray | None],
+                           tuple[np.ndarray, np.ndarray]]
+"""What computes a reference instead of numpy: (A, B, alpha, beta, C) to the reference and its
+error scale, as :func:`numerics.reference` and :func:`numerics.error_scale` give them (a
+session's cuBLAS DGEMM, gpu/reference.py)."""
 
 
-def reference(ops: Operands, key: tuple, alpha: float, beta: float
-              ) -> tuple[np.ndarray, np.ndarray]:
+def reference(ops: Operands, key: tuple, alpha: float, beta: float,
+              engine: ReferenceEngine | None = None) -> tuple[np.ndarray, np.ndarray]:
     """The float64 reference and its error scale (numerics.error_scale, what the tolerance is
     measured in), reused by every kernel checked on the same inputs (same shape, seed and
-    precision give the same operands) at large sizes: at 8192 each costs seconds."""
+    precision give the same operands) at large sizes: at 8192 each costs seconds. ``engine``
+    computes them instead of numpy (checks.reference_of passes the session's GPU for large
+    ones); the cache keeps either, since they differ by float64 rounding only."""
     with PHASES("references"):
         if ops.m * ops.n < 1 << 20:
-            return _reference_and_scale(ops, alpha, beta)
+            return _reference_and_scale(ops, alpha, beta, engine)
         if key not in _REFERENCES:
-            ref, scale = _reference_and_scale(ops, alpha, beta)
+            ref, scale = _reference_and_scale(ops, alpha, beta, engine)
             _keep(_REFERENCES, key, (ref, scale), ref.nbytes + scale.nbytes)
         return _REFERENCES[key][0]
 
 
-def _reference_and_scale(ops: Operands, alpha: float, beta: float
+def _reference_and_scale(ops: Operands, alpha: float, beta: float,
+                         engine: ReferenceEngine | None = None
                          ) -> tuple[np.ndarray, np.ndarray]:
+    if engine is not None:
+        return engine(ops.a64, ops.b64, alpha, beta, ops.c64)
     return (numerics.reference(ops.a64, ops.b64, alpha, beta, ops.c64),
             numerics.error_scale(ops.a64, ops.b64, alpha, beta, ops.c64))

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from functools import cached_property, partial
 
+from harness.bench import checks
 from harness.bench.capture import FreshKernels, TimedOutputs
 from harness.bench.ceiling import Ceilings
 from harness.bench.contents import derive, new_seed
@@ -20,7 +21,9 @@ from harness.compiler.compile import compile_kernel
 from harness.gpu.clocks import ClockSampler
 from harness.gpu.compilers import compiler_versions
 from harness.gpu.cublas import Cublas
+from harness.gpu.cublas import available as cublas_available
 from harness.gpu.driver import Device, Stream
+from harness.gpu.reference import reference_and_scale
 from harness.gpu.timing import Primed, Timer, Timing, TimingOptions, with_before
 from harness.kernels.registry import Kernel
 
@@ -58,6 +61,8 @@ class BenchSession:
         self._placements: dict[tuple, list[Operands]] = {}
         self.baseline_checked: set[tuple] = set()
         """The shapes and types cuBLAS has been checked at in this session."""
+        if cublas_available():
+            checks.set_gpu_references(self.reference_on_gpu)
 
     def __enter__(self) -> BenchSession:
         return self
@@ -66,6 +71,7 @@ class BenchSession:
         self.close()
 
     def close(self) -> None:
+        checks.release_gpu_references(self.reference_on_gpu)
         self._loaded.clear()
         for ops in [*self._timing_operands.values(), *sum(self._placements.values(), [])]:
             ops.close()
@@ -82,6 +88,12 @@ class BenchSession:
     def blas(self) -> Cublas:
         """cuBLAS on this session's stream, created the first time it is needed."""
         return Cublas(self.stream)
+
+    def reference_on_gpu(self, a64, b64, alpha: float, beta: float, c64):
+        """A check's float64 reference and error scale computed with this session's cuBLAS
+        (gpu/reference.py): how the checks compute the large ones while it is open
+        (checks.set_gpu_references)."""
+        return reference_and_scale(self.blas, a64, b64, alpha, beta, c64)
 
     @cached_property
     def fresh(self) -> FreshKernels:

@@ -30,6 +30,16 @@ def _lib():
     return nvmath, cublas
 
 
+def available() -> bool:
+    """Whether nvmath-python's cuBLAS bindings import (the baseline and the GPU references
+    need them)."""
+    try:
+        _lib()
+    except HarnessError:
+        return False
+    return True
+
+
 # C's element type -> its data type name
 _C_TYPES = {"fp32": "CUDA_R_32F", "bf16": "CUDA_R_16BF", "fp16": "CUDA_R_16F"}
 # precision -> (A/B data type name, compute type name)
@@ -109,7 +119,13 @@ class Cublas:
         cublas.set_math_mode(self.handle, cublas.Math.DEFAULT_MATH)
         self.version = cublas.get_version(self.handle)
         self._scalars = np.zeros(2, dtype=np.float32)
+        self._doubles = np.zeros(2, dtype=np.float64)
         self._stream, self._lt = stream, None
+
+    @property
+    def stream(self) -> Stream:
+        """The stream every call of this handle is ordered on."""
+        return self._stream
 
     @property
     def lt(self):
@@ -159,3 +175,23 @@ class Cublas:
         except Exception as exc:
             raise DeviceError(f"cublasGemmEx failed for {precision} {m}x{n}x{k} "
                                f"({compute_name(precision)}, C {c_type}): {exc}") from None
+
+    def dgemm(self, m: int, n: int, k: int, alpha: float, a: int, b: int, beta: float,
+              c: int) -> None:
+        """Enqueue C = alpha A B + beta C in float64 (cublasDgemm, float64 alpha and beta): A
+        M x K, B K x N and C M x N, all row-major and packed (:func:`gemm_ex_operands`: B
+        first). At beta = 0 C is only written. The float64 references (gpu/reference.py)."""
+        cublas = self._cublas
+        self._doubles[:] = (alpha, beta)
+        ops = gemm_ex_operands(m, n, k)
+        first, second = (a, b) if ops.first == "A" else (b, a)
+        try:
+            cublas.dgemm(
+                self.handle, getattr(cublas.Operation, ops.transa),
+                getattr(cublas.Operation, ops.transb), ops.m, ops.n, ops.k,
+                self._doubles.ctypes.data, first, ops.lda, second, ops.ldb,
+                self._doubles.ctypes.data + 8, c, ops.ldc,
+            )
+        except Exception as exc:
+            raise DeviceError(f"cublasDgemm failed for {m}x{n}x{k} (float64 reference): "
+                               f"{exc}") from None

@@ -1,0 +1,361 @@
+"""Large checks' references on the GPU (issue 37, harness/gpu/reference.py): on the CPU, the
+DGEMM call of Cublas.dgemm through a fake of the bindings that does cublasDgemm's column-major
+math in numpy on host memory, the reference and error scale against numpy's, their refusals,
+and which references go to the GPU (the size threshold, the host without a session); on a GPU,
+the device's reference and scale against the host's."""
+
+from __future__ import annotations
+
+import ctypes
+from functools import partial
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+from harness.bench import checks, numerics, operands
+from harness.errors import DeviceError, HarnessError
+from harness.gpu import cublas as cublas_mod
+from harness.gpu import reference
+from harness.gpu.cublas import Cublas
+from harness.gpu.reference import MIN_MNK, reference_and_scale
+
+SHAPES = [(5, 7, 3), (37, 45, 29), (16, 80, 32), (1, 9, 4), (64, 1, 8)]
+
+
+# ---- a fake of the bindings: cublasDgemm's math on host memory ---------------------------------
+
+
+def _doubles_at(address: int, count: int) -> np.ndarray:
+    """``count`` float64 at ``address`` (host memory here), as a writable array."""
+    return np.ctypeslib.as_array((ctypes.c_double * count).from_address(address))
+
+
+def _col_major(address: int, rows: int, cols: int, ld: int) -> np.ndarray:
+    assert ld >= rows
+    flat = _doubles_at(address, ld * (cols - 1) + rows)
+    return flat[np.arange(rows)[:, None] + np.arange(cols)[None, :] * ld]
+
+
+class FakeBindings:
+    """nvmath.bindings.cublas as far as Cublas makes a handle and calls dgemm; dgemm computes
+    C (m x n, column-major, ldc) = alpha op(A) op(B) + beta C, each operand read as a
+    column-major array with its leading dimension, and at beta = 0 does not read C."""
+
+    Operation = SimpleNamespace(N="OP_N", T="OP_T")
+    Math = SimpleNamespace(DEFAULT_MATH="DEFAULT_MATH")
+
+    def __init__(self, fail: bool = False):
+        self.calls: list[tuple] = []
+        self.fail = fail
+
+    def create(self):
+        return 0xB1A5
+
+    def destroy(self, handle):
+        self.calls.append(("destroy", handle))
+
+    def set_stream(self, handle, stream):
+        self.calls.append(("set_stream", handle, stream))
+
+    def set_math_mode(self, handle, mode):
+        self.calls.append(("set_math_mode", handle, mode))
+
+    def get_version(self, handle):
+        return 120905
+
+    def dgemm(self, handle, transa, transb, m, n, k, alpha_at, a, lda, b, ldb, beta_at, c, ldc):
+        self.calls.append(("dgemm", transa, transb, m, n, k, lda, ldb, ldc))
+        if self.fail:
+            raise RuntimeError("CUBLAS_STATUS_EXECUTION_FAILED")
+        alpha, beta = _doubles_at(alpha_at, 1)[0], _doubles_at(beta_at, 1)[0]
+        op = self.Operation
+        op_a = _col_major(a, m, k, lda) if transa == op.N else _col_major(a, k, m, lda).T
+        op_b = _col_major(b, k, n, ldb) if transb == op.N else _col_major(b, n, k, ldb).T
+        out = _doubles_at(c, ldc * (n - 1) + m)
+        index = np.arange(m)[:, None] + np.arange(n)[None, :] * ldc
+        product = alpha * (op_a @ op_b)
+        out[index] = product + beta * out[index] if beta != 0.0 else product
+
+
+class HostBuffer:
+    """driver.Buffer in host memory (starts as NaN: a product that reads C at beta = 0, or
+    an element never written, shows)."""
+
+    made: list[HostBuffer] = []
+
+    def __init__(self, nbytes: int):
+        if nbytes <= 0:
+            raise HarnessError(f"a device buffer needs a positive size, got {nbytes} bytes")
+        self.nbytes, self.memory = nbytes, np.full(nbytes // 8, np.nan)
+        self.closed, self.uploads, self.streams = False, 0, set()
+        self.made.append(self)
+
+    @property
+    def address(self) -> int:
+        return self.memory.ctypes.data
+
+    def upload(self, array: np.ndarray, stream) -> None:
+        assert not self.closed and array.dtype == np.float64 and array.nbytes == self.nbytes
+        self.memory[:] = np.ascontiguousarray(array).reshape(-1)
+        self.uploads += 1
+        self.streams.add(id(stream))
+
+    def download(self, dtype, shape, stream) -> np.ndarray:
+        assert not self.closed
+        self.streams.add(id(stream))
+        return self.memory.view(dtype).reshape(shape).copy()
+
+    def close(self) -> None:
+        self.closed = True
+
+
+@pytest.fixture
+def blas(monkeypatch):
+    """A Cublas made by its own constructor on the fake bindings, its device memory on the
+    host (HostBuffer.made lists what was allocated)."""
+    fake = FakeBindings()
+    monkeypatch.setattr(cublas_mod, "_lib", lambda: (SimpleNamespace(), fake))
+    monkeypatch.setattr(reference, "Buffer", HostBuffer)
+    monkeypatch.setattr(HostBuffer, "made", [])
+    made = Cublas(SimpleNamespace(handle=0x5))
+    made.fake = fake
+    return made
+
+
+def _operands(m, n, k, seed=3, with_c=True):
+    rng = np.random.default_rng(seed)
+    _, a64 = numerics.random_operand(rng, (m, k), "fp32")
+    _, b64 = numerics.random_operand(rng, (k, n), "fp32")
+    c64 = numerics.to_float64(numerics.stored(rng.uniform(-1, 1, (m, n)), "fp32"), "fp32")
+    return a64, b64, c64 if with_c else None
+
+
+def _exact_scale(a64, b64, alpha, beta, c64):
+    """The error scale in float64 (numerics.error_scale's formula without its float32)."""
+    scale = abs(alpha) * (np.abs(a64) @ np.abs(b64))
+    return scale + abs(beta) * np.abs(c64) if beta != 0.0 else scale
+
+
+# ---- the DGEMM call --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("m,n,k", SHAPES, ids=str)
+def test_dgemm_computes_the_row_major_product_with_b_first(blas, m, n, k):
+    a64, b64, c64 = _operands(m, n, k)
+    c = c64.copy()
+    blas.dgemm(m, n, k, 0.75, a64.ctypes.data, b64.ctypes.data, -0.5, c.ctypes.data)
+    np.testing.assert_allclose(c, 0.75 * (a64 @ b64) - 0.5 * c64, rtol=1e-13, atol=1e-13)
+    # row-major C = column-major C^T = B^T A^T: B first, sizes N, M, K, packed
+    assert blas.fake.calls[-1] == ("dgemm", "OP_N", "OP_N", n, m, k, n, k, n)
+    assert list(blas._doubles) == [0.75, -0.5] and blas._doubles.dtype == np.float64
+
+
+def test_the_model_tells_the_unswapped_call_from_the_right_one(blas):
+    """A first (both transposed) is the product in column-major C: read as row-major it is
+    wrong, and the fake's column-major math tells."""
+    m, n, k = 37, 45, 29
+    a64, b64, _ = _operands(m, n, k)
+    c = np.zeros(m * n)
+    op, scalars = FakeBindings.Operation, np.array([1.0, 0.0])
+    blas.fake.dgemm(0, op.T, op.T, m, n, k, scalars.ctypes.data, a64.ctypes.data, k,
+                    b64.ctypes.data, n, scalars.ctypes.data + 8, c.ctypes.data, m)
+    assert np.allclose(c.reshape(n, m).T, a64 @ b64)
+    assert not np.allclose(c.reshape(m, n), a64 @ b64)
+
+
+def test_a_handle_is_made_on_the_stream_and_a_failed_dgemm_names_the_gemm(monkeypatch):
+    fake = FakeBindings(fail=True)
+    monkeypatch.setattr(cublas_mod, "_lib", lambda: (SimpleNamespace(), fake))
+    stream = SimpleNamespace(handle=0x5)
+    made = Cublas(stream)
+    assert made.stream is stream and ("set_stream", 0xB1A5, 0x5) in fake.calls
+    with pytest.raises(DeviceError, match=r"cublasDgemm failed for 8x9x10 .*EXECUTION_FAILED"):
+        made.dgemm(8, 9, 10, 1.0, 0x1000, 0x2000, 0.0, 0x3000)
+
+
+def test_without_nvmath_cublas_is_not_available(monkeypatch):
+    def missing():
+        raise HarnessError("the cuBLAS baseline needs nvmath-python")
+
+    monkeypatch.setattr(cublas_mod, "_lib", missing)
+    assert not cublas_mod.available()
+    monkeypatch.setattr(cublas_mod, "_lib", lambda: (SimpleNamespace(), FakeBindings()))
+    assert cublas_mod.available()
+
+
+# ---- the reference and its error scale -------------------------------------------------------
+
+
+@pytest.mark.parametrize("m,n,k", SHAPES, ids=str)
+@pytest.mark.parametrize("alpha,beta", [(1.0, 0.0), (0.75, -0.5), (-1.5, 2.0)], ids=str)
+def test_reference_and_scale_are_numpys(blas, m, n, k, alpha, beta):
+    a64, b64, c64 = _operands(m, n, k, with_c=beta != 0.0)
+    ref, scale = reference_and_scale(blas, a64, b64, alpha, beta, c64)
+    host_scale = numerics.error_scale(a64, b64, alpha, beta, c64)
+    assert ref.dtype == np.float64 and ref.shape == (m, n)
+    assert scale.dtype == host_scale.dtype == np.float32 and scale.shape == (m, n)
+    exact = _exact_scale(a64, b64, alpha, beta, c64)
+    assert np.all(np.abs(ref - numerics.reference(a64, b64, alpha, beta, c64))
+                  <= 1e-13 * exact)
+    # float64 rounded once to float32; numpy's float32 sum of K positive terms is within K u32
+    np.testing.assert_allclose(scale, exact, rtol=2.0 ** -24, atol=0)
+    np.testing.assert_allclose(scale, host_scale, rtol=k * 2.0 ** -24, atol=0)
+    a_buf, b_buf, c_buf = HostBuffer.made
+    assert (a_buf.nbytes, b_buf.nbytes, c_buf.nbytes) == (8 * m * k, 8 * k * n, 8 * m * n)
+    assert all(b.closed for b in HostBuffer.made)
+    assert c_buf.uploads == (2 if beta != 0.0 else 0)  # at beta = 0 C is only written
+    assert {s for b in HostBuffer.made for s in b.streams} == {id(blas.stream)}
+    assert [c[0] for c in blas.fake.calls].count("dgemm") == 2
+
+
+def test_the_scale_is_taken_on_absolute_values(blas):
+    a64 = -np.ones((2, 3))
+    b64 = np.array([[1.0, -1.0], [-1.0, 1.0], [1.0, 1.0]])
+    c64 = np.array([[-1.0, 2.0], [3.0, -4.0]])
+    ref, scale = reference_and_scale(blas, a64, b64, -2.0, -0.5, c64)
+    assert np.array_equal(ref, -2.0 * (a64 @ b64) - 0.5 * c64)
+    assert np.array_equal(scale, np.float32(2.0) * 3 + np.float32(0.5) * np.abs(c64))
+
+
+def test_a_refused_reference_allocates_nothing_and_a_failed_one_frees_what_it_took(blas):
+    a64, b64, c64 = _operands(4, 5, 6)
+    with pytest.raises(HarnessError, match=r"A's columns to be B's rows: A is 4 x 6, B is 5 x"):
+        reference_and_scale(blas, a64, b64.T, 1.0, 0.0, None)
+    with pytest.raises(HarnessError, match=r"beta = 0.5 needs C's start values, 4 x 5; "
+                                           r"found none"):
+        reference_and_scale(blas, a64, b64, 1.0, 0.5, None)
+    with pytest.raises(HarnessError, match=r"4 x 5; found 5 x 4"):
+        reference_and_scale(blas, a64, b64, 1.0, 0.5, c64.T)
+    assert HostBuffer.made == []
+    blas.fake.fail = True
+    with pytest.raises(DeviceError, match="cublasDgemm failed for 4x5x6"):
+        reference_and_scale(blas, a64, b64, 1.0, 0.0, None)
+    assert len(HostBuffer.made) == 3 and all(b.closed for b in HostBuffer.made)
+
+
+# ---- which references go to the GPU ----------------------------------------------------------
+
+
+@pytest.fixture
+def engines(monkeypatch):
+    monkeypatch.setattr(checks, "_GPU_REFERENCES", [None])
+    monkeypatch.setattr(operands, "_REFERENCES", {})
+
+
+def _recording(calls):
+    def engine(a64, b64, alpha, beta, c64):
+        calls.append((a64, b64, alpha, beta, c64))
+        m, n = a64.shape[0], b64.shape[1]
+        return np.full((m, n), 7.0), np.full((m, n), 3.0, dtype=np.float32)
+    return engine
+
+
+def _gemm(precision="fp32"):
+    return SimpleNamespace(kernel=SimpleNamespace(spec=SimpleNamespace(precision=precision,
+                                                                       c_type="fp32")))
+
+
+def _ops(m, n, k, with_c=False):
+    a64, b64, c64 = _operands(m, n, k, with_c=with_c)
+    return SimpleNamespace(m=m, n=n, k=k, a64=a64, b64=b64, c64=c64, draw="uniform",
+                           kinds=("fp32", "fp32"))
+
+
+def test_the_gpu_takes_references_from_the_threshold_on(engines):
+    calls = []
+    engine = _recording(calls)
+    assert MIN_MNK == 1 << 27
+    assert checks.reference_engine(512, 512, 512) is None  # no session: the host
+    checks.set_gpu_references(engine)
+    assert checks.reference_engine(512, 512, 512) is engine
+    assert checks.reference_engine(8, 8, 1 << 21) is engine
+    assert checks.reference_engine(512, 512, 511) is None
+    assert checks.reference_engine(1024, 1024, 2) is None
+    large = _ops(512, 512, 512, with_c=True)
+    ref, scale = checks.reference_of(_gemm(), large, 9, 0.75, -0.5)
+    assert np.all(ref == 7.0) and np.all(scale == 3.0)  # the engine's
+    ((a64, b64, alpha, beta, c64),) = calls
+    assert (a64 is large.a64 and b64 is large.b64 and c64 is large.c64
+            and (alpha, beta) == (0.75, -0.5))
+    small = _ops(512, 511, 512)
+    ref, scale = checks.reference_of(_gemm(), small, 9, 1.0, 0.0)
+    assert len(calls) == 1 and np.array_equal(ref, small.a64 @ small.b64)
+    assert np.array_equal(scale, numerics.error_scale(small.a64, small.b64, 1.0, 0.0, None))
+
+
+def test_without_an_engine_every_reference_is_the_hosts(engines):
+    large = _ops(512, 512, 512, with_c=True)
+    ref, scale = checks.reference_of(_gemm(), large, 9, 0.75, -0.5)
+    assert np.array_equal(ref, numerics.reference(large.a64, large.b64, 0.75, -0.5, large.c64))
+    assert np.array_equal(scale, numerics.error_scale(large.a64, large.b64, 0.75, -0.5,
+                                                      large.c64))
+
+
+def test_a_large_reference_through_the_fake_gpu_is_numpys_and_cached_once(engines, blas):
+    checks.set_gpu_references(partial(reference_and_scale, blas))
+    ops = _ops(1024, 1024, 128, with_c=True)
+    first = checks.reference_of(_gemm(), ops, 9, 0.75, -0.5)
+    again = checks.reference_of(_gemm(), ops, 9, 0.75, -0.5)
+    assert again[0] is first[0] and again[1] is first[1]  # the cache, as on the host
+    assert [c[0] for c in blas.fake.calls].count("dgemm") == 2
+    exact = _exact_scale(ops.a64, ops.b64, 0.75, -0.5, ops.c64)
+    host = numerics.reference(ops.a64, ops.b64, 0.75, -0.5, ops.c64)
+    assert np.all(np.abs(first[0] - host) <= 1e-13 * exact)
+    np.testing.assert_allclose(first[1], exact, rtol=2.0 ** -24, atol=0)
+
+
+def test_a_session_takes_back_only_its_own_engine(engines):
+    ours, theirs = _recording([]), _recording([])
+    checks.set_gpu_references(ours)
+    checks.release_gpu_references(theirs)
+    assert checks.reference_engine(512, 512, 512) is ours
+    checks.release_gpu_references(ours)
+    assert checks.reference_engine(512, 512, 512) is None
+
+
+# ---- on a GPU ----------------------------------------------------------------------------------
+
+
+@pytest.mark.gpu_shared
+@pytest.mark.parametrize("m,n,k,alpha,beta", [(1024, 768, 512, 0.75, -0.5),
+                                              (2048, 2048, 2048, 1.0, 0.0)], ids=str)
+def test_the_gpus_reference_and_scale_are_the_hosts(device, m, n, k, alpha, beta):
+    """To 1e-12 elementwise: the reference relative to its error scale (an element near 0 has
+    no relative precision of its own), the scale in float64 (the reference of |A|, |B|, |C|)
+    relative to itself, and in float32 within one rounding of it."""
+    from harness.gpu.driver import Stream
+
+    a64, b64, c64 = _operands(m, n, k, seed=11, with_c=beta != 0.0)
+    stream = Stream()
+    blas = Cublas(stream)
+    try:
+        ref, scale = reference_and_scale(blas, a64, b64, alpha, beta, c64)
+        scale64, _ = reference_and_scale(blas, np.abs(a64), np.abs(b64), abs(alpha), abs(beta),
+                                         None if c64 is None else np.abs(c64))
+    finally:
+        blas.close()
+        stream.close()
+    exact = _exact_scale(a64, b64, alpha, beta, c64)
+    host = numerics.reference(a64, b64, alpha, beta, c64)
+    worst = float(np.max(np.abs(ref - host) / exact))
+    assert worst <= 1e-12, f"reference off by {worst:.2e} of its error scale"
+    np.testing.assert_allclose(scale64, exact, rtol=1e-12, atol=0)
+    assert scale.dtype == np.float32
+    np.testing.assert_allclose(scale, exact, rtol=2.0 ** -23, atol=0)
+    np.testing.assert_allclose(scale, numerics.error_scale(a64, b64, alpha, beta, c64),
+                               rtol=k * 2.0 ** -24, atol=0)
+
+
+@pytest.mark.gpu
+@pytest.mark.gpu_shared
+def test_a_session_computes_large_references_on_its_gpu_while_open():
+    from harness.bench.session import BenchSession
+
+    with BenchSession() as session:
+        assert checks.reference_engine(512, 512, 512) == session.reference_on_gpu
+        assert checks.reference_engine(256, 256, 256) is None
+        a64, b64, _ = _operands(512, 512, 512)
+        ref, _ = checks.reference_engine(512, 512, 512)(a64, b64, 1.0, 0.0, None)
+        assert np.all(np.abs(ref - a64 @ b64) <= 1e-12 * (np.abs(a64) @ np.abs(b64)))
+    assert checks.reference_engine(512, 512, 512) is None
