@@ -158,3 +158,24 @@ def test_a_sampled_run_sees_a_tile_wrong_outside_the_sample_by_its_norm(monkeypa
                              "bf16", seed=2, ref=ref)
     assert not result.passed and result.finding == "wrong values", result.message
     assert "outside the sampled rows and columns" in result.message
+
+
+def test_outputs_that_keep_cs_bits_by_chance_are_not_unwritten():
+    """An FP8 GEMM's BF16 outputs may equal the last launch's by chance (stale C): only those
+    outside their bounds are unwritten."""
+    from harness.bench import fp8_check
+
+    g = gemm(64, 8)
+    out = _stored_model(g)
+    before = out.copy()
+    before[::7, ::5] ^= np.uint16(1)  # differs from the output: written
+    chance = fp8_check.check(out, g.a, g.b, _spec(), (g.scale_a, g.scale_b), "bf16", seed=1,
+                             initial=before)
+    assert chance.passed, chance.message
+    stale = out.copy()
+    stale[2, 3] ^= np.uint16(0x0400)  # far off, and holding exactly what C held
+    held = out ^ np.uint16(1)
+    held[2, 3] = stale[2, 3]
+    found = fp8_check.check(stale, g.a, g.b, _spec(), (g.scale_a, g.scale_b), "bf16", seed=1,
+                            initial=held)
+    assert found.finding == "unwritten" and "1 of the" in found.message, found.message
