@@ -27,6 +27,7 @@ header() {
   date -u +"%Y-%m-%dT%H:%M:%SZ"
   nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
   echo "command: $*"
+  echo "commit ${HARNESS_GIT_COMMIT:-$(git rev-parse HEAD 2>/dev/null)}"
 }
 HMMA_METRICS=gpu__time_duration.sum,sm__cycles_elapsed.avg.per_second
 HMMA_METRICS+=,sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active
@@ -54,7 +55,7 @@ TC_ROWS="11_mma_sync_bf16:m128n256k64s4c1 11_mma_sync_fp16:m128n256k32s4
   15_wgmma_tma_bf16:m128n256 15_wgmma_tma_fp16:m128n256 16_wgmma_ws_bf16:m128n256
   16_wgmma_ws_fp16:m128n256 17_wgmma_persist_bf16:g16 17_wgmma_persist_fp16:g16
   18_wgmma_cluster_bf16:c2g8 18_wgmma_cluster_fp16:c2g8 19_wgmma_epi_bf16:s4e64
-  19_wgmma_epi_fp16:s4e64"
+  19_wgmma_epi_fp16:s4e64 20_wgmma_fp8:s4e64"
 for step in "$@"; do
   case "$step" in
     tests)  # the whole suite in one run, its log headed with where and at what commit it ran;

@@ -339,16 +339,20 @@ def _narrower(r: CheckResult, precision: str) -> CheckResult:
                 f"{precision} (FP16?)")
 
 
-def summary_of(results: list[CheckResult]) -> tuple[int, float, str, str]:
-    """Passed count, the largest error norm, and the first failure's finding and text."""
+def summary_of(results: list[CheckResult]) -> tuple[int, float, str, str, float]:
+    """Passed count, the largest error norm, the first failure's finding and text, and the
+    largest error norm as a fraction of its own check's bound."""
     failed = [r for r in results if not r.passed]
     max_rel = max((r.rel_err_norm for r in results if r.rel_err_norm == r.rel_err_norm),
                   default=float("nan"))
     if any(r.rel_err_norm == float("inf") for r in results):
         max_rel = float("inf")
+    of_bound = max((r.rel_err_norm / r.tolerance_norm for r in results
+                    if r.tolerance_norm > 0 and r.rel_err_norm == r.rel_err_norm),
+                   default=float("nan"))
     if not failed:
-        return len(results), max_rel, "ok", ""
+        return len(results), max_rel, "ok", "", of_bound
     f = failed[0]
     return (len(results) - len(failed), max_rel, f.finding,
             f"{len(failed)} of {len(results)} checks failed; first at {f.m}x{f.n}x{f.k} seed "
-            f"{f.seed} alpha {f.alpha} beta {f.beta}: {f.message}")
+            f"{f.seed} alpha {f.alpha} beta {f.beta}: {f.message}", of_bound)

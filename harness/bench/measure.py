@@ -78,8 +78,7 @@ def launches_limit_s(m: int, n: int, k: int, launches: int) -> float:
     return QUIET_FLOOR_S + launches * 2.0 * m * n * k / (SLOWEST_GFLOPS * 1e9)
 
 
-def reference_limit_s(m: int, n: int, k: int) -> float:
-    # the float64 product and the float32 error scale: two GEMMs on the host
+def reference_limit_s(m: int, n: int, k: int) -> float:  # two GEMMs, on the host at worst
     return QUIET_FLOOR_S + 2 * 2.0 * m * n * k / (HOST_GFLOPS * 1e9)
 
 
@@ -248,13 +247,14 @@ def checked(session: BenchSession, prep: Prepared, m: int, n: int, k: int,
         if key not in session.baseline_checked:
             check_baseline(session.blas, gemm, ops, session.stream, seed)
             session.baseline_checked.add(key)
-    passed, max_rel, finding, failure = summary_of(results)
+    passed, max_rel, finding, failure, of_bound = summary_of(results)
     notes = tuple(prep.checks.notes) + ((found.message,) if found and found.passed else ())
     if prep.checks.skipped:  # how little the constraints let the battery check
         notes += (f"battery: {prep.checks.plan.summary()}",)
     res = res.with_parts(
         checks=CheckSummary(passed, len(results), max_rel, tuple(prep.checks.skipped), finding,
-                            failure, notes, fp32_multiple=first.result.fp32_multiple),
+                            failure, notes, fp32_multiple=first.result.fp32_multiple,
+                            of_bound=of_bound),
         screen=prep.screen.lines() if prep.screen else (), seed=session.run_seed)
     if failure:
         return res.ended("FAIL", failure), None

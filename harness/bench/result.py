@@ -155,6 +155,9 @@ class CheckSummary:
     """Timed repetitions whose outputs were kept inside the timed sequence and checked."""
     launches: int = 0
     """Launches of the kernel in its timing (warm-up, primers and timed repetitions)."""
+    of_bound: float = math.nan
+    """The largest error norm of its checks as a fraction of that check's own bound (NaN in
+    older reports)."""
 
 
 @dataclass(frozen=True)

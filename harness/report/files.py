@@ -283,7 +283,10 @@ def write_run(meta: dict, results: Sequence[Result], stem: Path,
         *(["- baseline: cuBLAS `cublasGemmEx` on the same buffers (where A, B and C take at "
            f"most 64 MiB, on them and {BASELINE_PLACEMENTS - 1} copies elsewhere in memory, "
            "one per round in turn), timed by the same code in the same rounds as the kernel; "
-           "compute type per row in the JSON (`baseline.compute`)"] if gemms else []),
+           "compute type per row in the JSON (`baseline.compute`)"
+           + ("; FP8 rows: cuBLASLt `cublasLtMatmul` with the same scales (per tensor), A and B "
+              "K-major (TN), the same output type"
+              if any(r.kernel.precision == "fp8" for r in gemms) else "")] if gemms else []),
         *_ceiling_note(gemms),
         *_memory_lines(buffers),
         *_signature_lines(gemms),
