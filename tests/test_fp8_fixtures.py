@@ -13,7 +13,13 @@ hides most of the FP16 accumulator's error (the plan's reason for an FP32-output
 notes/fp8_plan.md). Emulated on spread-3 draws, its error norm stays inside the norm's bound
 (0.34 of it at K = 256, under 0.65 at 8192) and only single outputs past their own bound give it
 away: 64 x 128 outputs find it for 6 seeds of 10 at K = 256, all 10 at K = 1024 to 8192;
-32 x 64 outputs 8 of 10 at K = 4096. simt_e4m3_fp32:fp16_accumulator is found from K = 64."""
+32 x 64 outputs 8 of 10 at K = 4096. simt_e4m3_fp32:fp16_accumulator is found from K = 64.
+
+simt_e4m3_block is the same kernel with block scales (scale_a FP32 [KB][M] on the device, the
+transpose of fp8_check's M x KB; scale_b [KB][NB]), each 128-deep k block's FP32 partial sum
+times its scales added into an FP32 total; its mistakes (block 0's scales for every block,
+scale_a read as [M][KB], all of K summed before one scale, the last block's) are emulated by
+reading the device layouts as each variant does, and all three are "wrong values"."""
 
 from __future__ import annotations
 
@@ -26,7 +32,7 @@ import pytest
 from conftest import FIXTURE_KERNELS
 
 from harness.bench.fp8 import FORMATS
-from harness.bench.fp8_check import Fp8Gemm, judge
+from harness.bench.fp8_check import BLOCK_K, Fp8Gemm, judge, reference
 from harness.bench.numerics import stored, to_float64
 from harness.errors import HarnessError
 from harness.kernels.registry import kernels_in, load_registry
@@ -44,7 +50,13 @@ FIXTURES = {  # key: (A's format, B's format, c_type, the finding)
     "b_e5m2_read_as_e4m3": ("e4m3", "e5m2", "bf16", "reads B as e4m3"),
     "simt_e4m3_fp32:right": ("e4m3", "e4m3", "fp32", "ok"),
     "simt_e4m3_fp32:fp16_accumulator": ("e4m3", "e4m3", "fp32", LESS_ACCURATE),
+    "simt_e4m3_block:right": ("e4m3", "e4m3", "bf16", "ok"),
+    "simt_e4m3_block:first_block_scales": ("e4m3", "e4m3", "bf16", "wrong values"),
+    "simt_e4m3_block:transposed_scale_a": ("e4m3", "e4m3", "bf16", "wrong values"),
+    "simt_e4m3_block:no_promotion": ("e4m3", "e4m3", "bf16", "wrong values"),
 }
+BLOCK_SCALED = {"simt_e4m3_block"}
+"""The files whose kernels take block scales (promote = 128); the others per-tensor scales."""
 B_DECODED_AS = {"b_e5m2_read_as_e4m3": "e4m3"}
 """Fixtures whose kernel decodes B's bytes in a format other than the declared one."""
 SIGNATURE = ["M", "N", "K", "A", "B", "C", "scale_a", "scale_b"]
@@ -52,6 +64,14 @@ SIGNATURE = ["M", "N", "K", "A", "B", "C", "scale_a", "scale_b"]
 
 def all_kernels():
     return [k for path in FILES for k in kernels_in(read_spec(path))]
+
+
+def tensor_kernels():
+    return [k for k in all_kernels() if k.spec.stem not in BLOCK_SCALED]
+
+
+def block_kernels():
+    return [k for k in all_kernels() if k.spec.stem in BLOCK_SCALED]
 
 
 @pytest.fixture(autouse=True)
@@ -83,7 +103,8 @@ def test_each_fixture_declares_an_fp8_gemm(kernel):
     a, b, c_type, finding = FIXTURES[kernel.name]
     spec = kernel.spec
     assert spec.kind == "gemm" and spec.precision == "fp8"
-    assert (spec.fp8.a, spec.fp8.b, spec.fp8.scales, spec.fp8.promote) == (a, b, "tensor", None)
+    scales = ("block", 128) if spec.stem in BLOCK_SCALED else ("tensor", None)
+    assert (spec.fp8.a, spec.fp8.b, spec.fp8.scales, spec.fp8.promote) == (a, b, *scales)
     assert spec.c_type == c_type and spec.layout_a == "row" and spec.layout_b == "col"
     assert [p.name for p in spec.abi] == SIGNATURE
     assert [p.type for p in spec.abi][-2:] == ["ptr", "ptr"]
@@ -99,6 +120,21 @@ def test_the_variants_set_the_defects_macros():
     assert "-DACC_FP16=0" in defines["simt_e4m3_fp32:right"]
     assert "-DACC_FP16=1" in defines["simt_e4m3_fp32:fp16_accumulator"]
     assert read_spec(FP8 / "simt_e4m3.cu").representative == "right"
+
+
+def test_the_block_variants_set_the_defects_macros():
+    defines = {k.name: set(k.defines) for k in block_kernels()}
+    right = {"-DFIRST_BLOCK_SCALES=0", "-DSCALE_A_MK=0", "-DPROMOTE=1"}
+    assert sorted(defines) == sorted(k for k in FIXTURES if k.startswith("simt_e4m3_block:"))
+    assert right <= defines["simt_e4m3_block:right"]
+    for name, wrong in (("first_block_scales", "-DFIRST_BLOCK_SCALES=1"),
+                        ("transposed_scale_a", "-DSCALE_A_MK=1"),
+                        ("no_promotion", "-DPROMOTE=0")):
+        assert wrong in defines[f"simt_e4m3_block:{name}"]
+        assert len(right - defines[f"simt_e4m3_block:{name}"]) == 1, name
+    spec = read_spec(FP8 / "simt_e4m3_block.cu")
+    assert spec.representative == "right" and spec.precision == "fp8"
+    assert (spec.fp8.scales, spec.fp8.promote, spec.c_type) == ("block", 128, "bf16")
 
 
 # --- NVRTC ----------------------------------------------------------------------------------
@@ -207,7 +243,7 @@ def emulate(kernel, g: Fp8Gemm) -> np.ndarray:
 
 
 @pytest.mark.parametrize("k", [256, 4096])
-@pytest.mark.parametrize("kernel", all_kernels(), ids=lambda k: k.name)
+@pytest.mark.parametrize("kernel", tensor_kernels(), ids=lambda k: k.name)
 def test_the_emulated_fixture_gets_its_finding(kernel, k):
     a_format, b_format, c_type, finding = FIXTURES[kernel.name]
     if kernel.name == "simt_e4m3:fp16_accumulator" and k < 4096:
@@ -219,6 +255,88 @@ def test_the_emulated_fixture_gets_its_finding(kernel, k):
         g = Fp8Gemm(a, b, a_format, b_format, SCALE_A, SCALE_B, out=c_type)
         verdict = judge(g, emulate(kernel, g))
         assert verdict.finding == finding, (kernel.name, k, seed, verdict.message)
+
+
+def device_scales(g: Fp8Gemm) -> tuple[np.ndarray, np.ndarray]:
+    """A block-scaled GEMM's scales as the device holds them (operands.stored_scales): A's
+    FP32 [KB][M] (fp8_check's M x KB transposed), B's [KB][NB], each flat."""
+    sa, sb = (np.asarray(s, dtype=np.float32) for s in (g.scale_a, g.scale_b))
+    return np.ascontiguousarray(sa.T).reshape(-1), np.ascontiguousarray(sb).reshape(-1)
+
+
+def emulate_block(kernel, g: Fp8Gemm) -> np.ndarray:
+    """What a simt_e4m3_block variant stores for ``g``, in exact values: FP32 fmaf in k order,
+    each k block's partial sum times its scales (read from the device layouts as the variant
+    reads them, FP32) fmaf'd into an FP32 total at the block's end (PROMOTE), or all of K
+    summed and scaled once by the last block's scales; C rounded to nearest even."""
+    params = dict(kernel.params)
+    av, bv = g.values()
+    m, k = av.shape
+    n = bv.shape[1]
+    kb_count, nb = -(-k // BLOCK_K), -(-n // BLOCK_K)
+    sa_dev, sb_dev = device_scales(g)
+    rows, cols = np.arange(m)[:, None], np.arange(n)[None, :]
+
+    def scale(kb: int) -> np.ndarray:  # block_scale() in the kernel
+        if params["FIRST_BLOCK_SCALES"]:
+            kb = 0
+        sa = sa_dev[rows * kb_count + kb] if params["SCALE_A_MK"] else sa_dev[kb * m + rows]
+        return sa * sb_dev[kb * nb + cols // BLOCK_K]  # FP32 times FP32, rounded to FP32
+
+    acc = np.zeros((m, n), dtype=np.float32)
+    total = np.zeros((m, n), dtype=np.float32)
+    for kk in range(k):  # the product and the sum exact in float64, rounded once
+        acc = (acc.astype(np.float64) + np.outer(av[:, kk], bv[kk])).astype(np.float32)
+        if params["PROMOTE"] and ((kk + 1) % BLOCK_K == 0 or kk + 1 == k):
+            total = (total.astype(np.float64)
+                     + scale(kk // BLOCK_K).astype(np.float64) * acc).astype(np.float32)
+            acc[:] = 0.0
+    if not params["PROMOTE"]:
+        total = scale(kb_count - 1) * acc
+    return to_float64(stored(total, g.out), g.out)
+
+
+def block_gemm(m: int, n: int, k: int, seed: int) -> Fp8Gemm:
+    """e4m3 x e4m3 with a scale per block drawn from 2^-6 .. 2^3 (fp8_check's layouts:
+    A's M x KB, B's KB x NB), BF16 C, promoted every 128."""
+    rng = np.random.default_rng([seed, m, n, k])
+    a = FORMATS["e4m3"].draw(rng, (m, k), SPREAD["e4m3"])
+    b = FORMATS["e4m3"].draw(rng, (k, n), SPREAD["e4m3"])
+    kb, nb = -(-k // BLOCK_K), -(-n // BLOCK_K)
+    sa = 2.0 ** rng.integers(-6, 4, size=(m, kb))
+    sb = 2.0 ** rng.integers(-6, 4, size=(kb, nb))
+    return Fp8Gemm(a, b, "e4m3", "e4m3", sa, sb, "bf16", BLOCK_K)
+
+
+def test_the_block_emulation_reads_the_device_layouts():
+    """The emulation's right variant is fp8_check's reference, block by block; its scale_a
+    index is the device's [KB][M], which differs from fp8_check's [M][KB]."""
+    g = block_gemm(24, 256, 384, 9)
+    sa_dev, _ = device_scales(g)
+    assert sa_dev[2 * 24 + 5] == g.scale_a[5, 2] and sa_dev.size == 24 * 3
+    right = next(k for k in block_kernels() if k.variant == "right")
+    out = emulate_block(right, g)
+    assert np.allclose(out, reference(g), rtol=2.0 ** -7, atol=0.0)
+
+
+@pytest.mark.parametrize("k", [256, 1024])
+@pytest.mark.parametrize("kernel", block_kernels(), ids=lambda k: k.name)
+def test_the_emulated_block_fixture_gets_its_finding(kernel, k):
+    finding = FIXTURES[kernel.name][3]
+    for seed in (1, 2):
+        g = block_gemm(64, 256, k, seed)
+        verdict = judge(g, emulate_block(kernel, g))
+        assert verdict.finding == finding, (kernel.name, k, seed, verdict.message)
+        assert verdict.passed == (finding == "ok"), verdict
+
+
+def test_the_emulated_right_block_fixture_passes_on_ragged_sizes():
+    """M, N, K none a multiple of 16 or 128: the last k block is short, the last NB partial."""
+    right = next(k for k in block_kernels() if k.variant == "right")
+    for m, n, k in ((50, 200, 300), (17, 129, 129), (1, 1, 1)):
+        g = block_gemm(m, n, k, 3)
+        verdict = judge(g, emulate_block(right, g))
+        assert verdict.passed, ((m, n, k), verdict.message)
 
 
 def test_the_decoder_header_is_the_one_the_fixtures_include():

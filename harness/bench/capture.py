@@ -228,14 +228,17 @@ class TimedOutputs:
         return a, b
 
     def compare(self, out: np.ndarray, a: np.ndarray, b: np.ndarray, seed: int,
-                initial: np.ndarray | None = None) -> CheckResult:
-        """``out``, a block of a kept output, against the product of ``a`` and ``b`` (the
-        block's rows of A and columns of B, float64, unscaled): the window's bound for an FP8
-        GEMM (its scales applied here), else the K-deep bound of the precision."""
+                rows: np.ndarray, cols: np.ndarray, initial: np.ndarray | None = None
+                ) -> CheckResult:
+        """``out``, the block ``rows`` x ``cols`` of a kept output, against the product of
+        ``a`` and ``b`` (the block's rows of A and columns of B, float64, unscaled): the
+        window's bound for an FP8 GEMM (its scales applied here), else the K-deep bound of the
+        precision."""
         spec = self.spec
         if self.fp8 is not None:
             return fp8_check.check(out, numerics.stored(a, self.kinds[0]),
-                                   numerics.stored(b, self.kinds[1]), self.fp8, self.scales,
+                                   numerics.stored(b, self.kinds[1]), self.fp8,
+                                   fp8_check.subset(self.scales, rows, cols, self.n),
                                    spec.c_type, seed=seed, initial=initial)
         return chunked.compare(out, a @ b, spec.precision, k=self.k, seed=seed, alpha=1.0,
                                beta=0.0, c_type=spec.c_type, initial=initial,
@@ -292,8 +295,8 @@ def _verify_one(timed: TimedOutputs, initial: Operands, screen: Screen | None, o
     out = timed.block(one.slot, rows, cols)
     sentinel = np.full(out.shape, numerics.SENTINEL[spec.c_type],
                        dtype=np.uint32 if timed.word_bytes == 4 else np.uint16)
-    result = timed.compare(out, *timed.operands(one.content, rows, cols), timed.seed,
-                           initial=sentinel.view(out.dtype))
+    result = timed.compare(out, *timed.operands(one.content, rows, cols), timed.seed, rows,
+                           cols, initial=sentinel.view(out.dtype))
     if result.passed and not unwritten and not nonfinite:
         return None
     if unwritten:
@@ -333,10 +336,10 @@ def _replayed(timed: TimedOutputs, initial: Operands, one: Kept, out: np.ndarray
         if content < 1 or content in tried:
             continue
         tried.add(content)
-        if timed.compare(out, *timed.operands(content, rows, cols), 0).passed:
+        if timed.compare(out, *timed.operands(content, rows, cols), 0, rows, cols).passed:
             return what
     a = numerics.to_float64(initial.codes[0][rows], timed.kinds[0])
     b = numerics.to_float64(initial.codes[1][:, cols], timed.kinds[1])
-    if timed.compare(out, a, b, 0).passed:
+    if timed.compare(out, a, b, 0, rows, cols).passed:
         return "the inputs checked before timing"
     return ""

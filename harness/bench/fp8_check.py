@@ -41,10 +41,10 @@ OUTPUTS = ("bf16", "fp32")
 class Fp8Gemm:
     """One FP8 GEMM's inputs: codes, formats, scales, output type and how the kernel promotes.
 
-    ``scale_a`` and ``scale_b``: floats (per tensor), or arrays of shape (M, K / 128) and
-    (K / 128, N / 128) (per block). ``promote``: the products a kernel adds on the tensor core
-    before it promotes into FP32 (a multiple of 32; None: all of K, as per-tensor kernels do;
-    block scales need a promotion at least every 128)."""
+    ``scale_a`` and ``scale_b``: floats (per tensor), or arrays of shape (M, K / 128) and (K / 128,
+    N / 128) (per block; B's also (K / 128, N), one per column: :func:`subset`). ``promote``: the
+    products a kernel adds on the tensor core before it promotes into FP32 (a multiple of 32; None:
+    all of K, as per-tensor kernels do; block scales need a promotion at least every 128)."""
 
     a: np.ndarray
     b: np.ndarray
@@ -78,8 +78,10 @@ def _block_scales(g: Fp8Gemm, start: int, stop: int) -> np.ndarray:
         return np.asarray(float(g.scale_a) * float(g.scale_b))
     blk = start // BLOCK_K
     sa = np.asarray(g.scale_a, dtype=np.float64)[:, blk][:, None]
-    sb = np.repeat(np.asarray(g.scale_b, dtype=np.float64)[blk], BLOCK_K)[None, :g.b.shape[1]]
-    return sa * sb
+    sb = np.asarray(g.scale_b, dtype=np.float64)[blk]
+    if sb.shape[0] != g.b.shape[1]:  # one per 128 columns, not one per column
+        sb = np.repeat(sb, BLOCK_K)[:g.b.shape[1]]
+    return sa * sb[None, :]
 
 
 def reference(g: Fp8Gemm, a: np.ndarray | None = None, b: np.ndarray | None = None
@@ -224,6 +226,18 @@ whole (sqrt of the outputs' ratio): the sample's norm estimates the whole's with
 percent at 256 x 256, so only a kernel wrong outside the sample gets near it."""
 
 
+def subset(scales: tuple, rows: np.ndarray, cols: np.ndarray, n: int) -> tuple:
+    """The scales of the outputs at ``rows`` x ``cols`` of an N-wide output: per tensor as
+    they are; per block, A's rows and B's per column (K / 128 x len(cols))."""
+    sa, sb = scales
+    if not np.ndim(sa):
+        return sa, sb
+    sb = np.asarray(sb, dtype=np.float64)
+    if sb.shape[1] != n:
+        sb = np.repeat(sb, BLOCK_K, axis=1)[:, :n]
+    return np.asarray(sa, dtype=np.float64)[rows], sb[:, cols]
+
+
 def sample(m: int, n: int, k: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
     """The rows and columns the walk is taken over: all of them while the output is small
     enough (:data:`WHOLE_BUDGET`), else a random sample drawn from ``seed``."""
@@ -251,8 +265,8 @@ def _kept_and_wrong(out64: np.ndarray, a: np.ndarray, b: np.ndarray, fp8, scales
         rng = np.random.default_rng([seed, len(same)])
         same = same[np.sort(rng.choice(len(same), UNWRITTEN_CHECKED, replace=False))]
     rows, cols = np.unique(same[:, 0]), np.unique(same[:, 1])
-    g = Fp8Gemm(a[rows], b[:, cols], fp8.a, fp8.b, scales[0], scales[1], out=c_type,
-                promote=fp8.promote)
+    g = Fp8Gemm(a[rows], b[:, cols], fp8.a, fp8.b, *subset(scales, rows, cols, b.shape[1]),
+                out=c_type, promote=fp8.promote)
     ref = reference(g)
     element, _ = _bounds(g, ref)
     ri, ci = np.searchsorted(rows, same[:, 0]), np.searchsorted(cols, same[:, 1])
@@ -262,15 +276,15 @@ def _kept_and_wrong(out64: np.ndarray, a: np.ndarray, b: np.ndarray, fp8, scales
     return tuple(int(i) for i in same[np.argmax(wrong)]), int(wrong.sum()), len(same)
 
 
-def check(out: np.ndarray, a: np.ndarray, b: np.ndarray, fp8, scales: tuple[float, float],
+def check(out: np.ndarray, a: np.ndarray, b: np.ndarray, fp8, scales: tuple,
           c_type: str, *, seed: int, initial: np.ndarray | None = None,
           ref: np.ndarray | None = None):
     """An FP8 GEMM's output ``out`` (M x N in ``c_type`` storage) as a check's result
     (numerics.CheckResult): A's (M x K) and B's (K x N) codes in ``fp8``'s formats (its
-    kernels/fp8_spec.Fp8Spec), per-tensor ``scales``. Unwritten and non-finite outputs are
-    found over the whole output; the bound and the findings (:func:`judge`) over all of it or
-    a sample (:func:`sample`), and then, with ``ref`` (the whole float64 reference), the whole
-    output's error norm against the sample's bound scaled to it."""
+    kernels/fp8_spec.Fp8Spec), ``scales`` per tensor or per block (Fp8Gemm). Unwritten and
+    non-finite outputs are found over the whole output; the bound and the findings (:func:`judge`)
+    over all of it or a sample (:func:`sample`), and then, with ``ref`` (the whole float64
+    reference), the whole output's error norm against the sample's bound scaled to it."""
     from harness.bench.numerics import CheckResult, bits
 
     m, n = out.shape
@@ -296,8 +310,8 @@ def check(out: np.ndarray, a: np.ndarray, b: np.ndarray, fp8, scales: tuple[floa
         return failed("non-finite", f"non-finite: {bad} of {out.size} outputs are NaN or Inf",
                       bad)
     rows, cols = sample(m, n, k, seed)
-    g = Fp8Gemm(a[rows], b[:, cols], fp8.a, fp8.b, scales[0], scales[1], out=c_type,
-                promote=fp8.promote)
+    g = Fp8Gemm(a[rows], b[:, cols], fp8.a, fp8.b, *subset(scales, rows, cols, n),
+                out=c_type, promote=fp8.promote)
     part = out64[np.ix_(rows, cols)]
     verdict = judge(g, part)
     ref_part = reference(g)

@@ -345,8 +345,8 @@ def timed(session: BenchSession, prep: Prepared, res: Result, kernel_timing: Tim
                 FASTER_THAN_HARDWARE, res.m, res.n, res.k, 0, 1.0, 0.0, why))
     per_clock = device.arch.fma_flops_per_clock_per_sm.get(precision, float("nan"))
     parts = {"timing": kernel_timing,
-             "baseline": Baseline(compute_name(precision), baseline_timing, c_type,
-                                  library_name(precision)),
+             "baseline": Baseline(compute_name(precision, prep.kernel.spec), baseline_timing,
+                                  c_type, library_name(precision)),
              "peak_gflops_at_clock": peak_gflops(per_clock, device.sm_count,
                                                  kernel_timing.sm_clock_mhz)}
     with PHASES("ceiling"):

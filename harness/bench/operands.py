@@ -42,16 +42,19 @@ class Operands:
         self.m, self.n, self.k, self.c_type = m, n, k, c_type
         self.precision, self.layout_b, self.seed = precision, layout_b, seed
         self.layout_a, self.layout_c, self.draw = layout_a, layout_c, draw
-        self.fp8 = fp8
+        self.fp8, self._stream = fp8, stream
         """An FP8 GEMM's formats and scales (kernels/fp8_spec.Fp8Spec), or None."""
         self.kinds = (fp8.a, fp8.b) if fp8 is not None else (precision, precision)
         """A's and B's storage kinds: the precision, or each one's FP8 format."""
         (a, self.a64, b, self.b64, self.c_start, self.c64,
          self.scales) = _host_operands(m, n, k, precision, seed, with_c, c_type, draw, fp8)
         self.c_word_bytes = numerics.c_bytes(c_type)
-        room = SCALE_BYTES if fp8 is not None else 0
-        self.a = Buffer(scale_offset(a.nbytes) + room if room else a.nbytes)
-        self.b = Buffer(scale_offset(b.nbytes) + room if room else b.nbytes)
+        if fp8 is None:
+            self.a, self.b = Buffer(a.nbytes), Buffer(b.nbytes)
+        else:  # the codes, then their scales (scale_offset)
+            self.a, self.b = (Buffer(scale_offset(x.nbytes) + scale_offset(s.nbytes))
+                              for x, s in zip((a, b), self.stored_scales, strict=True))
+        self._unit: Buffer | None = None
         self.c = Buffer((m * n + GUARD_ELEMENTS) * self.c_word_bytes)
         self.d = Buffer((m * n + GUARD_ELEMENTS) * self.c_word_bytes) if with_d else None
         self.out = self.d if with_d else self.c
@@ -91,11 +94,25 @@ class Operands:
                 self.b.address + scale_offset(self.k * self.n))
 
     @property
+    def stored_scales(self) -> tuple[np.ndarray, np.ndarray]:
+        """A's and B's scales as the device holds them, FP32: one each per tensor; per block,
+        A's [KB][M] (k-block major) and B's [KB][NB] (KB = ceil(K / 128), NB = ceil(N / 128))."""
+        sa, sb = (np.asarray(s, dtype=np.float32) for s in self.scales)
+        return np.ascontiguousarray(sa.T).reshape(-1), np.ascontiguousarray(sb).reshape(-1)
+
+    @property
     def blas_fp8(self) -> tuple | None:
-        """What the FP8 baseline takes beside the pointers (Cublas.gemm's ``fp8``), or None."""
+        """What the FP8 baseline takes beside the pointers (Cublas.gemm's ``fp8``), or None.
+        cuBLASLt has per-tensor FP8 scales only: a block-scaled GEMM's baseline gets scales of
+        1 (the same work on the same codes, another product; checks.check_baseline skips it)."""
         if self.fp8 is None:
             return None
-        return (self.fp8.a, self.fp8.b, *self.scale_addresses)
+        if self.fp8.scales != "block":
+            return (self.fp8.a, self.fp8.b, *self.scale_addresses)
+        if self._unit is None:
+            self._unit = Buffer(4)
+            self._unit.upload(np.ones(1, dtype=np.float32), self._stream)
+        return (self.fp8.a, self.fp8.b, self._unit.address, self._unit.address)
 
     def _upload(self, a: np.ndarray, b: np.ndarray, stream: Stream) -> None:
         b = np.ascontiguousarray(b.T) if self.layout_b == "col" else b
@@ -103,10 +120,9 @@ class Operands:
             self.a.upload(stored_a(a, self.layout_a), stream)
             self.b.upload(b, stream)
             return
-        for buf, codes, scale in ((self.a, a, self.scales[0]), (self.b, b, self.scales[1])):
-            buf.upload_at(codes, 0, stream)  # the codes, then their scale after them
-            buf.upload_at(np.array([scale], dtype=np.float32), scale_offset(codes.nbytes),
-                          stream)
+        for buf, codes, scale in zip((self.a, self.b), (a, b), self.stored_scales, strict=True):
+            buf.upload_at(codes, 0, stream)  # the codes, then their scales after them
+            buf.upload_at(scale, scale_offset(codes.nbytes), stream)
 
     def redraw(self, seed: int, stream: Stream) -> None:
         """New A and B from ``seed`` in the same device buffers; C is left as it is (the stale-C
@@ -170,7 +186,7 @@ class Operands:
         return logical_c(whole[: self.m * self.n], self.layout_c, self.m, self.n), changed
 
     def close(self) -> None:
-        for buf in (self.a, self.b, self.c, self.d, self._blas_out):
+        for buf in (self.a, self.b, self.c, self.d, self._blas_out, self._unit):
             if buf is not None:
                 buf.close()
 
@@ -191,8 +207,8 @@ def fp8_key(spec) -> tuple:
     return () if fp8 is None else (fp8.a, fp8.b, fp8.scales)
 
 
-SCALE_BYTES = 256
-"""Room after each operand's data for its FP32 scales (one per tensor)."""
+BLOCK = 128
+"""The extent of a block scale: 1 x 128 of A, 128 x 128 of B (fp8_spec.BLOCK_K)."""
 
 
 def scale_offset(nbytes: int) -> int:
@@ -205,6 +221,28 @@ def scale_offset(nbytes: int) -> int:
 SCALE_EXPONENTS = (-6, -5, -4, -3, -2, -1, 1, 2, 3)
 """Per-tensor FP8 scales are 2^e for e drawn here, different for A and B and never 1: a
 kernel that ignores one is off by a power of two, and a product of scales is exact."""
+
+
+def _fp8_scales(rng: np.random.Generator, fp8, m: int, n: int, k: int) -> tuple:
+    """Per tensor: 2^e for two different e of SCALE_EXPONENTS. Per block: 2^e for each row of
+    A and 128-deep k block (M x KB, fp8_check's layout) and each 128 x 128 block of B (KB x NB),
+    e drawn from SCALE_EXPONENTS."""
+    if fp8.scales != "block":
+        ea, eb = rng.choice(SCALE_EXPONENTS, size=2, replace=False)
+        return 2.0 ** int(ea), 2.0 ** int(eb)
+    kb, nb = -(-k // BLOCK), -(-n // BLOCK)
+    return (np.exp2(rng.choice(SCALE_EXPONENTS, size=(m, kb)).astype(np.float64)),
+            np.exp2(rng.choice(SCALE_EXPONENTS, size=(kb, nb)).astype(np.float64)))
+
+
+def _per_element(scale, k_axis: int, k: int, n: int | None = None):
+    """A scale per tensor as it is; block scales spread over the elements they scale (A's
+    M x KB over M x K; B's KB x NB over K x N)."""
+    if not np.ndim(scale):
+        return scale
+    out = np.repeat(scale, BLOCK, axis=k_axis)
+    out = out[:, :k] if k_axis == 1 else out[:k]
+    return out if n is None else np.repeat(out, BLOCK, axis=1)[:, :n]
 
 
 def fp8_draw(rng: np.random.Generator, shape: tuple[int, int], fmt: str
@@ -269,9 +307,8 @@ def _host_operands(m: int, n: int, k: int, precision: str, seed: int, with_c: bo
         scales = (1.0, 1.0)
     else:
         (a, a64), (b, b64) = fp8_draw(rng, (m, k), fp8.a), fp8_draw(rng, (k, n), fp8.b)
-        ea, eb = rng.choice(SCALE_EXPONENTS, size=2, replace=False)
-        scales = (2.0 ** int(ea), 2.0 ** int(eb))
-        a64, b64 = a64 * scales[0], b64 * scales[1]
+        scales = _fp8_scales(rng, fp8, m, n, k)
+        a64, b64 = a64 * _per_element(scales[0], 1, k), b64 * _per_element(scales[1], 0, k, n)
     c_start = c64 = None
     if with_c:
         c_start = numerics.stored(rng.uniform(-1, 1, (m, n)), c_type)

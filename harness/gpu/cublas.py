@@ -56,10 +56,14 @@ def library_name(precision: str) -> str:
     return "cuBLASLt" if precision == "fp8" else "cuBLAS"
 
 
-def compute_name(precision: str) -> str:
-    """The cuBLAS compute type used as the baseline for ``precision``."""
+def compute_name(precision: str, spec=None) -> str:
+    """The cuBLAS compute type used as the baseline for ``precision`` (FP8: with the kernel's
+    ``spec``'s scales per tensor, or with block scales, which cuBLASLt cannot take)."""
     if precision == "fp8":
-        return "cuBLASLt FP8, CUBLAS_COMPUTE_32F"
+        scales = getattr(getattr(spec, "fp8", None), "scales", "tensor")
+        return ("cuBLASLt FP8, CUBLAS_COMPUTE_32F" if scales == "tensor" else
+                "cuBLASLt FP8 with scales of 1 per tensor (it takes no 128-element FP32 block "
+                "scales), CUBLAS_COMPUTE_32F")
     return "CUBLAS_" + _TYPES[precision][1]
 
 

@@ -148,11 +148,6 @@ def screen(kernel: Kernel, arch: str, sizes: Sequence[Size]) -> tuple[Kernel, li
     it is refused offline (grid and block limits, registers, shared memory) at all of them.
     No rows: it goes to a worker, which refuses the sizes it cannot launch at before launching."""
     kernel = kernel.for_arch(arch)
-    if kernel.spec.fp8 is not None and kernel.spec.fp8.scales != "tensor":
-        return kernel, [unrun(kernel, size, "skipped", "an FP8 GEMM with block scales is "
-                              "declared, but the harness runs FP8 GEMMs with per-tensor scales "
-                              "only so far (issue 36, notes/fp8_plan.md)")
-                        for size in sizes]
     try:
         res = compile_kernel(kernel, arch).resources
     except CompileError as exc:
