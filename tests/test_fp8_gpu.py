@@ -15,12 +15,16 @@ from harness.run.runner import RunOptions, run
 pytestmark = pytest.mark.gpu
 FP8 = FIXTURE_KERNELS / "fp8"
 QUICK = TimingOptions(budget_ms=20, min_ms=5, warmup_ms=5)
-RIGHT = ("simt_e4m3:right", "simt_e4m3_e5m2:right", "simt_e4m3_fp32:right")
+RIGHT = ("simt_e4m3:right", "simt_e4m3_e5m2:right", "simt_e4m3_fp32:right",
+         "simt_e4m3_block:right")
 WRONG = {"simt_e4m3:ignores_scale_a": "ignores the scale of A",
          "simt_e4m3:fp16_accumulator": "less accurate than the tensor core's FP8 accumulation",
          "simt_e4m3_fp32:fp16_accumulator":
              "less accurate than the tensor core's FP8 accumulation",
-         "b_e5m2_read_as_e4m3": "reads B as e4m3"}
+         "b_e5m2_read_as_e4m3": "reads B as e4m3",
+         "simt_e4m3_block:first_block_scales": "wrong values",
+         "simt_e4m3_block:transposed_scale_a": "wrong values",
+         "simt_e4m3_block:no_promotion": "wrong values"}
 
 
 def test_fp8_kernels_pass_or_fail_with_their_cause(device, tmp_path):
@@ -32,6 +36,7 @@ def test_fp8_kernels_pass_or_fail_with_their_cause(device, tmp_path):
         r = got[name]
         assert r.status == "pass", (name, r.message)
         assert r.baseline.library == "cuBLASLt" and "FP8" in r.baseline.compute, r.baseline
+        assert ("scales of 1" in r.baseline.compute) == ("block" in name), r.baseline
         assert r.checks.timed_checked > 0
     wrong = {name: (r.status, r.checks.finding if r.checks else None, r.message)
              for name, cause in WRONG.items()
