@@ -6,7 +6,7 @@
 #   tc-cluster, tc-cluster-x2, l2-state, kernel-clock, ceiling-cycles,
 #   tc-profile, energy, energy-parts (the tensor-core rungs of issue 4), multi-gpu (issue 24),
 #   code-warmth, power-context (issue 21), verify (issue 33), buffers, buffers-more
-#   (issue 35), minute, minute-after (issue 37), fp8 (issue 36)
+#   (issue 35), minute, minute-after (issue 37), fp8, fp8-block (issue 36)
 set -uo pipefail
 OUT=${OUT:-/tmp/out}
 # reports of this session's runs: outside $OUT (a device call brings back few files), packed
@@ -127,6 +127,14 @@ s.print_stats(45); s.sort_stats('tottime'); s.print_stats(25)" "$f" > "${f%.prof
       timeout 200 python3 -m harness compare 20_wgmma_fp8:${FP8_ROW:-s4e64} \
         19_wgmma_epi_bf16:s4e64 --size 4096 --size 8192 --size 8192,8192,4096 \
         --report-dir "$REP" 2>&1 | tee "$OUT/fp8-compare.log" | grep -v "^      " ;;
+    fp8-block)  # issue 36: the FP8 GPU tests with the block-scaled fixtures, then rung 21
+      # (block scales) beside rung 20 (per tensor, and its 128 x 128 tile) at 4096 and 8192
+      { header "python3 -m pytest -q -p no:cacheprovider --tb=short tests/test_fp8_gpu.py"
+        timeout 200 python3 -m pytest -q -p no:cacheprovider --tb=short tests/test_fp8_gpu.py \
+          2>&1; } > "$OUT/fp8-block-tests.log"; tail -20 "$OUT/fp8-block-tests.log"
+      timeout 240 python3 -m harness compare 21_wgmma_fp8_block:s6 21_wgmma_fp8_block:s4 \
+        20_wgmma_fp8:s4e64 20_wgmma_fp8:n128s6 --size 4096 --size 8192 --report-dir "$REP" \
+        2>&1 | tee "$OUT/fp8-block-compare.log" | grep -v "^      " ;;
     buffers-more)  # issue 35's second half: tune the sum's shape at 2^28 (ranked by GB/s),
       # then the GPU tests of tune, --gpus, compare, the plugin and the API for buffers kernels
       python3 -m harness tune cu/memory/sum_07_tuned.cu --size "1<<28" --report-dir "$REP" \
