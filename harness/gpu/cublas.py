@@ -15,19 +15,11 @@ import numpy as np
 
 from harness.errors import DeviceError, HarnessError
 from harness.gpu.driver import Stream, context_resource
+from harness.gpu.nvmath_libs import nvmath_bindings
 
 
 def _lib():
-    try:
-        import nvmath
-        from nvmath.bindings import cublas
-    except ImportError as exc:
-        raise HarnessError(
-            f"the cuBLAS baseline needs nvmath-python ({exc}); install it with "
-            "`python3 -m pip install nvmath-python` (offline: see README, 'GPU host without a "
-            "package registry')"
-        ) from None
-    return nvmath, cublas
+    return nvmath_bindings("the cuBLAS baseline", "cublas")
 
 
 def available() -> bool:

@@ -17,6 +17,7 @@ import numpy as np
 
 from harness.errors import DeviceError, HarnessError
 from harness.gpu.driver import Buffer, Stream, context_resource
+from harness.gpu.nvmath_libs import nvmath_bindings
 
 WORKSPACE_BYTES = 32 << 20
 """cuBLASLt's workspace, allocated once per handle (its Hopper kernels ask for a few MiB)."""
@@ -27,14 +28,7 @@ BF16, FP16 or FP32 C with a D of the same type (an FP8 D is not offered here).""
 
 
 def _lib():
-    try:
-        import nvmath
-        from nvmath.bindings import cublas, cublasLt
-    except ImportError as exc:
-        raise HarnessError(f"the cuBLASLt FP8 baseline needs nvmath-python ({exc}); install "
-                           "it with `python3 -m pip install nvmath-python` (offline: see "
-                           "README, 'GPU host without a package registry')") from None
-    return nvmath, cublas, cublasLt
+    return nvmath_bindings("the cuBLASLt FP8 baseline", "cublas", "cublasLt")
 
 
 def compute_name(a_format: str = "e4m3", b_format: str = "e4m3", c_type: str = "bf16") -> str:
