@@ -6,7 +6,7 @@
 #   tc-cluster, tc-cluster-x2, l2-state, kernel-clock, ceiling-cycles,
 #   tc-profile, energy, energy-parts (the tensor-core rungs of issue 4), multi-gpu (issue 24),
 #   code-warmth, power-context (issue 21), verify (issue 33), buffers, buffers-more
-#   (issue 35), minute, minute-after (issue 37), fp8, fp8-block (issue 36)
+#   (issue 35), minute, minute-after, profiled (issue 37), fp8, fp8-block (issue 36)
 set -uo pipefail
 OUT=${OUT:-/tmp/out}
 # reports of this session's runs: outside $OUT (a device call brings back few files), packed
@@ -110,6 +110,20 @@ s.print_stats(45); s.sort_stats('tottime'); s.print_stats(25)" "$f" > "${f%.prof
       done
       timeout 200 python3 -m harness compare $TC_ROWS --size 4096 --report-dir "$REP" 2>&1 \
         | tee "$OUT/compare-tc.log" | grep -v "^      " | tail -30 ;;
+    profiled)  # issue 37: the default run again (after minute-after: its caches warm), its
+      # worker under cProfile: where the time goes (cumulative, then own time)
+      mkdir -p "$OUT/prof"
+      start=$SECONDS
+      HARNESS_WORKER_PROFILE="$OUT/prof" timeout 300 python3 -m harness run --report-dir "$REP" \
+        > "$OUT/default-run-profiled.log" 2>&1
+      echo "$(date -u +%FT%TZ) default run, worker profiled: $((SECONDS - start)) s wall" \
+        | tee -a "$OUT/default-run-profiled.log"
+      tail -4 "$OUT/default-run-profiled.log"
+      for f in "$OUT"/prof/*.prof; do
+        python3 -c "import pstats,sys; s=pstats.Stats(sys.argv[1]); s.sort_stats('cumulative')
+s.print_stats(70); s.sort_stats('tottime'); s.print_stats(40)" "$f" > "${f%.prof}.txt" 2>&1
+        rm -f "$f"
+      done ;;
     fp8)  # issue 36: cuBLASLt FP8 alone, the FP8 GPU tests (fixtures, baseline, ceiling, the
       # rung's battery), then the rung's variants run and compared with cuBLASLt FP8 at 4096,
       # 8192 and 8192 x 8192 x 4096 (the published comparison's shape)

@@ -37,8 +37,8 @@ def test_timing_options_refuse_what_the_cli_refuses(values, message):
 
 
 def test_the_default_floor_follows_a_smaller_cap():
-    assert TimingOptions(budget_ms=30).min_ms == 30
-    assert TimingOptions(budget_ms=300).min_ms == 100
+    assert TimingOptions(budget_ms=20).min_ms == 20
+    assert TimingOptions(budget_ms=300).min_ms == 30
     assert TimingOptions(power_s=0).power_s == 0 and TimingOptions(power_s=2).power_s == 2
 
 

@@ -3,7 +3,7 @@
 Method (after Triton's ``do_bench`` and nvbench's noise-based stopping, adapted): warm up for
 ``warmup_ms`` (long enough for the power limiter to settle); then time repetitions, each launch
 between its own event pair, with an L2 flush (a write of twice the L2 size) before each in cold
-mode, until the stop rule says so (stop.py: at least ``min_ms`` of GPU time and ``min_reps``
+mode, until the stop rule says so (stop.py: at least ``min_ms`` of GPU time and ``FLOOR_REPS``
 repetitions, and the median's relative standard error at most ``max_rel_se_pct`` for every
 launch timed; or ``budget_ms`` of GPU time, or ``max_reps`` repetitions). It reports the median
 and p20/p80, and why it stopped. While the GPU works through the repetitions the host samples

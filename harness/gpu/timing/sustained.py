@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 from harness.errors import HarnessError
 from harness.gpu.driver import Event, Graph
 from harness.gpu.timing.launches import warmup_rounds, with_before
-from harness.gpu.timing.options import WARMUP_STRETCH_MS, Timing
+from harness.gpu.timing.options import FLOOR_REPS, WARMUP_STRETCH_MS, Timing
 from harness.gpu.timing.stop import Rounds, StopRule
 
 if TYPE_CHECKING:
@@ -79,7 +79,7 @@ def time_sustained(timer: Timer, launches: Sequence[Callable[[], None]], before:
     work_ms = max(estimate_ms - sum(rests), 1e-4)
     budget_ms = opts.budget_ms * max(budget_scale, 1.0)
     cap = int(min(opts.max_reps, max(opts.min_reps, budget_ms / work_ms)))
-    floor = int(min(cap, max(opts.min_reps, math.ceil(opts.min_ms / work_ms))))
+    floor = int(min(cap, max(FLOOR_REPS, math.ceil(opts.min_ms / work_ms))))
     per_batch = int(min(cap, max(5, math.ceil(BATCH_MS / estimate_ms))))
     rule = StopRule.of(rounds, cap, floor, opts.max_rel_se_pct, (opts.max_reps,))
     batches = Batches(timer, launches, before, rule, per_batch, opts.graph, primers, rests,
