@@ -40,12 +40,26 @@ def test_sizes_the_abi_cannot_pass_are_bad_input():
 
 def test_a_kernel_refused_offline_at_every_size_gets_rows_and_no_worker(tmp_path, monkeypatch):
     """Grid limits are checked before any launch: a kernel that cannot launch at any size asked
-    never reaches a worker (no GPU is needed to see that)."""
+    is never released to a worker (no GPU is needed to see that)."""
+    import io
+
     from harness.kernels.registry import discover, select
     from harness.run import runner
 
+    class Worker:  # takes the gated job: every line it is sent must be a skip
+        def __init__(self, *args, **kwargs):
+            pass
+
+        def run(self, started=None, gate=None):
+            lines = io.StringIO()
+            lines.close = lambda: None
+            gate.start(lines)
+            gate.join()
+            assert lines.getvalue() == "skip\n", lines.getvalue()
+            return set()
+
     monkeypatch.setenv("HARNESS_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.setattr(runner, "WorkerProcess", lambda *args: pytest.fail("a worker was started"))
+    monkeypatch.setattr(runner, "WorkerProcess", Worker)
     (t16,) = select(discover(), ["03_smem_tiled:t16"])
     sizes = ((100000000,) * 3, (2000000, 2000000, 64))
     record = runner.run([t16], "sm_90", runner.RunOptions(sizes=sizes), tmp_path / "r.jsonl",
@@ -209,3 +223,52 @@ def test_progress_on_a_terminal_keeps_one_status_line_and_elsewhere_every_line(m
     assert time_left(10.0, 2, 120) == "" and time_left(10.0, 120, 120) == ""
     assert time_left(10.0, 10, 120) == ", ~110 s left"
     assert time_left(30.0, 10, 120) == ", ~6 min left"
+
+
+GATED_WORKER = '''
+import json, sys
+job = json.loads(sys.stdin.readline())
+def emit(event, **fields):
+    print("HARNESS-EVENT " + json.dumps({"event": event, **fields}), flush=True)
+emit("device", name="fake")
+seen = []
+for ref in job["kernels"]:
+    emit("progress", kernel=ref["name"], stage="waiting for its compile", limit_s=60,
+         show=False, gate=True)
+    line = sys.stdin.readline().strip()
+    seen.append([ref["name"], line])
+    if line == "go":
+        emit("kernel_start", kernel=ref["name"])
+        emit("kernel_error", kernel=ref["name"], kind="LaunchError", message="fake: released")
+with open(sys.argv[1], "w") as f:
+    json.dump({"gated": job["gated"], "seen": seen, "rest": sys.stdin.read()}, f)
+'''
+
+
+def test_one_worker_measures_each_kernel_as_soon_as_it_is_compiled(tmp_path, monkeypatch):
+    """One worker gets every kernel in a gated job and, before each, a line from the runner:
+    ``go`` once it is compiled, ``skip`` for one whose rows the runner keeps (a compile
+    error); the compile phase in the breakdown is the wait for the first kernel, the rest
+    runs beside the worker."""
+    import json
+    from pathlib import Path
+
+    from harness.kernels.registry import discover
+    from harness.run import process, runner
+
+    monkeypatch.setenv("HARNESS_CACHE_DIR", str(tmp_path / "cache"))
+    script, seen = tmp_path / "gated_worker.py", tmp_path / "seen.json"
+    script.write_text(GATED_WORKER)
+    monkeypatch.setattr(process, "WORKER_COMMAND", (sys.executable, str(script), str(seen)))
+    kernels = discover([Path(__file__).parent / "kernels" / "isolation"])
+    sizes = ((128,) * 3, (256,) * 3)
+    record = runner.run(kernels, "sm_90", runner.RunOptions(sizes=sizes), tmp_path / "r.jsonl",
+                        lambda line: None)
+    got = json.loads(seen.read_text())
+    assert got["gated"] and got["rest"] == ""  # stdin closed after the last line
+    assert got["seen"] == [[k.name, "skip" if k.name == "c_broken" else "go"] for k in kernels]
+    status = {(r.kernel.name, r.size): r.status for r in record.results}
+    assert len(status) == len(kernels) * len(sizes) == len(record.results)
+    for (name, _), value in status.items():
+        assert value == ("compile error" if name == "c_broken" else "launch error"), status
+    assert record.phases["compile"] >= 0 and runner.COMPILE_BESIDE in record.phases

@@ -563,10 +563,14 @@ def test_the_warm_up_that_never_settles_stops_at_its_cap_and_zero_runs_it_whole(
     assert len(calls) == 3000 and whole.stretches == 0
 
 
-def test_rounds_longer_than_a_stretch_get_the_fixed_warm_up():
+def test_rounds_longer_than_a_stretch_are_a_stretch_each():
+    """A round longer than a stretch is a stretch of its own: two alike end the warm-up; one
+    round past the cap (01_naive at 4096: 0.55 s with its rest) is the whole warm-up."""
     from harness.gpu.timing.sustained import warm_up
 
-    slow = _WarmTimer([50.0, 60.0])
-    calls = []
-    assert warm_up(slow, lambda: calls.append(1), 50.0) == pytest.approx(300.0)
-    assert len(calls) == 6 and slow.stretches == 0
+    slow = _WarmTimer([50.0, 60.0, 60.1])
+    assert warm_up(slow, lambda: None, 50.0) == pytest.approx(170.1)
+    assert slow.stretches == 3 and slow.rounds == 3
+    longest = _WarmTimer([550.0])
+    assert warm_up(longest, lambda: None, 550.0) == pytest.approx(550.0)
+    assert longest.stretches == 1

@@ -245,18 +245,73 @@ class TimedOutputs:
                                scale=np.abs(a).astype(np.float32) @ np.abs(b).astype(np.float32))
 
 
+@dataclass
+class Scanned:
+    """One kept repetition as the device holds it: its scan and its sampled block."""
+
+    kept: Kept
+    unwritten: int
+    nonfinite: int
+    moved: int
+    rows: np.ndarray
+    cols: np.ndarray
+    out: np.ndarray
+
+
+@dataclass
+class Gathered:
+    """What the device holds about a timing's kept repetitions, read at once (the buffers can
+    then go): :func:`finish` judges it on the host, beside the next timing if need be."""
+
+    timed: TimedOutputs
+    total: int
+    scanned: list[Scanned]
+    changed: tuple[int, int]
+    d_changes: list[tuple[int, int]]
+    """A kernel that writes D: (placement, elements of C changed) where any were."""
+
+
+def gather(timed: TimedOutputs) -> Gathered:
+    """Every kept repetition scanned and its random block read, the inputs' changes counted,
+    and C scanned where the kernel writes D: the device's part of :func:`verify`."""
+    total, kept = timed.kept()
+    m, n = timed.m, timed.n
+    rng = np.random.default_rng(contents.derive(timed.seed, timed.salt, "sample"))
+    scanned = []
+    for one in kept:
+        base = timed.kept_buffer.address + one.slot * timed.stride
+        unwritten, nonfinite, moved = timed.scan(base, m * n, GUARD_ELEMENTS)
+        rows = np.sort(rng.choice(m, size=min(m, SAMPLE), replace=False))
+        cols = np.sort(rng.choice(n, size=min(n, SAMPLE), replace=False))
+        scanned.append(Scanned(one, unwritten, nonfinite, moved, rows, cols,
+                               timed.block(one.slot, rows, cols)))
+    d_changes = []
+    if getattr(timed.spec, "has_d", False):
+        for index, ops in enumerate(timed.copies):
+            same, _, moved = timed.scan(ops.c.address, m * n, GUARD_ELEMENTS)
+            if same != m * n or moved:
+                d_changes.append((index, m * n - same + moved))
+    return Gathered(timed, total, scanned, timed.changed_inputs(), d_changes)
+
+
 def verify(timed: TimedOutputs, initial: Operands, screen: Screen | None
            ) -> tuple[CheckResult | None, int]:
     """Every kept timed repetition checked, then the inputs: the first failure (None when all
     is right) and how many kept repetitions were checked."""
-    total, kept = timed.kept()
-    spec, (m, n, k) = timed.spec, (timed.m, timed.n, timed.k)
-    rng = np.random.default_rng(contents.derive(timed.seed, timed.salt, "sample"))
-    for one in kept:
-        found = _verify_one(timed, initial, screen, one, total, rng)
+    return finish(gather(timed), initial, screen)
+
+
+def finish(gathered: Gathered, initial: Operands, screen: Screen | None
+           ) -> tuple[CheckResult | None, int]:
+    """:func:`verify`'s host part, on what :func:`gather` read: no device work, so it may run
+    on another thread while the device times the next launch."""
+    timed, checked = gathered.timed, len(gathered.scanned)
+    m, n, k = timed.m, timed.n, timed.k
+    for one in gathered.scanned:
+        found = _verify_one(timed, initial, screen, one, gathered.total)
         if found is not None:
-            return found, len(kept)
-    changed_a, changed_b = timed.changed_inputs()
+            return found, checked
+    changed_a, changed_b = gathered.changed
     if changed_a or changed_b:
         what = " and ".join(f"{count} elements of {name}" for name, count
                             in (("A", changed_a), ("B", changed_b)) if count)
@@ -265,34 +320,29 @@ def verify(timed: TimedOutputs, initial: Operands, screen: Screen | None
             f"{CHANGES_INPUTS}: right after its kept timed repetitions {what} no longer held "
             "what was drawn into them before the launch: a GEMM reads A and B and never "
             "writes them; a kernel that marks or reuses its inputs is not measured on the "
-            "inputs it was given", changed_a + changed_b), len(kept)
-    if getattr(spec, "has_d", False):
-        for index, ops in enumerate(timed.copies):
-            same, _, moved = timed.scan(ops.c.address, m * n, GUARD_ELEMENTS)
-            if same != m * n or moved:
-                return CheckResult.finding_only(
-                    CHANGES_INPUTS, m, n, k, timed.seed, 1.0, 0.0,
-                    f"{CHANGES_INPUTS}: C, an input only for a kernel that writes D, was "
-                    f"changed in {m * n - same + moved} elements (placement {index}) during "
-                    "the timed repetitions", m * n - same + moved), len(kept)
-    return None, len(kept)
+            "inputs it was given", changed_a + changed_b), checked
+    if gathered.d_changes:
+        index, changes = gathered.d_changes[0]
+        return CheckResult.finding_only(
+            CHANGES_INPUTS, m, n, k, timed.seed, 1.0, 0.0,
+            f"{CHANGES_INPUTS}: C, an input only for a kernel that writes D, was "
+            f"changed in {changes} elements (placement {index}) during "
+            "the timed repetitions", changes), checked
+    return None, checked
 
 
-def _verify_one(timed: TimedOutputs, initial: Operands, screen: Screen | None, one: Kept,
-                total: int, rng: np.random.Generator) -> CheckResult | None:
+def _verify_one(timed: TimedOutputs, initial: Operands, screen: Screen | None, scanned: Scanned,
+                total: int) -> CheckResult | None:
     spec, (m, n, k) = timed.spec, (timed.m, timed.n, timed.k)
-    base = timed.kept_buffer.address + one.slot * timed.stride
-    unwritten, nonfinite, moved = timed.scan(base, m * n, GUARD_ELEMENTS)
+    one, unwritten, nonfinite = scanned.kept, scanned.unwritten, scanned.nonfinite
     where = (f"timed repetition {one.rep + 1} of {total} (kept at random inside the timed "
              "sequence, on inputs drawn afresh for it)")
-    if moved:
+    if scanned.moved:
         return CheckResult.finding_only(
             WRITES_OUTSIDE, m, n, k, timed.seed, 1.0, 0.0,
-            f"{WRITES_OUTSIDE}: in {where} {moved} elements past the end of the {m} x {n} C "
-            "were overwritten", moved)
-    rows = np.sort(rng.choice(m, size=min(m, SAMPLE), replace=False))
-    cols = np.sort(rng.choice(n, size=min(n, SAMPLE), replace=False))
-    out = timed.block(one.slot, rows, cols)
+            f"{WRITES_OUTSIDE}: in {where} {scanned.moved} elements past the end of the {m} x "
+            f"{n} C were overwritten", scanned.moved)
+    rows, cols, out = scanned.rows, scanned.cols, scanned.out
     sentinel = np.full(out.shape, numerics.SENTINEL[spec.c_type],
                        dtype=np.uint32 if timed.word_bytes == 4 else np.uint16)
     result = timed.compare(out, *timed.operands(one.content, rows, cols), timed.seed, rows,

@@ -101,10 +101,10 @@ def compare_to_reference(gemm: LoadedGemm, ops: operands.Operands, out: np.ndarr
     return chunked.compare(
         out, ref, spec.precision, k=k, seed=seed, alpha=alpha, beta=beta, c_type=spec.c_type,
         initial=initial, c64=ops.c64, scale=scale,
-        yardstick=(numerics.fp32_yardstick(ops.a64, ops.b64, alpha)
+        yardstick=(numerics.fp32_yardstick(ops.a64, ops.b64, alpha, ops.product_norm())
                    if beta == 0.0 and ops.draw == "uniform" else None),
         max_multiple=numerics.FP32_MULTIPLE_MAX if strict else None, input_unit=unit,
-        input_norm=abs(alpha) * numerics.product_norm(ops.a64, ops.b64) if unit else 0.0)
+        input_norm=abs(alpha) * ops.product_norm() if unit else 0.0)
 
 
 def launch_and_compare(gemm: LoadedGemm, ops: operands.Operands, stream: Stream, seed: int,

@@ -19,7 +19,7 @@ import json
 import sys
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import dataclass
 
 from harness.bench import capture, limits, numerics, operands
@@ -35,7 +35,7 @@ from harness.bench.checks import (
     summary_of,
 )
 from harness.bench.gemm import LoadedGemm
-from harness.bench.launches import _before_launch, gemm_launch, kernel_timed
+from harness.bench.launches import gemm_launch, kernel_timed
 from harness.bench.numerics import CheckResult
 from harness.bench.phases import PHASES
 from harness.bench.plan import plan
@@ -50,6 +50,7 @@ from harness.bench.result import (
     Result,
 )
 from harness.bench.session import BenchSession
+from harness.bench.timed_checks import Pending, finished, memo_probe, verify_timed
 from harness.compiler.compile import cache_dir
 from harness.compiler.sass import disassemble, opcodes
 from harness.compiler.screen import Screen, screen
@@ -274,55 +275,6 @@ def _rerun(gemm: LoadedGemm, ops: operands.Operands, stream, seed: int,
                                              deep), guard)
 
 
-def verify_timed(session: BenchSession, prep: Prepared, ready: Ready,
-                 outputs: capture.TimedOutputs) -> tuple[CheckResult | None, int]:
-    """The timed launches checked after the timing (capture.verify: the kept repetitions'
-    outputs and inputs), then, for a kernel whose cubin can keep state, whether it runs
-    faster on inputs it has seen (:func:`memo_probe`): the first failure (None when all is
-    right) and how many timed repetitions were checked."""
-    found, kept = capture.verify(outputs, ready.ops, prep.screen)
-    if found is None and prep.screen is not None and prep.screen.stateful:
-        found = memo_probe(session, prep, ready, outputs)
-    return found, kept
-
-
-MEMO_MARGIN = 0.03
-"""How much faster than on fresh inputs a kernel may run on inputs it has just seen before it
-is called a memo: timed interleaved, both cold, a kernel that keeps nothing runs alike on
-both (within its noise, p20-p80 a few tenths of a percent at a default run's sizes)."""
-
-
-def memo_probe(session: BenchSession, prep: Prepared, ready: Ready,
-               outputs: capture.TimedOutputs) -> CheckResult | None:
-    """A kernel with state timed on fresh inputs and, in the same rounds, again on the inputs
-    it has just run on: a memo answers the second from what it kept. None unless the second
-    is faster by more than MEMO_MARGIN and beyond both spreads."""
-    gemm, ops, stream = prep.gemm, ready.ops, session.stream
-    launch = gemm_launch(gemm, ops, stream)
-    run, prepare = getattr(launch, "run", launch), getattr(launch, "prepare", None)
-
-    def seen() -> None:
-        _before_launch(ops, stream, prepare)
-
-    def fresh() -> None:
-        outputs.refresh(0)  # copies[0] is ops
-        seen()
-
-    with PHASES("timing"):
-        (new, again), _ = session.timer.time_interleaved([run, run], [fresh, seen])
-    if not (again.median_ms < (1 - MEMO_MARGIN) * new.median_ms and again.p80_ms < new.p20_ms):
-        return None
-    m, n, k = ops.m, ops.n, ops.k
-    held = "; ".join(prep.screen.lines()) if prep.screen else ""
-    return CheckResult.finding_only(
-        capture.MEMOISES, m, n, k, outputs.seed, 1.0, 0.0,
-        f"{capture.MEMOISES}: on the inputs it had just run on it took {again.median_ms * 1e3:.2f}"
-        f" us against {new.median_ms * 1e3:.2f} us on fresh ones "
-        f"({100 * (1 - again.median_ms / new.median_ms):.0f}% faster, timed interleaved, both "
-        f"with a cold L2): it keeps results or inputs between launches ({held}); a kernel "
-        "timed on inputs it has seen is timed on its memory, not on the work", 0)
-
-
 def timed(session: BenchSession, prep: Prepared, res: Result, kernel_timing: Timing,
           baseline_timing: Timing) -> Result:
     """``res`` completed with the kernel's and cuBLAS's timings: passed, unless a figure is
@@ -357,13 +309,16 @@ def timed(session: BenchSession, prep: Prepared, res: Result, kernel_timing: Tim
 
 
 def measure(session: BenchSession, prep: Prepared, m: int, n: int, k: int,
-            reuse_baseline: bool = False, say: Say = lambda *_, **__: None) -> Result:
+            reuse_baseline: bool = False, say: Say = lambda *_, **__: None,
+            beside: Executor | None = None) -> Result | Pending:
     """Check ``prep``'s kernel at one size, time it and cuBLAS interleaved round by round (so
     that clock and power drift touch both alike, whichever ran first), a small GEMM's rounds
     taking copies of the operands in turn, both on the same copy in a round, every round on
     inputs drawn afresh; then check the timed launches kept. ``reuse_baseline`` (tuning
     sweeps): the kernel timed alone on its operands, cuBLAS once per shape and types in the
-    session."""
+    session. ``beside``: the kept launches' comparisons on the host go to it, and a
+    :class:`~harness.bench.timed_checks.Pending` row comes back at once (the device goes on
+    with the next size meanwhile)."""
     res, ready = checked(session, prep, m, n, k, say)
     if ready is None:
         return res
@@ -387,19 +342,26 @@ def measure(session: BenchSession, prep: Prepared, m: int, n: int, k: int,
         say("checking the timed launches", limit_s=launches_limit_s(m, n, k, 4)
             + timing_limit_s(timer.options, ready.launch_ms, 2))
         with PHASES("checks"):
-            found, kept = verify_timed(session, prep, ready, outputs)
+            gathered = capture.gather(outputs)
+            probe = (memo_probe(session, prep, ready, outputs)
+                     if prep.screen is not None and prep.screen.stateful else None)
     finally:
         _release([outputs], [ops], session.stream)
-    if found is not None:
-        return _with_failure(res, found)
-    res = _kept(res, kept, launch.count)
     with PHASES("cuBLAS timing"):
         if reuse_baseline:
             say("timing cuBLAS", limit_s=timing_limit_s(timer.options, ready.launch_ms))
             baseline_timing = session.time_baseline(prep.kernel, ops, reuse=True)
         else:
             baseline_timing = timer.with_power(baseline_timing, blas)
-    return timed(session, prep, res, kernel_timing, baseline_timing)
+    figure = timed(session, prep, res, kernel_timing, baseline_timing)
+
+    def row(verdict: tuple[CheckResult | None, int]) -> Result:
+        found, kept = verdict
+        found = found or probe  # the kept launches' finding first, as it was found first
+        return _with_failure(res, found) if found is not None else _kept(figure, kept,
+                                                                         launch.count)
+
+    return finished(gathered, ready.ops, prep.screen, row, beside)
 
 
 def _slots(prep: Prepared) -> int | None:

@@ -96,8 +96,7 @@ the tolerance adds what that costs a product (:meth:`Tolerance.for_gemm`)."""
 TF32_UNROUNDED_UNIT = 2.0**-10
 """A TF32 kernel given FP32 values not representable in TF32 rounds or truncates them."""
 _C_SIGNIFICAND_BITS = {"bf16": 8, "fp16": 11}
-# the spacing of subnormals, below which a 16-bit type's spacing stops shrinking
-_C_MIN_SPACING = {"bf16": 2.0**-133, "fp16": 2.0**-24}
+_C_MIN_SPACING = {"bf16": 2.0**-133, "fp16": 2.0**-24}  # subnormals' spacing: the least
 
 
 def error_scale(a64: np.ndarray, b64: np.ndarray, alpha: float, beta: float,
@@ -136,11 +135,12 @@ def product_norm(a64: np.ndarray, b64: np.ndarray) -> float:
     return math.sqrt(float(np.square(a64).sum(axis=0) @ np.square(b64).sum(axis=1)))
 
 
-def fp32_yardstick(a64: np.ndarray, b64: np.ndarray, alpha: float = 1.0) -> float:
+def fp32_yardstick(a64: np.ndarray, b64: np.ndarray, alpha: float = 1.0, norm=None) -> float:
     """The error norm FP32 accumulation gives on these inputs, one FMA per k step in order
-    (:data:`FP32_SEQUENTIAL`): what an error is reported as a multiple of."""
-    k = a64.shape[1]
-    return U32 * math.sqrt(FP32_SEQUENTIAL * k) * abs(alpha) * product_norm(a64, b64)
+    (:data:`FP32_SEQUENTIAL`): what an error is reported as a multiple of (``norm``: their
+    product_norm, where it is known)."""
+    return (U32 * math.sqrt(FP32_SEQUENTIAL * a64.shape[1]) * abs(alpha)
+            * (product_norm(a64, b64) if norm is None else norm))
 
 
 @dataclass(frozen=True)

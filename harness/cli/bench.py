@@ -12,6 +12,7 @@ from pathlib import Path
 from harness.archs import get_arch
 from harness.bench.memory.launch import parse_dims
 from harness.bench.memory.measure import padded
+from harness.bench.phases import beside
 from harness.cli import common, flags, power
 from harness.cli.kernels import build_progress
 from harness.commands import measure, place, tune
@@ -156,7 +157,7 @@ def _phases_lines(record: RunRecord) -> list[str]:
     """Where the run's wall time went, largest first."""
     total = record.wall_s or 1.0
     parts = sorted(record.phases.items(), key=lambda kv: -kv[1])
-    accounted = sum(v for _, v in parts)
+    accounted = sum(v for name, v in parts if not beside(name))  # those overlap the others
     lines = [f"{name}: {seconds:.1f} s ({100 * seconds / total:.0f}%)" for name, seconds in parts]
     lines.append(f"other (reports, process overhead): {max(0.0, total - accounted):.1f} s")
     return lines

@@ -34,6 +34,7 @@ _ATTR = cu.CUdevice_attribute if cu else None
 
 
 _CONTEXT_RESOURCES: list[weakref.finalize] = []
+_PRUNE_AT = [256]  # the list's length at which its dead finalizers are next dropped
 _RETAINS = [0]  # open Device objects: the primary context dies with the last one's release
 
 
@@ -43,7 +44,10 @@ def context_resource(obj, release, *args) -> weakref.finalize:
     one still alive before it releases the context, so none is freed into a destroyed context
     (a module unloaded after the release crashed the interpreter in cuModuleUnload). Only the
     last open Device frees them: the primary context is shared."""
-    _CONTEXT_RESOURCES[:] = [f for f in _CONTEXT_RESOURCES if f.alive]
+    if len(_CONTEXT_RESOURCES) >= _PRUNE_AT[0]:  # the dead ones dropped now and then: the
+        # list scanned at every call cost a default run's worker 8 s over 36,000 events
+        _CONTEXT_RESOURCES[:] = [f for f in _CONTEXT_RESOURCES if f.alive]
+        _PRUNE_AT[0] = max(256, 2 * len(_CONTEXT_RESOURCES))
     finalizer = weakref.finalize(obj, release, *args)
     _CONTEXT_RESOURCES.append(finalizer)
     return finalizer

@@ -5,6 +5,7 @@ results (:class:`WorkerProcess`); the rows of what it never reported (:func:`fai
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import queue
 import subprocess
@@ -13,6 +14,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
 from harness.bench.result import GpuInfo, KernelInfo, Result
 from harness.kernels.registry import PROJECT_ROOT, Kernel
@@ -20,6 +22,9 @@ from harness.run.gpus import GpuSlot
 from harness.run.options import RunOptions, Size
 from harness.run.protocol import Job, KernelRef, parse
 from harness.run.record import RunRecord
+
+if TYPE_CHECKING:
+    from harness.run.runner import Gate
 
 _FAULTS = ("ILLEGAL_ADDRESS", "LAUNCH_FAILED", "MISALIGNED_ADDRESS", "ILLEGAL_INSTRUCTION",
            "HARDWARE_STACK_ERROR", "INVALID_PC", "ASSERT")
@@ -67,14 +72,22 @@ class WorkerProcess:
         """The worker process (pinned to ``gpu``), and the queue its stdout lines arrive on."""
         return spawn(self.gpu, stderr)
 
-    def run(self, started: Started | None = None) -> set[str]:
+    def run(self, started: Started | None = None, gate: Gate | None = None) -> set[str]:
         """Run the worker to its end; the names of the kernels it finished or failed.
         ``started``: a worker process started ahead (:class:`Started`, for this GPU), which
-        then takes this job."""
+        then takes this job. ``gate`` (runner.Gate): the job is gated, every kernel named, and
+        ``gate`` tells the worker which to measure as their compiles finish; only those it
+        released count as the worker's."""
+        if gate is not None:
+            self.job = dataclasses.replace(self.job, gated=True)
         with (started.stderr if started else tempfile.TemporaryFile(mode="w+")) as stderr:
             proc, lines = (started.proc, started.lines) if started else self._start(stderr)
-            proc.stdin.write(self.job.to_json())
-            proc.stdin.close()
+            proc.stdin.write(self.job.to_json() + "\n")
+            proc.stdin.flush()
+            if gate is None:
+                proc.stdin.close()
+            else:
+                gate.start(proc.stdin)
             self.limit_s = self.options.timeout_s or STARTUP_LIMIT_S
             try:
                 hung, error = self._follow(proc, lines)
@@ -85,6 +98,9 @@ class WorkerProcess:
             returncode = proc.wait()
             stderr.seek(0)
             tail = stderr.read()[-2000:].strip()
+        if gate is not None:
+            gate.join()
+            self.kernels = tuple(gate.runnable)
         self._record_unreported(error, hung, returncode, tail)
         return self.finished
 
@@ -110,7 +126,9 @@ class WorkerProcess:
             if until is not None and event[0] == until:
                 self.idle = True
                 return False, error
-            self.limit_s = self.options.timeout_s or event[1].get("limit_s") or DEFAULT_LIMIT_S
+            self.limit_s = ((event[1].get("limit_s") if event[1].get("gate") else None)
+                            or self.options.timeout_s or event[1].get("limit_s")
+                            or DEFAULT_LIMIT_S)
             deadline = time.monotonic() + self.limit_s
             error = self._on(*event) or error
 

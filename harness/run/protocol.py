@@ -9,7 +9,9 @@ starts in a fresh process), and ``error`` (the worker could not go on).
 
 A job with ``feed`` set names no kernels: the worker says ``ready`` once its session is up and
 after each kernel, and reads the next kernel as one :class:`KernelRef` JSON line from stdin; the
-end of stdin ends it. Workers on several GPUs are fed so from one queue (multi.py).
+end of stdin ends it. Workers on several GPUs are fed so from one queue (multi.py). A job with
+``gated`` set names every kernel, and before each the worker reads one stdin line, ``go`` or
+``skip``: the runner releases each kernel once its compile is done.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from __future__ import annotations
 import json
 import math
 import sys
+import threading
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -24,6 +27,8 @@ from harness.gpu.timing import TimingOptions
 from harness.kernels.registry import Kernel
 
 EVENT_PREFIX = "HARNESS-EVENT "
+GO, SKIP = "go", "skip"
+"""A gated job's lines: measure the next kernel, or pass over it."""
 
 
 @dataclass(frozen=True)
@@ -68,6 +73,11 @@ class Job:
     """Kernels come one JSON line at a time on stdin after the job, each after a ``ready``."""
     seed: int | None = None
     """The run's seed (RunOptions.seed): every input the worker draws comes from it."""
+    gated: bool = False
+    """Before each kernel the worker reads one stdin line: ``go`` (its compile is done and it
+    can launch) or anything else (the runner has its rows; skip it). The runner compiles while
+    the worker measures the kernels already compiled (the first row is not held by the last
+    compile)."""
 
     def to_json(self) -> str:
         return json.dumps(asdict(self))
@@ -81,14 +91,18 @@ class Job:
             timing=TimingOptions(**data["timing"]), carveout_pct=data["carveout_pct"],
             reuse_baseline=data["reuse_baseline"], mode=data["mode"],
             strict_blas=data["strict_blas"], feed=data.get("feed", False),
-            seed=data.get("seed"))
+            seed=data.get("seed"), gated=data.get("gated", False))
+
+
+_EMITTING = threading.Lock()
 
 
 def emit(event: str, **fields: Any) -> None:
-    """Write one event line to stdout and flush it."""
-    sys.stdout.write(EVENT_PREFIX + json.dumps({"event": event, **fields}, default=_json)
-                     + "\n")
-    sys.stdout.flush()
+    """Write one event line to stdout and flush it (whole, whichever thread emits it)."""
+    line = EVENT_PREFIX + json.dumps({"event": event, **fields}, default=_json) + "\n"
+    with _EMITTING:
+        sys.stdout.write(line)
+        sys.stdout.flush()
 
 
 def _json(value):

@@ -1,8 +1,9 @@
 """``harness run``, ``compare`` and ``tune``: kernels measured in worker processes, results
 recorded as they arrive.
 
-What runs where: this process compiles every kernel first (a compile error is a row, and the
-worker then finds the cubins in the compile cache). One worker process (run/worker.py) then
+What runs where: this process compiles the kernels on a pool of threads (a compile error is a
+row, and the worker finds the cubins in the compile cache), and releases each to the worker as
+soon as it and those before it are compiled (a gated job). One worker process (run/worker.py)
 measures the kernels one after another, each with its own module, so a carve-out or dynamic
 shared-memory limit set for one kernel's function cannot reach another's. A worker ends after a
 kernel that faults (its CUDA context is lost), hangs (no event within the timeout: it is
@@ -15,8 +16,9 @@ cluster.py does the same over a Dask cluster.
 
 from __future__ import annotations
 
+import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -31,6 +33,7 @@ from harness.run.gpus import GpuSlot
 from harness.run.multi import measure_spread
 from harness.run.options import RunOptions, Size, parse_size
 from harness.run.process import Started, WorkerProcess, unrun
+from harness.run.protocol import GO, SKIP
 from harness.run.record import ResultStream, RunRecord, describe
 
 __all__ = ["RunOptions", "RunRecord", "Size", "describe", "parse_size", "run", "screen"]
@@ -78,14 +81,25 @@ def _measure(kernels, arch, options, record, jsonl_path, say, reuse_baseline, mo
     spread = gpus is not None and len(gpus) > 1
     with jsonl_path.open("a") as sink:
         keep = ResultStream(record, sink, total, say, t0, name_gpu=spread)
-        runnable = []
         t_compile = time.perf_counter()
-        for kernel, rows in prepared(kernels, arch, options.sizes, pool):
-            for row in rows:
-                keep(row)
-            if not rows:
-                runnable.append(kernel)
-        record.phases["compile"] = time.perf_counter() - t_compile
+        if started is not None and mode != "compare":  # one worker: each kernel as it compiles
+            gate = Gate(prepared(kernels, arch, options.sizes, pool), keep)
+            say(f"      starting a worker for {len(kernels)} kernel(s), each once compiled")
+            worker = WorkerProcess([k.for_arch(arch) for k in kernels], options, record, keep,
+                                   say, reuse_baseline, mode, gpu=gpus[0] if gpus else None)
+            finished = worker.run(started, gate)
+            record.phases["compile"] = gate.first_s - t_compile
+            record.phases[COMPILE_BESIDE] = gate.last_s - gate.first_s
+            runnable = [k for k in gate.runnable if k.name not in finished]
+            started = None
+        else:
+            runnable = []
+            for kernel, rows in prepared(kernels, arch, options.sizes, pool):
+                for row in rows:
+                    keep(row)
+                if not rows:
+                    runnable.append(kernel)
+            record.phases["compile"] = time.perf_counter() - t_compile
         if spread:
             measure_spread(runnable, gpus, options, record, keep, say, reuse_baseline, mode)
         while runnable and not spread:
@@ -96,24 +110,81 @@ def _measure(kernels, arch, options, record, jsonl_path, say, reuse_baseline, mo
             runnable = [k for k in runnable if k.name not in finished]
 
 
+COMPILE_BESIDE = "compile (beside the worker)"
+"""The phase of the compiles that ran while the worker measured the kernels compiled before
+them: listed in the wall-time breakdown, not added to it."""
+
+
+class Gate:
+    """The screens of a gated worker's kernels (protocol.Job.gated), in the kernels' order as
+    they finish: the rows of a kernel that gets no worker kept, and the worker told ``go`` or
+    ``skip`` for each; stdin closed after the last. ``runnable``: the kernels released."""
+
+    def __init__(self, screens: Iterator[tuple[Kernel, list[Result]]],
+                 keep: Callable[[Result], None]):
+        self.screens, self.keep = screens, keep
+        self.runnable: list[Kernel] = []
+        self.first_s = self.last_s = 0.0
+        """When the first kernel's screen and the last one's were done (perf_counter)."""
+        self.error: BaseException | None = None
+        self.thread: threading.Thread | None = None
+
+    def start(self, stdin) -> None:
+        self.thread = threading.Thread(target=self._feed, args=(stdin,), daemon=True,
+                                       name="harness-gate")
+        self.thread.start()
+
+    def _feed(self, stdin) -> None:
+        try:
+            for kernel, rows in self.screens:
+                self.last_s = time.perf_counter()
+                self.first_s = self.first_s or self.last_s
+                for row in rows:
+                    self.keep(row)
+                if not rows:
+                    self.runnable.append(kernel)
+                try:
+                    stdin.write((SKIP if rows else GO) + "\n")
+                    stdin.flush()
+                except OSError:  # the worker ended (a fault, a retire): the rows go on
+                    pass
+        except BaseException as exc:  # a bug in a screen: the run raises it (join)
+            self.error = exc
+        finally:
+            self.last_s = self.last_s or time.perf_counter()
+            self.first_s = self.first_s or self.last_s
+            try:
+                stdin.close()
+            except OSError:
+                pass
+
+    def join(self) -> None:
+        """Wait for every screen; raise what stopped them, if anything did."""
+        if self.thread is not None:
+            self.thread.join()
+        if self.error is not None:
+            raise self.error
+
+
 def prepared(kernels: Sequence[Kernel], arch: str, sizes: Sequence[Size],
-             pool: ThreadPoolExecutor) -> list[tuple[Kernel, list[Result]]]:
+             pool: ThreadPoolExecutor) -> Iterator[tuple[Kernel, list[Result]]]:
     """Every kernel through :func:`screen` (compiled, or its rows without a worker), on
-    ``pool``'s threads: the compiles run in child processes, several at once, where one after
-    another they cost a fresh host a second or more each. The pool then goes on, beside the
-    worker, with what the worker would otherwise wait for: each GEMM's SASS read (its
-    instruction family and screening, cached by the cubin's hash) in the kernels' order, and
-    the ceiling kernels tensor-core rows are held to. A worker that gets there first does the
-    same work itself; the cache keeps one copy. The caller shuts the pool down when its
-    worker is done."""
-    done = list(pool.map(lambda k: screen(k, arch, sizes), kernels))
-    for kernel, rows in done:
+    ``pool``'s threads, each given as soon as it and those before it are done: the compiles
+    run in child processes, several at once, where one after another they cost a fresh host a
+    second or more each. The pool then goes on, beside the worker, with what the worker would
+    otherwise wait for: each GEMM's SASS read (its instruction family and screening, cached by
+    the cubin's hash) in the kernels' order, and the ceiling kernels tensor-core rows are held
+    to. A worker that gets there first does the same work itself; the cache keeps one copy.
+    The caller shuts the pool down when its worker is done."""
+    any_tensor = False
+    for kernel, rows in pool.map(lambda k: screen(k, arch, sizes), kernels):
         if not rows and kernel.spec.kind == "gemm":
             pool.submit(_read_sass, kernel, arch)
-    if any(k.spec.kind == "gemm" and k.spec.precision != "fp32" for k, _ in done):
+            any_tensor = any_tensor or kernel.spec.precision != "fp32"
+        yield kernel, rows
+    if any_tensor:
         for kernel in _ceiling_kernels(arch):
             pool.submit(_compiled_quietly, kernel, arch)
-    return done
 
 
 def _read_sass(kernel: Kernel, arch: str) -> None:

@@ -9,21 +9,26 @@ own): then it ends, and the runner starts a fresh worker for the kernels after i
 
 from __future__ import annotations
 
+import collections
 import json
 import os
 import socket
 import sys
+import threading
 import traceback
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from harness.bench.measure import Prepared, check_only, compare, measure, prepare
 from harness.bench.phases import PHASES
+from harness.bench.result import Result
 from harness.bench.session import BenchSession
+from harness.bench.timed_checks import Pending
 from harness.errors import HarnessError, LaunchError
 from harness.gpu.driver import device_uuid
 from harness.kernels.registry import Kernel
 from harness.kernels.spec import read_spec
-from harness.run.protocol import Job, KernelRef, emit
+from harness.run.protocol import GO, Job, KernelRef, emit
 
 
 def _progress(kernel: str, size=None):
@@ -62,8 +67,22 @@ def run_job(job: Job) -> None:
             _run_fed(session, job)
             return
         for kernel in kernels:
+            if job.gated and not _released(kernel):
+                continue  # the runner kept its rows (a compile error, or refused offline)
             if not _run_kernel(session, kernel, job):
                 return
+
+
+GATE_LIMIT_S = 600.0
+"""How long a gated worker waits for the runner to release its next kernel (its compile)."""
+
+
+def _released(kernel: Kernel) -> bool:
+    """A gated job: whether the runner lets ``kernel`` be measured (its compile done); the
+    wait is a progress stage of its own, with a compile's limit rather than a kernel's."""
+    emit("progress", kernel=kernel.name, stage="waiting for its compile", limit_s=GATE_LIMIT_S,
+         show=False, gate=True)
+    return sys.stdin.readline().strip() == GO
 
 
 def _run_fed(session: BenchSession, job: Job) -> None:
@@ -94,17 +113,62 @@ def _run_kernel(session: BenchSession, kernel: Kernel, job: Job) -> bool:
     return True
 
 
+_BESIDE = ThreadPoolExecutor(max_workers=1, thread_name_prefix="harness-beside")
+"""Where a size's kept launches are compared on the host while the device times the next."""
+
+
+class InOrder:
+    """A kernel's rows emitted in the order of its sizes, each as soon as it and those before
+    it are ready: a size whose kept launches are still being compared (Pending) holds back the
+    sizes after it, and goes out from the comparing thread when it is done."""
+
+    def __init__(self):
+        self.rows: collections.deque[Result | Pending] = collections.deque()
+        self.lock = threading.Lock()
+        self.statuses: list[str] = []
+
+    def add(self, row: Result | Pending) -> None:
+        with self.lock:
+            self.rows.append(row)
+        if isinstance(row, Pending):
+            row.future.add_done_callback(lambda _: self.flush())
+        self.flush()
+
+    def flush(self) -> None:
+        with self.lock:
+            while self.rows and (not isinstance(self.rows[0], Pending) or self.rows[0].done()):
+                row = self.rows.popleft()
+                res = row.result() if isinstance(row, Pending) else row
+                self.statuses.append(res.status)
+                emit("result", result=res.to_json())
+
+    def wait(self) -> bool:
+        """Every row out (an error in a comparison is raised here); False when one failed."""
+        for row in list(self.rows):
+            if isinstance(row, Pending):
+                row.future.result()
+        self.flush()
+        return "FAIL" not in self.statuses
+
+
 def _run_sizes(session: BenchSession, prep: Prepared, job: Job) -> bool:
     """Measure (mode ``check``: check only) every size; False when the kernel failed a check
-    (the worker should end)."""
-    ok = True
-    for size in job.sizes:
-        say = _progress(prep.kernel.name, size)
-        res = (check_only(session, prep, *size, say=say) if job.mode == "check" else
-               measure(session, prep, *size, reuse_baseline=job.reuse_baseline, say=say))
-        emit("result", result=res.to_json())
-        ok = ok and res.status != "FAIL"
-    return ok
+    (the worker should end). Every row measured goes out before this returns, even when a
+    later size raises (a fault)."""
+    rows = InOrder()
+    try:
+        for size in job.sizes:
+            say = _progress(prep.kernel.name, size)
+            rows.add(check_only(session, prep, *size, say=say) if job.mode == "check" else
+                     measure(session, prep, *size, reuse_baseline=job.reuse_baseline, say=say,
+                             beside=_BESIDE))
+    except BaseException:
+        try:
+            rows.wait()
+        except Exception:  # the error on its way out is the one to report
+            pass
+        raise
+    return rows.wait()
 
 
 def _memory_ceiling(session: BenchSession, name: str):

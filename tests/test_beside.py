@@ -1,0 +1,117 @@
+"""Work beside other work (issue 37): a size's kept launches compared on the host while the
+device times the next size, its row still emitted in order; the compiles beside the worker;
+phases that overlap listed in the breakdown but not added up. No GPU needed."""
+
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+from harness.bench.phases import CHECKS_BESIDE, Phases, beside
+from harness.bench.result import KernelInfo, Result
+from harness.bench.timed_checks import Pending
+from harness.run import worker
+
+
+def _row(size: int, status: str = "pass") -> Result:
+    return Result.of(KernelInfo("k", "k.cu", "fp32"), size, size, size).ended(status, status)
+
+
+def _pending(pool, size: int, gate: threading.Event, status: str = "pass",
+             error: Exception | None = None) -> Pending:
+    def compare():
+        gate.wait(5)
+        if error is not None:
+            raise error
+        return None, 3
+
+    return Pending(pool.submit(compare), lambda verdict: _row(size, status))
+
+
+@pytest.fixture
+def emitted(monkeypatch):
+    rows = []
+    monkeypatch.setattr(worker, "emit", lambda event, result: rows.append(result["m"]))
+    return rows
+
+
+def test_rows_go_out_in_their_sizes_order_as_their_comparisons_finish(emitted):
+    pool = ThreadPoolExecutor(max_workers=2)
+    first, second = threading.Event(), threading.Event()
+    rows = worker.InOrder()
+    rows.add(_pending(pool, 128, first))
+    rows.add(_pending(pool, 256, second, status="FAIL"))
+    rows.add(_row(512))
+    assert emitted == []  # 128 still being compared holds back the rest
+    second.set()
+    time.sleep(0.1)
+    assert emitted == []  # 256 is done, but 128 is not
+    first.set()
+    assert rows.wait() is False  # one failed
+    assert emitted == [128, 256, 512]
+
+
+def test_an_error_in_a_comparison_is_raised_on_the_measuring_thread(emitted):
+    pool = ThreadPoolExecutor(max_workers=1)
+    done = threading.Event()
+    done.set()
+    rows = worker.InOrder()
+    rows.add(_row(64))
+    rows.add(_pending(pool, 128, done, error=ValueError("a bug in a comparison")))
+    with pytest.raises(ValueError, match="a bug in a comparison"):
+        rows.wait()
+    assert emitted == [64]
+
+
+def test_sizes_measured_before_a_fault_still_go_out(emitted, monkeypatch):
+    """A fault at the third size: the first two rows, one still being compared, go out before
+    the error does (the runner then records the fault at the size it was at)."""
+    pool = ThreadPoolExecutor(max_workers=1)
+    slow = threading.Event()
+    threading.Timer(0.2, slow.set).start()
+    calls = iter([_pending(pool, 128, slow), _row(256)])
+
+    def measure(*args, **kwargs):
+        try:
+            return next(calls)
+        except StopIteration:
+            raise RuntimeError("CUDA_ERROR_ILLEGAL_ADDRESS") from None
+
+    monkeypatch.setattr(worker, "measure", measure)
+    monkeypatch.setattr(worker, "_progress", lambda *a: None)
+    job = type("Job", (), {"sizes": [(128,) * 3, (256,) * 3, (512,) * 3], "mode": "run",
+                           "reuse_baseline": False})()
+    prep = type("Prep", (), {"kernel": KernelInfo("k", "k.cu", "fp32")})()
+    with pytest.raises(RuntimeError, match="ILLEGAL_ADDRESS"):
+        worker._run_sizes(None, prep, job)
+    assert emitted == [128, 256]
+
+
+def test_phases_nest_per_thread_and_overlapping_ones_are_named():
+    phases = Phases()
+
+    def beside_work():
+        with phases(CHECKS_BESIDE):
+            time.sleep(0.05)
+
+    with phases("timing"):
+        thread = threading.Thread(target=beside_work)
+        thread.start()
+        thread.join()
+    seconds = phases.take()
+    # the comparing thread's phase is not taken out of the measuring thread's
+    assert seconds["timing"] >= 0.05 and seconds[CHECKS_BESIDE] >= 0.05
+    assert beside(CHECKS_BESIDE) and beside("compile (beside the worker)")
+    assert not beside("checks") and not beside("timing")
+
+
+def test_the_breakdown_lists_overlapping_phases_without_adding_them():
+    from harness.cli.bench import _phases_lines
+    from harness.run.record import RunRecord
+
+    record = RunRecord(phases={"timing": 6.0, "checks": 2.0, CHECKS_BESIDE: 3.0,
+                               "compile (beside the worker)": 1.0}, wall_s=10.0)
+    lines = _phases_lines(record)
+    assert lines[-1] == "other (reports, process overhead): 2.0 s"
+    assert f"{CHECKS_BESIDE}: 3.0 s (30%)" in lines
