@@ -63,9 +63,12 @@ for step in "$@"; do
       # itself, checks that time nothing share it (tests/conftest.py, _gpu_turns), so that the
       # suite fits one device command
       { header "python3 -m pytest -q -p no:cacheprovider -n 8 --durations=60"
-        echo "commit ${HARNESS_GIT_COMMIT:-$(git rev-parse HEAD 2>/dev/null)}"
         timeout 590 python3 -m pytest -q -p no:cacheprovider -n 8 --durations=60 2>&1
         echo "pytest rc=$?"; } > "$OUT/pytest.log" 2>&1; tail -25 "$OUT/pytest.log" ;;
+    some-tests)  # the GPU tests of the files in $TESTS (8 workers), logged as the suite is
+      { header "python3 -m pytest -q -p no:cacheprovider -n 8 $TESTS"
+        timeout 300 python3 -m pytest -q -p no:cacheprovider -n 8 $TESTS 2>&1
+        echo "pytest rc=$?"; } > "$OUT/some-tests.log" 2>&1; tail -25 "$OUT/some-tests.log" ;;
     run) python3 -m harness run --size 1024 --size 2048 --size 4096 2>&1 | tee "$OUT/run.log" ;;
     buffers)  # issue 35: the buffers kind's GPU tests, its two ladders and the example, the
       # wrong kernels (each must fail with its cause)

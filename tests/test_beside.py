@@ -115,3 +115,37 @@ def test_the_breakdown_lists_overlapping_phases_without_adding_them():
     lines = _phases_lines(record)
     assert lines[-1] == "other (reports, process overhead): 2.0 s"
     assert f"{CHECKS_BESIDE}: 3.0 s (30%)" in lines
+
+
+def test_inputs_drawn_beside_are_the_inputs_drawn_in_place(monkeypatch):
+    """A prefetched draw gives the same values as drawing in place, with its host reference;
+    the battery's prefetch covers every check of its plan, as kernel_checks asks for them."""
+    import numpy as np
+
+    from harness.bench import checks, contents, numerics, operands
+    from harness.bench.plan import STALE_C, plan
+    from harness.kernels.registry import discover, select
+
+    monkeypatch.setattr(operands, "_PENDING", {})
+    pool = ThreadPoolExecutor(max_workers=1)
+    (kernel,) = select(discover(), ["03_smem_tiled:t32"])
+    spec = kernel.spec
+    operands.prefetch(pool, spec, 37, 45, 29, 11, True, "uniform", (0.5, 2.0))
+    (a, a64, b, b64, c, c64, _), refs = operands._host_operands(
+        37, 45, 29, spec.precision, 11, True, spec.c_type, "uniform")
+    drawn = operands._drawn(37, 45, 29, spec.precision, 11, True, spec.c_type, "uniform", None)
+    for got, want in zip((a, a64, b, b64, c, c64), drawn[:6], strict=True):
+        np.testing.assert_array_equal(got, want)
+    ref, scale = refs[0.5, 2.0]
+    np.testing.assert_array_equal(ref, numerics.reference(a64, b64, 0.5, 2.0, c64))
+    assert not operands._PENDING  # taken
+
+    battery = plan(kernel)
+    checks.prefetch_battery(spec, battery, 5, pool)
+    for planned in battery.checks:
+        seed = contents.derive(5, planned.seed)
+        keys = [operands._host_key(*planned.shape, spec.precision, s, planned.beta != 0.0,
+                                   spec.c_type, "wide" if planned.kind == "wide exponents"
+                                   else "uniform", None)
+                for s in ((seed, seed + 1000) if planned.kind == STALE_C else (seed,))]
+        assert all(key in operands._PENDING for key in keys), planned

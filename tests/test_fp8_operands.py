@@ -17,8 +17,8 @@ from harness.kernels.fp8_spec import Fp8Spec
 def test_the_float64_values_carry_the_scales_the_check_applies(scales):
     m, n, k = 37, 300, 270  # not multiples of the 128-element blocks
     spec = Fp8Spec("e4m3", "e5m2", scales, 128 if scales == "block" else None)
-    a, a64, b, b64, _, _, sc = operands._host_operands(m, n, k, "fp8", 7, False, "bf16",
-                                                       fp8=spec)
+    (a, a64, b, b64, _, _, sc), _ = operands._host_operands(m, n, k, "fp8", 7, False, "bf16",
+                                                         fp8=spec)
     assert a.dtype == b.dtype == np.uint8 and a.shape == (m, k) and b.shape == (k, n)
     g = fp8_check.Fp8Gemm(a, b, "e4m3", "e5m2", *sc, out="bf16", promote=spec.promote)
     np.testing.assert_allclose(a64 @ b64, fp8_check.reference(g), rtol=1e-12, atol=0)
@@ -41,8 +41,8 @@ def test_a_sampled_check_takes_each_columns_block_scale():
     """The check over random rows and columns applies each sampled column's own B scale."""
     m, n, k = 64, 384, 256
     spec = Fp8Spec("e4m3", "e4m3", "block", 128)
-    a, a64, b, b64, _, _, sc = operands._host_operands(m, n, k, "fp8", 9, False, "bf16",
-                                                       fp8=spec)
+    (a, a64, b, b64, _, _, sc), _ = operands._host_operands(m, n, k, "fp8", 9, False, "bf16",
+                                                         fp8=spec)
     g = fp8_check.Fp8Gemm(a, b, "e4m3", "e4m3", *sc, out="bf16", promote=128)
     rows, cols = np.array([1, 5, 60]), np.array([0, 130, 300, 383])
     sub = fp8_check.Fp8Gemm(a[rows], b[:, cols], "e4m3", "e4m3",

@@ -366,9 +366,11 @@ def test_beta_path_reference():
 def test_operands_reference_gives_the_scale_and_caches_large_sizes(monkeypatch):
     monkeypatch.setattr(operands, "_REFERENCES", {})
     _, a64, _, b64 = operands_of(8, 8, 4)
-    small = SimpleNamespace(m=8, n=8, a64=a64, b64=b64, c64=None)
+    small = SimpleNamespace(m=8, n=8, a64=a64, b64=b64, c64=None, _refs={})
     ref, scale = operands.reference(small, ("small",), 1.0, 0.0)
     assert ref.shape == scale.shape == (8, 8) and not operands._REFERENCES
+    assert operands.reference(small, ("small",), 1.0, 0.0)[0] is ref  # kept with its operands
+    assert operands.reference(small, ("small",), 2.0, 0.0)[0] is not ref
     _, a64, _, b64 = operands_of(1024, 1024, 2)
     large = SimpleNamespace(m=1024, n=1024, a64=a64, b64=b64, c64=None)
     first = operands.reference(large, ("large",), 1.0, 0.0)

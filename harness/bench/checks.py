@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
+from concurrent.futures import Executor
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -325,6 +326,24 @@ def kernel_checks(gemm: LoadedGemm, stream: Stream, plan: Plan, strict_blas: boo
                 continue
             out.results.append(r)
     return out
+
+
+def prefetch_battery(spec, battery: Plan, run_seed: int, executor: Executor) -> None:
+    """The host's part of ``battery``'s checks drawn on ``executor`` beside other work (the
+    device timing the kernel before): every check's inputs, and the references the host
+    computes (checks under gpu.reference.MIN_MNK), as :func:`kernel_checks` will ask for them
+    (the same seeds), so that it finds them made."""
+    for planned in battery.checks:
+        seed = contents.derive(run_seed, planned.seed)
+        m, n, k = planned.shape
+        alpha, beta = ((1.0, 0.0) if planned.kind in (READS_C, STALE_C)
+                       else (planned.alpha, planned.beta))
+        ref = (alpha, beta) if m * n * k < gpu_reference.MIN_MNK and planned.kind != READS_C \
+            else None
+        draw = "wide" if planned.kind == WIDE else "uniform"
+        operands.prefetch(executor, spec, m, n, k, seed, beta != 0.0, draw, ref)
+        if planned.kind == STALE_C:  # its second launch's inputs
+            operands.prefetch(executor, spec, m, n, k, seed + 1000, False, draw, ref)
 
 
 NARROWER = "narrower range than claimed"

@@ -18,7 +18,9 @@ and what :meth:`Operands.result` reads back; C keeps its start values.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterator
+from concurrent.futures import Executor, Future
 from contextlib import contextmanager
 
 import numpy as np
@@ -47,7 +49,9 @@ class Operands:
         self.kinds = (fp8.a, fp8.b) if fp8 is not None else (precision, precision)
         """A's and B's storage kinds: the precision, or each one's FP8 format."""
         (a, self.a64, b, self.b64, self.c_start, self.c64,
-         self.scales) = _host_operands(m, n, k, precision, seed, with_c, c_type, draw, fp8)
+         self.scales), self._refs = _host_operands(m, n, k, precision, seed, with_c, c_type,
+                                                   draw, fp8)
+        """``_refs``: the small references of these values by (alpha, beta), once computed."""
         self.c_word_bytes = numerics.c_bytes(c_type)
         if fp8 is None:
             self.a, self.b = Buffer(a.nbytes), Buffer(b.nbytes)
@@ -135,7 +139,7 @@ class Operands:
     def redraw(self, seed: int, stream: Stream) -> None:
         """New A and B from ``seed`` in the same device buffers; C is left as it is (the stale-C
         probe: a kernel must not find its last result there and keep it)."""
-        a, self.a64, b, self.b64, _, _, self.scales = _host_operands(
+        (a, self.a64, b, self.b64, _, _, self.scales), self._refs = _host_operands(
             self.m, self.n, self.k, self.precision, seed, False, self.c_type, self.draw,
             self.fp8)
         self.seed, self._stored, self._norm = seed, (a, b), None
@@ -299,15 +303,30 @@ def _keep(cache: dict, key, value, nbytes: int) -> None:
 
 
 def _host_operands(m: int, n: int, k: int, precision: str, seed: int, with_c: bool,
-                   c_type: str, draw: str = "uniform", fp8=None) -> tuple:
+                   c_type: str, draw: str = "uniform", fp8=None) -> tuple[tuple, dict]:
     """A, B (and C's start values) drawn from ``seed``: their storage form and float64 values,
-    and the scales of A and B (an FP8 GEMM's, already in the float64 values; 1 otherwise).
+    and the scales of A and B (an FP8 GEMM's, already in the float64 values; 1 otherwise);
+    with the references :func:`prefetch` computed beside (by (alpha, beta); else none).
     The large ones (a timed size, checked and timed for every kernel of a run on the same
     seed) are kept, since drawing them costs a second of CPU at 8192."""
-    key = (m, n, k, precision, seed, with_c, c_type, draw,
-           None if fp8 is None else (fp8.a, fp8.b, fp8.scales))
+    args = (m, n, k, precision, seed, with_c, c_type, draw, fp8)
+    key = _host_key(*args)
     if key in _HOST:
-        return _HOST[key][0]
+        return _HOST[key][0], {}
+    with _PENDING_LOCK:
+        pending = _PENDING.pop(key, None)
+    made, refs = pending.result() if pending is not None else (_drawn(*args), {})
+    if m * n >= 1 << 20:
+        _keep(_HOST, key, made, sum(x.nbytes for x in made[:6] if x is not None))
+    return made, dict(refs)
+
+
+def _host_key(m, n, k, precision, seed, with_c, c_type, draw, fp8) -> tuple:
+    return (m, n, k, precision, seed, with_c, c_type, draw,
+            None if fp8 is None else (fp8.a, fp8.b, fp8.scales))
+
+
+def _drawn(m, n, k, precision, seed, with_c, c_type, draw, fp8) -> tuple:
     rng = np.random.default_rng(seed)
     if fp8 is None:
         a, a64 = numerics.random_operand(rng, (m, k), precision, draw)
@@ -321,10 +340,42 @@ def _host_operands(m: int, n: int, k: int, precision: str, seed: int, with_c: bo
     if with_c:
         c_start = numerics.stored(rng.uniform(-1, 1, (m, n)), c_type)
         c64 = numerics.to_float64(c_start, c_type)
-    made = (a, a64, b, b64, c_start, c64, scales)
-    if m * n >= 1 << 20:
-        _keep(_HOST, key, made, sum(x.nbytes for x in made[:6] if x is not None))
-    return made
+    return a, a64, b, b64, c_start, c64, scales
+
+
+_PENDING: dict[tuple, Future] = {}
+"""Host operands being drawn beside other work (:func:`prefetch`), by their key."""
+_PENDING_LOCK = threading.Lock()
+PENDING_MOST = 256
+"""Prefetches kept waiting for their Operands at most (the oldest are dropped past it)."""
+
+
+def prefetch(executor: Executor, spec, m: int, n: int, k: int, seed: int,
+             with_c: bool = False, draw: str = "uniform",
+             reference: tuple[float, float] | None = None) -> None:
+    """The host values of operands about to be made (:func:`for_kernel`'s arguments) drawn on
+    ``executor`` beside other work (the device timing the last kernel, the host idle), and,
+    with ``reference`` (alpha, beta), their float64 reference and error scale on the host
+    (a check small enough that the host computes it): the Operands made with the same
+    arguments takes them instead of drawing."""
+    args = (m, n, k, spec.precision, seed, with_c, spec.c_type, draw, getattr(spec, "fp8", None))
+    key = _host_key(*args)
+    with _PENDING_LOCK:
+        if key in _HOST or key in _PENDING:
+            return
+        while len(_PENDING) >= PENDING_MOST:
+            _PENDING.pop(next(iter(_PENDING))).cancel()
+        _PENDING[key] = executor.submit(_drawn_with, args, reference)
+
+
+def _drawn_with(args: tuple, reference: tuple[float, float] | None) -> tuple[tuple, dict]:
+    made = _drawn(*args)
+    if reference is None:
+        return made, {}
+    alpha, beta = reference
+    a64, b64, c64 = made[1], made[3], made[5]
+    return made, {reference: (numerics.reference(a64, b64, alpha, beta, c64),
+                              numerics.error_scale(a64, b64, alpha, beta, c64))}
 
 
 _REFERENCES: dict[tuple, tuple] = {}
@@ -343,8 +394,11 @@ def reference(ops: Operands, key: tuple, alpha: float, beta: float,
     computes them instead of numpy (checks.reference_of passes the session's GPU for large
     ones); the cache keeps either, since they differ by float64 rounding only."""
     with PHASES("references"):
-        if ops.m * ops.n < 1 << 20:
-            return _reference_and_scale(ops, alpha, beta, engine)
+        if ops.m * ops.n < 1 << 20:  # kept with its operands (a check's repeats, a probe)
+            kept = getattr(ops, "_refs", {})
+            if (alpha, beta) not in kept:
+                kept[alpha, beta] = _reference_and_scale(ops, alpha, beta, engine)
+            return kept[alpha, beta]
         if key not in _REFERENCES:
             ref, scale = _reference_and_scale(ops, alpha, beta, engine)
             _keep(_REFERENCES, key, (ref, scale), ref.nbytes + scale.nbytes)

@@ -8,6 +8,7 @@ open a :class:`BenchSession` instead of wiring the driver themselves.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from concurrent.futures import Executor
 from functools import cached_property, partial
 
 from harness.bench import checks
@@ -16,7 +17,7 @@ from harness.bench.ceiling import Ceilings
 from harness.bench.contents import derive, new_seed
 from harness.bench.gemm import LoadedGemm
 from harness.bench.limits import Limits
-from harness.bench.operands import Operands, for_kernel, fp8_key
+from harness.bench.operands import Operands, for_kernel, fp8_key, prefetch
 from harness.compiler.compile import compile_kernel
 from harness.gpu.clocks import ClockSampler
 from harness.gpu.compilers import compiler_versions
@@ -141,17 +142,28 @@ class BenchSession:
         poisoned afresh by each user, and a timing restores A and B after it.
         Kept while they take at most TIMING_OPERAND_BYTES of device memory (every timed size
         of a default run in every precision does)."""
-        spec = kernel.spec
-        key = (m, n, k, spec.precision, spec.layout_a, spec.layout_b, spec.layout_c,
-               spec.c_type, spec.has_d, *fp8_key(spec))
+        key, seed = self._timing_key(kernel, m, n, k)
         if key not in self._timing_operands:
-            seed = derive(self.run_seed, m, n, k, *map(str, key[3:]))
             self._timing_operands[key] = self.operands(kernel, m, n, k, seed=seed)
             while (sum(o.a.nbytes + o.b.nbytes + o.c.nbytes
                        for o in self._timing_operands.values()) > TIMING_OPERAND_BYTES
                    and len(self._timing_operands) > 1):
                 self._timing_operands.pop(next(iter(self._timing_operands))).close()
         return self._timing_operands[key]
+
+    def _timing_key(self, kernel: Kernel, m: int, n: int, k: int) -> tuple[tuple, int]:
+        spec = kernel.spec
+        key = (m, n, k, spec.precision, spec.layout_a, spec.layout_b, spec.layout_c,
+               spec.c_type, spec.has_d, *fp8_key(spec))
+        return key, derive(self.run_seed, m, n, k, *map(str, key[3:]))
+
+    def prefetch_timing_operands(self, kernel: Kernel, m: int, n: int, k: int,
+                                 executor: Executor) -> None:
+        """The host values of :meth:`timing_operands` drawn on ``executor`` beside other work,
+        unless this session has them already."""
+        key, seed = self._timing_key(kernel, m, n, k)
+        if key not in self._timing_operands:
+            prefetch(executor, kernel.spec, m, n, k, seed)
 
     def baseline_launcher(self, kernel: Kernel, ops: Operands):
         """A no-argument cuBLAS launch with ``kernel``'s types and layout on ``ops`` (alpha 1,

@@ -19,8 +19,10 @@ import traceback
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from harness.bench.checks import prefetch_battery
 from harness.bench.measure import Prepared, check_only, compare, measure, prepare
 from harness.bench.phases import PHASES
+from harness.bench.plan import plan
 from harness.bench.result import Result
 from harness.bench.session import BenchSession
 from harness.bench.timed_checks import Pending
@@ -66,10 +68,10 @@ def run_job(job: Job) -> None:
         if job.feed:
             _run_fed(session, job)
             return
-        for kernel in kernels:
+        for i, kernel in enumerate(kernels):
             if job.gated and not _released(kernel):
                 continue  # the runner kept its rows (a compile error, or refused offline)
-            if not _run_kernel(session, kernel, job):
+            if not _run_kernel(session, kernel, job, next(iter(kernels[i + 1:]), None)):
                 return
 
 
@@ -97,8 +99,10 @@ def _run_fed(session: BenchSession, job: Job) -> None:
             return
 
 
-def _run_kernel(session: BenchSession, kernel: Kernel, job: Job) -> bool:
-    """Every size of one kernel; False when the worker must end (it failed its checks)."""
+def _run_kernel(session: BenchSession, kernel: Kernel, job: Job,
+                after: Kernel | None = None) -> bool:
+    """Every size of one kernel; False when the worker must end (it failed its checks).
+    ``after``: the kernel to be measured next, whose inputs the host draws meanwhile."""
     emit("kernel_start", kernel=kernel.name)
     if kernel.spec.kind == "buffers":
         return _run_buffers(session, kernel, job)
@@ -107,6 +111,7 @@ def _run_kernel(session: BenchSession, kernel: Kernel, job: Job) -> bool:
     except LaunchError as exc:  # refused before any launch: the context is intact
         emit("kernel_error", kernel=kernel.name, kind="LaunchError", message=str(exc))
         return True
+    _prefetch(session, prep.gemm.kernel, after, job)
     if not _run_sizes(session, prep, job):
         emit("retire", kernel=kernel.name)
         return False
@@ -115,6 +120,26 @@ def _run_kernel(session: BenchSession, kernel: Kernel, job: Job) -> bool:
 
 _BESIDE = ThreadPoolExecutor(max_workers=1, thread_name_prefix="harness-beside")
 """Where a size's kept launches are compared on the host while the device times the next."""
+_PREFETCH = ThreadPoolExecutor(max_workers=1, thread_name_prefix="harness-prefetch")
+"""Where the host draws inputs a kernel will need while the device times the one before."""
+
+
+def _prefetch(session: BenchSession, kernel: Kernel, after: Kernel | None, job: Job) -> None:
+    """Beside this kernel's timings (the host idle): the inputs of its later sizes, then the
+    next kernel's check battery (inputs and host references) and first size's inputs. A spec
+    the plan cannot read is left to the kernel's own turn, which says why."""
+    if job.mode != "run" or kernel.spec.kind != "gemm":
+        return
+    for size in job.sizes[1:]:
+        session.prefetch_timing_operands(kernel, *size, _PREFETCH)
+    if after is None or after.spec.kind != "gemm":
+        return
+    try:
+        after = session.kernel(after)
+        prefetch_battery(after.spec, plan(after), session.run_seed, _PREFETCH)
+        session.prefetch_timing_operands(after, *job.sizes[0], _PREFETCH)
+    except HarnessError:
+        pass
 
 
 class InOrder:
