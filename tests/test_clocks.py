@@ -82,7 +82,7 @@ def test_sample_until_gives_the_mean_power_between_counter_moves(monkeypatch):
     nvml = SteppedEnergy(every=50, step_s=0.002, reasons=[0x1, 0x4, 0x20])
     monkeypatch.setattr("harness.gpu.clocks.time.perf_counter", lambda: nvml.reads * 0.002)
     monkeypatch.setattr("harness.gpu.clocks.time.sleep", lambda s: None)
-    out = sampler(nvml).sample_until(lambda: nvml.reads >= 1000)
+    out = sampler(nvml).sample_until(lambda: nvml.reads >= 1000, energy_every_s=0.0)
     assert out.median == 1755
     # moves at reads 50, 100, ..., 1000: the first and last 950 reads = 1.9 s apart
     assert out.power_span_s == pytest.approx(1.9)
@@ -94,7 +94,7 @@ def test_sample_until_gives_no_power_over_less_than_a_second(monkeypatch):
     nvml = SteppedEnergy(every=50, step_s=0.002)
     monkeypatch.setattr("harness.gpu.clocks.time.perf_counter", lambda: nvml.reads * 0.002)
     monkeypatch.setattr("harness.gpu.clocks.time.sleep", lambda s: None)
-    out = sampler(nvml).sample_until(lambda: nvml.reads >= 300)
+    out = sampler(nvml).sample_until(lambda: nvml.reads >= 300, energy_every_s=0.0)
     assert out.power_span_s == pytest.approx(0.5) and math.isnan(out.power_w)
 
 

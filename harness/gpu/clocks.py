@@ -68,6 +68,9 @@ class ClockSample:
 
 _NO_SAMPLE = ClockSample(math.nan, math.nan, math.nan, 0)
 
+ENERGY_EVERY_S = 0.02
+"""How often the energy counter is read while sampling: it moves every ~100 ms, and each read
+costs the host about 4 ms (a default run's profile), which delays the timer's next batch."""
 MIN_POWER_SPAN_S = 1.0
 """The shortest span of energy-counter movement a mean board power is given for."""
 
@@ -117,10 +120,12 @@ class ClockSampler:
 
     def sample_until(self, done: Callable[[], bool], interval_s: float = 0.002,
                      max_samples: int = 60_000,
-                     tick: Callable[[], None] | None = None) -> ClockSample:
+                     tick: Callable[[], None] | None = None,
+                     energy_every_s: float = ENERGY_EVERY_S) -> ClockSample:
         """Sample while the GPU works (until ``done()``), at least once; with the SM clock,
         the mean board power over the window and the clock limits seen in it. ``tick`` is
-        called between samples (to keep the GPU's queue topped up)."""
+        called between samples (to keep the GPU's queue topped up); the energy counter is read
+        at most every ``energy_every_s``."""
         if self.handle is None:  # no clock to read: still wait, and keep the queue going
             while not done():
                 if tick is not None:
@@ -128,18 +133,19 @@ class ClockSampler:
                 time.sleep(interval_s)
             return _NO_SAMPLE
         samples, bits, known = [], 0, False
-        energy = self.energy_mj()
+        energy, read_at = self.energy_mj(), time.perf_counter()
         first = last = None  # (host time, counter) where the counter moved
         while True:
             samples.append(self.sm_clock_mhz())
             now = self.limit_bits()
             if now is not None:
                 bits, known = bits | now, True
-            reading = self.energy_mj()
-            if reading != energy and not math.isnan(reading):
-                last = (time.perf_counter(), reading)
-                first = first or last
-                energy = reading
+            if time.perf_counter() - read_at >= energy_every_s:
+                reading, read_at = self.energy_mj(), time.perf_counter()
+                if reading != energy and not math.isnan(reading):
+                    last = (read_at, reading)
+                    first = first or last
+                    energy = reading
             if len(samples) >= max_samples or done():
                 break
             if tick is not None:
