@@ -113,6 +113,13 @@ s.print_stats(45); s.sort_stats('tottime'); s.print_stats(25)" "$f" > "${f%.prof
       done
       timeout 200 python3 -m harness compare $TC_ROWS --size 4096 --report-dir "$REP" 2>&1 \
         | tee "$OUT/compare-tc.log" | grep -v "^      " | tail -30 ;;
+    cold-once)  # issue 37: the default run with empty compile and SASS caches, once
+      export HARNESS_CACHE_DIR=/tmp/cold-cache-$$
+      start=$SECONDS
+      timeout 300 python3 -m harness run --report-dir "$REP" 2>&1 \
+        | tee "$OUT/default-run-cold.log" | grep -v "^      " | tail -8
+      echo "$(date -u +%FT%TZ) default run, cold (python3 -m harness run):" \
+        "$((SECONDS - start)) s wall" | tee -a "$OUT/default-run-cold.log" ;;
     profiled)  # issue 37: the default run again (after minute-after: its caches warm), its
       # worker under cProfile: where the time goes (cumulative, then own time)
       mkdir -p "$OUT/prof"
