@@ -131,7 +131,9 @@ s.print_stats(45); s.sort_stats('tottime'); s.print_stats(25)" "$f" > "${f%.prof
       tail -4 "$OUT/default-run-profiled.log"
       for f in "$OUT"/prof/*.prof; do
         python3 -c "import pstats,sys; s=pstats.Stats(sys.argv[1]); s.sort_stats('cumulative')
-s.print_stats(70); s.sort_stats('tottime'); s.print_stats(40)" "$f" > "${f%.prof}.txt" 2>&1
+s.print_stats(70); s.sort_stats('tottime'); s.print_stats(40); s.sort_stats('cumulative')
+s.print_callees(r'time_sustained|\(checked\)|kernel_checks|check_one|\(prepare\)|\(measure\)')" \
+          "$f" > "${f%.prof}.txt" 2>&1
         rm -f "$f"
       done ;;
     fp8)  # issue 36: cuBLASLt FP8 alone, the FP8 GPU tests (fixtures, baseline, ceiling, the
