@@ -79,3 +79,27 @@ def test_the_grouped_percentile_is_the_textbook_one():
     # 3 values on tick 10, 1 on tick 11 (step 1): the median's cell is 9.5-10.5, 2 of its 3
     assert grouped_percentile([10.0, 10.0, 10.0, 11.0], 50, 1.0) == pytest.approx(9.5 + 2 / 3)
     assert grouped_percentile([10.0, 11.0], 50, 1.0) == pytest.approx(10.5)
+
+
+def test_summary_of_ticks_is_the_grouped_and_plain_percentiles_of_python():
+    """Summary.of_ticks (numpy, taken after every batch of a timing) gives exactly what the
+    Python percentiles give: on a tick grid, off any grid, and with few distinct values."""
+    import random
+
+    from harness.stats import Summary, grid_step, grouped_percentile
+
+    rng = random.Random(3)
+    for _ in range(300):
+        n = rng.randint(1, 300)
+        kind = rng.random()
+        if kind < 0.5:
+            values = [round(rng.gauss(100, 3)) * 0.000032 for _ in range(n)]
+        elif kind < 0.8:
+            values = [rng.random() for _ in range(n)]
+        else:
+            values = [rng.choice([1.0, 2.0, 3.5]) for _ in range(n)]
+        step = grid_step(values)
+        want = Summary.of(values) if step is None else Summary(
+            *(grouped_percentile(values, p, step) for p in (50, 20, 80)), min(values),
+            max(values), len(values))
+        assert Summary.of_ticks(values) == want, values

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import ctypes
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
@@ -46,6 +47,10 @@ probability 2^-16."""
 SLOTS_LARGE = 8
 """Kept where an output has 4M elements or more (64 MB in FP32 each)."""
 THREADS = 256
+
+_VERIFYING = ThreadPoolExecutor(max_workers=8, thread_name_prefix="harness-verify")
+"""Where the kept repetitions of a timing are compared, side by side (their comparisons use
+chunked.py's pool in turn, so this one must be another)."""
 
 KEEPS_STATE = "keeps state between launches"
 ADAPTS = "adapts to timing"
@@ -307,8 +312,10 @@ def finish(gathered: Gathered, initial: Operands, screen: Screen | None
     on another thread while the device times the next launch."""
     timed, checked = gathered.timed, len(gathered.scanned)
     m, n, k = timed.m, timed.n, timed.k
-    for one in gathered.scanned:
-        found = _verify_one(timed, initial, screen, one, gathered.total)
+    # each kept repetition on a thread of its own (numpy lets go of the GIL); the first
+    # failure in the order they ran is the finding
+    for found in _VERIFYING.map(lambda one: _verify_one(timed, initial, screen, one,
+                                                        gathered.total), gathered.scanned):
         if found is not None:
             return found, checked
     changed_a, changed_b = gathered.changed

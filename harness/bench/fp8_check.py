@@ -23,6 +23,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from harness.bench.chunked import _pool, host_threads
 from harness.bench.fp8 import FORMATS, K_STEP, WINDOW_PLACES, tensor_core_dot
 from harness.bench.numerics import half_ulp, stored, to_float64
 
@@ -100,10 +101,26 @@ def reference(g: Fp8Gemm, a: np.ndarray | None = None, b: np.ndarray | None = No
     return out
 
 
+SPLIT_WORK = 1 << 21
+"""Outputs times k steps from which a walk is taken in blocks of rows on several threads."""
+
+
 def walk(g: Fp8Gemm) -> np.ndarray:
     """Each output's random walk of the window's truncations (module docstring), in the
-    output's units (its scales applied). In float32: a bound's size needs no more, and the
-    walk over K / 32 steps of the whole output is most of a check's host time."""
+    output's units (its scales applied). In float32, a bound's size needs no more; a large
+    one in blocks of rows on chunked.py's threads (numpy lets go of the GIL): the walk over
+    K / 32 steps of the whole output is most of a check's host time."""
+    m, k = g.a.shape
+    blocks = min(host_threads(), m // 32)
+    if m * g.b.shape[1] * -(-k // K_STEP) < SPLIT_WORK or blocks < 2:
+        return _walk(g)
+    edges = np.linspace(0, m, blocks + 1).astype(int)
+    parts = [replace(g, a=g.a[lo:hi], scale_a=g.scale_a[lo:hi] if g.blocked else g.scale_a)
+             for lo, hi in zip(edges[:-1], edges[1:], strict=True)]
+    return np.vstack(list(_pool().map(_walk, parts)))
+
+
+def _walk(g: Fp8Gemm) -> np.ndarray:
     av, bv = (x.astype(np.float32) for x in g.values())
     k = av.shape[1]
     run = g.steps()
