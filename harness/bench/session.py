@@ -39,6 +39,15 @@ PLACEMENT_OPERAND_BYTES = 64 << 20
 """A GEMM whose A, B and C take at most this is timed over placements."""
 
 
+
+def timing_key(run_seed: int, kernel: Kernel, m: int, n: int, k: int) -> tuple[tuple, int]:
+    """What a session keeps the timing operands of ``kernel`` at m x n x k under, and the seed
+    they are drawn from (one per shape, types and layouts in a run)."""
+    spec = kernel.spec
+    key = (m, n, k, spec.precision, spec.layout_a, spec.layout_b, spec.layout_c,
+           spec.c_type, spec.has_d, *fp8_key(spec))
+    return key, derive(run_seed, m, n, k, *map(str, key[3:]))
+
 class BenchSession:
     """A GPU opened for measuring; use as a context manager (closing releases the context)."""
 
@@ -152,10 +161,7 @@ class BenchSession:
         return self._timing_operands[key]
 
     def _timing_key(self, kernel: Kernel, m: int, n: int, k: int) -> tuple[tuple, int]:
-        spec = kernel.spec
-        key = (m, n, k, spec.precision, spec.layout_a, spec.layout_b, spec.layout_c,
-               spec.c_type, spec.has_d, *fp8_key(spec))
-        return key, derive(self.run_seed, m, n, k, *map(str, key[3:]))
+        return timing_key(self.run_seed, kernel, m, n, k)
 
     def prefetch_timing_operands(self, kernel: Kernel, m: int, n: int, k: int,
                                  executor: Executor) -> None:
