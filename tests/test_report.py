@@ -240,3 +240,20 @@ def test_an_abbreviated_commit_is_recorded_in_full_where_the_checkout_knows_it(
     for given in (unknown * 7, "HEAD", "master"):
         monkeypatch.setenv("HARNESS_GIT_COMMIT", given)
         assert files.git_state(tmp_path / "repo")["commit"] == given
+
+
+def test_a_tensor_core_ladder_table_gives_the_ceiling_and_the_error_against_the_bound():
+    """A compare whose rows record their checks' error as a share of the bound (FP8, issue 36)
+    gets % of the ceiling and error / bound beside % of cuBLAS; an older report, without them,
+    keeps its four columns."""
+    from harness.report import ladder
+    from harness.report.reading import load_report as load
+
+    run = load(PROJECT_ROOT / "reports" / "h100" / "compare-fp8-block-693d7dc.json")
+    rows = ladder.napkin_rows(run)
+    text = ladder.table(rows, (4096, 4096, 4096))
+    assert text.splitlines()[0].split("|")[5:7] == [" % ceiling   ", " error / bound   "]
+    assert "| 20_wgmma_fp8:s4e64    | 1460866   | 107.2      | 68.2     | 74.8        | 0.23" \
+        in text
+    old = load(PROJECT_ROOT / "reports" / "h100" / "compare-fp8-798fb2e.json")
+    assert "ceiling" not in ladder.table(ladder.napkin_rows(old), (4096, 4096, 4096))

@@ -80,7 +80,9 @@ def napkin_rows(run: RunReport) -> list[dict]:
                "k": r.k, "gflops": r.gflops, "pct_cublas": r.pct_baseline,
                "pct_peak": r.pct_peak, "cublas_gflops": r.baseline_gflops,
                "cublas_compute": r.baseline.compute if r.baseline else "",
-               "predicted": predicted, "peak_gflops": r.peak_gflops_at_clock, **est}
+               "predicted": predicted, "peak_gflops": r.peak_gflops_at_clock,
+               "pct_ceiling": r.pct_ceiling,
+               "of_bound": r.checks.of_bound if r.checks is not None else math.nan, **est}
         if est and device is not None:
             try:
                 limit, roof = napkin.bound(est["intensity_flop_per_byte"],
@@ -103,7 +105,8 @@ def _f(row: dict, key: str, fmt: str, scale: float = 1.0) -> str:
 
 _NARROW = {"% cuBLAS": "% of\ncuBLAS", "% peak": "% of\npeak", "implied GB": "implied\nGB",
            "smem loads/FMA": "smem\nloads/FMA", "napkin bound GFLOP/s": "napkin bound\nGFLOP/s",
-           "% of bound": "% of\nbound"}
+           "% of bound": "% of\nbound", "% ceiling": "% of\nceiling",
+           "error / bound": "error /\nbound"}
 
 
 def table(rows: list[dict], size: tuple[int, int, int], fmt: str = "github",
@@ -122,6 +125,11 @@ def table(rows: list[dict], size: tuple[int, int, int], fmt: str = "github",
               _f(r, "pct_of_bound", "{:.1f}")] for r in at]
     if not any("global_bytes" in r for r in at):
         headers, cells = headers[:4], [c[:4] for c in cells]
+        if at and all(math.isfinite(r.get("of_bound", math.nan)) and r.get("pct_ceiling")
+                      for r in at):  # tensor-core rows whose report records both
+            headers += ["% ceiling", "error / bound"]
+            cells = [c + [_f(r, "pct_ceiling", "{:.1f}"), _f(r, "of_bound", "{:.2f}")]
+                     for c, r in zip(cells, at, strict=True)]
     if width is None:
         return tabulate(cells, headers=headers, tablefmt=fmt, disable_numparse=True)
     wrap = {7: (TEXT, 7), 0: (NAME, 16)} if len(headers) > 4 else {0: (NAME, 16)}
