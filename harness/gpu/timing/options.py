@@ -26,10 +26,11 @@ ISOLATED_MAX_REPS = 200
 ISOLATED_GAP_MS = 5.0
 """``--gap-ms``'s default: the idle time before each isolated launch, long enough for the
 board's power to fall away, short enough to keep a timing brief."""
-WARMUP_STRETCH_MS = 25.0
+WARMUP_STRETCH_MS = 10.0
 """GPU time of one stretch of a sustained warm-up (``TimingOptions.warmup_steady_pct``), or one
-round where a round is longer. 10 ms ended fewer warm-ups at 512 and 1024 early (their rounds
-are short and launch-bound) than 25 ms did (issue 37)."""
+round where a round is longer: at half duty (``rest``) the card holds its clock after the
+host's checks. Default runs spent 5.2 s of GPU time warming up with 10 ms stretches and 9.3 s
+with 25 ms ones (issue 37, notes/verification.md)."""
 FLOOR_REPS = 3
 """The fewest repetitions a sustained timing takes before the stopping rule tests its error,
 where ``min_ms`` of timed work takes fewer (01_naive at 4096: 0.28 s a launch)."""

@@ -25,10 +25,12 @@ from harness.gpu.timing.stop import Rounds, StopRule
 if TYPE_CHECKING:
     from harness.gpu.timing.timer import Timer
 
-BATCH_MS = 5.0
+BATCH_MS = 10.0
 """GPU time of one batch of timed repetitions: the stopping rule is tested after each. Each
-of a timing's three batches is captured once, at a cost to the host of about a quarter of a
-millisecond per round (a default run's profile: 9.5 s of captures at 10 ms a batch)."""
+of a timing's three batches is captured once, before the first runs, at a cost to the host of
+about a quarter of a millisecond per round: captured while the first two ran, the third left
+the GPU idle between batches at 512 (its capture outlasts them; issue 37), and 5 ms batches
+were more often cut short by the host's other threads."""
 REST_ABOVE_MS = 0.01
 """Launches shorter than this get no rest (``TimingOptions.rest``): they draw little power, and
 a spin's own launch costs a few us."""
@@ -156,9 +158,7 @@ class Batches:
     finish, and stopped by the rule. A batch is enqueued from the host launch by launch, or,
     with graphs, captured once and replayed: three captured batches (each with its own events)
     take turns, so a finished batch's events are read before its graph runs again, and the one
-    before it still holds its end for the idle-time measure. The third is captured only when a
-    timing needs it, while the first two run (a capture of 10 ms of rounds cost the host about
-    24 ms in a default run's profile, with the GPU idle for the first two)."""
+    before it still holds its end for the idle-time measure."""
 
     def __init__(self, timer: Timer, launches, before, rule: StopRule, per_batch: int,
                  graph: bool = False, primers=None, rests=None, after=None):
@@ -177,8 +177,8 @@ class Batches:
         self._last: Captured | None = None
         self.graph_error = ""
         if graph:
-            try:  # the third is captured once two batches are in flight (``enqueue``)
-                self.sets = [self._capture() for _ in range(2)]
+            try:
+                self.sets = [self._capture() for _ in range(3)]
             except HarnessError as exc:  # e.g. a library call that refuses capture
                 self.close()
                 self.sets, self.graph_error = [], str(exc)
@@ -218,11 +218,7 @@ class Batches:
             return
         if self.sets:
             busy = [id(b) for b in self.in_flight]
-            free = next((c for c in self.sets if id(c.batch) not in busy and c is not self._last),
-                        None)
-            if free is None:  # captured while the GPU runs the two batches ahead of it
-                free = self._capture()
-                self.sets.append(free)
+            free = next(c for c in self.sets if id(c.batch) not in busy and c is not self._last)
             free.graph.launch(self.timer.stream)
             self.in_flight.append(free.batch)
             self.enqueued += self.per_batch
