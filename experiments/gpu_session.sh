@@ -6,7 +6,8 @@
 #   tc-cluster, tc-cluster-x2, l2-state, kernel-clock, ceiling-cycles,
 #   tc-profile, energy, energy-parts (the tensor-core rungs of issue 4), multi-gpu (issue 24),
 #   code-warmth, power-context (issue 21), verify (issue 33), buffers, buffers-more
-#   (issue 35), minute, minute-after, profiled (issue 37), fp8, fp8-block (issue 36)
+#   (issue 35), minute, minute-after, cold-once, profiled, replay, some-tests (issue 37), fp8,
+#   fp8-block (issue 36)
 set -uo pipefail
 OUT=${OUT:-/tmp/out}
 # reports of this session's runs: outside $OUT (a device call brings back few files), packed
@@ -65,6 +66,12 @@ for step in "$@"; do
       { header "python3 -m pytest -q -p no:cacheprovider -n 8 --durations=60"
         timeout 590 python3 -m pytest -q -p no:cacheprovider -n 8 --durations=60 2>&1
         echo "pytest rc=$?"; } > "$OUT/pytest.log" 2>&1; tail -25 "$OUT/pytest.log" ;;
+    replay)  # the suite at 2ee7dad: why cached_replay passed (notes/verification.md); then
+      # the adversarial test alone
+      python3 experiments/replay_probe.py 2>&1 | tee "$OUT/replay-probe.log"
+      { header "python3 -m pytest -q -p no:cacheprovider tests/test_gpu.py -k fool"
+        timeout 200 python3 -m pytest -q -p no:cacheprovider tests/test_gpu.py -k fool 2>&1
+        echo "pytest rc=$?"; } > "$OUT/adversarial-test.log" 2>&1; tail -5 "$OUT/adversarial-test.log" ;;
     some-tests)  # the GPU tests of the files in $TESTS (8 workers), logged as the suite is
       { header "python3 -m pytest -q -p no:cacheprovider -n 8 $TESTS"
         timeout 300 python3 -m pytest -q -p no:cacheprovider -n 8 $TESTS 2>&1
