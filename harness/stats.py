@@ -13,14 +13,10 @@ from harness.errors import HarnessError
 
 def percentile(values: Sequence[float], pct: float) -> float:
     """Linear-interpolated percentile (numpy's default method), ``pct`` in 0..100."""
-    if not values:
-        raise HarnessError("percentile of no values")
+    ordered = _sorted(values)
     if not 0 <= pct <= 100:
         raise HarnessError(f"percentile must be within 0..100, got {pct}")
-    ordered = sorted(values)
-    pos = (len(ordered) - 1) * pct / 100
-    low, high = math.floor(pos), math.ceil(pos)
-    return ordered[low] + (ordered[high] - ordered[low]) * (pos - low)
+    return _sorted_percentile(ordered, pct)
 
 
 @dataclass(frozen=True)
@@ -36,8 +32,9 @@ class Summary:
 
     @classmethod
     def of(cls, values: Sequence[float]) -> Summary:
-        return cls(percentile(values, 50), percentile(values, 20), percentile(values, 80),
-                   min(values), max(values), len(values))
+        ordered = _sorted(values)
+        return cls(*(_sorted_percentile(ordered, p) for p in (50, 20, 80)),
+                   float(ordered[0]), float(ordered[-1]), int(ordered.size))
 
     @classmethod
     def of_ticks(cls, values: Sequence[float]) -> Summary:
@@ -45,21 +42,16 @@ class Summary:
         p20/p80 of the values on a grid taken as grouped data, each value standing for the
         tick-wide cell around it (``grouped_percentile``); as ``of`` when they lie on no grid.
         CUDA events on the H100 tick every 32 ns: 1% of a 3 us cuBLAS at 512, and the plain
-        median of such values moves a tick at a time (notes/timing.md). The same arithmetic
-        as those functions on one sorted array: the stopping rule takes it after every batch
-        of a timing, over thousands of values (10 s of a default run's host, in Python)."""
-        ordered = np.sort(np.asarray(values, dtype=np.float64))
-        if not ordered.size:
-            raise HarnessError("percentile of no values")
+        median of such values moves a tick at a time (notes/timing.md). The stopping rule
+        takes it after every batch of a timing, over thousands of values: one sort of them."""
+        ordered = _sorted(values)
         distinct, counts = np.unique(ordered, return_counts=True)
         step = _grid_step(distinct, ordered.size)
         if step is None:
-            return cls(*(_sorted_percentile(ordered, p) for p in (50, 20, 80)),
-                       float(ordered[0]), float(ordered[-1]), int(ordered.size))
-        below = np.cumsum(counts)
-        return cls(*(_grouped(distinct, counts, below, ordered.size, p, step)
-                     for p in (50, 20, 80)),
-                   float(ordered[0]), float(ordered[-1]), int(ordered.size))
+            medians = [_sorted_percentile(ordered, p) for p in (50, 20, 80)]
+        else:
+            medians = [_grouped(distinct, counts, p, step) for p in (50, 20, 80)]
+        return cls(*medians, float(ordered[0]), float(ordered[-1]), int(ordered.size))
 
 
 def tick_percentile(values: Sequence[float], pct: float) -> float:
@@ -77,25 +69,32 @@ def grid_step(values: Sequence[float]) -> float | None:
     """The step of the grid ``values`` were read on (a clock's tick), when they lie on one:
     at most half as many distinct values as values, and every gap between two neighbouring
     distinct values a whole number of the smallest gap. None otherwise."""
-    distinct = sorted(set(values))
-    if len(distinct) < 2 or len(distinct) > len(values) / 2:
-        return None
-    gaps = [b - a for a, b in zip(distinct, distinct[1:], strict=False)]
-    step = min(gaps)
-    if step <= 0 or any(abs(g / step - round(g / step)) > GRID_TOLERANCE for g in gaps):
-        return None
-    return step
+    return _grid_step(np.unique(np.asarray(values, dtype=np.float64)), len(values))
+
+
+def grouped_percentile(values: Sequence[float], pct: float, step: float) -> float:
+    """The ``pct`` percentile of values read on a grid of ``step``, as grouped data: each value
+    stands for the cell from half a step below it to half a step above, its count spread evenly
+    over the cell (the textbook median of grouped data, L + (n p - F) / f x step). Between two
+    ticks it moves smoothly with the share of values on each, where the plain percentile
+    jumps a tick."""
+    return _grouped(*np.unique(_sorted(values), return_counts=True), pct, step)
+
+
+def _sorted(values: Sequence[float]) -> np.ndarray:
+    ordered = np.sort(np.asarray(values, dtype=np.float64))
+    if not ordered.size:
+        raise HarnessError("percentile of no values")
+    return ordered
 
 
 def _sorted_percentile(ordered: np.ndarray, pct: float) -> float:
-    """:func:`percentile` of values already sorted."""
     pos = (len(ordered) - 1) * pct / 100
     low, high = math.floor(pos), math.ceil(pos)
     return float(ordered[low]) + (float(ordered[high]) - float(ordered[low])) * (pos - low)
 
 
 def _grid_step(distinct: np.ndarray, count: int) -> float | None:
-    """:func:`grid_step` of ``count`` values whose sorted distinct values are ``distinct``."""
     if len(distinct) < 2 or len(distinct) > count / 2:
         return None
     gaps = np.diff(distinct)
@@ -106,36 +105,16 @@ def _grid_step(distinct: np.ndarray, count: int) -> float | None:
     return None if np.any(np.abs(ratio - np.round(ratio)) > GRID_TOLERANCE) else step
 
 
-def _grouped(distinct: np.ndarray, counts: np.ndarray, cumulative: np.ndarray, total: int,
-             pct: float, step: float) -> float:
-    """:func:`grouped_percentile` from the distinct values, their counts and running sums."""
-    target = total * pct / 100
+def _grouped(distinct: np.ndarray, counts: np.ndarray, pct: float, step: float) -> float:
+    """The first cell whose running count reaches ``pct`` of all, and the share of it below
+    the percentile."""
+    cumulative = np.cumsum(counts)
+    target = int(cumulative[-1]) * pct / 100
     i = int(np.searchsorted(cumulative, target, side="left"))
     if i >= len(distinct):
         return float(distinct[-1]) + step / 2
     below, count = int(cumulative[i] - counts[i]), int(counts[i])
     return float(distinct[i]) - step / 2 + (target - below) / count * step
-
-
-def grouped_percentile(values: Sequence[float], pct: float, step: float) -> float:
-    """The ``pct`` percentile of values read on a grid of ``step``, as grouped data: each value
-    stands for the cell from half a step below it to half a step above, its count spread evenly
-    over the cell (the textbook median of grouped data, L + (n p - F) / f x step). Between two
-    ticks it moves smoothly with the share of values on each, where the plain percentile
-    jumps a tick."""
-    if not values:
-        raise HarnessError("percentile of no values")
-    ordered = sorted(values)
-    target, below, i = len(ordered) * pct / 100, 0, 0
-    while i < len(ordered):
-        j = i
-        while j < len(ordered) and ordered[j] == ordered[i]:
-            j += 1
-        count = j - i
-        if below + count >= target:
-            return ordered[i] - step / 2 + (target - below) / count * step
-        below, i = below + count, j
-    return ordered[-1] + step / 2
 
 
 def gflops(m: int, n: int, k: int, ms: float) -> float:
