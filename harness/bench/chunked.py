@@ -63,7 +63,9 @@ def host_threads() -> int:
     return max(1, min(16, cores, int(share) if share.isdigit() and int(share) > 0 else cores))
 
 
-def _pool() -> ThreadPoolExecutor:
+def pool() -> ThreadPoolExecutor:
+    """The process's threads for work split in blocks of rows (numpy lets go of the GIL);
+    work submitted from one of them must not wait on another's."""
     global _POOL
     if _POOL is None:
         _POOL = ThreadPoolExecutor(max_workers=host_threads(),
@@ -101,7 +103,7 @@ def sums(out: np.ndarray, ref: np.ndarray, scale: np.ndarray, initial: np.ndarra
     if ref.shape[0] <= rows:
         return _block(out, ref, scale, initial, c_type, factor)
     starts = range(0, ref.shape[0], rows)
-    parts = _pool().map(lambda i: _block(
+    parts = pool().map(lambda i: _block(
         out[i:i + rows], ref[i:i + rows], scale[i:i + rows],
         None if initial is None else initial[i:i + rows], c_type, factor), starts)
     total = Sums()

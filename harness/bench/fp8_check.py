@@ -23,7 +23,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from harness.bench.chunked import _pool, host_threads
+from harness.bench.chunked import host_threads, pool
 from harness.bench.fp8 import FORMATS, K_STEP, WINDOW_PLACES, tensor_core_dot
 from harness.bench.numerics import half_ulp, stored, to_float64
 
@@ -117,7 +117,7 @@ def walk(g: Fp8Gemm) -> np.ndarray:
     edges = np.linspace(0, m, blocks + 1).astype(int)
     parts = [replace(g, a=g.a[lo:hi], scale_a=g.scale_a[lo:hi] if g.blocked else g.scale_a)
              for lo, hi in zip(edges[:-1], edges[1:], strict=True)]
-    return np.vstack(list(_pool().map(_walk, parts)))
+    return np.vstack(list(pool().map(_walk, parts)))
 
 
 def _walk(g: Fp8Gemm) -> np.ndarray:

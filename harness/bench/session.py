@@ -151,7 +151,7 @@ class BenchSession:
         poisoned afresh by each user, and a timing restores A and B after it.
         Kept while they take at most TIMING_OPERAND_BYTES of device memory (every timed size
         of a default run in every precision does)."""
-        key, seed = self._timing_key(kernel, m, n, k)
+        key, seed = timing_key(self.run_seed, kernel, m, n, k)
         if key not in self._timing_operands:
             self._timing_operands[key] = self.operands(kernel, m, n, k, seed=seed)
             while (sum(o.a.nbytes + o.b.nbytes + o.c.nbytes
@@ -160,14 +160,11 @@ class BenchSession:
                 self._timing_operands.pop(next(iter(self._timing_operands))).close()
         return self._timing_operands[key]
 
-    def _timing_key(self, kernel: Kernel, m: int, n: int, k: int) -> tuple[tuple, int]:
-        return timing_key(self.run_seed, kernel, m, n, k)
-
     def prefetch_timing_operands(self, kernel: Kernel, m: int, n: int, k: int,
                                  executor: Executor) -> None:
         """The host values of :meth:`timing_operands` drawn on ``executor`` beside other work,
         unless this session has them already."""
-        key, seed = self._timing_key(kernel, m, n, k)
+        key, seed = timing_key(self.run_seed, kernel, m, n, k)
         if key not in self._timing_operands:
             prefetch(executor, kernel.spec, m, n, k, seed)
 

@@ -49,8 +49,9 @@ def _kernel(ref: KernelRef) -> Kernel:
 
 def run_job(job: Job) -> None:
     kernels = [_kernel(ref) for ref in job.kernels]
-    if kernels and job.mode == "run" and job.seed is not None:
-        _prefetch_first(kernels[0], job)  # beside the session's start-up
+    if kernels:  # the first kernel's inputs beside the session's start-up (a gated job's
+        # kernels come tuned for the GPU already; another's battery may differ, and draws its own)
+        _draw_ahead(kernels[0], job, job.sizes[:1])
     with PHASES("worker start"):
         session = BenchSession(job.timing, carveout_pct=job.carveout_pct,
                                say=_progress("ceiling"), run_seed=job.seed)
@@ -127,36 +128,33 @@ _PREFETCH = ThreadPoolExecutor(max_workers=1, thread_name_prefix="harness-prefet
 """Where the host draws inputs a kernel will need while the device times the one before."""
 
 
-def _prefetch_first(kernel: Kernel, job: Job) -> None:
-    """The first kernel's battery and first size's inputs drawn while the session starts (a
-    gated job's kernels come tuned for the GPU already; another's battery may differ, and
-    then the battery draws its own)."""
-    if kernel.spec.kind != "gemm":
+def _draw_ahead(kernel: Kernel, job: Job, sizes, session: BenchSession | None = None) -> None:
+    """On the prefetch thread, beside other work: ``kernel``'s check battery (inputs and host
+    references) and the timing operands of ``sizes``, those ``session`` does not hold yet
+    (before the session starts, all). A spec the plan cannot read is left to the kernel's own
+    turn, which says why."""
+    if job.mode != "run" or kernel.spec.kind != "gemm" or job.seed is None:
         return
     try:
         prefetch_battery(kernel.spec, plan(kernel), job.seed, _PREFETCH)
-        prefetch(_PREFETCH, kernel.spec, *job.sizes[0], timing_key(job.seed, kernel,
-                                                                  *job.sizes[0])[1])
+        for size in sizes:
+            if session is not None:
+                session.prefetch_timing_operands(kernel, *size, _PREFETCH)
+            else:
+                prefetch(_PREFETCH, kernel.spec, *size, timing_key(job.seed, kernel, *size)[1])
     except HarnessError:
         pass
 
 
 def _prefetch(session: BenchSession, kernel: Kernel, after: Kernel | None, job: Job) -> None:
     """Beside this kernel's timings (the host idle): the inputs of its later sizes, then the
-    next kernel's check battery (inputs and host references) and first size's inputs. A spec
-    the plan cannot read is left to the kernel's own turn, which says why."""
+    next kernel's battery and first size."""
     if job.mode != "run" or kernel.spec.kind != "gemm":
         return
     for size in job.sizes[1:]:
         session.prefetch_timing_operands(kernel, *size, _PREFETCH)
-    if after is None or after.spec.kind != "gemm":
-        return
-    try:
-        after = session.kernel(after)
-        prefetch_battery(after.spec, plan(after), session.run_seed, _PREFETCH)
-        session.prefetch_timing_operands(after, *job.sizes[0], _PREFETCH)
-    except HarnessError:
-        pass
+    if after is not None:
+        _draw_ahead(session.kernel(after), job, job.sizes[:1], session)
 
 
 class InOrder:
