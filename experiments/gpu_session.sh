@@ -68,7 +68,7 @@ for step in "$@"; do
         echo "pytest rc=$?"; } > "$OUT/pytest.log" 2>&1; tail -25 "$OUT/pytest.log" ;;
     replay)  # the suite at 2ee7dad: why cached_replay passed (notes/verification.md); then
       # the adversarial test alone
-      python3 experiments/replay_probe.py 2>&1 | tee "$OUT/replay-probe.log"
+      python3 experiments/replay_probe.py --after 60 40 2>&1 | tee "$OUT/replay-probe.log"
       { header "python3 -m pytest -q -p no:cacheprovider tests/test_gpu.py -k fool"
         timeout 200 python3 -m pytest -q -p no:cacheprovider tests/test_gpu.py -k fool 2>&1
         echo "pytest rc=$?"; } > "$OUT/adversarial-test.log" 2>&1; tail -5 "$OUT/adversarial-test.log" ;;

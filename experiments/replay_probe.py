@@ -1,6 +1,6 @@
 """Why the cached_replay fixture passed in the suite at 2ee7dad (issue 37, notes/verification.md).
 
-    python3 experiments/replay_probe.py [--size 1024] [--repeat 3]
+    python3 experiments/replay_probe.py [--size 1024] [--repeat 3] [--after 60 40]
 
 The fixture (tests/kernels/adversarial/cached_replay.cu) copies its last output back instead
 of computing from its 61st launch on, when launched within 500 us of its last launch's end.
@@ -12,12 +12,14 @@ own launch counter after its battery and after the measurement (the timed size's
 timing and the check of its kept repetitions), in a session of the worker's kind, and prints
 the row the measurement gives with its timing (repetitions, why it stopped, rest, the GPU's
 idle time between batches) and how many kept repetitions were checked, so that the two can
-be told apart. Prints only; a one-off probe.
+be told apart. ``--after`` also tries copies of the fixture with other launch thresholds
+(``REPLAY_AFTER``), written to a temporary folder. Prints only; a one-off probe.
 """
 
 from __future__ import annotations
 
 import argparse
+import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -42,10 +44,23 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--size", type=int, default=1024)
     parser.add_argument("--repeat", type=int, default=3, help="fresh sessions to try")
+    parser.add_argument("--after", type=int, nargs="+", default=[60],
+                        help="REPLAY_AFTER thresholds to try (60: the fixture as it is)")
     args = parser.parse_args()
-    (kernel,) = [k for k in discover([FIXTURE]) if k.name == "cached_replay"]
-    n = args.size
-    for attempt in range(args.repeat):
+    source = (FIXTURE / "cached_replay.cu").read_text()
+    for after in args.after:
+        with tempfile.TemporaryDirectory() as tmp:
+            path = Path(tmp) / "cached_replay.cu"
+            path.write_text(source.replace("#define REPLAY_AFTER 60u",
+                                           f"#define REPLAY_AFTER {after}u"))
+            (kernel,) = [k for k in discover([Path(tmp)]) if k.name == "cached_replay"]
+            print(f"REPLAY_AFTER {after}")
+            probe(kernel, args.size, args.repeat)
+
+
+def probe(kernel, n: int, repeat: int) -> None:
+    """The fixture measured at ``n`` in ``repeat`` fresh sessions, its launch count beside."""
+    for attempt in range(repeat):
         with BenchSession(QUICK) as session:
             prep = prepare(session, kernel)
             after_battery = launches(session, prep.gemm)
