@@ -68,9 +68,15 @@ for step in "$@"; do
         echo "pytest rc=$?"; } > "$OUT/pytest.log" 2>&1; tail -25 "$OUT/pytest.log" ;;
     replay)  # the suite at 2ee7dad: why cached_replay passed (notes/verification.md); then
       # the adversarial test alone
-      python3 experiments/replay_probe.py --after 60 40 2>&1 | tee "$OUT/replay-probe.log"
-      { header "python3 -m pytest -q -p no:cacheprovider tests/test_gpu.py -k fool"
-        timeout 200 python3 -m pytest -q -p no:cacheprovider tests/test_gpu.py -k fool 2>&1
+      # the absolute 500 us window (as at 2ee7dad) with and without the primer, then the
+      # window that follows the fixture's computing time (as now)
+      for args in "--per-compute 0 --prime-below 0" "--per-compute 0" \
+                  "--per-compute 3 --prime-below 0" "--per-compute 3"; do
+        python3 experiments/replay_probe.py --repeat 2 $args 2>&1
+      done | tee "$OUT/replay-probe.log"
+      { header "python3 -m pytest -q -p no:cacheprovider tests/test_gpu.py -k 'fool or adapt'"
+        timeout 200 python3 -m pytest -q -p no:cacheprovider tests/test_gpu.py \
+          -k 'fool or adapt' 2>&1
         echo "pytest rc=$?"; } > "$OUT/adversarial-test.log" 2>&1; tail -5 "$OUT/adversarial-test.log" ;;
     some-tests)  # the GPU tests of the files in $TESTS (8 workers), logged as the suite is
       { header "python3 -m pytest -q -p no:cacheprovider -n 8 $TESTS"

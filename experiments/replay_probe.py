@@ -1,6 +1,7 @@
 """Why the cached_replay fixture passed in the suite at 2ee7dad (issue 37, notes/verification.md).
 
     python3 experiments/replay_probe.py [--size 1024] [--repeat 3] [--after 60 40]
+        [--per-compute 3] [--prime-below MS]
 
 The fixture (tests/kernels/adversarial/cached_replay.cu) copies its last output back instead
 of computing from its 61st launch on, when launched within 500 us of its last launch's end.
@@ -13,13 +14,17 @@ timing and the check of its kept repetitions), in a session of the worker's kind
 the row the measurement gives with its timing (repetitions, why it stopped, rest, the GPU's
 idle time between batches) and how many kept repetitions were checked, so that the two can
 be told apart. ``--after`` also tries copies of the fixture with other launch thresholds
-(``REPLAY_AFTER``), written to a temporary folder. Prints only; a one-off probe.
+(``REPLAY_AFTER``), written to a temporary folder; ``--per-compute`` sets the part of its
+window that follows its own computing time (``WINDOW_PER_COMPUTE``; 0: an absolute 500 us, as
+before this commit's fixture); ``--prime-below`` another primer threshold (0: no primer, as for
+a launch timed above 1 ms). Prints only; a one-off probe.
 """
 
 from __future__ import annotations
 
 import argparse
 import tempfile
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -46,8 +51,15 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3, help="fresh sessions to try")
     parser.add_argument("--after", type=int, nargs="+", default=[60],
                         help="REPLAY_AFTER thresholds to try (60: the fixture as it is)")
+    parser.add_argument("--per-compute", type=int, default=3,
+                        help="WINDOW_PER_COMPUTE (0: an absolute window of 500 us)")
+    parser.add_argument("--prime-below", type=float, default=QUICK.prime_below_ms)
     args = parser.parse_args()
-    source = (FIXTURE / "cached_replay.cu").read_text()
+    source = (FIXTURE / "cached_replay.cu").read_text().replace(
+        "#define WINDOW_PER_COMPUTE 3ull", f"#define WINDOW_PER_COMPUTE {args.per_compute}ull")
+    options = replace(QUICK, prime_below_ms=args.prime_below)
+    print(f"window 500 us + {args.per_compute}x its computing time, primer below "
+          f"{args.prime_below:g} ms")
     for after in args.after:
         with tempfile.TemporaryDirectory() as tmp:
             path = Path(tmp) / "cached_replay.cu"
@@ -55,17 +67,20 @@ def main() -> None:
                                            f"#define REPLAY_AFTER {after}u"))
             (kernel,) = [k for k in discover([Path(tmp)]) if k.name == "cached_replay"]
             print(f"REPLAY_AFTER {after}")
-            probe(kernel, args.size, args.repeat)
+            probe(kernel, args.size, args.repeat, options)
 
 
-def probe(kernel, n: int, repeat: int) -> None:
+def probe(kernel, n: int, repeat: int, options: TimingOptions) -> None:
     """The fixture measured at ``n`` in ``repeat`` fresh sessions, its launch count beside."""
     for attempt in range(repeat):
-        with BenchSession(QUICK) as session:
+        with BenchSession(options) as session:
             prep = prepare(session, kernel)
             after_battery = launches(session, prep.gemm)
             res = measure(session, prep, n, n, n)
             after_timing = launches(session, prep.gemm)
+            took = prep.gemm.module.global_buffer("compute_ns").download(
+                np.uint64, (1,), session.stream)
+            print(f"  its last computing launch took {int(took[0]) / 1e3:.1f} us")
             t = res.timing
             print(f"session {attempt + 1}: launches after the battery {after_battery}, after "
                   f"the timing {after_timing}; row {res.status}: {res.message[:300]}")
