@@ -5,7 +5,9 @@ phases that overlap listed in the breakdown but not added up. No GPU needed."""
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
+from types import SimpleNamespace
 
+import numpy as np
 import pytest
 
 from harness.bench.phases import CHECKS_BESIDE, Phases, beside
@@ -149,3 +151,41 @@ def test_inputs_drawn_beside_are_the_inputs_drawn_in_place(monkeypatch):
                                    else "uniform", None)
                 for s in ((seed, seed + 1000) if planned.kind == STALE_C else (seed,))]
         assert all(key in operands._PENDING for key in keys), planned
+
+
+class _Kept:
+    """A kept-outputs buffer in host memory: the two reads TimedOutputs.block uses."""
+
+    def __init__(self, data: np.ndarray):
+        self.raw, self.reads = data.tobytes(), []
+
+    def download_at(self, offset, dtype, count, stream):
+        self.reads.append("whole")
+        return np.frombuffer(self.raw, dtype, count, offset).copy()
+
+    def download_lines(self, offsets, dtype, count, stream):
+        self.reads.append(len(offsets))
+        return np.stack([np.frombuffer(self.raw, dtype, count, o) for o in offsets])
+
+
+@pytest.mark.parametrize("layout", ["row", "col"])
+@pytest.mark.parametrize("whole_bytes", [0, 1 << 30])
+def test_a_kept_outputs_sampled_block_is_the_same_read_whole_or_by_lines(
+        layout, whole_bytes, monkeypatch):
+    """The sampled block of a kept repetition (rows x columns of C) is the same whether the
+    output is read whole (small ones) or line by line, in either layout of C, from the slot
+    asked for and no other."""
+    from harness.bench import capture
+
+    monkeypatch.setattr(capture, "WHOLE_READ_BYTES", whole_bytes)
+    m, n, slots = 12, 9, 3
+    rng = np.random.default_rng(5)
+    outputs = rng.standard_normal((slots, m, n)).astype(np.float32)
+    stored = outputs if layout == "row" else outputs.transpose(0, 2, 1)
+    kept = _Kept(np.ascontiguousarray(stored))
+    timed = SimpleNamespace(spec=SimpleNamespace(layout_c=layout), c_type="fp32", m=m, n=n,
+                            word_bytes=4, stride=m * n * 4, kept_buffer=kept, stream=None)
+    rows, cols = np.array([0, 4, 11]), np.array([2, 3, 8])
+    got = capture.TimedOutputs.block(timed, 1, rows, cols)
+    assert np.array_equal(got, outputs[1][np.ix_(rows, cols)])
+    assert kept.reads == (["whole"] if whole_bytes else [3])

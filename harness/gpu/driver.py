@@ -216,6 +216,22 @@ class Buffer:
         stream.synchronize("download")
         return out
 
+    def download_lines(self, offsets_bytes: Sequence[int], dtype, count: int,
+                       stream: Stream) -> np.ndarray:
+        """``count`` elements of ``dtype`` from each of ``offsets_bytes`` on, one line each (a
+        (len, count) array), after the work queued on ``stream``: enqueued together, one
+        synchronisation for all."""
+        out = np.empty((len(offsets_bytes), count), dtype=dtype)
+        line = out.itemsize * count
+        for i, offset in enumerate(offsets_bytes):
+            if offset < 0 or offset + line > self.nbytes:
+                raise HarnessError(f"download of {line} bytes at {offset} from a "
+                                   f"{self.nbytes}-byte buffer")
+            check(cu.cuMemcpyDtoHAsync(out[i].ctypes.data, self.address + offset, line,
+                                       stream.handle), "cuMemcpyDtoHAsync")
+        stream.synchronize("download")
+        return out
+
     def fill_u32(self, word: int, stream: Stream) -> None:
         """Write the 32-bit pattern ``word`` over the whole buffer (poison, L2 flush)."""
         check(cu.cuMemsetD32Async(self.dptr, word, self.nbytes // 4, stream.handle),
