@@ -37,7 +37,7 @@ from harness.bench.checks import (
 from harness.bench.gemm import LoadedGemm
 from harness.bench.launches import gemm_launch, kernel_timed
 from harness.bench.numerics import CheckResult
-from harness.bench.phases import PHASES
+from harness.bench.phases import BATTERY, PHASES, TIMED_LAUNCHES, TIMED_SIZE
 from harness.bench.plan import plan
 from harness.bench.result import (
     Baseline,
@@ -165,7 +165,7 @@ def prepare(session: BenchSession, kernel: Kernel, strict_blas: bool = False,
     # the disassembly (cuobjdump, most of a second on a cold cache) runs beside the checks
     with ThreadPoolExecutor(max_workers=1) as pool:
         screening = pool.submit(screened, gemm)
-        with PHASES("checks"):
+        with PHASES(BATTERY):
             checks = kernel_checks(gemm, session.stream, battery,
                                    strict_blas or gemm.kernel.spec.blas_strict, say=each,
                                    run_seed=session.run_seed)
@@ -228,7 +228,7 @@ def checked(session: BenchSession, prep: Prepared, m: int, n: int, k: int,
     say("checking the timed size on the timed operands", limit_s=launches_limit_s(m, n, k, 3))
     key = (m, n, k, seed, spec.precision, spec.layout_a, spec.layout_b, spec.layout_c,
            spec.c_type, *operands.fp8_key(spec))
-    with PHASES("checks"):
+    with PHASES(TIMED_SIZE):
         ops.poison_c(session.stream)
         t0 = time.perf_counter()
         gemm_launch(gemm, ops, session.stream)()
@@ -341,7 +341,7 @@ def measure(session: BenchSession, prep: Prepared, m: int, n: int, k: int,
                 kernel_timing = timer.with_power(kernel_timing, launch)
         say("checking the timed launches", limit_s=launches_limit_s(m, n, k, 4)
             + timing_limit_s(timer.options, ready.launch_ms, 2))
-        with PHASES("checks"):
+        with PHASES(TIMED_LAUNCHES):
             gathered = capture.gather(outputs)
             probe = (memo_probe(session, prep, ready, outputs)
                      if prep.screen is not None and prep.screen.stateful else None)
@@ -427,7 +427,7 @@ def compare(session: BenchSession, preps: Sequence[Prepared], m: int, n: int, k:
                 zip(live, counted, kept_outputs, strict=True)):
             say("checking the timed launches", limit_s=launches_limit_s(m, n, k, 4)
                 + timing_limit_s(session.timer.options, ready.launch_ms, 2))
-            with PHASES("checks"):
+            with PHASES(TIMED_LAUNCHES):
                 found, kept = verify_timed(session, prep, ready, outputs)
             if found is not None:
                 done[id(ready.result)] = _with_failure(ready.result, found)

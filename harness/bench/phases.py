@@ -15,6 +15,12 @@ from contextlib import contextmanager
 
 CHECKS_BESIDE = "checks (beside the timing)"
 """The timed launches' comparisons on the host, while the device goes on with the next size."""
+BATTERY = "checks (battery)"
+"""A kernel's check battery before any timing (plan.py)."""
+TIMED_SIZE = "checks (timed size)"
+"""A size's own check on the operands it is timed on, its launch run twice."""
+TIMED_LAUNCHES = "checks (timed launches)"
+"""The kept timed repetitions read from the device (and, with no other thread, compared)."""
 
 
 def beside(name: str) -> bool:

@@ -19,7 +19,7 @@ from harness.bench import capture
 from harness.bench.launches import _before_launch, gemm_launch
 from harness.bench.numerics import CheckResult
 from harness.bench.operands import Operands
-from harness.bench.phases import CHECKS_BESIDE, PHASES
+from harness.bench.phases import CHECKS_BESIDE, PHASES, TIMED_LAUNCHES
 from harness.bench.result import Result
 from harness.compiler.screen import Screen
 
@@ -52,7 +52,7 @@ def finished(gathered: capture.Gathered, initial: Operands, screen: Screen | Non
              row: Callable[[Verdict], Result], beside: Executor | None) -> Result | Pending:
     """``row`` of the verdict on ``gathered``: now, or on ``beside`` (a :class:`Pending`)."""
     if beside is None:
-        with PHASES("checks"):
+        with PHASES(TIMED_LAUNCHES):
             return row(capture.finish(gathered, initial, screen))
 
     def judged() -> Verdict:
