@@ -70,10 +70,11 @@ for step in "$@"; do
       # the adversarial test alone
       # the absolute 500 us window (as at 2ee7dad) with and without the primer, then the
       # window that follows the fixture's computing time (as now)
-      for args in "--per-compute 0 --prime-below 0" "--per-compute 0" \
-                  "--per-compute 3 --prime-below 0" "--per-compute 3"; do
-        python3 experiments/replay_probe.py --repeat 2 $args 2>&1
-      done | tee "$OUT/replay-probe.log"
+      { header "python3 experiments/replay_probe.py --repeat 2 (4 settings)"
+        for args in "--per-compute 0 --prime-below 0" "--per-compute 0" \
+                    "--per-compute 3 --prime-below 0" "--per-compute 3"; do
+          python3 experiments/replay_probe.py --repeat 2 $args 2>&1
+        done; } | tee "$OUT/replay-probe.log"
       { header "python3 -m pytest -q -p no:cacheprovider tests/test_gpu.py -k 'fool or adapt'"
         timeout 200 python3 -m pytest -q -p no:cacheprovider tests/test_gpu.py \
           -k 'fool or adapt' 2>&1
