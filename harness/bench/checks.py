@@ -85,13 +85,15 @@ def reference_of(gemm: LoadedGemm, ops: operands.Operands, seed: int, alpha: flo
 
 def compare_to_reference(gemm: LoadedGemm, ops: operands.Operands, out: np.ndarray, seed: int,
                          alpha: float, beta: float, initial: np.ndarray | None,
-                         deep: bool = False) -> CheckResult:
+                         deep: bool = False, known: tuple | None = None) -> CheckResult:
     """``out`` (C after a launch on ``ops``) against the float64 reference of ``ops``, its
     error also as a multiple of FP32 accumulation's on the same inputs; ``deep`` (K >= 2048,
-    or a timed size): a kernel that claims FP32 fails above numerics.FP32_MULTIPLE_MAX."""
+    or a timed size): a kernel that claims FP32 fails above numerics.FP32_MULTIPLE_MAX.
+    ``known``: the reference and its scale already made (on another thread than the device's,
+    nothing may compute one on the GPU)."""
     spec = gemm.kernel.spec
     k = ops.k
-    ref, scale = reference_of(gemm, ops, seed, alpha, beta)
+    ref, scale = known if known is not None else reference_of(gemm, ops, seed, alpha, beta)
     if ops.fp8 is not None:  # its scales are in a64 and b64; its bound is the window's walk
         return fp8_check.check(out, *ops.codes, ops.fp8, ops.scales, spec.c_type, seed=seed,
                                initial=initial, ref=ref)
@@ -218,15 +220,30 @@ def check_baseline(blas: Cublas, gemm: LoadedGemm, ops: operands.Operands, strea
     """cuBLAS with the kernel's types on ``ops``, compared with the same reference: an error
     when it fails (then the reference or the operands are wrong, not the kernel). Not for a
     block-scaled FP8 GEMM, whose baseline computes another product (Operands.blas_fp8)."""
+    out = baseline_output(blas, gemm, ops, stream, alpha, beta)
+    if out is not None:
+        judge_baseline(gemm, ops, out, seed, alpha, beta)
+
+
+def baseline_output(blas: Cublas, gemm: LoadedGemm, ops: operands.Operands, stream: Stream,
+                    alpha: float = 1.0, beta: float = 0.0) -> np.ndarray | None:
+    """:func:`check_baseline`'s device part: cuBLAS's output on ``ops`` (None where it is not
+    checked)."""
     spec = gemm.kernel.spec
     if ops.fp8 is not None and ops.fp8.scales == "block":
-        return
+        return None
     ops.poison_c(stream)
     ops.start_output(stream)
     blas.gemm(spec.precision, ops.m, ops.n, ops.k, alpha, ops.a.address, ops.b.address, beta,
               ops.out.address, spec.layout_b, spec.c_type, layout_a=spec.layout_a,
               layout_c=spec.layout_c, fp8=ops.blas_fp8)
-    base = compare_to_reference(gemm, ops, ops.result(stream)[0], seed, alpha, beta, None)
+    return ops.result(stream)[0]
+
+
+def judge_baseline(gemm: LoadedGemm, ops: operands.Operands, out: np.ndarray, seed: int,
+                   alpha: float = 1.0, beta: float = 0.0, known: tuple | None = None) -> None:
+    """:func:`check_baseline`'s host part: an error when cuBLAS's ``out`` fails."""
+    base = compare_to_reference(gemm, ops, out, seed, alpha, beta, None, known=known)
     if not base.passed:
         raise HarnessError(f"cuBLAS itself failed the check at {ops.m}x{ops.n}x{ops.k}: "
                            f"{base.message}; the reference or the operands are wrong")

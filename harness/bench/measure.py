@@ -17,25 +17,14 @@ import dataclasses
 import hashlib
 import json
 import sys
-import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import dataclass
 
-from harness.bench import capture, limits, numerics, operands
-from harness.bench.checks import (
-    Checked,
-    KernelChecks,
-    check_baseline,
-    compare_to_reference,
-    kernel_checks,
-    outside_c,
-    reference_of,
-    repeat_finding,
-    summary_of,
-)
+from harness.bench import capture, limits, operands
+from harness.bench.checks import KernelChecks, kernel_checks, reference_of
 from harness.bench.gemm import LoadedGemm
-from harness.bench.launches import gemm_launch, kernel_timed
+from harness.bench.launches import kernel_timed
 from harness.bench.numerics import CheckResult
 from harness.bench.phases import BATTERY, PHASES, TIMED_LAUNCHES, TIMED_SIZE
 from harness.bench.plan import plan
@@ -51,6 +40,7 @@ from harness.bench.result import (
 )
 from harness.bench.session import BenchSession
 from harness.bench.timed_checks import Pending, finished, memo_probe, verify_timed
+from harness.bench.timed_size import SizeCheck, launched
 from harness.compiler.compile import cache_dir
 from harness.compiler.sass import disassemble, opcodes
 from harness.compiler.screen import Screen, screen
@@ -186,6 +176,8 @@ class Ready:
     ops: operands.Operands
     launch_ms: float
     """Host wall time of the checked launch (with its synchronisation): a timing estimate."""
+    size: SizeCheck | None = None
+    """The size's check launched, not yet judged (``checked``'s ``defer``)."""
 
 
 def _with_failure(res: Result, found: CheckResult) -> Result:
@@ -199,9 +191,11 @@ def _with_failure(res: Result, found: CheckResult) -> Result:
 
 
 def checked(session: BenchSession, prep: Prepared, m: int, n: int, k: int,
-            say: Say = lambda *_, **__: None) -> tuple[Result, Ready | None]:
+            say: Say = lambda *_, **__: None, defer: bool = False
+            ) -> tuple[Result, Ready | None]:
     """The result at one size after its checks: final (skipped, launch error, FAIL), or
-    pending with what timing it needs."""
+    pending with what timing it needs. ``defer``: the size's launches made, their comparisons
+    left to the caller (``Ready.size``, :mod:`~harness.bench.timed_size`)."""
     gemm, kernel = prep.gemm, prep.kernel
     res = Result.of(prep.info, m, n, k).with_parts(
         resources=gemm.compiled.resources, launch=LaunchInfo(kernel.block_threads))
@@ -219,60 +213,17 @@ def checked(session: BenchSession, prep: Prepared, m: int, n: int, k: int,
         occupancy=OccupancyInfo(occ["driver_blocks_per_sm"], offline["blocks_per_sm"],
                                 offline["occupancy_pct"], offline["limiter"],
                                 occ["waves_per_sm"]))
-    spec = kernel.spec
     with PHASES("operands"):
         ops = session.timing_operands(kernel, m, n, k)
-    seed = ops.seed
     say("computing the reference", limit_s=reference_limit_s(m, n, k))
-    reference_of(gemm, ops, seed, 1.0, 0.0)
+    reference_of(gemm, ops, ops.seed, 1.0, 0.0)
     say("checking the timed size on the timed operands", limit_s=launches_limit_s(m, n, k, 3))
-    key = (m, n, k, seed, spec.precision, spec.layout_a, spec.layout_b, spec.layout_c,
-           spec.c_type, *operands.fp8_key(spec))
     with PHASES(TIMED_SIZE):
-        ops.poison_c(session.stream)
-        t0 = time.perf_counter()
-        gemm_launch(gemm, ops, session.stream)()
-        out, guard = ops.result(session.stream)
-        launch_ms = (time.perf_counter() - t0) * 1e3
-        deep = k >= numerics.TIMED_DEEP_K and m * n >= numerics.TIMED_DEEP_OUTPUTS
-        first = Checked(out, compare_to_reference(gemm, ops, out, seed, 1.0, 0.0,
-                                                  ops.initial(), deep), guard)
-        again = _rerun(gemm, ops, session.stream, seed, first, deep)
-        results = list(prep.checks.results)
-        if first.guard:
-            results.append(outside_c(first.result, first.guard))
-        found = repeat_finding(gemm, [first, again], launches_before=0)
-        if found is not None and not found.passed:
-            results.append(found)
-        results.append(first.result)
-        if key not in session.baseline_checked:
-            check_baseline(session.blas, gemm, ops, session.stream, seed)
-            session.baseline_checked.add(key)
-    passed, max_rel, finding, failure, of_bound = summary_of(results)
-    notes = tuple(prep.checks.notes) + ((found.message,) if found and found.passed else ())
-    if prep.checks.skipped:  # how little the constraints let the battery check
-        notes += (f"battery: {prep.checks.plan.summary()}",)
-    res = res.with_parts(
-        checks=CheckSummary(passed, len(results), max_rel, tuple(prep.checks.skipped), finding,
-                            failure, notes, fp32_multiple=first.result.fp32_multiple,
-                            of_bound=of_bound),
-        screen=prep.screen.lines() if prep.screen else (), seed=session.run_seed)
-    if failure:
-        return res.ended("FAIL", failure), None
-    return res, Ready(res, ops, launch_ms)
-
-
-def _rerun(gemm: LoadedGemm, ops: operands.Operands, stream, seed: int,
-           first: Checked, deep: bool) -> Checked:
-    """The same launch again on the same operands; compared with the reference only when its
-    bits differ from the first's (at 4096 a comparison costs a second of host time)."""
-    ops.poison_c(stream)
-    gemm_launch(gemm, ops, stream)()
-    out, guard = ops.result(stream)
-    if not (numerics.bits(out) != numerics.bits(first.out)).any():
-        return Checked(out, first.result, guard)
-    return Checked(out, compare_to_reference(gemm, ops, out, seed, 1.0, 0.0, ops.initial(),
-                                             deep), guard)
+        size, launch_ms = launched(session, gemm, ops, prep.checks, prep.screen)
+        if defer:
+            return res, Ready(res, ops, launch_ms, size)
+        res = size.judged(res)
+    return res, (None if res.status == "FAIL" else Ready(res, ops, launch_ms))
 
 
 def timed(session: BenchSession, prep: Prepared, res: Result, kernel_timing: Timing,
@@ -319,7 +270,7 @@ def measure(session: BenchSession, prep: Prepared, m: int, n: int, k: int,
     session. ``beside``: the kept launches' comparisons on the host go to it, and a
     :class:`~harness.bench.timed_checks.Pending` row comes back at once (the device goes on
     with the next size meanwhile)."""
-    res, ready = checked(session, prep, m, n, k, say)
+    res, ready = checked(session, prep, m, n, k, say, defer=beside is not None)
     if ready is None:
         return res
     timer, ops = session.timer, ready.ops
@@ -353,15 +304,29 @@ def measure(session: BenchSession, prep: Prepared, m: int, n: int, k: int,
             baseline_timing = session.time_baseline(prep.kernel, ops, reuse=True)
         else:
             baseline_timing = timer.with_power(baseline_timing, blas)
-    figure = timed(session, prep, res, kernel_timing, baseline_timing)
+    size = ready.size
+    if size is not None:  # the row is made later on this thread: its ceiling made now
+        with PHASES("ceiling"):
+            session.ceilings.get(res.kernel.precision, prep.kernel.mma_family)
 
-    def row(verdict: tuple[CheckResult | None, int]) -> Result:
-        found, kept = verdict
+    def judge() -> tuple[Result, tuple[CheckResult | None, int]]:
+        """The host's part: the size's own check (deferred), then the kept launches."""
+        checked_res = res if size is None else size.judged(res)
+        if checked_res.status == "FAIL":
+            return checked_res, (None, 0)
+        return checked_res, capture.finish(gathered, ready.ops, prep.screen)
+
+    def row(judged: tuple[Result, tuple[CheckResult | None, int]]) -> Result:
+        checked_res, (found, kept) = judged
+        if checked_res.status == "FAIL":  # the size's own check: no figure
+            return checked_res
         found = found or probe  # the kept launches' finding first, as it was found first
-        return _with_failure(res, found) if found is not None else _kept(figure, kept,
-                                                                         launch.count)
+        if found is not None:
+            return _with_failure(checked_res, found)
+        figure = timed(session, prep, checked_res, kernel_timing, baseline_timing)
+        return _kept(figure, kept, launch.count)
 
-    return finished(gathered, ready.ops, prep.screen, row, beside)
+    return finished(judge, row, beside)
 
 
 def _slots(prep: Prepared) -> int | None:

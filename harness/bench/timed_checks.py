@@ -13,15 +13,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from concurrent.futures import Executor, Future
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from harness.bench import capture
 from harness.bench.launches import _before_launch, gemm_launch
 from harness.bench.numerics import CheckResult
-from harness.bench.operands import Operands
 from harness.bench.phases import CHECKS_BESIDE, PHASES, TIMED_LAUNCHES
 from harness.bench.result import Result
-from harness.compiler.screen import Screen
 
 if TYPE_CHECKING:
     from harness.bench.measure import Prepared, Ready
@@ -29,6 +27,7 @@ if TYPE_CHECKING:
 
 Verdict = tuple[CheckResult | None, int]
 """The kept launches' first failure (None when all is right), and how many were checked."""
+T = TypeVar("T")
 
 
 @dataclass
@@ -37,7 +36,9 @@ class Pending:
     waits for them and gives the row."""
 
     future: Future
-    row: Callable[[Verdict], Result]
+    row: Callable[[Any], Result]
+    """The row of what the future gives (measure.py: the size's checked result and the kept
+    launches' :data:`Verdict`)."""
 
     def done(self) -> bool:
         """Compared without an error (an error is raised by ``result()``, on its caller's
@@ -48,16 +49,17 @@ class Pending:
         return self.row(self.future.result())
 
 
-def finished(gathered: capture.Gathered, initial: Operands, screen: Screen | None,
-             row: Callable[[Verdict], Result], beside: Executor | None) -> Result | Pending:
-    """``row`` of the verdict on ``gathered``: now, or on ``beside`` (a :class:`Pending`)."""
+def finished(judge: Callable[[], T], row: Callable[[T], Result],
+             beside: Executor | None) -> Result | Pending:
+    """``row`` of what ``judge`` (the host's comparisons, capture.finish on what
+    capture.gather read) says: now, or on ``beside`` (a :class:`Pending`)."""
     if beside is None:
         with PHASES(TIMED_LAUNCHES):
-            return row(capture.finish(gathered, initial, screen))
+            return row(judge())
 
-    def judged() -> Verdict:
+    def judged() -> T:
         with PHASES(CHECKS_BESIDE):
-            return capture.finish(gathered, initial, screen)
+            return judge()
 
     return Pending(beside.submit(judged), row)
 

@@ -1,0 +1,109 @@
+"""A size's own check on the operands it is timed on (measure.checked), in two parts: the
+device's (the kernel launched twice from a poisoned C, and cuBLAS once per shape and types,
+each output read back) and the host's (each output against the float64 reference, the two
+runs' bits, the summary with the battery's results). A run hands the host's part to the
+thread that judges the size's kept repetitions, beside the size's timing (issue 37); the
+launches, and whatever they crash, still come before the timing,
+the battery's verdict before any launch at the size, and no figure goes out before its
+verdict. The host's part touches nothing on the device: it holds the reference computed
+before the launches."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from harness.bench import numerics, operands
+from harness.bench.checks import (
+    Checked,
+    KernelChecks,
+    baseline_output,
+    compare_to_reference,
+    judge_baseline,
+    outside_c,
+    reference_of,
+    repeat_finding,
+    summary_of,
+)
+from harness.bench.gemm import LoadedGemm
+from harness.bench.launches import gemm_launch
+from harness.bench.result import CheckSummary, Result
+from harness.compiler.screen import Screen
+
+
+@dataclass
+class SizeCheck:
+    """The device's part of a size's check done: what the host's part needs."""
+
+    gemm: LoadedGemm
+    ops: operands.Operands
+    seed: int
+    run_seed: int
+    battery: KernelChecks
+    screen: Screen | None
+    known: tuple
+    """The reference and its error scale (checks.reference_of), made before the launches."""
+    runs: list[tuple[np.ndarray, int]]
+    """The two launches' outputs and their guards' overwritten elements."""
+    baseline: np.ndarray | None
+    """cuBLAS's output where its check is due (once per shape and types in a session)."""
+
+    def judged(self, res: Result) -> Result:
+        """``res`` with the size's checks: their summary, ended FAIL on the first failure."""
+        gemm, ops, seed = self.gemm, self.ops, self.seed
+        deep = ops.k >= numerics.TIMED_DEEP_K and ops.m * ops.n >= numerics.TIMED_DEEP_OUTPUTS
+        (out, guard), (out2, guard2) = self.runs
+
+        def compared(output: np.ndarray) -> numerics.CheckResult:
+            return compare_to_reference(gemm, ops, output, seed, 1.0, 0.0, ops.initial(),
+                                        deep, known=self.known)
+
+        first = Checked(out, compared(out), guard)
+        # compared again only where its bits differ (at 4096 a comparison costs a second)
+        same = not (numerics.bits(out2) != numerics.bits(out)).any()
+        again = Checked(out2, first.result if same else compared(out2), guard2)
+        results = list(self.battery.results)
+        if first.guard:
+            results.append(outside_c(first.result, first.guard))
+        found = repeat_finding(gemm, [first, again], launches_before=0)
+        if found is not None and not found.passed:
+            results.append(found)
+        results.append(first.result)
+        if self.baseline is not None:
+            judge_baseline(gemm, ops, self.baseline, seed, known=self.known)
+        passed, max_rel, finding, failure, of_bound = summary_of(results)
+        notes = tuple(self.battery.notes) + ((found.message,) if found and found.passed
+                                             else ())
+        if self.battery.skipped:  # how little the constraints let the battery check
+            notes += (f"battery: {self.battery.plan.summary()}",)
+        res = res.with_parts(
+            checks=CheckSummary(passed, len(results), max_rel, tuple(self.battery.skipped),
+                                finding, failure, notes,
+                                fp32_multiple=first.result.fp32_multiple, of_bound=of_bound),
+            screen=self.screen.lines() if self.screen else (), seed=self.run_seed)
+        return res.ended("FAIL", failure) if failure else res
+
+
+def launched(session, gemm: LoadedGemm, ops: operands.Operands, battery: KernelChecks,
+             screen: Screen | None) -> tuple[SizeCheck, float]:
+    """The device's part of a size's check, and the first launch's host wall time (with its
+    synchronisation: a timing estimate)."""
+    stream, spec, seed = session.stream, gemm.kernel.spec, ops.seed
+    known = reference_of(gemm, ops, seed, 1.0, 0.0)
+    runs, took = [], []
+    for _ in range(2):
+        ops.poison_c(stream)
+        t0 = time.perf_counter()
+        gemm_launch(gemm, ops, stream)()
+        runs.append(ops.result(stream))
+        took.append((time.perf_counter() - t0) * 1e3)
+    key = (ops.m, ops.n, ops.k, seed, spec.precision, spec.layout_a, spec.layout_b,
+           spec.layout_c, spec.c_type, *operands.fp8_key(spec))
+    baseline = None
+    if key not in session.baseline_checked:
+        baseline = baseline_output(session.blas, gemm, ops, stream)
+        session.baseline_checked.add(key)
+    return SizeCheck(gemm, ops, seed, session.run_seed, battery, screen, known, runs,
+                     baseline), took[0]
