@@ -606,3 +606,27 @@ def test_rounds_longer_than_a_stretch_are_a_stretch_each():
     longest = _WarmTimer([550.0])
     assert warm_up(longest, lambda: None, 550.0) == pytest.approx(550.0)
     assert longest.stretches == 1
+
+
+def test_a_launch_captured_in_a_graph_counts_when_the_graph_replays():
+    """A timing's launch count (the "timed kept" column: kept repetitions of so many launches)
+    counts what ran on the device: a call captured in a graph runs at each replay, not when
+    captured (01_naive at 1024 read 6 launches for 10 timed repetitions)."""
+    from harness.bench.launches import _Counted
+    from harness.gpu import driver
+
+    ran = []
+    counted = _Counted(lambda: ran.append(1))
+    counted()
+    driver._CAPTURING.hooks = hooks = []  # as driver.Graph does while it captures
+    try:
+        counted()
+        counted()
+    finally:
+        driver._CAPTURING.hooks = None
+    assert counted.count == 1 and len(ran) == 3 and len(hooks) == 2
+    for _ in range(3):  # three replays of the graph (driver.Graph.launch)
+        for hook in hooks:
+            hook()
+    assert counted.count == 7
+    assert not driver.on_replay(lambda: None)  # no capture open: counted at once

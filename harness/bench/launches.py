@@ -11,6 +11,7 @@ from functools import partial
 from harness.bench import capture, operands
 from harness.bench.gemm import LoadedGemm
 from harness.bench.session import BenchSession, in_turn
+from harness.gpu.driver import on_replay
 from harness.gpu.timing import with_before
 
 
@@ -55,7 +56,8 @@ def _before_launch(ops: operands.Operands, stream, prepare: Callable[[], None] |
 
 
 class _Counted:
-    """A launch that counts how often it ran (the timed launches and their primers)."""
+    """A launch that counts how often it ran (the timed launches and their primers): a call
+    captured in a graph at each replay of the graph, not when captured."""
 
     def __init__(self, launch: Callable[[], None]):
         self.launch, self.count = launch, 0
@@ -64,8 +66,15 @@ class _Counted:
         """What follows each timed repetition (the keeping of outputs), or None."""
 
     def __call__(self) -> None:
-        self.count += 1
+        self._ran()
         self.launch()
+
+    def _ran(self) -> None:
+        if not on_replay(self._tick):
+            self.count += 1
+
+    def _tick(self) -> None:
+        self.count += 1
 
     @property
     def prime(self) -> Callable[[], None] | None:
@@ -74,6 +83,6 @@ class _Counted:
             return None
 
         def counted() -> None:
-            self.count += 1
+            self._ran()
             self._prime()
         return counted
