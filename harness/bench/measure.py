@@ -267,9 +267,10 @@ def measure(session: BenchSession, prep: Prepared, m: int, n: int, k: int,
     taking copies of the operands in turn, both on the same copy in a round, every round on
     inputs drawn afresh; then check the timed launches kept. ``reuse_baseline`` (tuning
     sweeps): the kernel timed alone on its operands, cuBLAS once per shape and types in the
-    session. ``beside``: the kept launches' comparisons on the host go to it, and a
+    session. ``beside``: the host's comparisons go to it, the size's own (its launches made
+    before the timing: timed_size.py) and then the kept launches', and a
     :class:`~harness.bench.timed_checks.Pending` row comes back at once (the device goes on
-    with the next size meanwhile)."""
+    with the next size meanwhile); a size that fails its own check gets no figure."""
     res, ready = checked(session, prep, m, n, k, say, defer=beside is not None)
     if ready is None:
         return res
