@@ -189,3 +189,41 @@ def test_a_kept_outputs_sampled_block_is_the_same_read_whole_or_by_lines(
     got = capture.TimedOutputs.block(timed, 1, rows, cols)
     assert np.array_equal(got, outputs[1][np.ix_(rows, cols)])
     assert kept.reads == (["whole"] if whole_bytes else [3])
+
+
+def test_a_replay_is_named_however_far_back_the_result_it_returns_was_computed():
+    """A kernel that replays at every launch back to back returns what it computed after the
+    last pause, which may be hundreds of launches before a kept repetition (the suite at
+    b3a8285: primer_replay, failing, was named only by the state it keeps): the output is
+    compared with the products of the contents drawn before its own, as far back as
+    REPLAY_WORK allows."""
+    from harness.bench import capture
+
+    k, rows, cols = 32, np.arange(8), np.arange(8)
+
+    def drawn(content):
+        rng = np.random.default_rng(content)
+        return rng.standard_normal((8, k)), rng.standard_normal((k, 8))
+
+    class Compared:
+        def __init__(self, passed):
+            self.passed = passed
+
+    timed = SimpleNamespace(
+        copies=[0, 1], k=k, kinds=("fp32", "fp32"),
+        operands=lambda content, r, c: drawn(content),
+        compare=lambda out, a, b, seed, r, c: Compared(np.allclose(out, a @ b)))
+    initial = SimpleNamespace(codes=(np.ones((8, k), np.float32), np.ones((k, 8), np.float32)))
+    one = capture.Kept(slot=0, rep=250, content=300)
+
+    def named(source):
+        a, b = drawn(source)
+        return capture._replayed(timed, initial, one, a @ b, rows, cols)
+
+    assert named(299) == "the inputs of the repetition before it"
+    assert named(298) == "the inputs its placement held before"
+    assert named(40) == "the inputs drawn 260 draws before its own"
+    assert named(301) == ""  # a later content is no replay
+    timed.k = capture.REPLAY_WORK  # so deep that the work allows the fewest: 64 draws back
+    assert named(300 - 64) == "the inputs drawn 64 draws before its own"
+    assert named(300 - 65) == ""

@@ -59,6 +59,10 @@ KEEPS_STATE = "keeps state between launches"
 ADAPTS = "adapts to timing"
 WRONG_WHEN_TIMED = "wrong when timed"
 REPLAYS = "replays an earlier result"
+REPLAY_WORK = 1 << 31
+"""Multiply-adds of the products of earlier contents that a wrong kept repetition's output is
+compared with (a 64 x 64 block each: 1,024 contents at K = 512, about a millisecond each on
+the host, 128 at K = 4096; spent only on a wrong one)."""
 CHANGES_INPUTS = "changes its inputs"
 MEMOISES = "memoises"
 WRITES_OUTSIDE = "writes outside C"
@@ -392,11 +396,17 @@ def _verify_one(timed: TimedOutputs, initial: Operands, screen: Screen | None, s
 def _replayed(timed: TimedOutputs, initial: Operands, one: Kept, out: np.ndarray,
               rows: np.ndarray, cols: np.ndarray) -> str:
     """What earlier inputs ``out`` is the product of, if any: the repetition before, the last
-    content of this placement (what its primer ran on), the timing's first launch, or the
-    inputs checked before timing."""
+    content of this placement (what its primer ran on), the timing's first launch, the
+    contents drawn before its own as far back as REPLAY_WORK allows (a kernel that replays at
+    every launch back to back returns what it computed after the last pause, however many
+    launches before: a launch timed alone to choose its primer and rest is such a pause), or
+    the inputs checked before timing."""
     candidates = [(one.content - 1, "the inputs of the repetition before it"),
                   (one.content - len(timed.copies), "the inputs its placement held before"),
                   (1, "the inputs of the timing's first launch")]
+    lookback = max(64, REPLAY_WORK // (len(rows) * len(cols) * max(timed.k, 1)))
+    candidates += [(one.content - back, f"the inputs drawn {back} draws before its own")
+                   for back in range(2, lookback + 1)]
     tried = set()
     for content, what in candidates:
         if content < 1 or content in tried:
