@@ -6,7 +6,8 @@
 #   tc-cluster, tc-cluster-x2, l2-state, kernel-clock, ceiling-cycles,
 #   tc-profile, energy, energy-parts (the tensor-core rungs of issue 4), multi-gpu (issue 24),
 #   code-warmth, power-context (issue 21), verify (issue 33), buffers, buffers-more
-#   (issue 35), minute, minute-after, cold-once, profiled, replay, some-tests (issue 37), fp8,
+#   (issue 35), minute, minute-after, minute-all, all-before, cold-once, profiled, replay,
+#   some-tests (issue 37), fp8,
 #   fp8-block (issue 36)
 set -uo pipefail
 OUT=${OUT:-/tmp/out}
@@ -127,6 +128,32 @@ s.print_stats(45); s.sort_stats('tottime'); s.print_stats(25)" "$f" > "${f%.prof
       done
       timeout 200 python3 -m harness compare $TC_ROWS --size 4096 --report-dir "$REP" 2>&1 \
         | tee "$OUT/compare-tc.log" | grep -v "^      " | tail -30 ;;
+    minute-all)  # issue 37, item 3: `harness run --all` (every variant of every kernel file
+      # at the default sizes) with empty compile and SASS caches (cold), then at once (warm)
+      export HARNESS_CACHE_DIR=/tmp/all-cache-$$
+      for state in cold warm; do
+        start=$SECONDS
+        { header "python3 -m harness run --all ($state)"
+          timeout 280 python3 -m harness run --all --report-dir "$REP" 2>&1; } \
+          | tee "$OUT/all-run-$state.log" | grep -v "^      " | tail -4
+        echo "$(date -u +%FT%TZ) harness run --all, $state: $((SECONDS - start)) s wall" \
+          | tee -a "$OUT/all-run-$state.log"
+      done ;;
+    all-before)  # issue 37, item 3, before: `harness run --all` cold at $BEFORE (default
+      # 2ee7dad) from a git worktree of this checkout's history, where the device has it
+      before=${BEFORE:-2ee7dad}
+      if git worktree add -f /tmp/before "$before" > /dev/null 2>&1; then
+        start=$SECONDS
+        { header "python3 -m harness run --all at $before (cold)"
+          cd /tmp/before && HARNESS_CACHE_DIR=/tmp/before-cache-$$ \
+            PYTHONPATH=/tmp/before:/tmp/site timeout 400 python3 -m harness run --all \
+            --report-dir "$REP" 2>&1; cd - > /dev/null; } \
+          | tee "$OUT/all-run-before-$before.log" | grep -v "^      " | tail -4
+        echo "$(date -u +%FT%TZ) harness run --all at $before, cold: $((SECONDS - start))" \
+          "s wall" | tee -a "$OUT/all-run-before-$before.log"
+      else
+        echo "no worktree of $before here: no before run" | tee "$OUT/all-run-before.log"
+      fi ;;
     cold-once)  # issue 37: the default run with empty compile and SASS caches, once
       export HARNESS_CACHE_DIR=/tmp/cold-cache-$$
       start=$SECONDS
