@@ -227,3 +227,21 @@ def test_a_replay_is_named_however_far_back_the_result_it_returns_was_computed()
     timed.k = capture.REPLAY_WORK  # so deep that the work allows the fewest: 64 draws back
     assert named(300 - 64) == "the inputs drawn 64 draws before its own"
     assert named(300 - 65) == ""
+
+
+def test_a_sizes_own_comparisons_start_on_their_own_thread(monkeypatch):
+    """A size's own check is judged on a thread of its own as soon as its launches are made,
+    beside the size's timing, not queued behind the kept launches of the sizes before it
+    (which wait on it, never the other way)."""
+    from harness.bench import timed_size
+
+    ran = []
+
+    def judged(self, res):
+        ran.append(threading.current_thread().name)
+        return res
+
+    monkeypatch.setattr(timed_size.SizeCheck, "judged", judged)
+    row = _row(512)
+    assert object.__new__(timed_size.SizeCheck).start(row).result(5) is row
+    assert ran and ran[0].startswith("harness-size-check")

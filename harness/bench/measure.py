@@ -267,13 +267,14 @@ def measure(session: BenchSession, prep: Prepared, m: int, n: int, k: int,
     taking copies of the operands in turn, both on the same copy in a round, every round on
     inputs drawn afresh; then check the timed launches kept. ``reuse_baseline`` (tuning
     sweeps): the kernel timed alone on its operands, cuBLAS once per shape and types in the
-    session. ``beside``: the host's comparisons go to it, the size's own (its launches made
-    before the timing: timed_size.py) and then the kept launches', and a
+    session. ``beside``: the kept launches' comparisons on the host go to it, the size's own
+    start on their thread before the timing (its launches made: timed_size.py), and a
     :class:`~harness.bench.timed_checks.Pending` row comes back at once (the device goes on
     with the next size meanwhile); a size that fails its own check gets no figure."""
     res, ready = checked(session, prep, m, n, k, say, defer=beside is not None)
     if ready is None:
         return res
+    size = ready.size.start(res) if ready.size is not None else None
     timer, ops = session.timer, ready.ops
     copies = [ops] if reuse_baseline else session.placements(prep.kernel, ops)
     outputs = session.timed_outputs(prep.kernel, copies, slots=_slots(prep))
@@ -305,14 +306,14 @@ def measure(session: BenchSession, prep: Prepared, m: int, n: int, k: int,
             baseline_timing = session.time_baseline(prep.kernel, ops, reuse=True)
         else:
             baseline_timing = timer.with_power(baseline_timing, blas)
-    size = ready.size
-    if size is not None:  # the row is made later on this thread: its ceiling made now
+    if size is not None:  # the row may be made on another thread: its ceiling made here
         with PHASES("ceiling"):
             session.ceilings.get(res.kernel.precision, prep.kernel.mma_family)
 
     def judge() -> tuple[Result, tuple[CheckResult | None, int]]:
-        """The host's part: the size's own check (deferred), then the kept launches."""
-        checked_res = res if size is None else size.judged(res)
+        """The host's part: the size's own check (started before the timing), then the kept
+        launches."""
+        checked_res = res if size is None else size.result()
         if checked_res.status == "FAIL":
             return checked_res, (None, 0)
         return checked_res, capture.finish(gathered, ready.ops, prep.screen)

@@ -1,16 +1,16 @@
 """A size's own check on the operands it is timed on (measure.checked), in two parts: the
 device's (the kernel launched twice from a poisoned C, and cuBLAS once per shape and types,
 each output read back) and the host's (each output against the float64 reference, the two
-runs' bits, the summary with the battery's results). A run hands the host's part to the
-thread that judges the size's kept repetitions, beside the size's timing (issue 37); the
-launches, and whatever they crash, still come before the timing,
-the battery's verdict before any launch at the size, and no figure goes out before its
-verdict. The host's part touches nothing on the device: it holds the reference computed
-before the launches."""
+runs' bits, the summary with the battery's results). A run starts the host's part on a thread
+of its own before the size's timing, and the row waits for it (issue 37); the launches, and
+whatever they crash, still come before the timing, the battery's verdict before any launch at
+the size, and no figure goes out before its verdict. The host's part touches nothing on the
+device: it holds the reference computed before the launches."""
 
 from __future__ import annotations
 
 import time
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
@@ -29,8 +29,13 @@ from harness.bench.checks import (
 )
 from harness.bench.gemm import LoadedGemm
 from harness.bench.launches import gemm_launch
+from harness.bench.phases import CHECKS_BESIDE, PHASES
 from harness.bench.result import CheckSummary, Result
 from harness.compiler.screen import Screen
+
+_JUDGING = ThreadPoolExecutor(max_workers=1, thread_name_prefix="harness-size-check")
+"""Where a size's own comparisons run (their numpy work on chunked.py's pool, which lets go of
+the GIL), apart from the thread that judges kept launches and the one that draws inputs."""
 
 
 @dataclass
@@ -49,6 +54,14 @@ class SizeCheck:
     """The two launches' outputs and their guards' overwritten elements."""
     baseline: np.ndarray | None
     """cuBLAS's output where its check is due (once per shape and types in a session)."""
+
+    def start(self, res: Result) -> Future:
+        """:meth:`judged` on a thread of its own, at once: beside the size's own timing, not
+        queued behind the kept launches of the sizes before it."""
+        def judging() -> Result:
+            with PHASES(CHECKS_BESIDE):
+                return self.judged(res)
+        return _JUDGING.submit(judging)
 
     def judged(self, res: Result) -> Result:
         """``res`` with the size's checks: their summary, ended FAIL on the first failure."""
