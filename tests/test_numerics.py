@@ -545,3 +545,20 @@ def test_the_quick_pass_is_the_whole_paths_result(monkeypatch, precision, c_type
     result = compared(unwritten, chunked.compare)
     assert result.finding in ("unwritten", "ignores alpha", "wrong values")
     assert not result.passed
+
+
+@pytest.mark.parametrize("c_type, bits, least", [("bf16", 8, 2.0**-133), ("fp16", 11, 2.0**-24)])
+def test_half_ulp_is_half_the_spacing_frexp_gives(c_type, bits, least):
+    """half_ulp reads 2^floor(log2 x) from x's exponent bits (a quarter of frexp's time on the
+    8M outputs of a check): the same values as frexp's exponent gives, over magnitudes from
+    subnormal to huge, zero, infinity and NaN, in arrays that are not contiguous."""
+    from harness.bench.numerics import half_ulp
+
+    rng = np.random.default_rng(3)
+    x = np.abs(rng.standard_normal(200_000)) * 10.0 ** rng.integers(-320, 300, 200_000)
+    x[:8] = [0.0, np.inf, np.nan, 1e-310, 5e-324, 1.0, least, 65504.0]
+    for values in (x, x[::3], x.reshape(400, 500)[:, ::7]):
+        _, exponent = np.frexp(values)
+        want = np.where(values > 0, 0.5 * np.maximum(np.ldexp(1.0, exponent - bits), least), 0.0)
+        assert np.array_equal(half_ulp(values, c_type), want, equal_nan=True)
+    assert half_ulp(np.float64(3.0), c_type) == 2.0 ** (1 - bits)

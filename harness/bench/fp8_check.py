@@ -178,11 +178,12 @@ def _bounds(g: Fp8Gemm, ref: np.ndarray) -> tuple[np.ndarray, float]:
     return element, NORM_SAFETY * float(np.linalg.norm(w)) + 2.0 * float(np.linalg.norm(rounding))
 
 
-def _within(g: Fp8Gemm, out: np.ndarray, widen: float = 1.0
+def _within(g: Fp8Gemm, out: np.ndarray, widen: float = 1.0, ref: np.ndarray | None = None
             ) -> tuple[bool, float, float, int]:
-    """Whether ``out`` is what a right kernel computing ``g`` may give, its bounds ``widen``
-    times wider: (it is, the error norm, the norm's bound, elements outside their own)."""
-    ref = reference(g)
+    """Whether ``out`` is what a right kernel computing ``g`` (reference ``ref``, made if not
+    given) may give, its bounds ``widen`` times wider: (it is, the error norm, the norm's
+    bound, elements outside their own)."""
+    ref = reference(g) if ref is None else ref
     element, norm_bound = _bounds(g, ref)
     element, norm_bound = element * widen, norm_bound * widen
     err = out - ref
@@ -191,14 +192,14 @@ def _within(g: Fp8Gemm, out: np.ndarray, widen: float = 1.0
     return bad == 0 and norm <= norm_bound, norm, norm_bound, bad
 
 
-def judge(g: Fp8Gemm, out: np.ndarray) -> Fp8Verdict:
-    """``out`` (the output's exact values) against the reference and the bound; a failure
-    named by the mistaken GEMM that ``out`` passes as instead."""
+def judge(g: Fp8Gemm, out: np.ndarray, ref: np.ndarray | None = None) -> Fp8Verdict:
+    """``out`` (the output's exact values) against the reference (``ref``, made if not given)
+    and the bound; a failure named by the mistaken GEMM that ``out`` passes as instead."""
     if not np.isfinite(out).all():
         n = int(np.count_nonzero(~np.isfinite(out)))
         return Fp8Verdict(False, "non-finite", math.inf, math.nan, n,
                           f"non-finite: {n} of {out.size} outputs are NaN or Inf")
-    ok, norm, norm_bound, bad = _within(g, out)
+    ok, norm, norm_bound, bad = _within(g, out, ref=ref)
     if ok:
         return Fp8Verdict(True, "ok", norm, norm_bound, 0, "ok")
     finding, story = _explain(g, out, norm, norm_bound)
@@ -333,8 +334,8 @@ def check(out: np.ndarray, a: np.ndarray, b: np.ndarray, fp8, scales: tuple,
     g = Fp8Gemm(a[rows], b[:, cols], fp8.a, fp8.b, *subset(scales, rows, cols, n),
                 out=c_type, promote=fp8.promote)
     part = out64[np.ix_(rows, cols)]
-    verdict = judge(g, part)
     ref_part = reference(g)
+    verdict = judge(g, part, ref_part)
     ref_norm = float(np.linalg.norm(ref_part)) or 1.0
     norm, bound = verdict.error_norm, verdict.norm_bound
     finding, message, passed = verdict.finding, verdict.message, verdict.passed

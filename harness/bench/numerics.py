@@ -119,8 +119,8 @@ def half_ulp(x: np.ndarray, c_type: str) -> np.ndarray:
     x = np.asarray(x, dtype=np.float64)
     if c_type == "fp32":
         return np.zeros_like(x)
-    _, exponent = np.frexp(x)  # x = m * 2^e, m in [0.5, 1)
-    spacing = np.ldexp(1.0, exponent - _C_SIGNIFICAND_BITS[c_type])
+    top = (x.view(np.uint64) & np.uint64(0x7FF << 52)).view(np.float64)  # frexp 2^(e-1), fast
+    spacing = np.where(np.isfinite(x), top, 0.5) * 2.0 ** (1 - _C_SIGNIFICAND_BITS[c_type])
     return np.where(x > 0, 0.5 * np.maximum(spacing, _C_MIN_SPACING[c_type]), 0.0)
 
 
