@@ -216,10 +216,10 @@ def checked(session: BenchSession, prep: Prepared, m: int, n: int, k: int,
     with PHASES("operands"):
         ops = session.timing_operands(kernel, m, n, k)
     say("computing the reference", limit_s=reference_limit_s(m, n, k))
-    reference_of(gemm, ops, ops.seed, 1.0, 0.0)
+    known = reference_of(gemm, ops, ops.seed, 1.0, 0.0)
     say("checking the timed size on the timed operands", limit_s=launches_limit_s(m, n, k, 3))
     with PHASES(TIMED_SIZE):
-        size, launch_ms = launched(session, gemm, ops, prep.checks, prep.screen)
+        size, launch_ms = launched(session, gemm, ops, known, prep.checks, prep.screen)
         if defer:
             return res, Ready(res, ops, launch_ms, size)
         res = size.judged(res)

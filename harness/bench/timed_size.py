@@ -23,7 +23,6 @@ from harness.bench.checks import (
     compare_to_reference,
     judge_baseline,
     outside_c,
-    reference_of,
     repeat_finding,
     summary_of,
 )
@@ -99,12 +98,12 @@ class SizeCheck:
         return res.ended("FAIL", failure) if failure else res
 
 
-def launched(session, gemm: LoadedGemm, ops: operands.Operands, battery: KernelChecks,
-             screen: Screen | None) -> tuple[SizeCheck, float]:
-    """The device's part of a size's check, and the first launch's host wall time (with its
-    synchronisation: a timing estimate)."""
+def launched(session, gemm: LoadedGemm, ops: operands.Operands, known: tuple,
+             battery: KernelChecks, screen: Screen | None) -> tuple[SizeCheck, float]:
+    """The device's part of a size's check (``known``: its reference and error scale, made
+    before), and the first launch's host wall time (with its synchronisation: a timing
+    estimate)."""
     stream, spec, seed = session.stream, gemm.kernel.spec, ops.seed
-    known = reference_of(gemm, ops, seed, 1.0, 0.0)
     runs, took = [], []
     for _ in range(2):
         ops.poison_c(stream)
