@@ -7,7 +7,7 @@
 #   tc-profile, energy, energy-parts (the tensor-core rungs of issue 4), multi-gpu (issue 24),
 #   code-warmth, power-context (issue 21), verify (issue 33), buffers, buffers-more
 #   (issue 35), minute, minute-after, minute-all, all-before, cold-once, profiled, replay,
-#   some-tests (issue 37), fp8,
+#   some-tests, timing-cost (issue 37), fp8,
 #   fp8-block (issue 36)
 set -uo pipefail
 OUT=${OUT:-/tmp/out}
@@ -154,6 +154,11 @@ s.print_stats(45); s.sort_stats('tottime'); s.print_stats(25)" "$f" > "${f%.prof
       else
         echo "no worktree of $before here: no before run" | tee "$OUT/all-run-before.log"
       fi ;;
+    timing-cost)  # issue 37: where a small size's timing goes (the L2 flush, cuBLAS's error)
+      # and what --max-rel-se 0.5 would save and cost in agreement (experiments/timing_cost.py)
+      { header "python3 experiments/timing_cost.py"
+        timeout 300 python3 experiments/timing_cost.py 2>&1; } | tee "$OUT/timing-cost.log" \
+        | tail -40 ;;
     cold-once)  # issue 37: the default run with empty compile and SASS caches, once
       export HARNESS_CACHE_DIR=/tmp/cold-cache-$$
       start=$SECONDS
