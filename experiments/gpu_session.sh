@@ -178,7 +178,7 @@ s.print_stats(45); s.sort_stats('tottime'); s.print_stats(25)" "$f" > "${f%.prof
       for f in "$OUT"/prof/*.prof; do
         python3 -c "import pstats,sys; s=pstats.Stats(sys.argv[1]); s.sort_stats('cumulative')
 s.print_stats(70); s.sort_stats('tottime'); s.print_stats(40); s.sort_stats('cumulative')
-s.print_callees(r'time_sustained|\(checked\)|kernel_checks|check_one|\(prepare\)|\(measure\)')" \
+s.print_callees(r'time_sustained|time_interleaved|warm_up|_replayed|\(checked\)|kernel_checks|check_one|\(prepare\)|\(measure\)|\(timed\)')" \
           "$f" > "${f%.prof}.txt" 2>&1
         rm -f "$f"
       done ;;
