@@ -7,7 +7,7 @@
 #   tc-profile, energy, energy-parts (the tensor-core rungs of issue 4), multi-gpu (issue 24),
 #   code-warmth, power-context (issue 21), verify (issue 33), buffers, buffers-more
 #   (issue 35), minute, minute-after, minute-all, all-before, cold-once, profiled, replay,
-#   some-tests, timing-cost (issue 37), fp8,
+#   some-tests, timing-cost, sampled (issue 37), fp8,
 #   fp8-block (issue 36)
 set -uo pipefail
 OUT=${OUT:-/tmp/out}
@@ -182,6 +182,16 @@ s.print_callees(r'time_sustained|time_interleaved|warm_up|_replayed|\(checked\)|
           "$f" > "${f%.prof}.txt" 2>&1
         rm -f "$f"
       done ;;
+    sampled)  # issue 37: the default run (empty caches), its worker's main thread sampled
+      # every 2 ms (experiments/wall_sampler.py): where its wall goes, waits included
+      mkdir -p "$OUT/sampled"
+      export HARNESS_CACHE_DIR=/tmp/sampled-cache-$$
+      start=$SECONDS
+      HARNESS_WORKER_SAMPLE="$OUT/sampled" timeout 300 python3 -m harness run \
+        --report-dir "$REP" > "$OUT/default-run-sampled.log" 2>&1
+      echo "$(date -u +%FT%TZ) default run, worker sampled: $((SECONDS - start)) s wall" \
+        | tee -a "$OUT/default-run-sampled.log"
+      tail -6 "$OUT/default-run-sampled.log" ;;
     fp8)  # issue 36: cuBLASLt FP8 alone, the FP8 GPU tests (fixtures, baseline, ceiling, the
       # rung's battery), then the rung's variants run and compared with cuBLASLt FP8 at 4096,
       # 8192 and 8192 x 8192 x 4096 (the published comparison's shape)

@@ -266,9 +266,14 @@ def main() -> int:
         return 0
     job = Job.from_json(line)
     profile_dir = os.environ.get("HARNESS_WORKER_PROFILE")  # experiments: where the time goes
+    sample_dir = os.environ.get("HARNESS_WORKER_SAMPLE")  # experiments/wall_sampler.py
     try:
         try:
-            if profile_dir:
+            if sample_dir:
+                from experiments.wall_sampler import sampled
+
+                sampled(lambda: run_job(job), f"{sample_dir}/sampled-{os.getpid()}.txt")
+            elif profile_dir:
                 import cProfile
 
                 cProfile.runctx("run_job(job)", globals(), {"job": job},
