@@ -16,6 +16,8 @@ sys.path.insert(0, str(EXPERIMENTS))
 from kernel_clock import with_clockrec  # noqa: E402
 
 RUNGS = [k for k in discover() if "CLOCKREC" in dict(k.params)]
+DOCUMENTED = {"_current_frames"}
+"""Underscored names the standard library documents (sys._current_frames: wall_sampler.py)."""
 
 
 @pytest.mark.parametrize("path", sorted(EXPERIMENTS.glob("*.py")), ids=lambda p: p.name)
@@ -28,7 +30,7 @@ def test_experiments_use_only_public_names(path):
             private += [node.module] if any(p.startswith("_") for p in node.module.split(".")) \
                 else []
         elif isinstance(node, ast.Attribute) and node.attr.startswith("_") \
-                and not node.attr.startswith("__"):
+                and not node.attr.startswith("__") and node.attr not in DOCUMENTED:
             private.append(node.attr)
         elif isinstance(node, ast.Import):
             private += [a.name for a in node.names if "._" in a.name]

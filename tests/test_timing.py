@@ -551,6 +551,32 @@ def test_one_stop_rule_for_both_regimes():
     assert capped.at_cap == "max reps" and capped.verdict(steady) == ""  # 0: to the cap
 
 
+def test_a_baseline_is_held_through_its_pairs_ratio():
+    """A kernel timed with its cuBLAS: the kernel's median is held to the bound, cuBLAS's
+    through the ratio, at sqrt(2) times the bound (what two medians at the bound give it at
+    worst); a launch in no pair is held alone, as before."""
+    from harness.gpu.timing import Rounds, StopRule
+
+    # the kernel's median to about 0.02%, cuBLAS's to about 0.13%
+    rounds = [[1.0 + 0.01 * ((i * 7) % 10) / 10, 1.0 + 0.06 * ((i * 3) % 10) / 10]
+              for i in range(400)]
+    alone, paired = Rounds(2, False, 0.0), Rounds(2, False, 0.0, pairs=((0, 1),))
+    kernel, blas = alone.rel_se_pcts(rounds)
+    assert 0.01 < kernel < 0.05 < 0.1 < blas < 0.2
+    assert alone.worst_rel_se_pct(rounds) == pytest.approx(blas)
+    assert paired.worst_rel_se_pct(rounds) == pytest.approx(math.hypot(kernel, blas) / 2 ** 0.5)
+    bound = 0.12  # between the two measures: only the pair's rule stops
+    for rule_rounds, stops in ((alone, ""), (paired, "converged")):
+        rule = StopRule.of(rule_rounds, cap=1000, floor=10, max_rel_se_pct=bound,
+                           reps_caps=(2000,))
+        assert rule.verdict(rounds) == stops
+    # the kernel is still held alone: its own error above the bound does not converge
+    swapped = [[b, a] for a, b in rounds]
+    assert Rounds(2, False, 0.0, pairs=((0, 1),)).worst_rel_se_pct(swapped) >= blas
+    with pytest.raises(ValueError, match="is not two launches"):
+        Rounds(2, False, 0.0, pairs=((0, 2),))
+
+
 # --- the steady warm-up (sustained.warm_up) -------------------------------------------------
 
 class _WarmTimer:
@@ -559,6 +585,7 @@ class _WarmTimer:
     def __init__(self, times, **options):
         from harness.gpu.timing import TimingOptions
 
+        options.setdefault("graph", False)  # stretches from the host (a graph needs a device)
         self.options = TimingOptions(**options)
         self.times, self.stretches, self.rounds = list(times), 0, 0
 
@@ -593,6 +620,57 @@ def test_the_warm_up_that_never_settles_stops_at_its_cap_and_zero_runs_it_whole(
     calls = []
     assert warm_up(whole, lambda: calls.append(1), 0.1) == pytest.approx(300.0)
     assert len(calls) == 3000 and whole.stretches == 0
+
+
+def test_a_warm_up_stretch_is_captured_once_and_replayed(monkeypatch):
+    """Short rounds: the stretch is captured in a graph once and replayed, one driver call a
+    stretch (from the host, the GPU waited on it between rounds and the stretches measured the
+    host's pace); the same rule ends it. A launch that refuses capture: from the host."""
+    from harness.errors import HarnessError
+    from harness.gpu.timing import sustained
+    from harness.gpu.timing.options import WARMUP_STRETCH_MS
+
+    per_stretch = round(WARMUP_STRETCH_MS / 0.1)
+    made = []
+
+    class Graph:
+        def __init__(self, stream, enqueue, label):
+            enqueue()
+            self.replays, self.closed = 0, False
+            made.append(self)
+
+        def launch(self, stream):
+            self.replays += 1
+
+        def close(self):
+            self.closed = True
+
+    class Timer(_WarmTimer):
+        stream = None
+
+        def cost(self, work, count):  # a stretch replayed: its whole time, one call
+            work()
+            per_round, _ = super().cost(work, count)
+            return per_round * per_stretch, 0.0
+
+    monkeypatch.setattr(sustained, "Graph", Graph)
+    rounds = []
+    timer = Timer([0.100, 0.104, 0.1049, 0.1050], graph=True)
+    spent = sustained.warm_up(timer, lambda: rounds.append(1), 0.1)
+    assert len(made) == 1 and made[0].replays == 4 and made[0].closed
+    assert len(rounds) == per_stretch  # enqueued once, at the capture
+    assert spent == pytest.approx(per_stretch * (0.100 + 0.104 + 0.1049 + 0.1050))
+
+    def refuses(*_):
+        raise HarnessError("cuStreamBeginCapture: not permitted")
+
+    monkeypatch.setattr(sustained, "Graph", refuses)
+    rounds.clear()
+    host = _WarmTimer([0.1, 0.1], graph=True)
+    host.stream = None
+    assert sustained.warm_up(host, lambda: rounds.append(1), 0.1) == pytest.approx(
+        2 * per_stretch * 0.1)
+    assert host.rounds == 2 * per_stretch
 
 
 def test_rounds_longer_than_a_stretch_are_a_stretch_each():

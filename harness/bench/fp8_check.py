@@ -110,34 +110,55 @@ def walk(g: Fp8Gemm) -> np.ndarray:
     output's units (its scales applied). In float32, a bound's size needs no more; a large
     one in blocks of rows on chunked.py's threads (numpy lets go of the GIL): the walk over
     K / 32 steps of the whole output is most of a check's host time."""
+    return np.vstack(_by_rows(g, _walk))
+
+
+def _rows(g: Fp8Gemm, lo: int, hi: int) -> Fp8Gemm:
+    """Rows [lo, hi) of ``g``'s output: A's rows and, per block, their scales."""
+    return replace(g, a=g.a[lo:hi], scale_a=g.scale_a[lo:hi] if g.blocked else g.scale_a)
+
+
+def _by_rows(g: Fp8Gemm, work, *arrays: np.ndarray) -> list:
+    """``work(rows of g, rows of each array)`` over blocks of the output's rows, on chunked.py's
+    threads where the output is large enough (one block otherwise), in row order."""
     m, k = g.a.shape
     blocks = min(host_threads(), m // 32)
     if m * g.b.shape[1] * -(-k // K_STEP) < SPLIT_WORK or blocks < 2:
-        return _walk(g)
+        return [work(g, *arrays)]
     edges = np.linspace(0, m, blocks + 1).astype(int)
-    parts = [replace(g, a=g.a[lo:hi], scale_a=g.scale_a[lo:hi] if g.blocked else g.scale_a)
-             for lo, hi in zip(edges[:-1], edges[1:], strict=True)]
-    return np.vstack(list(pool().map(_walk, parts)))
+    spans = list(zip(edges[:-1], edges[1:], strict=True))
+    return list(pool().map(lambda span: work(_rows(g, *span),
+                                             *(x[span[0]:span[1]] for x in arrays)), spans))
 
 
 def _walk(g: Fp8Gemm) -> np.ndarray:
     av, bv = (x.astype(np.float32) for x in g.values())
-    k = av.shape[1]
+    (m, k), n = av.shape, bv.shape[1]
     run = g.steps()
-    var = np.zeros((av.shape[0], bv.shape[1]), dtype=np.float32)
-    partial = np.zeros_like(var)
-    unit = np.float32(11.0 ** 0.5 * (1 + 2.0 ** -6) * 2.0 ** -WINDOW_PLACES)
-    for start in range(0, k, K_STEP):
+    steps = -(-k // K_STEP)
+    # each step's largest |A| per row and |B| per column, for all steps at once
+    pad = steps * K_STEP - k
+    a_max = np.abs(np.pad(av, ((0, 0), (0, pad)))).reshape(m, steps, K_STEP).max(axis=2)
+    b_max = np.abs(np.pad(bv, ((0, pad), (0, 0)))).reshape(steps, K_STEP, n).max(axis=1)
+    var = np.zeros((m, n), dtype=np.float32)
+    partial, step, scale = np.zeros_like(var), np.empty_like(var), None
+    for j, start in enumerate(range(0, k, K_STEP)):
         stop = min(k, start + K_STEP)
         if start % run == 0:
             partial[:] = 0.0  # promoted: the tensor core starts again from zero
-        biggest = (np.abs(av[:, start:stop]).max(axis=1)[:, None]
-                   * np.abs(bv[start:stop]).max(axis=0)[None, :])
-        step = np.maximum(np.abs(partial), biggest)
-        step *= unit * np.asarray(_block_scales(g, start, stop), dtype=np.float32)
-        var += step * step
+        if g.blocked and start % BLOCK_K == 0:  # a block's scales, once per block
+            scale = _block_scales(g, start, stop).astype(np.float32)
+        np.multiply(a_max[:, j, None], b_max[None, j], out=step)
+        np.maximum(step, np.abs(partial), out=step)
+        if scale is not None:
+            step *= scale
+        np.multiply(step, step, out=step)
+        var += step
         partial += av[:, start:stop] @ bv[start:stop]
-    return np.sqrt(var.astype(np.float64))
+    factor = 11.0 * ((1 + 2.0 ** -6) * 2.0 ** -WINDOW_PLACES) ** 2
+    if not g.blocked:
+        factor *= float(_block_scales(g, 0, k)) ** 2
+    return np.sqrt(var.astype(np.float64) * factor)
 
 
 def model_output(g: Fp8Gemm, places: int = WINDOW_PLACES) -> np.ndarray:
@@ -182,14 +203,28 @@ def _within(g: Fp8Gemm, out: np.ndarray, widen: float = 1.0, ref: np.ndarray | N
             ) -> tuple[bool, float, float, int]:
     """Whether ``out`` is what a right kernel computing ``g`` (reference ``ref``, made if not
     given) may give, its bounds ``widen`` times wider: (it is, the error norm, the norm's
-    bound, elements outside their own)."""
+    bound, elements outside their own). By blocks of rows (:func:`_by_rows`): each block's
+    walk, bounds and error, and the sums of squares the norms are made of."""
     ref = reference(g) if ref is None else ref
-    element, norm_bound = _bounds(g, ref)
-    element, norm_bound = element * widen, norm_bound * widen
-    err = out - ref
-    norm = float(np.linalg.norm(np.where(np.isfinite(err), err, 0.0)))
-    bad = int(np.count_nonzero(~(np.abs(err) <= element)))
-    return bad == 0 and norm <= norm_bound, norm, norm_bound, bad
+
+    def block(gb: Fp8Gemm, out_b: np.ndarray, ref_b: np.ndarray) -> tuple[float, ...]:
+        w = _walk(gb)
+        rounding = (half_ulp(np.abs(ref_b) + ELEMENT_SAFETY * w, g.out) if g.out != "fp32"
+                    else None)
+        element = ELEMENT_SAFETY * w + np.abs(ref_b) * 2.0 ** -24
+        if rounding is not None:
+            element += 2.0 * rounding
+        err = out_b - ref_b
+        finite = np.where(np.isfinite(err), err, 0.0)
+        bad = int(np.count_nonzero(~(np.abs(err) <= widen * element)))
+        return (float(np.square(w).sum()),
+                0.0 if rounding is None else float(np.square(rounding).sum()),
+                float(np.square(finite).sum()), bad)
+
+    w2, r2, e2, bad = (sum(x) for x in zip(*_by_rows(g, block, out, ref), strict=True))
+    norm_bound = widen * (NORM_SAFETY * math.sqrt(w2) + 2.0 * math.sqrt(r2))
+    norm = math.sqrt(e2)
+    return bad == 0 and norm <= norm_bound, norm, norm_bound, int(bad)
 
 
 def judge(g: Fp8Gemm, out: np.ndarray, ref: np.ndarray | None = None) -> Fp8Verdict:
@@ -333,13 +368,15 @@ def check(out: np.ndarray, a: np.ndarray, b: np.ndarray, fp8, scales: tuple,
     rows, cols = sample(m, n, k, seed)
     g = Fp8Gemm(a[rows], b[:, cols], fp8.a, fp8.b, *subset(scales, rows, cols, n),
                 out=c_type, promote=fp8.promote)
-    part = out64[np.ix_(rows, cols)]
-    ref_part = reference(g)
+    whole_output = len(rows) == m and len(cols) == n
+    part = out64 if whole_output else out64[np.ix_(rows, cols)]
+    # the whole output: the reference given (the GPU's, at the sizes where it computes one)
+    ref_part = ref if whole_output and ref is not None else reference(g)
     verdict = judge(g, part, ref_part)
     ref_norm = float(np.linalg.norm(ref_part)) or 1.0
     norm, bound = verdict.error_norm, verdict.norm_bound
     finding, message, passed = verdict.finding, verdict.message, verdict.passed
-    where = "" if len(rows) == m and len(cols) == n else (
+    where = "" if whole_output else (
         f" (over {len(rows)} random rows by {len(cols)} random columns)")
     if passed and ref is not None and where:
         whole = float(np.linalg.norm(out64 - ref))

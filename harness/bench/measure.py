@@ -290,7 +290,8 @@ def measure(session: BenchSession, prep: Prepared, m: int, n: int, k: int,
                 limit_s=timing_limit_s(timer.options, ready.launch_ms, 2))
             with PHASES("timing"):
                 (kernel_timing, baseline_timing), _ = timer.time_interleaved(
-                    [launch, blas], [before, poison], after=[launch.after, None])
+                    [launch, blas], [before, poison], after=[launch.after, None],
+                    pairs=[(0, 1)])
                 kernel_timing = timer.with_power(kernel_timing, launch)
         say("checking the timed launches", limit_s=launches_limit_s(m, n, k, 4)
             + timing_limit_s(timer.options, ready.launch_ms, 2))
@@ -387,7 +388,8 @@ def compare(session: BenchSession, preps: Sequence[Prepared], m: int, n: int, k:
             # each pair gets the budget a run would give it: over 18 pairs at 512 one budget
             # ended at 125 rounds, where cuBLAS's median has a 1% standard error
             timings, per_round = session.timer.time_interleaved(
-                launches, before, budget_scale=len(live), after=after)
+                launches, before, budget_scale=len(live), after=after,
+                pairs=[(2 * i, 2 * i + 1) for i in range(len(live))])
         done = {}
         first_name = live[0][0].kernel.name
         for i, ((prep, ready), count, outputs) in enumerate(

@@ -67,10 +67,11 @@ class TimingOptions:
     are")."""
     max_rel_se_pct: float = knob(0.25, "--max-rel-se", 0, what="a percent; 0 spends the whole "
                                                                "budget", dest="max_rel_se")
-    """Stop once the median's relative standard error is at most this (percent); 0 runs every
-    timing to ``budget_ms``. A short cuBLAS spreads over 15% of its median: half this error
-    moved two runs' % cuBLAS by up to 2.5% (notes/timing.md, "Why the timing options are what
-    they are")."""
+    """Stop once the median's relative standard error is at most this (percent), and a kernel's
+    ratio to its cuBLAS timed beside it at most sqrt(2) times this (cuBLAS's own median is held
+    through the ratio: stop.py); 0 runs every timing to ``budget_ms``. A short cuBLAS spreads
+    over 15% of its median: half this error moved two runs' % cuBLAS by up to 2.5%
+    (notes/timing.md, "Why the timing options are what they are")."""
     min_reps: int = 10
     """The fewest repetitions the budget may cap a timing at (a long launch is timed at least
     this often when its error has not converged; the floor is ``FLOOR_REPS``)."""
@@ -247,7 +248,8 @@ class TimingOptions:
     def stopping(self) -> str:
         """The stopping rule in words."""
         rule = (f"until the median's relative standard error is <= {self.max_rel_se_pct:g}% "
-                f"(at least {self.min_ms:g} ms and {FLOOR_REPS} repetitions)"
+                f"(a kernel's ratio to its cuBLAS <= {self.max_rel_se_pct * 2 ** 0.5:.2g}%; "
+                f"at least {self.min_ms:g} ms and {FLOOR_REPS} repetitions)"
                 if self.max_rel_se_pct > 0 else "for the whole budget")
         if self.regime == ISOLATED:
             rule = rule.replace(f"{self.min_ms:g} ms and {FLOOR_REPS}", str(self.min_reps))

@@ -3,8 +3,10 @@
 
 The rule (after nvbench's noise-based stopping): once at least ``floor`` rounds are in, stop
 when the median's relative standard error (1.2533 x sigma / sqrt(n), sigma from the p20-p80
-range) is at most ``max_rel_se_pct`` for every launch timed; or at the ``cap`` of rounds,
-whatever the error ("budget" or "max reps", by which of the two set the cap)."""
+range) is at most ``max_rel_se_pct`` for every launch timed, except a launch that is another's
+baseline: that pair's ratio (the kernel's % of cuBLAS) is held to sqrt(2) x ``max_rel_se_pct``,
+what two medians within the bound each give it at worst; or at the ``cap`` of rounds, whatever
+the error ("budget" or "max reps", by which of the two set the cap)."""
 
 from __future__ import annotations
 
@@ -47,23 +49,45 @@ class Rounds:
     calibrated: bool
     spin_ms: float
     padded: bool = False
+    pairs: tuple[tuple[int, int], ...] = ()
+    """(launch, its baseline) by index: the baseline is held through the pair's ratio, not
+    alone (module docstring). A timing of a kernel and its cuBLAS: ((0, 1),)."""
 
-    def worst_rel_se_pct(self, per_round: list[list[float]]) -> float:
-        """The stopping rule's measure: the largest relative standard error among the timed
-        launches' medians, each less the calibration's median and with its error added (the
-        overhead's uncertainty is the difference's, measured against the difference; a
-        launch of no work is measured against its own median)."""
+    def __post_init__(self):
+        for pair in self.pairs:
+            if len(pair) != 2 or pair[0] == pair[1] or not all(
+                    0 <= i < self.launches for i in pair):
+                raise ValueError(f"Rounds.pairs: {pair} is not two launches of the "
+                                 f"{self.launches} timed")
+
+    def rel_se_pcts(self, per_round: list[list[float]]) -> list[float]:
+        """Each timed launch's median's relative standard error (percent), less the
+        calibration's median and with its error added where the rounds are calibrated (the
+        overhead's uncertainty is the difference's, measured against the difference; a launch
+        of no work is measured against its own median)."""
         columns = [Summary.of_ticks([r[i] for r in per_round])
                    for i in range(len(per_round[0]))]
         if not self.calibrated:
-            return max(median_rel_se_pct(c) for c in columns)
-        calibration, worst = columns[-1], 0.0
+            return [median_rel_se_pct(c) for c in columns[:self.launches]]
+        calibration = columns[-1]
         if calibration.count < 2:
-            return math.inf
+            return [math.inf] * self.launches
+        out = []
         for c in columns[:self.launches]:
             net = c.median - calibration.median + self.spin_ms
             se = math.hypot(standard_error(c), standard_error(calibration))
-            worst = max(worst, 100.0 * se / (net if net > 0 else c.median))
+            out.append(100.0 * se / (net if net > 0 else c.median))
+        return out
+
+    def worst_rel_se_pct(self, per_round: list[list[float]]) -> float:
+        """The stopping rule's measure, in units of its bound: the largest of each launch's
+        relative standard error (:meth:`rel_se_pcts`), a baseline's aside, and each pair's
+        ratio's (the two errors added in quadrature) over sqrt(2)."""
+        errors = self.rel_se_pcts(per_round)
+        baselines = {b for _, b in self.pairs}
+        worst = max((e for i, e in enumerate(errors) if i not in baselines), default=0.0)
+        for a, b in self.pairs:
+            worst = max(worst, math.hypot(errors[a], errors[b]) / math.sqrt(2.0))
         return worst
 
 

@@ -140,14 +140,42 @@ def warm_up(timer: Timer, round_: Callable[[], None], estimate_ms: float) -> flo
             round_()
         return count * estimate_ms
     per_stretch = warmup_rounds(WARMUP_STRETCH_MS, estimate_ms)
+    stretch = _stretch_graph(timer, round_, per_stretch)
     spent, last = 0.0, math.nan
-    while spent < opts.warmup_ms:
-        per_round = timer.cost(round_, per_stretch)[0]
-        spent += per_round * per_stretch
-        if abs(per_round - last) <= opts.warmup_steady_pct / 100.0 * last:
-            break
-        last = per_round
+    try:
+        while spent < opts.warmup_ms:
+            if stretch is None:
+                per_round = timer.cost(round_, per_stretch)[0]
+            else:
+                per_round = timer.cost(lambda: stretch.launch(timer.stream), 1)[0] / per_stretch
+            spent += per_round * per_stretch
+            if abs(per_round - last) <= opts.warmup_steady_pct / 100.0 * last:
+                break
+            last = per_round
+    finally:
+        if stretch is not None:
+            stretch.close()
     return spent
+
+
+def _stretch_graph(timer: Timer, round_: Callable[[], None], per_stretch: int) -> Graph | None:
+    """A stretch of warm-up rounds captured once, to be replayed stretch after stretch (None:
+    enqueue each from the host, where a round is a stretch of its own, graphs are off, or a
+    launch refuses capture). Enqueued from the host, a stretch of short rounds waits on the
+    host, about 20 driver calls a round: the GPU idles between rounds, and what a stretch
+    measures is the host's pace, which two stretches in a row rarely agree on (issue 37: the
+    warm-up was 9 s of a default run's wall)."""
+    if per_stretch < 2 or not timer.options.graph:
+        return None
+
+    def stretch() -> None:
+        for _ in range(per_stretch):
+            round_()
+
+    try:
+        return Graph(timer.stream, stretch, "warm-up")
+    except HarnessError:
+        return None
 
 
 def _replayed(timer: Timer, batches: Batches, rounds: Rounds, batch_ms: float, rest: float,

@@ -125,7 +125,8 @@ class Timer:
     def time_interleaved(self, launches: Sequence[Callable[[], None]],
                          before: Sequence[Callable[[], None] | None] | None = None,
                          budget_scale: float = 1.0,
-                         after: Sequence[Callable[[], None] | None] | None = None
+                         after: Sequence[Callable[[], None] | None] | None = None,
+                         pairs: Sequence[tuple[int, int]] = ()
                          ) -> tuple[list[Timing], list[list[float]]]:
         """Time several launches in rounds (A B C, A B C, ...), each with its own events and
         flush, so that clock or thermal drift touches all of them alike. ``before[i]``, when
@@ -136,14 +137,16 @@ class Timer:
         ``budget_ms`` (a compare of n kernels, each with its cuBLAS, gives every pair what a
         run would). ``after[i]``, when given, is enqueued after every timed repetition of
         launch i, outside its events, and after no other launch of it (the capture of a
-        timed output: capture.py). Returns a Timing per launch and the per-round times (ms)
-        that go with them."""
+        timed output: capture.py). ``pairs``: (launch, its baseline) by index, each baseline
+        held by the stopping rule through the pair's ratio (stop.py). Returns a Timing per
+        launch and the per-round times (ms) that go with them."""
         opts = self.options
         before = list(before or [None] * len(launches))
         after = list(after or [None] * len(launches))
         rounds = Rounds(len(launches), opts.subtract_launch_overhead, opts.calibration_ms,
                         padded=opts.subtract_launch_overhead and opts.calibration_ms > 0
-                        and opts.regime == SUSTAINED and not opts.cold_l2)
+                        and opts.regime == SUSTAINED and not opts.cold_l2,
+                        pairs=tuple(tuple(p) for p in pairs))
         primers = [primer_of(launch, b) for launch, b in zip(launches, before, strict=True)]
         if rounds.calibrated:
             extra = [self._calibration()]
