@@ -7,7 +7,7 @@
 #   tc-profile, energy, energy-parts (the tensor-core rungs of issue 4), multi-gpu (issue 24),
 #   code-warmth, power-context (issue 21), verify (issue 33), buffers, buffers-more
 #   (issue 35), minute, minute-after, minute-all, all-before, cold-once, profiled, replay,
-#   some-tests, timing-cost, sampled (issue 37), fp8,
+#   some-tests, timing-cost, sampled, traced (issue 37), fp8,
 #   fp8-block (issue 36)
 set -uo pipefail
 OUT=${OUT:-/tmp/out}
@@ -192,6 +192,15 @@ s.print_callees(r'time_sustained|time_interleaved|warm_up|_replayed|\(checked\)|
       echo "$(date -u +%FT%TZ) default run, worker sampled: $((SECONDS - start)) s wall" \
         | tee -a "$OUT/default-run-sampled.log"
       tail -6 "$OUT/default-run-sampled.log" ;;
+    traced)  # issue 37: the default run (empty caches), each sustained timing's steps traced
+      # (host wall per step, GPU time of its batches: HARNESS_TIMING_TRACE, sustained.py)
+      export HARNESS_CACHE_DIR=/tmp/traced-cache-$$
+      start=$SECONDS
+      HARNESS_TIMING_TRACE="$OUT/timing-trace.jsonl" timeout 300 python3 -m harness run \
+        --report-dir "$REP" > "$OUT/default-run-traced.log" 2>&1
+      echo "$(date -u +%FT%TZ) default run, timings traced: $((SECONDS - start)) s wall" \
+        | tee -a "$OUT/default-run-traced.log"
+      tail -6 "$OUT/default-run-traced.log" ;;
     fp8)  # issue 36: cuBLASLt FP8 alone, the FP8 GPU tests (fixtures, baseline, ceiling, the
       # rung's battery), then the rung's variants run and compared with cuBLASLt FP8 at 4096,
       # 8192 and 8192 x 8192 x 4096 (the published comparison's shape)

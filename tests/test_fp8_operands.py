@@ -27,6 +27,29 @@ def test_the_float64_values_carry_the_scales_the_check_applies(scales):
         assert len(np.unique(sc[0])) > 1 and not (sc[0] == 1).any()
 
 
+def test_per_tensor_and_block_scales_do_not_share_a_reference():
+    """Two FP8 GEMMs of the same formats, shape and seed, one with scales per tensor and one
+    per block, draw the same codes and different scales: a large reference (kept for every
+    kernel on the same inputs) is each one's own. Sharing one, block-scaled rung 21's check
+    at 1999 x 4208 x 208 read rung 20's product once the check took the reference given."""
+    from harness.bench import checks
+
+    m, n, k = 1024, 1024, 40  # m n >= 2^20: kept beside the operands' key, not with them
+    refs = []
+    for scales in ("tensor", "block"):
+        spec = Fp8Spec("e4m3", "e4m3", scales, 128 if scales == "block" else None)
+        (_, a64, _, b64, _, _, _), _ = operands._host_operands(m, n, k, "fp8", 5, False,
+                                                             "bf16", fp8=spec)
+        ops = SimpleNamespace(m=m, n=n, k=k, a64=a64, b64=b64, c64=None, draw="uniform",
+                              kinds=("e4m3", "e4m3"))
+        gemm = SimpleNamespace(kernel=SimpleNamespace(spec=SimpleNamespace(
+            precision="fp8", c_type="bf16", fp8=spec)))
+        ref, _ = checks.reference_of(gemm, ops, 5, 1.0, 0.0)
+        np.testing.assert_allclose(ref, a64 @ b64, rtol=1e-12)
+        refs.append(ref)
+    assert not np.allclose(refs[0], refs[1])
+
+
 def test_block_scales_are_stored_k_block_major_for_a():
     sa = np.arange(6, dtype=np.float64).reshape(3, 2)  # M = 3, KB = 2 (fp8_check's layout)
     sb = np.arange(4, dtype=np.float64).reshape(2, 2) + 10  # KB = 2, NB = 2

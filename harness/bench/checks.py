@@ -78,9 +78,11 @@ def reference_of(gemm: LoadedGemm, ops: operands.Operands, seed: int, alpha: flo
     every caller shares (a large size's is computed once for every kernel on the same
     inputs), on the GPU where :func:`reference_engine` says so."""
     spec = gemm.kernel.spec
+    # an FP8 GEMM's key names its scales' kind too: per tensor and per block draw the same
+    # codes from a seed, and different scales (the values a64 and b64 hold)
     return operands.reference(ops, (ops.m, ops.n, ops.k, seed, spec.precision, spec.c_type,
-                                     alpha, beta, ops.draw, ops.kinds), alpha, beta,
-                              reference_engine(ops.m, ops.n, ops.k))
+                                     alpha, beta, ops.draw, ops.kinds, *operands.fp8_key(spec)),
+                              alpha, beta, reference_engine(ops.m, ops.n, ops.k))
 
 
 def compare_to_reference(gemm: LoadedGemm, ops: operands.Operands, out: np.ndarray, seed: int,

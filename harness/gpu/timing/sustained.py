@@ -10,7 +10,9 @@ is still busy with it when the host has enqueued the first two. With cold L2 eve
 
 from __future__ import annotations
 
+import json
 import math
+import os
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -39,12 +41,35 @@ GRAPH_IDLE_TOLERANCE_MS = 0.02
 launch after another in a stream starts within a few microseconds)."""
 
 
+class _Trace:
+    """Experiments (issue 37): with ``HARNESS_TIMING_TRACE`` set to a file, each sustained
+    timing appends a JSON line there: the host's wall in each of its steps, and the GPU's
+    in its batches."""
+
+    def __init__(self):
+        self.path = os.environ.get("HARNESS_TIMING_TRACE")
+        self.t = time.perf_counter()
+        self.steps: dict[str, float] = {}
+
+    def mark(self, step: str) -> None:
+        if self.path:
+            now = time.perf_counter()
+            self.steps[step] = self.steps.get(step, 0.0) + (now - self.t) * 1e3
+            self.t = now
+
+    def write(self, **facts) -> None:
+        if self.path:
+            with open(self.path, "a") as out:
+                out.write(json.dumps({"steps_ms": self.steps, **facts}) + "\n")
+
+
 def time_sustained(timer: Timer, launches: Sequence[Callable[[], None]], before: list,
                    rounds: Rounds, primers: list, after: list, budget_scale: float
                    ) -> tuple[list[Timing], list[list[float]]]:
     """The sustained regime of :meth:`harness.gpu.timing.Timer.time_interleaved` (its
     arguments, prepared)."""
     opts = timer.options
+    trace = _Trace()
     # untimed launches (first, estimate, warm-up) get their ``before`` too: a launch whose
     # preparation fills a workspace must never run without it
     prepared = [with_before(b, launch) for launch, b in zip(launches, before, strict=True)]
@@ -52,6 +77,7 @@ def time_sustained(timer: Timer, launches: Sequence[Callable[[], None]], before:
         launch()
     timer.stream.synchronize("first launch")
     first_ms = [timer.cost(launch, 1)[0] for launch in prepared]  # each alone, loaded
+    trace.mark("first")
     offered = primers
 
     def regime(durations_ms: Sequence[float]) -> tuple[list, list[float]]:
@@ -81,7 +107,9 @@ def time_sustained(timer: Timer, launches: Sequence[Callable[[], None]], before:
         gpu_ms, host_per_round_ms = estimate_ms, 0.0
     else:
         estimate_ms = max(timer.cost(round_, 3)[0], 1e-4)
+        trace.mark("estimate")
         warmed_ms = warm_up(timer, round_, estimate_ms)
+        trace.mark("warm-up")
         # primers and rests again, from each launch alone at the warmed clock: the first
         # launches follow the host's checks at an idle clock (345 MHz on an H100), up to 5x
         # slower, so that whether a launch was primed, and how long it rested, hung on how
@@ -89,6 +117,7 @@ def time_sustained(timer: Timer, launches: Sequence[Callable[[], None]], before:
         # every timed repetition only unprimed: notes/verification.md)
         primers, rests = regime([timer.cost(launch, 1)[0] for launch in prepared])
         gpu_ms, host_per_round_ms = timer.cost(round_, 5)
+        trace.mark("regime")
     if opts.cold_l2:
         gpu_ms += len(launches) * timer.flush_ms()
     estimate_ms = max(gpu_ms, 1e-4)
@@ -102,9 +131,15 @@ def time_sustained(timer: Timer, launches: Sequence[Callable[[], None]], before:
     rule = StopRule.of(rounds, cap, floor, opts.max_rel_se_pct, (opts.max_reps,))
     batches = Batches(timer, launches, before, rule, per_batch, opts.graph, primers, rests,
                       after)
+    trace.mark("capture")
     rest = opts.rest if any(rests) else 0.0
     if batches.sets:
-        return _replayed(timer, batches, rounds, estimate_ms * per_batch, rest, warmed_ms)
+        out = _replayed(timer, batches, rounds, estimate_ms * per_batch, rest, warmed_ms)
+        trace.mark("batches")
+        trace.write(reps=len(batches.times), per_batch=per_batch, estimate_ms=estimate_ms,
+                    warmed_ms=warmed_ms, batch_gpu_ms=sum(batches.gpu_ms),
+                    launches=len(launches), stop=batches.stop)
+        return out
 
     # Work ahead of the first two batches: enough flushes to outlast the host's enqueueing
     # of them (about 4 driver calls per launch), with a 2x margin; later batches are
@@ -215,6 +250,8 @@ class Batches:
         self.sets: list[Captured] = []
         self.idle_ms: list[float] = []
         """Graphs: the GPU's idle time between one batch's end and the next one's start."""
+        self.gpu_ms: list[float] = []
+        """Graphs: each batch's GPU time, from its start to its last launch's end."""
         self._last: Captured | None = None
         self.graph_error = ""
         if graph:
@@ -278,6 +315,7 @@ class Batches:
                            for round_events in batch]
             if self.sets:
                 done = next(c for c in self.sets if c.batch is batch)
+                self.gpu_ms.append(batch[-1][-1][1].elapsed_ms(done.mark))
                 if self._last is not None:
                     self.idle_ms.append(done.mark.elapsed_ms(self._last.batch[-1][-1][1]))
                 self._last = done
