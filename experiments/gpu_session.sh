@@ -7,7 +7,7 @@
 #   tc-profile, energy, energy-parts (the tensor-core rungs of issue 4), multi-gpu (issue 24),
 #   code-warmth, power-context (issue 21), verify (issue 33), buffers, buffers-more
 #   (issue 35), minute, minute-after, minute-all, all-before, cold-once, profiled, replay,
-#   some-tests, timing-cost, sampled, traced (issue 37), fp8,
+#   some-tests, timing-cost, sampled, traced, round-cost (issue 37), fp8,
 #   fp8-block (issue 36)
 set -uo pipefail
 OUT=${OUT:-/tmp/out}
@@ -201,6 +201,10 @@ s.print_callees(r'time_sustained|time_interleaved|warm_up|_replayed|\(checked\)|
       echo "$(date -u +%FT%TZ) default run, timings traced: $((SECONDS - start)) s wall" \
         | tee -a "$OUT/default-run-traced.log"
       tail -6 "$OUT/default-run-traced.log" ;;
+    round-cost)  # issue 37: what one timed round costs the GPU, piece by piece
+      { header "python3 experiments/round_cost.py"
+        timeout 200 python3 experiments/round_cost.py 2>&1; } | tee "$OUT/round-cost.log" \
+        | tail -60 ;;
     fp8)  # issue 36: cuBLASLt FP8 alone, the FP8 GPU tests (fixtures, baseline, ceiling, the
       # rung's battery), then the rung's variants run and compared with cuBLASLt FP8 at 4096,
       # 8192 and 8192 x 8192 x 4096 (the published comparison's shape)
