@@ -179,6 +179,9 @@ class Kernels:
     def spin(self, ms):
         self.line.kernel(self.line.launch_host_ms, ms)
 
+    def lead(self, ms):
+        self.line.kernel(self.line.launch_host_ms, ms)
+
     def calibration_spin(self, ms):
         self.spin(ms)
         self.spans.append(ms)
@@ -246,6 +249,33 @@ def test_launches_under_10_us_do_not_rest(line, monkeypatch):
     line.kernel_ms, line.launch_host_ms = 0.003, 0.001
     t = _time(line, graph=True, rest=1.0)
     assert t.rest == 0.0 and not spins
+
+
+def test_a_short_launch_rests_its_own_time_not_the_hosts(line, monkeypatch):
+    """A launch's rest and primer follow its own GPU time, timed behind a spin while the host
+    enqueues it: timed from the host alone, an 8 us kernel after its four-call preparation
+    read the host's pace (0.1 ms here; some 0.2 ms on the H100) and rested that long in
+    every round, 0.75 ms a round where its parts took 0.16 ms."""
+    kernels = Kernels(line)
+    monkeypatch.setattr(Timer, "kernels", kernels)
+    spins = []
+    monkeypatch.setattr(kernels, "spin", lambda ms: (spins.append(ms), line.kernel(0.01, ms)))
+    line.kernel_ms, line.launch_host_ms = 0.008, 0.025
+
+    def before():  # fresh inputs and C poisoned: four driver calls, little GPU work
+        for _ in range(4):
+            line.kernel(line.launch_host_ms, 0.001)
+
+    timer = Timer(line.stream, 50 << 20, line.clocks,
+                  TimingOptions(warmup_ms=1, min_ms=1, budget_ms=20, rest=1.0,
+                                subtract_launch_overhead=False))
+    t = timer.time(lambda: line.kernel(line.launch_host_ms, line.kernel_ms), before=before)
+    assert t.median_ms == pytest.approx(0.008, abs=1e-9)
+    assert not spins and t.rest == 0.0  # 8 us: under REST_ABOVE_MS
+    line.kernel_ms = 0.05  # 50 us rests 50 us, not 50 us and the host's enqueueing
+    spins.clear()
+    timer.time(lambda: line.kernel(line.launch_host_ms, line.kernel_ms), before=before)
+    assert spins and max(spins) == pytest.approx(0.05, rel=0.05)
 
 
 def test_an_overhead_that_moves_between_timings_is_subtracted_as_it_is(line, monkeypatch):
@@ -379,9 +409,9 @@ def test_a_baseline_on_copies_in_turn_runs_each_on_the_copy_it_prepared(line, mo
     assert all(calls[j - 1] == ("poison", i) for j, (what, i) in enumerate(calls)
                if what == "launch")
     # the primer runs on the copy the round takes, whose C is poisoned after it; the first
-    # launch and the two timed alone (at first, and at the warmed clock) run unprimed
+    # launch and the four timed alone (twice at first, twice at the warmed clock) run unprimed
     primed = [j for j, (what, _) in enumerate(calls) if what == "prime"]
-    assert len(primed) >= len(launched) - 3
+    assert len(primed) >= len(launched) - 5
     assert all(calls[j + 1] == ("poison", calls[j][1]) for j in primed)
     assert set(launched) == set(range(8))
     assert max(launched.count(i) for i in range(8)) - min(
