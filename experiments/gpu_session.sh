@@ -50,6 +50,16 @@ knob_cost() {
       done
     done; } 2>&1 | tee "reports/h100/$report"
 }
+# observed_run NAME WHAT VAR=VALUE: the default run with empty caches and VAR set (an
+# observer of where its time goes), logged to $OUT/default-run-NAME.log with its wall time
+observed_run() {
+  local name=$1 what=$2 start=$SECONDS; shift 2
+  env HARNESS_CACHE_DIR="/tmp/$name-cache-$$" "$@" timeout 300 python3 -m harness run \
+    --report-dir "$REP" > "$OUT/default-run-$name.log" 2>&1
+  echo "$(date -u +%FT%TZ) default run, $what: $((SECONDS - start)) s wall" \
+    | tee -a "$OUT/default-run-$name.log"
+  tail -6 "$OUT/default-run-$name.log"
+}
 # the default run's tensor-core rows (one representative of each file)
 TC_ROWS="11_mma_sync_bf16:m128n256k64s4c1 11_mma_sync_fp16:m128n256k32s4
   12_mma_tma_bf16:m256n128e 12_mma_tma_fp16:m256n128e 13_mma_persist_bf16:m256n128l3g8e
@@ -185,22 +195,11 @@ s.print_callees(r'time_sustained|time_interleaved|warm_up|_replayed|\(checked\)|
     sampled)  # issue 37: the default run (empty caches), its worker's main thread sampled
       # every 2 ms (experiments/wall_sampler.py): where its wall goes, waits included
       mkdir -p "$OUT/sampled"
-      export HARNESS_CACHE_DIR=/tmp/sampled-cache-$$
-      start=$SECONDS
-      HARNESS_WORKER_SAMPLE="$OUT/sampled" timeout 300 python3 -m harness run \
-        --report-dir "$REP" > "$OUT/default-run-sampled.log" 2>&1
-      echo "$(date -u +%FT%TZ) default run, worker sampled: $((SECONDS - start)) s wall" \
-        | tee -a "$OUT/default-run-sampled.log"
-      tail -6 "$OUT/default-run-sampled.log" ;;
+      observed_run sampled "worker sampled" HARNESS_WORKER_SAMPLE="$OUT/sampled" ;;
     traced)  # issue 37: the default run (empty caches), each sustained timing's steps traced
-      # (host wall per step, GPU time of its batches: HARNESS_TIMING_TRACE, sustained.py)
-      export HARNESS_CACHE_DIR=/tmp/traced-cache-$$
-      start=$SECONDS
-      HARNESS_TIMING_TRACE="$OUT/timing-trace.jsonl" timeout 300 python3 -m harness run \
-        --report-dir "$REP" > "$OUT/default-run-traced.log" 2>&1
-      echo "$(date -u +%FT%TZ) default run, timings traced: $((SECONDS - start)) s wall" \
-        | tee -a "$OUT/default-run-traced.log"
-      tail -6 "$OUT/default-run-traced.log" ;;
+      # (host wall per step, GPU time of its batches: HARNESS_TIMING_TRACE, sustained.py),
+      # the trace written as .txt (a .jsonl in reports/ is read as a run's stream)
+      observed_run traced "timings traced" HARNESS_TIMING_TRACE="$OUT/timing-trace.txt" ;;
     round-cost)  # issue 37: what one timed round costs the GPU, piece by piece
       { header "python3 experiments/round_cost.py"
         timeout 200 python3 experiments/round_cost.py 2>&1; } | tee "$OUT/round-cost.log" \
