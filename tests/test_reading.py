@@ -222,6 +222,17 @@ def test_a_line_that_is_not_json_inside_a_stream_is_named_and_left_out(tmp_path)
         load_report(_written(tmp_path, "\n".join(bad) + "\n", "run-y.jsonl"))
 
 
+def test_json_lines_that_are_not_rows_are_not_a_run_in_one_line(tmp_path):
+    """A file of JSON lines whose first holds none of a row's keys (a timing trace: the suite
+    at 0b05e29 failed on one committed as .jsonl) is not a run's stream, said in one line; a
+    stream whose later row is bad still names that row."""
+    trace = "\n".join(json.dumps({"steps_ms": {"first": 2.0}, "reps": r}) for r in (5, 8))
+    path = _written(tmp_path, trace + "\n", "timing-trace-x.jsonl")
+    with pytest.raises(ReportError, match="is not a run report") as caught:
+        load_report(path)
+    assert "\n" not in str(caught.value) and str(path) in str(caught.value)
+
+
 def test_index_lists_an_interrupted_run_as_one(tmp_path):
     lines = _stream_lines(51)
     folder = tmp_path / "h100"

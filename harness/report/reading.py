@@ -90,6 +90,16 @@ def load_report(path: Path) -> RunReport:
     return RunReport(meta, results, schema, path)
 
 
+ROW_KEYS = ("kernel", "m", "n", "k")
+"""What every result row holds (schema 1 and 2)."""
+
+
+def _looks_like_row(row) -> bool:
+    """Whether a stream's first line is a result row at all: a file of JSON lines with none of
+    their keys (a trace, a log) is not a run's stream, and says so in one line."""
+    return isinstance(row, dict) and any(key in row for key in ROW_KEYS)
+
+
 def _row(path: Path, where: str, row) -> Result:
     try:
         return result_from_json(row)
@@ -128,6 +138,8 @@ def _load_stream(path: Path, text: str) -> RunReport:
             else:
                 notes.append(f"line {number} is not JSON ({exc}) and is left out")
             continue
+        if not results and not _looks_like_row(row):  # another file of JSON lines
+            raise _not_a_run(path, row)
         results.append(_row(path, f"line {number}", row))
     owner = path.with_name(f"{report_key(path.name) or path.stem}.json")
     if not notes and not owner.is_file():
