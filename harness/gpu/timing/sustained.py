@@ -184,12 +184,17 @@ def alone_ms(timer: Timer, launches: Sequence[Callable[[], None]], before: Seque
     the host out of the way: each behind a spin of HOST_LEAD_MS, so that its events bracket the
     launch, not the host's enqueueing of it; twice where one is under a millisecond, the least
     kept, every launch called as often as the others (launches that take copies in turn stay
-    in step). Timed from the host alone, a launch of 8 us read some 0.2 ms (the wait for the
-    host's next driver calls), and rested that long in every round: 0.75 ms of GPU time a
-    round where its parts take 0.16 ms (issue 37, experiments/round_cost.py)."""
+    in step: one of a millisecond or more gets only its ``before`` the second time). Timed
+    from the host alone, a launch of 8 us read some 0.2 ms (the wait for the host's next
+    driver calls), and rested that long in every round: 0.75 ms of GPU time a round where
+    its parts take 0.16 ms (issue 37, experiments/round_cost.py)."""
     best = [math.inf] * len(launches)
     for _ in range(2):
         for i, (launch, b) in enumerate(zip(launches, before, strict=True)):
+            if best[i] < math.inf and best[i] >= 1.0:  # timed: its copy's turn only
+                if b is not None:
+                    b()
+                continue
             start, end = Event(), Event()
             timer.kernels.lead(HOST_LEAD_MS)
             if b is not None:
