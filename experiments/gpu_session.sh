@@ -7,7 +7,7 @@
 #   tc-profile, energy, energy-parts (the tensor-core rungs of issue 4), multi-gpu (issue 24),
 #   code-warmth, power-context (issue 21), verify (issue 33), buffers, buffers-more
 #   (issue 35), minute, minute-after, minute-all, all-before, cold-once, profiled, replay,
-#   some-tests, timing-cost, sampled, traced, round-cost (issue 37), fp8,
+#   some-tests, timing-cost, sampled, traced, round-cost, graph-replicas (issue 37), fp8,
 #   fp8-block (issue 36)
 set -uo pipefail
 OUT=${OUT:-/tmp/out}
@@ -204,6 +204,11 @@ s.print_callees(r'time_sustained|time_interleaved|warm_up|_replayed|\(checked\)|
       { header "python3 experiments/round_cost.py"
         timeout 200 python3 experiments/round_cost.py 2>&1; } | tee "$OUT/round-cost.log" \
         | tail -60 ;;
+    graph-replicas)  # issue 37: a batch captured once and instantiated three times, its
+      # event nodes moved to each copy's own events, against three captures (host time)
+      { header "python3 experiments/graph_replicas.py"
+        timeout 120 python3 experiments/graph_replicas.py 2>&1; } \
+        | tee "$OUT/graph-replicas.log" | tail -20 ;;
     fp8)  # issue 36: cuBLASLt FP8 alone, the FP8 GPU tests (fixtures, baseline, ceiling, the
       # rung's battery), then the rung's variants run and compared with cuBLASLt FP8 at 4096,
       # 8192 and 8192 x 8192 x 4096 (the published comparison's shape)
