@@ -29,7 +29,8 @@ from harness.bench.launches import kernel_timed
 from harness.bench.measure import checked, prepare
 from harness.bench.session import BenchSession
 from harness.gpu.check import check
-from harness.gpu.driver import Event, Graph
+from harness.gpu.driver import Event
+from harness.gpu.graph import Graph
 from harness.kernels.registry import discover, select
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))

@@ -18,7 +18,8 @@ import argparse
 from harness.bench.launches import kernel_timed
 from harness.bench.measure import checked, prepare
 from harness.bench.session import BenchSession
-from harness.gpu.driver import Event, Graph
+from harness.gpu.driver import Event
+from harness.gpu.graph import Graph
 from harness.kernels.registry import discover, select
 
 CALLS = 100

@@ -652,6 +652,66 @@ def test_the_warm_up_that_never_settles_stops_at_its_cap_and_zero_runs_it_whole(
     assert len(calls) == 3000 and whole.stretches == 0
 
 
+def test_a_batch_of_whole_cycles_is_captured_once_and_copied(monkeypatch):
+    """Three batches take turns (a finished one's events are read before it runs again): where
+    a batch holds whole cycles of the copies a small GEMM's launches take in turn, one capture
+    and two copies of it, each copy's event records moved to events of its own; otherwise, or
+    where copies are refused, three captures, each going on where the one before stopped."""
+    from harness.bench.session import BASELINE_PLACEMENTS
+    from harness.gpu.timing import sustained
+    from harness.gpu.timing.stop import Rounds, StopRule
+
+    assert sustained.ROUND_CYCLE == BASELINE_PLACEMENTS
+    made = []
+
+    class Graph:
+        def __init__(self, stream, enqueue, label, retargets=()):
+            self.retargets, self.replicas = list(retargets), []
+            enqueue()
+            for _ in self.retargets:
+                self.replicas.append(SimpleNamespace(close=lambda: None))
+            made.append(self)
+
+        def close(self):
+            pass
+
+    class Event:
+        def record(self, stream, in_graph=False):
+            pass
+
+    recorded = []
+    timer = SimpleNamespace(stream=None, options=TimingOptions(), flush=lambda: None,
+                            kernels=SimpleNamespace(spin=lambda ms: None))
+    monkeypatch.setattr(sustained, "Graph", Graph)
+    monkeypatch.setattr(sustained, "Event", Event)
+    rule = StopRule.of(Rounds(2, False, 0.0), cap=2000, floor=3, max_rel_se_pct=0.25,
+                       reps_caps=(2000,))
+    launches = [lambda: recorded.append("kernel"), lambda: recorded.append("blas")]
+    batches = sustained.Batches(timer, launches, [None, None], rule, 37, graph=True)
+    assert batches.per_batch == 32 and not batches.replica_error  # 2 whole cycles of 16
+    assert len(made) == 1 and len(recorded) == 2 * 32  # captured once
+    (first,) = made
+    for k, moved in enumerate(first.retargets, 1):
+        mine, theirs = batches.sets[0], batches.sets[k]
+        assert moved[mine.mark] is theirs.mark
+        assert [moved[e] for r in mine.batch for pair in r for e in pair] == [
+            e for r in theirs.batch for pair in r for e in pair]
+    made.clear()
+    small = sustained.Batches(timer, launches, [None, None], rule, 12, graph=True)
+    assert small.per_batch == 12 and "not whole cycles" in small.replica_error
+    assert len(made) == 3 and all(not g.retargets for g in made)
+
+    def refuses(stream, enqueue, label, retargets=()):
+        if retargets:
+            raise TypeError("no copies here")
+        return Graph(stream, enqueue, label)
+
+    monkeypatch.setattr(sustained, "Graph", refuses)
+    made.clear()
+    fallen = sustained.Batches(timer, launches, [None, None], rule, 48, graph=True)
+    assert "no copies here" in fallen.replica_error and len(made) == 3
+
+
 def test_a_warm_up_stretch_is_captured_once_and_replayed(monkeypatch):
     """Short rounds: the stretch is captured in a graph once and replayed, one driver call a
     stretch (from the host, the GPU waited on it between rounds and the stretches measured the
@@ -721,20 +781,20 @@ def test_a_launch_captured_in_a_graph_counts_when_the_graph_replays():
     counts what ran on the device: a call captured in a graph runs at each replay, not when
     captured (01_naive at 1024 read 6 launches for 10 timed repetitions)."""
     from harness.bench.launches import _Counted
-    from harness.gpu import driver
+    from harness.gpu import graph
 
     ran = []
     counted = _Counted(lambda: ran.append(1))
     counted()
-    driver._CAPTURING.hooks = hooks = []  # as driver.Graph does while it captures
+    graph._CAPTURING.hooks = hooks = []  # as graph.Graph does while it captures
     try:
         counted()
         counted()
     finally:
-        driver._CAPTURING.hooks = None
+        graph._CAPTURING.hooks = None
     assert counted.count == 1 and len(ran) == 3 and len(hooks) == 2
-    for _ in range(3):  # three replays of the graph (driver.Graph.launch)
+    for _ in range(3):  # three replays of the graph (graph.Graph.launch)
         for hook in hooks:
             hook()
     assert counted.count == 7
-    assert not driver.on_replay(lambda: None)  # no capture open: counted at once
+    assert not graph.on_replay(lambda: None)  # no capture open: counted at once

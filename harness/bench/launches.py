@@ -11,7 +11,7 @@ from functools import partial
 from harness.bench import capture, operands
 from harness.bench.gemm import LoadedGemm
 from harness.bench.session import BenchSession, in_turn
-from harness.gpu.driver import on_replay
+from harness.gpu.graph import on_replay
 from harness.gpu.timing import with_before
 
 

@@ -8,9 +8,8 @@ managers or ``weakref.finalize``.
 from __future__ import annotations
 
 import ctypes
-import threading
 import weakref
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import cached_property
@@ -318,52 +317,6 @@ class Event:
 
     def elapsed_ms(self, since: Event) -> float:
         return check(cu.cuEventElapsedTime(since.handle, self.handle), "cuEventElapsedTime")
-
-
-_CAPTURING = threading.local()
-
-
-def on_replay(hook: Callable[[], None]) -> bool:
-    """Inside a graph's capture on this thread: ``hook`` runs at every replay of that graph
-    (what a call made then does on the device happens there, not now), and True; else
-    False."""
-    hooks = getattr(_CAPTURING, "hooks", None)
-    if hooks is not None:
-        hooks.append(hook)
-    return hooks is not None
-
-
-class Graph:
-    """Work enqueued on a stream once, captured (cuStreamBeginCapture .. cuStreamEndCapture)
-    and instantiated, then replayed as one launch: a whole batch of timed repetitions costs the
-    host one driver call, so no repetition in it can wait on the host."""
-
-    def __init__(self, stream: Stream, enqueue: Callable[[], None], label: str):
-        mode = cu.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_THREAD_LOCAL
-        check(cu.cuStreamBeginCapture(stream.handle, mode), "cuStreamBeginCapture", label)
-        self._hooks = _CAPTURING.hooks = []
-        try:
-            enqueue()
-        except BaseException:
-            cu.cuStreamEndCapture(stream.handle)  # leave the stream usable; the error stands
-            raise
-        finally:
-            _CAPTURING.hooks = None
-        graph = check(cu.cuStreamEndCapture(stream.handle), "cuStreamEndCapture", label)
-        try:
-            self.handle = check(cu.cuGraphInstantiate(graph, 0), "cuGraphInstantiate", label)
-        finally:
-            cu.cuGraphDestroy(graph)
-        self.label = label
-        self._destroy = context_resource(self, cu.cuGraphExecDestroy, self.handle)
-
-    def launch(self, stream: Stream) -> None:
-        check(cu.cuGraphLaunch(self.handle, stream.handle), "cuGraphLaunch", self.label)
-        for hook in self._hooks:
-            hook()
-
-    def close(self) -> None:
-        self._destroy()
 
 
 class Module:

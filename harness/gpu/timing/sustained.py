@@ -19,7 +19,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from harness.errors import HarnessError
-from harness.gpu.driver import Event, Graph
+from harness.gpu.driver import Event
+from harness.gpu.graph import Graph
 from harness.gpu.timing.launches import warmup_rounds, with_before
 from harness.gpu.timing.options import FLOOR_REPS, WARMUP_STRETCH_MS, Timing
 from harness.gpu.timing.stop import Rounds, StopRule
@@ -36,6 +37,11 @@ were more often cut short by the host's other threads."""
 REST_ABOVE_MS = 0.01
 """Launches shorter than this get no rest (``TimingOptions.rest``): they draw little power, and
 a spin's own launch costs a few us."""
+ROUND_CYCLE = 16
+"""The copies of a small GEMM's operands its launches take in turn, one per round
+(bench.session.BASELINE_PLACEMENTS): a batch of a multiple of it rounds runs every copy
+alike, so that the two other batches may be copies of its capture (Batches._replicated);
+smaller batches are captured three times, each going on where the one before stopped."""
 GRAPH_IDLE_TOLERANCE_MS = 0.02
 """Graphs: an idle time between batches above this is the GPU waiting on the host (one graph
 launch after another in a stream starts within a few microseconds)."""
@@ -144,9 +150,11 @@ def time_sustained(timer: Timer, launches: Sequence[Callable[[], None]], before:
     trace.mark("capture")
     rest = opts.rest if any(rests) else 0.0
     if batches.sets:
-        out = _replayed(timer, batches, rounds, estimate_ms * per_batch, rest, warmed_ms)
+        out = _replayed(timer, batches, rounds, estimate_ms * batches.per_batch, rest,
+                        warmed_ms)
         trace.mark("batches")
-        trace.write(reps=len(batches.times), per_batch=per_batch, estimate_ms=estimate_ms,
+        trace.write(reps=len(batches.times), per_batch=batches.per_batch,
+                    replicas=not batches.replica_error, estimate_ms=estimate_ms,
                     warmed_ms=warmed_ms, batch_gpu_ms=sum(batches.gpu_ms),
                     launches=len(launches), stop=batches.stop)
         return out
@@ -302,9 +310,13 @@ class Batches:
         """Graphs: each batch's GPU time, from its start to its last launch's end."""
         self._last: Captured | None = None
         self.graph_error = ""
+        self.replica_error = ""
+        """Why the batches are three captures, not one and its copies (empty when copies)."""
         if graph:
+            if per_batch >= ROUND_CYCLE:  # whole cycles of copies, the batch no longer
+                self.per_batch = per_batch = per_batch // ROUND_CYCLE * ROUND_CYCLE
             try:
-                self.sets = [self._capture() for _ in range(3)]
+                self.sets = self._captured()
             except HarnessError as exc:  # e.g. a library call that refuses capture
                 self.close()
                 self.sets, self.graph_error = [], str(exc)
@@ -328,6 +340,46 @@ class Batches:
                 end.record(stream, in_graph)
                 if after is not None:
                     after()
+
+    def _captured(self) -> list[Captured]:
+        """The three batches that take turns: one capture and two copies of it with events of
+        their own (:class:`~harness.gpu.graph.Graph`'s replicas) where a batch holds whole
+        cycles of copies (ROUND_CYCLE); else, or where the driver refuses the copies, three
+        captures."""
+        if self.per_batch % ROUND_CYCLE == 0:
+            try:
+                return self._replicated()
+            except (HarnessError, KeyError, TypeError) as exc:
+                self.replica_error = f"{type(exc).__name__}: {exc}"
+        else:
+            self.replica_error = f"{self.per_batch} rounds a batch, not whole cycles"
+        sets: list[Captured] = []
+        try:
+            for _ in range(3):
+                sets.append(self._capture())
+        except HarnessError:
+            for captured in sets:
+                captured.graph.close()
+            raise
+        return sets
+
+    def _replicated(self) -> list[Captured]:
+        batches = [[[(Event(), Event()) for _ in self.launches] for _ in range(self.per_batch)]
+                   for _ in range(3)]
+        marks = [Event() for _ in batches]
+
+        def events(k: int) -> list[Event]:
+            return [marks[k], *(e for round_ in batches[k] for pair in round_ for e in pair)]
+
+        moved = [dict(zip(events(0), events(k), strict=True)) for k in (1, 2)]
+
+        def enqueue() -> None:
+            marks[0].record(self.timer.stream, in_graph=True)
+            self._rounds(batches[0], in_graph=True)
+
+        first = Graph(self.timer.stream, enqueue, "timed repetitions", retargets=moved)
+        return [Captured(g, m, b) for g, m, b in zip([first, *first.replicas], marks, batches,
+                                                     strict=True)]
 
     def _capture(self) -> Captured:
         batch = [[(Event(), Event()) for _ in self.launches] for _ in range(self.per_batch)]
