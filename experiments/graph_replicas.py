@@ -10,10 +10,11 @@ This times, for one kernel's round as a run enqueues it (experiments/round_cost.
 
 - three captures and instantiations, as now;
 - one capture, instantiated three times, each copy's event record nodes pointed at events of
-  its own (``cuGraphExecEventRecordNodeSetEvent``);
+  its own (harness.gpu.graph.Graph's ``retargets``: ``cuGraphExecEventRecordNodeSetEvent``),
+  as the timer now makes a batch of whole cycles;
 
 then replays each copy and checks that its own events were recorded, with plausible times,
-and that the others' were not moved. Prints only; it uses the driver API directly.
+and that the others' were not moved. Prints only.
 """
 
 from __future__ import annotations
@@ -23,31 +24,15 @@ import sys
 import time
 from pathlib import Path
 
-from cuda.bindings import driver as cu
-
 from harness.bench.launches import kernel_timed
 from harness.bench.measure import checked, prepare
 from harness.bench.session import BenchSession
-from harness.gpu.check import check
 from harness.gpu.driver import Event
 from harness.gpu.graph import Graph
 from harness.kernels.registry import discover, select
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from round_cost import one_round  # noqa: E402
-
-
-def event_nodes(graph) -> list[tuple[object, int]]:
-    """The event record nodes of ``graph`` with the handle of the event each records."""
-    _, count = check(cu.cuGraphGetNodes(graph, 0), "cuGraphGetNodes")
-    nodes, _ = check(cu.cuGraphGetNodes(graph, count), "cuGraphGetNodes")
-    out = []
-    for node in nodes:
-        kind = check(cu.cuGraphNodeGetType(node), "cuGraphNodeGetType")
-        if kind == cu.CUgraphNodeType.CU_GRAPH_NODE_TYPE_EVENT_RECORD:
-            event = check(cu.cuGraphEventRecordNodeGetEvent(node), "cuGraphEventRecordNodeGetEvent")
-            out.append((node, int(event)))
-    return out
 
 
 def main() -> None:
@@ -85,41 +70,31 @@ def main() -> None:
             g.close()
 
         t0 = time.perf_counter()
-        mode = cu.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_THREAD_LOCAL
-        check(cu.cuStreamBeginCapture(stream.handle, mode), "cuStreamBeginCapture")
-        enqueue(sets[0])
-        graph = check(cu.cuStreamEndCapture(stream.handle), "cuStreamEndCapture")
-        captured_ms = (time.perf_counter() - t0) * 1e3
-        nodes = event_nodes(graph)
-        execs = [check(cu.cuGraphInstantiate(graph, 0), "cuGraphInstantiate") for _ in sets]
-        moved = 0
-        for k in (1, 2):
-            pairs = [e for r in sets[0] for pair in r for e in pair]
-            targets = [e for r in sets[k] for pair in r for e in pair]
-            where = {int(a.handle): b for a, b in zip(pairs, targets, strict=True)}
-            for node, handle in nodes:
-                check(cu.cuGraphExecEventRecordNodeSetEvent(execs[k], node, where[handle].handle),
-                      "cuGraphExecEventRecordNodeSetEvent")
-                moved += 1
+
+        def events(k: int) -> list[Event]:
+            return [e for r in sets[k] for pair in r for e in pair]
+
+        moved = [dict(zip(events(0), events(k), strict=True)) for k in (1, 2)]
+        first = Graph(stream, lambda: enqueue(sets[0]), "one capture", retargets=moved)
         once_ms = (time.perf_counter() - t0) * 1e3
-        cu.cuGraphDestroy(graph)
+        execs = [first, *first.replicas]
+        nodes = len(moved[0])
         print(f"{kernel.name} at {args.size}, {args.rounds} rounds a batch, "
-              f"{len(nodes)} event nodes a batch")
+              f"{nodes} event records a batch")
         print(f"  three captures and instantiations: {three_ms:.1f} ms of host time")
-        print(f"  one capture ({captured_ms:.1f} ms), three instantiations and {moved} event "
-              f"nodes moved: {once_ms:.1f} ms")
+        print(f"  one capture, instantiated three times, two copies' events moved "
+              f"(harness.gpu.graph.Graph's replicas): {once_ms:.1f} ms")
         for k, exe in enumerate(execs):
-            check(cu.cuGraphLaunch(exe, stream.handle), "cuGraphLaunch")
+            exe.launch(stream)
             stream.synchronize("replica")
             own = [end.elapsed_ms(start) for r in sets[k] for start, end in r]
             print(f"  copy {k}: its {len(own)} launches read {min(own) * 1e3:.2f}-"
                   f"{max(own) * 1e3:.2f} us; the batch took "
                   f"{sets[k][-1][-1][1].elapsed_ms(sets[k][0][0][0]):.2f} ms")
             if k:  # the first copy's events still hold what its own replay recorded
-                first = sets[0][-1][-1][1].elapsed_ms(sets[0][0][0][0])
-                print(f"    copy 0's batch still reads {first:.2f} ms")
-        for exe in execs:
-            cu.cuGraphExecDestroy(exe)
+                still_ms = sets[0][-1][-1][1].elapsed_ms(sets[0][0][0][0])
+                print(f"    copy 0's batch still reads {still_ms:.2f} ms")
+        first.close()
         outputs.close()
         ops.restore(stream)
 
