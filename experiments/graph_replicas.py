@@ -2,13 +2,14 @@
 
     python3 experiments/graph_replicas.py [KERNEL] [--size 512] [--rounds 80]
 
-The sustained timer captures three graphs of a batch each (sustained.Batches: a finished
-batch's events are read before its graph runs again), at about a quarter of a millisecond of
-host time per round; since each launch's rest is its own time (6b5f97c), a batch at 512 holds
-some 80 rounds, and the three captures cost about as much host time as the batch's GPU time.
+The sustained timer captured three graphs of a batch each (sustained.Batches: a finished
+batch's events are read before its graph runs again), at about half a millisecond of host
+time per round and graph (0.47 ms, the median of 79 timings in timing-trace-b7d688f.txt);
+since each launch's rest is its own time (6b5f97c), a batch at 512 holds some 80 rounds, and
+the three captures cost about as much host time as the batch's GPU time.
 This times, for one kernel's round as a run enqueues it (experiments/round_cost.py):
 
-- three captures and instantiations, as now;
+- three captures and instantiations, as before (and still for batches under 16 rounds);
 - one capture, instantiated three times, each copy's event record nodes pointed at events of
   its own (harness.gpu.graph.Graph's ``retargets``: ``cuGraphExecEventRecordNodeSetEvent``),
   as the timer now makes a batch of whole cycles;
