@@ -713,14 +713,16 @@ def test_a_batch_of_whole_cycles_is_captured_once_and_copied(monkeypatch):
 
 
 def test_a_warm_up_stretch_is_captured_once_and_replayed(monkeypatch):
-    """Short rounds: the stretch is captured in a graph once and replayed, one driver call a
-    stretch (from the host, the GPU waited on it between rounds and the stretches measured the
-    host's pace); the same rule ends it. A launch that refuses capture: from the host."""
+    """Short rounds: a few rounds are captured in a graph once and replayed, a few driver calls
+    a stretch (from the host, the GPU waited on it between rounds and the stretches measured
+    the host's pace); the same rule ends it. A launch that refuses capture: from the host."""
     from harness.errors import HarnessError
     from harness.gpu.timing import sustained
     from harness.gpu.timing.options import WARMUP_STRETCH_MS
 
-    per_stretch = round(WARMUP_STRETCH_MS / 0.1)
+    chunk = sustained.WARMUP_GRAPH_ROUNDS
+    replays = -(-round(WARMUP_STRETCH_MS / 0.1) // chunk)  # 100 rounds: 7 replays of 16
+    per_stretch = replays * chunk
     made = []
 
     class Graph:
@@ -747,8 +749,8 @@ def test_a_warm_up_stretch_is_captured_once_and_replayed(monkeypatch):
     rounds = []
     timer = Timer([0.100, 0.104, 0.1049, 0.1050], graph=True)
     spent = sustained.warm_up(timer, lambda: rounds.append(1), 0.1)
-    assert len(made) == 1 and made[0].replays == 4 and made[0].closed
-    assert len(rounds) == per_stretch  # enqueued once, at the capture
+    assert len(made) == 1 and made[0].replays == 4 * replays and made[0].closed
+    assert len(rounds) == chunk  # enqueued once, at the capture
     assert spent == pytest.approx(per_stretch * (0.100 + 0.104 + 0.1049 + 0.1050))
 
     def refuses(*_):
@@ -759,8 +761,8 @@ def test_a_warm_up_stretch_is_captured_once_and_replayed(monkeypatch):
     host = _WarmTimer([0.1, 0.1], graph=True)
     host.stream = None
     assert sustained.warm_up(host, lambda: rounds.append(1), 0.1) == pytest.approx(
-        2 * per_stretch * 0.1)
-    assert host.rounds == 2 * per_stretch
+        2 * 100 * 0.1)
+    assert host.rounds == 2 * 100
 
 
 def test_rounds_longer_than_a_stretch_are_a_stretch_each():

@@ -232,13 +232,22 @@ def warm_up(timer: Timer, round_: Callable[[], None], estimate_ms: float) -> flo
         return count * estimate_ms
     per_stretch = warmup_rounds(WARMUP_STRETCH_MS, estimate_ms)
     stretch = _stretch_graph(timer, round_, per_stretch)
+    replays = 1
+    if stretch is not None:  # the stretch in replays of a graph of a few rounds
+        replays = -(-per_stretch // WARMUP_GRAPH_ROUNDS)
+        per_stretch = replays * WARMUP_GRAPH_ROUNDS
+
+    def replayed() -> None:
+        for _ in range(replays):
+            stretch.launch(timer.stream)
+
     spent, last = 0.0, math.nan
     try:
         while spent < opts.warmup_ms:
             if stretch is None:
                 per_round = timer.cost(round_, per_stretch)[0]
             else:
-                per_round = timer.cost(lambda: stretch.launch(timer.stream), 1)[0] / per_stretch
+                per_round = timer.cost(replayed, 1)[0] / per_stretch
             spent += per_round * per_stretch
             if abs(per_round - last) <= opts.warmup_steady_pct / 100.0 * last:
                 break
@@ -249,18 +258,23 @@ def warm_up(timer: Timer, round_: Callable[[], None], estimate_ms: float) -> flo
     return spent
 
 
+WARMUP_GRAPH_ROUNDS = 16
+"""Warm-up rounds captured in one graph, replayed as often as a stretch needs: a capture costs
+the host some 0.3-0.5 ms a round, and a stretch of short rounds holds about 80."""
+
+
 def _stretch_graph(timer: Timer, round_: Callable[[], None], per_stretch: int) -> Graph | None:
-    """A stretch of warm-up rounds captured once, to be replayed stretch after stretch (None:
-    enqueue each from the host, where a round is a stretch of its own, graphs are off, or a
-    launch refuses capture). Enqueued from the host, a stretch of short rounds waits on the
-    host, about 20 driver calls a round: the GPU idles between rounds, and what a stretch
+    """WARMUP_GRAPH_ROUNDS warm-up rounds captured once, to be replayed stretch after stretch
+    (None: enqueue each stretch from the host, where it is shorter than that, graphs are off,
+    or a launch refuses capture). Enqueued from the host, a stretch of short rounds waits on
+    the host, about 20 driver calls a round: the GPU idles between rounds, and what a stretch
     measures is the host's pace, which two stretches in a row rarely agree on (issue 37: the
     warm-up was 9 s of a default run's wall)."""
-    if per_stretch < 2 or not timer.options.graph:
+    if per_stretch < WARMUP_GRAPH_ROUNDS or not timer.options.graph:
         return None
 
     def stretch() -> None:
-        for _ in range(per_stretch):
+        for _ in range(WARMUP_GRAPH_ROUNDS):
             round_()
 
     try:
