@@ -181,3 +181,47 @@ def test_a_signature_with_beta_but_no_alpha_checks_beta_at_alpha_one():
 def test_the_common_signature_declared_is_the_default_battery():
     declared = plan(_signed(["M", "N", "K", "alpha", "A", "B", "beta", "C"]))
     assert declared.checks == plan(kernel_with([])).checks and not declared.skipped
+
+
+def test_a_batterys_comparisons_run_beside_its_next_launches_in_order(monkeypatch):
+    """A check's launches run on the caller's thread, its comparisons on the battery's threads
+    while the next check launches; the results come back in the plan's order, and the probe
+    of C at beta = 0 waits for every comparison before it (it runs only when all passed)."""
+    import threading
+    import time
+    from types import SimpleNamespace
+
+    from harness.bench import checks
+    from harness.bench.numerics import CheckResult
+    from harness.bench.plan import READS_C, Plan, PlannedCheck
+
+    events = []
+
+    def launched(gemm, stream, m, n, k, seed, *args, **kwargs):
+        events.append(("launch", m, threading.current_thread().name))
+
+        def compared():
+            time.sleep(0.02 if m == 1 else 0.0)  # the first is the slowest to compare
+            events.append(("compare", m, threading.current_thread().name))
+            return [CheckResult(True, m, n, k, seed, 1.0, 0.0, 1e-7, 1e-7, 0, 0, 1e-6, "ok")]
+        return compared
+
+    def reads_c(gemm, stream, m, n, k, seed):
+        events.append(("probe", m, threading.current_thread().name))
+        return False
+
+    monkeypatch.setattr(checks, "check_launched", launched)
+    monkeypatch.setattr(checks, "reads_c_at_beta_zero", reads_c)
+    plan = Plan("k", (PlannedCheck(1, 8, 8, 1), PlannedCheck(2, 8, 8, 2),
+                      PlannedCheck(3, 8, 8, 3, kind=READS_C), PlannedCheck(4, 8, 8, 4)))
+    gemm = SimpleNamespace(kernel=SimpleNamespace(spec=SimpleNamespace(precision="fp32")))
+    out = checks.kernel_checks(gemm, None, plan)
+    assert [r.m for r in out.results] == [1, 2, 4]
+    order = [(what, m) for what, m, _ in events]
+    assert order.index(("launch", 2)) < order.index(("compare", 1))  # beside, not after
+    assert order.index(("probe", 3)) > max(order.index(("compare", 1)),
+                                           order.index(("compare", 2)))
+    assert all(name.startswith("harness-battery") for what, _, name in events
+               if what == "compare")
+    assert all(name == threading.main_thread().name for what, _, name in events
+               if what != "compare")

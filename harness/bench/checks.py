@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
-from concurrent.futures import Executor
+from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -201,20 +201,45 @@ def check_one(gemm: LoadedGemm, stream: Stream, m: int, n: int, k: int, seed: in
     """Run the kernel (``1 + repeats`` times, and the baseline once if given) on fresh inputs
     drawn ``draw`` and compare with float64 (``deep``: held to FP32's error too); what
     explains a failed comparison comes before it."""
+    return check_launched(gemm, stream, m, n, k, seed, alpha, beta, repeats, baseline, draw,
+                          deep)()
+
+
+def check_launched(gemm: LoadedGemm, stream: Stream, m: int, n: int, k: int, seed: int,
+                   alpha: float = 1.0, beta: float = 0.0, repeats: int = 0,
+                   baseline: Cublas | None = None, draw: str = "uniform",
+                   deep: bool = False) -> Callable[[], list[CheckResult]]:
+    """:func:`check_one`'s device part now (the launches, their outputs read, the baseline's
+    check, a reference the GPU computes), and its host part, the comparisons with float64, as
+    the function returned: it touches no device, so it may run on another thread while the
+    next check launches."""
     spec = gemm.kernel.spec
     ops = operands.for_kernel(stream, spec, m, n, k, seed, with_c=beta != 0.0, draw=draw)
     try:
-        runs = [launch_and_compare(gemm, ops, stream, seed, alpha, beta, deep)
-                for _ in range(1 + repeats)]
+        outputs = []
+        for _ in range(1 + repeats):
+            ops.poison_c(stream)
+            _launch(gemm, ops, alpha, beta, stream)
+            outputs.append(ops.result(stream))
+        known = (reference_of(gemm, ops, seed, alpha, beta)
+                 if reference_engine(m, n, k) is not None else None)
+        if baseline is not None:
+            check_baseline(baseline, gemm, ops, stream, seed, alpha, beta)
+    finally:
+        ops.close()  # its device buffers; the host values the comparisons read stay
+    initial = ops.initial()
+
+    def judged() -> list[CheckResult]:
+        runs = [Checked(out, compare_to_reference(gemm, ops, out, seed, alpha, beta, initial,
+                                                  deep, known=known), guard)
+                for out, guard in outputs]
         causes = [outside_c(runs[0].result, runs[0].guard)] if runs[0].guard else []
         found = repeat_finding(gemm, runs)
         if found is not None:
             causes.append(found)
-        if baseline is not None:
-            check_baseline(baseline, gemm, ops, stream, seed, alpha, beta)
         return causes + [runs[0].result]
-    finally:
-        ops.close()
+
+    return judged
 
 
 def check_baseline(blas: Cublas, gemm: LoadedGemm, ops: operands.Operands, stream: Stream,
@@ -317,10 +342,25 @@ def kernel_checks(gemm: LoadedGemm, stream: Stream, plan: Plan, strict_blas: boo
     own seed; the probes run only once the checks before them passed (their findings mean
     little on a kernel that computes wrong values)."""
     out = KernelChecks(skipped=list(plan.skipped), plan=plan)
+    pending: list[tuple[PlannedCheck, Future]] = []
+
+    def judged() -> None:  # the comparisons made so far, their results in the plan's order
+        for check, comparing in pending:
+            for r in comparing.result():
+                if check.kind == WIDE and r.finding in ("non-finite", "wrong values"):
+                    r = _narrower(r, gemm.kernel.spec.precision)
+                if r.passed and r.finding == NONDETERMINISTIC:
+                    out.note(r.message)
+                    continue
+                out.results.append(r)
+        pending.clear()
+
     for planned in plan.checks:
         say(planned)
         check = dataclasses.replace(planned, seed=contents.derive(run_seed, planned.seed))
         shape = check.shape
+        if check.kind in (READS_C, STALE_C):
+            judged()
         if check.kind == READS_C:
             if all(r.passed for r in out.results) and reads_c_at_beta_zero(
                     gemm, stream, *shape, check.seed):
@@ -336,15 +376,18 @@ def kernel_checks(gemm: LoadedGemm, stream: Stream, plan: Plan, strict_blas: boo
             out.results += stale_c(gemm, stream, *shape, check.seed)
             continue
         accuracy = {DEEP: {"deep": True}, WIDE: {"draw": "wide"}}.get(check.kind, {})
-        for r in check_one(gemm, stream, *shape, check.seed, check.alpha, check.beta,
-                           check.repeats, **accuracy):
-            if check.kind == WIDE and r.finding in ("non-finite", "wrong values"):
-                r = _narrower(r, gemm.kernel.spec.precision)
-            if r.passed and r.finding == NONDETERMINISTIC:
-                out.note(r.message)
-                continue
-            out.results.append(r)
+        comparisons = check_launched(gemm, stream, *shape, check.seed, check.alpha,
+                                     check.beta, check.repeats, **accuracy)
+        pending.append((check, _BATTERY.submit(comparisons)))
+    judged()
     return out
+
+
+_BATTERY = ThreadPoolExecutor(max_workers=4, thread_name_prefix="harness-battery")
+"""Where a battery's comparisons run while its next checks launch (kernel_checks): a check's
+launches take the device some milliseconds, its comparisons the host longer; one after the
+other on the main thread they were most of the battery's 8 s in a default run (issue 37).
+Their blocks of rows run on the main thread's pool (chunked.pool)."""
 
 
 def prefetch_battery(spec, battery: Plan, run_seed: int, executor: Executor) -> None:

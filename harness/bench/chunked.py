@@ -68,10 +68,11 @@ def host_threads() -> int:
 def pool() -> ThreadPoolExecutor:
     """The process's threads for work split in blocks of rows (numpy lets go of the GIL);
     work submitted from one of them must not wait on another's. The main thread, which drives
-    the device (a kernel's check battery: the next launch waits on its verdict), has threads
-    of its own: behind the comparisons made beside the timing (a 4096 size's, its kept
-    launches') its blocks waited their turn."""
-    main = threading.current_thread() is threading.main_thread()
+    the device, and the battery's threads (a kernel's check battery: no size is launched
+    before its verdict) have threads of their own: behind the comparisons made beside the
+    timing (a 4096 size's, its kept launches') their blocks waited their turn."""
+    here = threading.current_thread()
+    main = here is threading.main_thread() or here.name.startswith("harness-battery")
     if main not in _POOLS:
         with _POOLS_LOCK:
             if main not in _POOLS:
