@@ -193,10 +193,18 @@ class Fp8Verdict:
 def _bounds(g: Fp8Gemm, ref: np.ndarray) -> tuple[np.ndarray, float]:
     """Each element's bound and the norm's, for ``g`` whose reference is ``ref``."""
     w = walk(g)
+    element, rounding = _element_bounds(g, ref, w)
+    return element, NORM_SAFETY * float(np.linalg.norm(w)) + 2.0 * float(np.linalg.norm(rounding))
+
+
+def _element_bounds(g: Fp8Gemm, ref: np.ndarray, w: np.ndarray
+                    ) -> tuple[np.ndarray, np.ndarray]:
+    """Each element's bound from its walk ``w`` and reference ``ref``: ELEMENT_SAFETY walks,
+    twice the output's rounding and the reference's own float64 error; and that rounding (0
+    for an FP32 output, whose rounding the walk holds)."""
     rounding = (half_ulp(np.abs(ref) + ELEMENT_SAFETY * w, g.out) if g.out != "fp32"
                 else np.zeros_like(ref))
-    element = ELEMENT_SAFETY * w + 2.0 * rounding + np.abs(ref) * 2.0 ** -24
-    return element, NORM_SAFETY * float(np.linalg.norm(w)) + 2.0 * float(np.linalg.norm(rounding))
+    return ELEMENT_SAFETY * w + 2.0 * rounding + np.abs(ref) * 2.0 ** -24, rounding
 
 
 def _within(g: Fp8Gemm, out: np.ndarray, widen: float = 1.0, ref: np.ndarray | None = None
@@ -209,16 +217,11 @@ def _within(g: Fp8Gemm, out: np.ndarray, widen: float = 1.0, ref: np.ndarray | N
 
     def block(gb: Fp8Gemm, out_b: np.ndarray, ref_b: np.ndarray) -> tuple[float, ...]:
         w = _walk(gb)
-        rounding = (half_ulp(np.abs(ref_b) + ELEMENT_SAFETY * w, g.out) if g.out != "fp32"
-                    else None)
-        element = ELEMENT_SAFETY * w + np.abs(ref_b) * 2.0 ** -24
-        if rounding is not None:
-            element += 2.0 * rounding
+        element, rounding = _element_bounds(g, ref_b, w)
         err = out_b - ref_b
         finite = np.where(np.isfinite(err), err, 0.0)
         bad = int(np.count_nonzero(~(np.abs(err) <= widen * element)))
-        return (float(np.square(w).sum()),
-                0.0 if rounding is None else float(np.square(rounding).sum()),
+        return (float(np.square(w).sum()), float(np.square(rounding).sum()),
                 float(np.square(finite).sum()), bad)
 
     w2, r2, e2, bad = (sum(x) for x in zip(*_by_rows(g, block, out, ref), strict=True))
