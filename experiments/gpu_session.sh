@@ -195,7 +195,8 @@ s.print_callees(r'time_sustained|time_interleaved|warm_up|_replayed|\(checked\)|
     sampled)  # issue 37: the default run (empty caches), its worker's main thread sampled
       # every 2 ms (experiments/wall_sampler.py): where its wall goes, waits included
       mkdir -p "$OUT/sampled"
-      observed_run sampled "worker sampled" HARNESS_WORKER_SAMPLE="$OUT/sampled" ;;
+      observed_run sampled "worker sampled" HARNESS_WORKER_SAMPLE="$OUT/sampled" \
+        HARNESS_TIMING_TRACE="$OUT/timing-trace-sampled.txt" ;;
     traced)  # issue 37: the default run (empty caches), each sustained timing's steps traced
       # (host wall per step, GPU time of its batches: HARNESS_TIMING_TRACE, sustained.py),
       # the trace written as .txt (a .jsonl in reports/ is read as a run's stream)

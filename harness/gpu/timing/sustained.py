@@ -154,7 +154,7 @@ def time_sustained(timer: Timer, launches: Sequence[Callable[[], None]], before:
                         warmed_ms)
         trace.mark("batches")
         trace.write(reps=len(batches.times), per_batch=batches.per_batch,
-                    replicas=not batches.replica_error, estimate_ms=estimate_ms,
+                    replicas=batches.replica_error or True, estimate_ms=estimate_ms,
                     warmed_ms=warmed_ms, batch_gpu_ms=sum(batches.gpu_ms),
                     launches=len(launches), stop=batches.stop)
         return out
