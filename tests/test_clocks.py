@@ -2,6 +2,7 @@
 a GPU."""
 
 import math
+from concurrent.futures import Future
 from types import SimpleNamespace
 
 import pytest
@@ -47,9 +48,18 @@ class FakeNVML(SimpleNamespace):
         return self.reasons.pop(0) if len(self.reasons) > 1 else self.reasons[0]
 
 
+class InlineReader:
+    """The energy reader's stand-in: each read made at once, on this thread."""
+
+    def submit(self, fn):
+        done = Future()
+        done.set_result(fn())
+        return done
+
+
 def sampler(nvml) -> ClockSampler:
     s = ClockSampler.__new__(ClockSampler)
-    s.handle, s.reason, s._nvml = object(), "", nvml
+    s.handle, s.reason, s._nvml, s._reader = object(), "", nvml, InlineReader()
     return s
 
 
@@ -106,7 +116,7 @@ def test_sample_until_without_energy_counter_or_reasons_says_unknown(monkeypatch
 
 def test_no_nvml_gives_nan_everywhere():
     s = ClockSampler.__new__(ClockSampler)
-    s.handle, s.reason = None, "NVML unavailable: test"
+    s.handle, s.reason, s._reader = None, "NVML unavailable: test", None
     out = s.sample_until(lambda: True)
     assert out.count == 0 and math.isnan(out.median) and math.isnan(out.power_w)
     assert out.limits == ""

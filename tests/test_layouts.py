@@ -249,6 +249,9 @@ class _HostBuffer:
     def download(self, dtype, shape, stream):
         return np.frombuffer(bytes(self.data), dtype=dtype).reshape(shape).copy()
 
+    def copy_from(self, source, stream):
+        self.data[: source.nbytes] = source.data
+
     def array(self, dtype):
         return np.frombuffer(bytes(self.data), dtype=dtype)
 
@@ -370,3 +373,31 @@ def test_the_d_example_launches_with_d_in_its_place():
     args = gemm.launch_arguments(kernel, 100, 60, 40, 2.0, 0x100, 0x200, 0.5, 0x300, d=0x400)
     assert [x.value for x in args] == [100, 60, 40, 2.0, 0x100, 0x200, 0.5, 0x300, 0x400]
     assert type(args[0]).__name__ == "c_long"  # 64-bit sizes
+
+
+@pytest.mark.parametrize("layouts", [("row", "row", "row"), ("col", "col", "col")],
+                         ids=lambda t: "A{}-B{}-C{}".format(*t))
+def test_a_placed_copy_holds_the_same_operands_in_buffers_of_its_own(monkeypatch, layouts):
+    """A timing's placements: A and B as the original holds them (copied on the device), C
+    and D its own, so a kernel on the copy computes the same product and leaves the
+    original's output alone."""
+    from harness.bench import operands
+
+    monkeypatch.setattr(operands, "Buffer", _HostBuffer)
+    layout_a, layout_b, layout_c = layouts
+    stream = _Stream()
+    ops = operands.Operands(stream, M, N, K, "fp32", layout_b, 5, layout_a=layout_a,
+                            layout_c=layout_c, with_d=True)
+    twin = ops.placed_copy(stream)
+    for mine, its in ((twin.a, ops.a), (twin.b, ops.b)):
+        assert mine is not its and mine.data == its.data
+    assert {id(twin.c), id(twin.d)}.isdisjoint({id(ops.c), id(ops.d)})
+    assert twin.out is twin.d and twin.blas_out is not ops.blas_out
+    ops.poison_c(stream)
+    twin.poison_c(stream)
+    twin.out = twin.c  # the stand-in kernel writes C
+    _fake_kernel(twin, 1.0, 0.0)
+    twin.out = twin.d
+    assert np.allclose(logical_c(twin.c.array(np.float32)[: M * N], layout_c, M, N),
+                       ops.a64 @ ops.b64, rtol=1e-5, atol=1e-5)
+    assert (ops.c.array(np.uint32) == numerics.SENTINEL["fp32"]).all()

@@ -186,7 +186,7 @@ class BenchSession:
         key = (ops.m, ops.n, ops.k, ops.seed, spec.precision, spec.layout_a, spec.layout_b,
                spec.layout_c, spec.c_type, spec.has_d, *fp8_key(spec))
         if key not in self._placements:
-            self._placements[key] = [self.operands(kernel, ops.m, ops.n, ops.k, ops.seed)
+            self._placements[key] = [ops.placed_copy(self.stream)
                                      for _ in range(BASELINE_PLACEMENTS - 1)]
         return [ops, *self._placements[key]]
 

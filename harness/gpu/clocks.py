@@ -17,6 +17,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from harness.stats import Summary
@@ -81,6 +82,7 @@ class ClockSampler:
     def __init__(self, pci_bus_id: str):
         self.handle = None
         self.reason = ""
+        self._reader: ThreadPoolExecutor | None = None
         try:
             import pynvml
 
@@ -109,6 +111,16 @@ class ClockSampler:
         except self._nvml.NVMLError:
             return math.nan
 
+    def _timed_energy(self) -> tuple[float, float]:
+        """(host time just after the read, :meth:`energy_mj`)."""
+        reading = self.energy_mj()
+        return time.perf_counter(), reading
+
+    def _energy_reader(self) -> ThreadPoolExecutor:
+        if self._reader is None:
+            self._reader = ThreadPoolExecutor(max_workers=1, thread_name_prefix="harness-nvml")
+        return self._reader
+
     def limit_bits(self) -> int | None:
         """The clocks-event reasons now (a bit mask); None where unsupported."""
         if self.handle is None:
@@ -133,20 +145,28 @@ class ClockSampler:
                 time.sleep(interval_s)
             return _NO_SAMPLE
         samples, bits, known = [], 0, False
-        energy, read_at = self.energy_mj(), time.perf_counter()
+        # the energy counter is read on a thread of its own: a read costs some 4 ms, which
+        # on this thread delayed the next batch and the end of the wait
+        pending, energy, asked = self._energy_reader().submit(self._timed_energy), math.nan, 0.0
         first = last = None  # (host time, counter) where the counter moved
         while True:
             samples.append(self.sm_clock_mhz())
             now = self.limit_bits()
             if now is not None:
                 bits, known = bits | now, True
-            if time.perf_counter() - read_at >= energy_every_s:
-                reading, read_at = self.energy_mj(), time.perf_counter()
-                if reading != energy and not math.isnan(reading):
+            if pending is None and time.perf_counter() - asked >= energy_every_s:
+                pending = self._energy_reader().submit(self._timed_energy)
+            finished = len(samples) >= max_samples or done()
+            if pending is not None and pending.done():  # else left behind at the end
+                read_at, reading = pending.result()
+                pending, asked = None, time.perf_counter()
+                if math.isnan(energy):
+                    energy = reading
+                elif reading != energy and not math.isnan(reading):
                     last = (read_at, reading)
                     first = first or last
                     energy = reading
-            if len(samples) >= max_samples or done():
+            if finished:
                 break
             if tick is not None:
                 tick()
