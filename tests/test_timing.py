@@ -765,6 +765,41 @@ def test_a_warm_up_stretch_is_captured_once_and_replayed(monkeypatch):
     assert host.rounds == 2 * 100
 
 
+def test_a_stretch_of_few_long_rounds_is_a_graph_too(monkeypatch):
+    """Rounds of 2.5 ms: the stretch's 4 rounds are captured once and replayed whole (from
+    the host the GPU waited on it between rounds of 0.6-10 ms too)."""
+    from harness.gpu.timing import sustained
+
+    made = []
+
+    class Graph:
+        def __init__(self, stream, enqueue, label):
+            self.rounds = []
+            enqueue()
+            self.replays = 0
+            made.append(self)
+
+        def launch(self, stream):
+            self.replays += 1
+
+        def close(self):
+            pass
+
+    class Timer(_WarmTimer):
+        stream = None
+
+        def cost(self, work, count):
+            work()
+            return super().cost(work, count)[0] * 4, 0.0
+
+    monkeypatch.setattr(sustained, "Graph", Graph)
+    rounds = []
+    timer = Timer([2.5, 2.6, 2.6], graph=True)
+    spent = sustained.warm_up(timer, lambda: rounds.append(1), 2.5)
+    assert len(made) == 1 and len(rounds) == 4 and made[0].replays == 3
+    assert spent == pytest.approx(4 * (2.5 + 2.6 + 2.6))
+
+
 def test_rounds_longer_than_a_stretch_are_a_stretch_each():
     """A round longer than a stretch is a stretch of its own: two alike end the warm-up; one
     round past the cap (01_naive at 4096: 0.55 s with its rest) is the whole warm-up."""

@@ -231,11 +231,12 @@ def warm_up(timer: Timer, round_: Callable[[], None], estimate_ms: float) -> flo
             round_()
         return count * estimate_ms
     per_stretch = warmup_rounds(WARMUP_STRETCH_MS, estimate_ms)
-    stretch = _stretch_graph(timer, round_, per_stretch)
+    captured = min(per_stretch, WARMUP_GRAPH_ROUNDS)
+    stretch = _stretch_graph(timer, round_, captured)
     replays = 1
     if stretch is not None:  # the stretch in replays of a graph of a few rounds
-        replays = -(-per_stretch // WARMUP_GRAPH_ROUNDS)
-        per_stretch = replays * WARMUP_GRAPH_ROUNDS
+        replays = -(-per_stretch // captured)
+        per_stretch = replays * captured
 
     def replayed() -> None:
         for _ in range(replays):
@@ -263,18 +264,20 @@ WARMUP_GRAPH_ROUNDS = 16
 the host some 0.3-0.5 ms a round, and a stretch of short rounds holds about 80."""
 
 
-def _stretch_graph(timer: Timer, round_: Callable[[], None], per_stretch: int) -> Graph | None:
-    """WARMUP_GRAPH_ROUNDS warm-up rounds captured once, to be replayed stretch after stretch
-    (None: enqueue each stretch from the host, where it is shorter than that, graphs are off,
-    or a launch refuses capture). Enqueued from the host, a stretch of short rounds waits on
-    the host, about 20 driver calls a round: the GPU idles between rounds, and what a stretch
+def _stretch_graph(timer: Timer, round_: Callable[[], None], rounds: int) -> Graph | None:
+    """``rounds`` warm-up rounds (at most WARMUP_GRAPH_ROUNDS) captured once, to be replayed
+    stretch after stretch (None: enqueue each stretch from the host, where graphs are off or
+    a launch refuses capture). Enqueued from the host, a stretch of short rounds waits on the
+    host, about 20 driver calls a round: the GPU idles between rounds, and what a stretch
     measures is the host's pace, which two stretches in a row rarely agree on (issue 37: the
-    warm-up was 9 s of a default run's wall)."""
-    if per_stretch < WARMUP_GRAPH_ROUNDS or not timer.options.graph:
+    warm-up was 9 s of a default run's wall; rounds of 0.6-10 ms, a stretch of 1-16 of them,
+    were still enqueued from the host at 6b5f97c, 54 ms of warm-up a timing in the traced
+    run at 6990030)."""
+    if not timer.options.graph:
         return None
 
     def stretch() -> None:
-        for _ in range(WARMUP_GRAPH_ROUNDS):
+        for _ in range(rounds):
             round_()
 
     try:
