@@ -139,9 +139,10 @@ s.print_stats(45); s.sort_stats('tottime'); s.print_stats(25)" "$f" > "${f%.prof
       timeout 200 python3 -m harness compare $TC_ROWS --size 4096 --report-dir "$REP" 2>&1 \
         | tee "$OUT/compare-tc.log" | grep -v "^      " | tail -30 ;;
     minute-all)  # issue 37, item 3: `harness run --all` (every variant of every kernel file
-      # at the default sizes) with empty compile and SASS caches (cold), then at once (warm)
+      # at the default sizes) with empty compile and SASS caches (cold), then at once (warm;
+      # STATES=cold: the cold run only)
       export HARNESS_CACHE_DIR=/tmp/all-cache-$$
-      for state in cold warm; do
+      for state in ${STATES:-cold warm}; do
         start=$SECONDS
         { header "python3 -m harness run --all ($state)"
           timeout 280 python3 -m harness run --all --report-dir "$REP" 2>&1; } \
