@@ -48,8 +48,7 @@ class Graph:
         graph = check(cu.cuStreamEndCapture(stream.handle), "cuStreamEndCapture", label)
         self.label, self.replicas = label, []
         try:
-            self.handle = check(cu.cuGraphInstantiate(graph, 0), "cuGraphInstantiate", label)
-            self._destroy = context_resource(self, cu.cuGraphExecDestroy, self.handle)
+            self._instantiate(graph)
             if retargets:
                 nodes = _event_nodes(graph, label)
                 for moved in retargets:
@@ -65,9 +64,7 @@ class Graph:
                  moved: Mapping[int, Event]) -> Graph:
         replica = object.__new__(Graph)
         replica.label, replica.replicas, replica._hooks = self.label, [], self._hooks
-        replica.handle = check(cu.cuGraphInstantiate(graph, 0), "cuGraphInstantiate",
-                               self.label)
-        replica._destroy = context_resource(replica, cu.cuGraphExecDestroy, replica.handle)
+        replica._instantiate(graph)
         try:
             for node, event in nodes:
                 check(cu.cuGraphExecEventRecordNodeSetEvent(replica.handle, node,
@@ -77,6 +74,11 @@ class Graph:
             replica.close()
             raise
         return replica
+
+    def _instantiate(self, graph) -> None:
+        """This instance of ``graph`` (its handle), destroyed with the context or ``close``."""
+        self.handle = check(cu.cuGraphInstantiate(graph, 0), "cuGraphInstantiate", self.label)
+        self._destroy = context_resource(self, cu.cuGraphExecDestroy, self.handle)
 
     def launch(self, stream: Stream) -> None:
         check(cu.cuGraphLaunch(self.handle, stream.handle), "cuGraphLaunch", self.label)

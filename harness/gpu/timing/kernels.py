@@ -64,7 +64,7 @@ class TimerKernels:
     def lead(self, ms: float) -> None:
         """A spin ahead of work the host enqueues behind it, so that the GPU does not wait on
         the host (sustained.alone_ms); not a launch's rest."""
-        self._spin.launch(self._one, self.stream, (ctypes.c_uint64(int(ms * 1e6)),))
+        self.spin(ms)
 
     def calibration_spin(self, ms: float) -> None:
         """A spin that keeps the span it measured of itself, each launch in the next slot

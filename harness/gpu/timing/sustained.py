@@ -107,18 +107,18 @@ def time_sustained(timer: Timer, launches: Sequence[Callable[[], None]], before:
             launch()
 
     # a round as its first launches time it (primed launches run twice, rests as spun)
-    known_ms = sum(ms * (1 if p is None else 2) for ms, p in zip(first_ms, primers, strict=True))
-    if known_ms + sum(rests) >= WARMUP_STRETCH_MS:
+    known_ms = _parts_ms(first_ms, primers, rests)
+    if known_ms >= WARMUP_STRETCH_MS:
         # long rounds (01_naive at 4096: 0.55 s): the first launches time them to a fraction
         # of a percent, and eight more rounds to estimate them cost seconds; the enqueueing
         # host is never behind such work
-        estimate_ms = known_ms + sum(rests)
+        estimate_ms = known_ms
         warmed_ms = warm_up(timer, round_, estimate_ms)
         gpu_ms, host_per_round_ms = estimate_ms, 0.0
     else:
         estimate_ms = max(timer.cost(round_, 3)[0], 1e-4)
         if opts.graph:  # replayed from graphs, a round takes what its parts take
-            estimate_ms = min(estimate_ms, known_ms + sum(rests))
+            estimate_ms = min(estimate_ms, known_ms)
         trace.mark("estimate")
         warmed_ms = warm_up(timer, round_, estimate_ms)
         trace.mark("warm-up")
@@ -131,8 +131,7 @@ def time_sustained(timer: Timer, launches: Sequence[Callable[[], None]], before:
         primers, rests = regime(warmed)
         gpu_ms, host_per_round_ms = timer.cost(round_, 5)
         if opts.graph:
-            gpu_ms = min(gpu_ms, sum(ms * (1 if p is None else 2) + rest for ms, p, rest
-                                     in zip(warmed, primers, rests, strict=True)))
+            gpu_ms = min(gpu_ms, _parts_ms(warmed, primers, rests))
         trace.mark("regime")
     if opts.cold_l2:
         gpu_ms += len(launches) * timer.flush_ms()
@@ -179,6 +178,14 @@ def time_sustained(timer: Timer, launches: Sequence[Callable[[], None]], before:
     ahead_ms = ahead_end.elapsed_ms(ahead_start) - host_ms
     return timer.timings(rounds, batches.times, clocks, ahead_ms, batches.stop, rest=rest,
                          warmup_ms=warmed_ms)
+
+
+def _parts_ms(durations_ms: Sequence[float], primers: Sequence, rests: Sequence[float]
+              ) -> float:
+    """GPU ms of a round from its parts: each launch, twice where it is primed, and its
+    rest."""
+    return sum(ms * (1 if p is None else 2) + rest
+               for ms, p, rest in zip(durations_ms, primers, rests, strict=True))
 
 
 HOST_LEAD_MS = 0.5
