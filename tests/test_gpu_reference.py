@@ -58,6 +58,9 @@ class FakeBindings:
     def set_stream(self, handle, stream):
         self.calls.append(("set_stream", handle, stream))
 
+    def set_workspace(self, handle, address, nbytes):
+        self.calls.append(("set_workspace", handle, nbytes))
+
     def set_math_mode(self, handle, mode):
         self.calls.append(("set_math_mode", handle, mode))
 
@@ -76,6 +79,21 @@ class FakeBindings:
         index = np.arange(m)[:, None] + np.arange(n)[None, :] * ldc
         product = alpha * (op_a @ op_b)
         out[index] = product + beta * out[index] if beta != 0.0 else product
+
+
+class Workspace:
+    """driver.Buffer as the handle's workspace: never touched by the fake dgemm."""
+
+    def __init__(self, nbytes: int):
+        self.nbytes, self.address, self.closed = nbytes, 0x7000, False
+
+    def close(self) -> None:
+        self.closed = True
+
+
+@pytest.fixture(autouse=True)
+def _host_workspace(monkeypatch):
+    monkeypatch.setattr(cublas_mod, "Buffer", Workspace)
 
 
 class HostBuffer:
@@ -170,6 +188,8 @@ def test_a_handle_is_made_on_the_stream_and_a_failed_dgemm_names_the_gemm(monkey
     stream = SimpleNamespace(handle=0x5)
     made = Cublas(stream)
     assert made.stream is stream and ("set_stream", 0xB1A5, 0x5) in fake.calls
+    # its own workspace: none allocated inside a captured graph (gpu/graph.py's copies)
+    assert ("set_workspace", 0xB1A5, cublas_mod.WORKSPACE_BYTES) in fake.calls
     with pytest.raises(DeviceError, match=r"cublasDgemm failed for 8x9x10 .*EXECUTION_FAILED"):
         made.dgemm(8, 9, 10, 1.0, 0x1000, 0x2000, 0.0, 0x3000)
 

@@ -5,10 +5,11 @@ values (beta != 0) and a guard past its end, launches once and compares with flo
 (numerics.compare names the finding: unwritten, non-finite, wrong values, ignores beta, ignores
 alpha). A check may run the same launch again on the same inputs: identical runs must agree bit
 for bit (a race; a kernel that keeps state between launches; a nondeterministic kernel that did
-not say so). The guard after C catches stores without bounds checks. Two launches are probes:
-NaN in C at beta = 0 (a kernel that computes beta * C there reads C when beta = 0: a note, a
-failure under BLAS strictness) and new inputs with C still holding the last result (a kernel
-that skips work where C looks computed). plan.py says which checks a kernel gets.
+not say so), on an idle GPU and behind a crowd that holds most of its SMs (gpu/crowd.py). The
+guard after C catches stores without bounds checks. Two launches are probes: NaN in C at beta =
+0 (a kernel that computes beta * C there reads C when beta = 0: a note, a failure under BLAS
+strictness) and new inputs with C still holding the last result (a kernel that skips work where
+C looks computed). plan.py says which checks a kernel gets.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import dataclasses
 from collections.abc import Callable
 from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
+from functools import partial
 
 import numpy as np
 
@@ -26,6 +28,7 @@ from harness.bench.numerics import CheckResult
 from harness.bench.plan import DEEP, READS_C, STALE_C, WIDE, Plan, PlannedCheck
 from harness.errors import HarnessError
 from harness.gpu import reference as gpu_reference
+from harness.gpu.crowd import PRESSES, Crowd
 from harness.gpu.cublas import Cublas
 from harness.gpu.driver import Stream
 
@@ -208,18 +211,25 @@ def check_one(gemm: LoadedGemm, stream: Stream, m: int, n: int, k: int, seed: in
 def check_launched(gemm: LoadedGemm, stream: Stream, m: int, n: int, k: int, seed: int,
                    alpha: float = 1.0, beta: float = 0.0, repeats: int = 0,
                    baseline: Cublas | None = None, draw: str = "uniform",
-                   deep: bool = False) -> Callable[[], list[CheckResult]]:
+                   deep: bool = False, crowd: Crowd | None = None
+                   ) -> Callable[[], list[CheckResult]]:
     """:func:`check_one`'s device part now (the launches, their outputs read, the baseline's
     check, a reference the GPU computes), and its host part, the comparisons with float64, as
     the function returned: it touches no device, so it may run on another thread while the
-    next check launches."""
+    next check launches. With ``crowd`` and repeats, two more identical runs: one behind a
+    crowd (gpu/crowd.py: its blocks in another order than on an idle GPU), one on an idle GPU
+    again (a run wrong behind the crowd and right after it is a race, not kept state)."""
     spec = gemm.kernel.spec
     ops = operands.for_kernel(stream, spec, m, n, k, seed, with_c=beta != 0.0, draw=draw)
     try:
         outputs = []
-        for _ in range(1 + repeats):
+        presses = [None] * (1 + repeats) + ([PRESSES[-1], None] if crowd and repeats else [])
+        for press in presses:
             ops.poison_c(stream)
-            _launch(gemm, ops, alpha, beta, stream)
+            if press is None:
+                _launch(gemm, ops, alpha, beta, stream)
+            else:
+                crowd.around(partial(_launch, gemm, ops, alpha, beta, stream), press)
             outputs.append(ops.result(stream))
         known = (reference_of(gemm, ops, seed, alpha, beta)
                  if reference_engine(m, n, k) is not None else None)
@@ -337,7 +347,7 @@ class KernelChecks:
 
 def kernel_checks(gemm: LoadedGemm, stream: Stream, plan: Plan, strict_blas: bool = False,
                   say: Callable[[PlannedCheck], None] = lambda _: None,
-                  run_seed: int = 0) -> KernelChecks:
+                  run_seed: int = 0, crowd: Crowd | None = None) -> KernelChecks:
     """Every check of ``plan``, in order, on inputs drawn from ``run_seed`` and each check's
     own seed; the probes run only once the checks before them passed (their findings mean
     little on a kernel that computes wrong values)."""
@@ -377,7 +387,7 @@ def kernel_checks(gemm: LoadedGemm, stream: Stream, plan: Plan, strict_blas: boo
             continue
         accuracy = {DEEP: {"deep": True}, WIDE: {"draw": "wide"}}.get(check.kind, {})
         comparisons = check_launched(gemm, stream, *shape, check.seed, check.alpha,
-                                     check.beta, check.repeats, **accuracy)
+                                     check.beta, check.repeats, crowd=crowd, **accuracy)
         pending.append((check, _BATTERY.submit(comparisons)))
     judged()
     return out

@@ -149,7 +149,7 @@ def prepare(session: BenchSession, kernel: Kernel, strict_blas: bool = False,
 
     def each(check) -> None:
         say(f"check {check.kind} at {check.m}x{check.n}x{check.k}", show=False,
-            limit_s=launches_limit_s(check.m, check.n, check.k, 2 + check.repeats)
+            limit_s=launches_limit_s(check.m, check.n, check.k, 4 + check.repeats)
             + reference_limit_s(check.m, check.n, check.k))
 
     # the disassembly (cuobjdump, most of a second on a cold cache) runs beside the checks
@@ -158,7 +158,7 @@ def prepare(session: BenchSession, kernel: Kernel, strict_blas: bool = False,
         with PHASES(BATTERY):
             checks = kernel_checks(gemm, session.stream, battery,
                                    strict_blas or gemm.kernel.spec.blas_strict, say=each,
-                                   run_seed=session.run_seed)
+                                   run_seed=session.run_seed, crowd=session.crowd)
         with PHASES("sass"):
             family, found = screening.result()
     spec = gemm.kernel.spec

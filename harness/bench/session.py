@@ -21,6 +21,7 @@ from harness.bench.operands import Operands, for_kernel, fp8_key, prefetch
 from harness.compiler.compile import compile_kernel
 from harness.gpu.clocks import ClockSampler
 from harness.gpu.compilers import compiler_versions
+from harness.gpu.crowd import Crowd
 from harness.gpu.cublas import Cublas
 from harness.gpu.cublas import available as cublas_available
 from harness.gpu.driver import Device, Stream
@@ -119,6 +120,12 @@ class BenchSession:
         first = copies[0]
         salt = derive(self.run_seed, kernel.name, first.m, first.n, first.k, self._timings)
         return TimedOutputs(self.fresh, kernel.spec, copies, self.run_seed, salt, slots)
+
+    @cached_property
+    def crowd(self) -> Crowd:
+        """Blocks that hold part of the SMs while a check launches a kernel (gpu/crowd.py),
+        compiled the first time they are needed."""
+        return Crowd(self.stream, self.device.sm_count)
 
     @cached_property
     def ceilings(self) -> Ceilings:

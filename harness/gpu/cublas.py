@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from harness.errors import DeviceError, HarnessError
-from harness.gpu.driver import Stream, context_resource
+from harness.gpu.driver import Buffer, Stream, context_resource
 from harness.gpu.nvmath_libs import nvmath_bindings
 
 
@@ -103,6 +103,13 @@ def gemm_ex_operands(m: int, n: int, k: int, layout_a: str = "row", layout_b: st
                           ld_a, ld_b, m)
 
 
+WORKSPACE_BYTES = 32 << 20
+"""cuBLAS's workspace, the handle's own: the size the cuBLAS documentation recommends for
+Hopper (cublasSetWorkspace). Without one, cuBLAS allocates its workspace in the stream while a
+graph is captured, and a graph with allocations has one instance at a time: the timed batches
+of cuBLAS's FP32 GEMM at 512 and 1024 could not be copied (gpu/graph.py)."""
+
+
 class Cublas:
     """A cuBLAS handle bound to one stream."""
 
@@ -110,8 +117,10 @@ class Cublas:
         nvmath, cublas = _lib()
         self._nvmath, self._cublas = nvmath, cublas
         self.handle = cublas.create()
+        self._workspace = Buffer(WORKSPACE_BYTES)
         self._destroy = context_resource(self, cublas.destroy, self.handle)
         cublas.set_stream(self.handle, int(stream.handle))
+        cublas.set_workspace(self.handle, self._workspace.address, WORKSPACE_BYTES)
         cublas.set_math_mode(self.handle, cublas.Math.DEFAULT_MATH)
         self.version = cublas.get_version(self.handle)
         self._scalars = np.zeros(2, dtype=np.float32)
@@ -137,6 +146,7 @@ class Cublas:
         if self._lt is not None:
             self._lt.close()
         self._destroy()
+        self._workspace.close()
 
     def gemm(self, precision: str, m: int, n: int, k: int, alpha: float, a: int, b: int,
              beta: float, c: int, layout_b: str = "row", c_type: str = "fp32", *,

@@ -1,0 +1,92 @@
+"""A crowd: blocks that hold part of the GPU's SMs for a while, on a stream of their own, while
+a kernel launched behind a short hold runs its blocks on the SMs left, in waves and an order it
+does not get on an idle GPU.
+
+The checks launch a kernel behind a crowd before they call two of its launches alike: a kernel
+whose result depends on the order its blocks run in (atomics summing floats, a race between
+blocks) can give the same bits launch after launch on an idle GPU, or on one time-sliced
+between processes (the suite's eight workers on one H100 did at 3b9d0ae, 29 checks running;
+notes/buffers_kind.md), and gives other bits when its blocks meet other SMs and waves.
+"""
+
+from __future__ import annotations
+
+import ctypes
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from harness.errors import HarnessError
+from harness.gpu.check import check
+from harness.gpu.compilers import nvrtc_compile
+from harness.gpu.driver import Event, LaunchShape, Module, Stream, cu, device_arch_name
+
+_SOURCE = rb"""
+__device__ void spin_for(unsigned long long ns) {
+    unsigned long long t0, t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+    do { asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t)); } while (t - t0 < ns);
+}
+// every thread spins: a block of 1024 threads takes half of an SM's 2048 thread slots
+extern "C" __global__ void __launch_bounds__(1024) crowd(unsigned long long ns) { spin_for(ns); }
+extern "C" __global__ void hold(unsigned long long ns) { spin_for(ns); }
+"""
+CROWD_THREADS = 1024
+SLOTS_PER_SM = 2
+"""Crowd blocks an SM holds at once (2048 threads an SM, on every arch from sm_80 on)."""
+
+
+@dataclass(frozen=True)
+class Press:
+    """One perturbed launch: the share of the SMs the crowd fills and how long it stays (us);
+    the kernel starts ``hold_us`` after the crowd is launched, once its blocks are resident."""
+
+    share: float
+    stay_us: float
+    hold_us: float = 5.0
+
+    def __post_init__(self):
+        if not 0.0 < self.share < 1.0:
+            raise ValueError(f"a crowd's share of the SMs must be in (0, 1), not {self.share}")
+        if self.stay_us <= self.hold_us:
+            raise ValueError(f"a crowd must stay longer than the hold before the kernel "
+                             f"({self.stay_us} <= {self.hold_us} us)")
+
+    def blocks(self, sm_count: int) -> int:
+        return max(1, round(SLOTS_PER_SM * self.share * sm_count))
+
+    def __str__(self) -> str:
+        return f"{self.share:.0%} of the SMs held for {self.stay_us:g} us"
+
+
+PRESSES = (Press(0.5, 40.0), Press(0.875, 120.0))
+"""The perturbed launches a check makes before it calls launches alike: half the SMs held a
+little while (the kernel's first blocks on the other half), and most of them held longer
+(its blocks in many waves on few SMs)."""
+
+
+class Crowd:
+    """The crowd's kernels compiled for the current device, and its stream."""
+
+    def __init__(self, stream: Stream, sm_count: int):
+        ordinal = check(cu.cuCtxGetDevice(), "cuCtxGetDevice")
+        out = nvrtc_compile(_SOURCE, "crowd.cu", [f"-arch={device_arch_name(int(ordinal))}"])
+        if not out.ok:
+            raise HarnessError(f"the crowd's kernels did not compile: {out.log or out.status}")
+        self.module = Module(out.cubin, "crowd")
+        self._crowd, self._hold = self.module.function("crowd"), self.module.function("hold")
+        self.stream, self.sm_count = stream, sm_count
+        self.side = Stream()
+        self._done = Event()
+
+    def around(self, launch: Callable[[], None], press: Press) -> None:
+        """``launch`` (which enqueues on the crowd's stream) behind a crowd pressed as said;
+        the stream's later work waits for the crowd to leave."""
+        ns = ctypes.c_uint64(int(press.stay_us * 1e3))
+        self._crowd.launch(LaunchShape((press.blocks(self.sm_count), 1, 1),
+                                       (CROWD_THREADS, 1, 1), 0), self.side, (ns,))
+        self._hold.launch(LaunchShape((1, 1, 1), (1, 1, 1), 0), self.stream,
+                          (ctypes.c_uint64(int(press.hold_us * 1e3)),))
+        launch()
+        self._done.record(self.side)
+        check(cu.cuStreamWaitEvent(self.stream.handle, self._done.handle, 0),
+              "cuStreamWaitEvent")
