@@ -157,16 +157,19 @@ WIDE_TEXT = f"{WIDE:g} times the declared range"
 def _pressed_alike(again, outs1: dict, where: str, found: Battery) -> bool:
     """Launches behind a crowd (gpu/crowd.py) on the first inputs give the first launch's bits:
     two launches alike on an idle GPU do not make a kernel deterministic. A failure found
-    (into ``found``) where one is wrong or differs."""
+    (into ``found``) where one is wrong (a race, unless the launch after it on an idle GPU is
+    wrong with the same bits: kept state) or differs."""
     for press in PRESSES:
         ok, _, detail, outs = again(1, press)
         if not ok:
-            if again(1)[0]:
+            right_after, _, _, after = again(1)
+            if right_after or _differ(outs, after):
                 found.fail("race", f"{where}: right on an idle GPU and wrong launched behind "
                            f"blocks that hold {press} (its blocks in another order): {detail}")
             else:
                 found.fail("keeps state between launches", f"{where}: right on two launches, "
-                           f"wrong from the third on the same inputs: {detail}")
+                           "wrong from the third on the same inputs, the same bits after it "
+                           f"on an idle GPU: {detail}")
             return False
         if _differ(outs1, outs):
             found.fail("nondeterministic (undeclared)", f"{where}: a launch behind blocks that "
