@@ -21,8 +21,8 @@ def test_a_press_holds_a_share_of_the_sms_and_outstays_its_hold():
     assert Press(0.01, 40.0).blocks(10) == 1
     with pytest.raises(ValueError, match="share"):
         Press(1.0, 40.0)
-    with pytest.raises(ValueError, match="longer"):
-        Press(0.5, 5.0, hold_us=5.0)
+    with pytest.raises(ValueError, match="a while"):
+        Press(0.5, 0.0)
     assert "88% of the SMs" in str(PRESSES[-1])
 
 
@@ -91,6 +91,19 @@ def test_a_gemm_wrong_only_behind_the_crowd_is_a_race():
 def test_a_gemm_wrong_from_the_third_launch_on_keeps_state():
     runs = [_run(True, [[1.0]]), _run(True, [[1.0]]), _run(False, [[9.0]]), _run(False, [[9.0]])]
     assert repeat_finding(GEMM, runs).finding == KEEPS_STATE
+
+
+def test_a_gemm_wrong_alike_with_a_right_launch_between_keeps_state():
+    # timer_skim: wrong when launched soon after its last launch, so right behind the crowd
+    runs = [_run(True, [[1.0]]), _run(False, [[9.0]]), _run(False, [[9.0]]),
+            _run(True, [[1.0]]), _run(False, [[9.0]])]
+    assert repeat_finding(GEMM, runs).finding == KEEPS_STATE
+
+
+def test_a_gemm_wrong_and_unlike_is_a_race():
+    runs = [_run(True, [[1.0]]), _run(False, [[9.0]]), _run(True, [[1.0]]),
+            _run(False, [[7.0]]), _run(True, [[1.0]])]
+    assert repeat_finding(GEMM, runs).finding == "race"
 
 
 def test_a_gemm_with_other_bits_behind_the_crowd_is_nondeterministic():

@@ -146,9 +146,10 @@ def repeat_finding(gemm: LoadedGemm, runs: list[Checked], launches_before: int =
     """What identical runs (same inputs, same buffers, C poisoned before each) say, when their
     outputs are not bit for bit the same: None when they are.
 
-    The first right and the later ones wrong and alike is a kernel that keeps state between
-    launches; wrong runs that differ is a race; runs that differ and all pass are a
-    nondeterministic kernel: a note when its spec says so (atomics), else a failure."""
+    The first right and the later ones wrong and alike (or every wrong one alike) is a kernel
+    that keeps state between launches; wrong runs that differ is a race; runs that differ and
+    all pass are a nondeterministic kernel: a note when its spec says so (atomics), else a
+    failure."""
     first, spec = runs[0], gemm.kernel.spec
     r = first.result
     where = (r.m, r.n, r.k, r.seed, r.alpha, r.beta)
@@ -171,6 +172,11 @@ def repeat_finding(gemm: LoadedGemm, runs: list[Checked], launches_before: int =
                 "sums with atomics whose order changes: then declare nondeterministic = true "
                 "in its spec", int(np.count_nonzero(_bits_differ(first.out, other.out))))
         alike = all(not _bits_differ(later[0].out, x.out).any() for x in later[1:])
+        # wrong launches that give the same bits, right ones between them (a kernel whose
+        # state or clock decides when it skims) keep state too; a race's wrong bits differ
+        wrong = [x for x in runs if not x.result.passed]
+        if len(wrong) >= 2:
+            alike = alike or all(not _bits_differ(wrong[0].out, x.out).any() for x in wrong[1:])
         if r.passed and not other.result.passed and alike:
             n = launches_before + i
             return CheckResult.finding_only(

@@ -1,5 +1,5 @@
 """A crowd: blocks that hold part of the GPU's SMs for a while, on a stream of their own, while
-a kernel launched behind a short hold runs its blocks on the SMs left, in waves and an order it
+a kernel launched behind them runs its blocks on the SMs left, in waves and an order it
 does not get on an idle GPU.
 
 The checks launch a kernel behind a crowd before they call two of its launches alike: a kernel
@@ -21,14 +21,24 @@ from harness.gpu.compilers import nvrtc_compile
 from harness.gpu.driver import Event, LaunchShape, Module, Stream, cu, device_arch_name
 
 _SOURCE = rb"""
-__device__ void spin_for(unsigned long long ns) {
-    unsigned long long t0, t;
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
-    do { asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t)); } while (t - t0 < ns);
+__device__ unsigned long long arrived;  // crowd blocks resident so far, over every launch
+__device__ unsigned long long now_ns() {
+    unsigned long long t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    return t;
 }
 // every thread spins: a block of 1024 threads takes half of an SM's 2048 thread slots
-extern "C" __global__ void __launch_bounds__(1024) crowd(unsigned long long ns) { spin_for(ns); }
-extern "C" __global__ void hold(unsigned long long ns) { spin_for(ns); }
+extern "C" __global__ void __launch_bounds__(1024) crowd(unsigned long long ns) {
+    unsigned long long t0 = now_ns();
+    if (threadIdx.x == 0) atomicAdd(&arrived, 1ull);
+    while (now_ns() - t0 < ns) {}
+}
+// one thread ahead of the kernel on its stream: until every crowd block is resident (at most
+// most_ns, then the kernel goes anyway)
+extern "C" __global__ void hold(unsigned long long target, unsigned long long most_ns) {
+    unsigned long long t0 = now_ns();
+    while (*(volatile unsigned long long*)&arrived < target && now_ns() - t0 < most_ns) {}
+}
 """
 CROWD_THREADS = 1024
 SLOTS_PER_SM = 2
@@ -38,18 +48,16 @@ SLOTS_PER_SM = 2
 @dataclass(frozen=True)
 class Press:
     """One perturbed launch: the share of the SMs the crowd fills and how long it stays (us);
-    the kernel starts ``hold_us`` after the crowd is launched, once its blocks are resident."""
+    the kernel starts once every crowd block is resident."""
 
     share: float
     stay_us: float
-    hold_us: float = 5.0
 
     def __post_init__(self):
         if not 0.0 < self.share < 1.0:
             raise ValueError(f"a crowd's share of the SMs must be in (0, 1), not {self.share}")
-        if self.stay_us <= self.hold_us:
-            raise ValueError(f"a crowd must stay longer than the hold before the kernel "
-                             f"({self.stay_us} <= {self.hold_us} us)")
+        if self.stay_us <= 0.0:
+            raise ValueError(f"a crowd must stay a while, not {self.stay_us} us")
 
     def blocks(self, sm_count: int) -> int:
         return max(1, round(SLOTS_PER_SM * self.share * sm_count))
@@ -77,15 +85,22 @@ class Crowd:
         self.stream, self.sm_count = stream, sm_count
         self.side = Stream()
         self._done = Event()
+        self._arrived = 0
+        # loaded now (lazy loading would load each on its first launch, the crowd gone by
+        # the time the kernel behind it starts)
+        self.around(lambda: None, Press(0.01, 1.0))
+        self.stream.synchronize("the crowd's first launch")
 
     def around(self, launch: Callable[[], None], press: Press) -> None:
         """``launch`` (which enqueues on the crowd's stream) behind a crowd pressed as said;
         the stream's later work waits for the crowd to leave."""
-        ns = ctypes.c_uint64(int(press.stay_us * 1e3))
-        self._crowd.launch(LaunchShape((press.blocks(self.sm_count), 1, 1),
-                                       (CROWD_THREADS, 1, 1), 0), self.side, (ns,))
+        blocks = press.blocks(self.sm_count)
+        ns = int(press.stay_us * 1e3)
+        self._crowd.launch(LaunchShape((blocks, 1, 1), (CROWD_THREADS, 1, 1), 0), self.side,
+                           (ctypes.c_uint64(ns),))
+        self._arrived += blocks
         self._hold.launch(LaunchShape((1, 1, 1), (1, 1, 1), 0), self.stream,
-                          (ctypes.c_uint64(int(press.hold_us * 1e3)),))
+                          (ctypes.c_uint64(self._arrived), ctypes.c_uint64(ns)))
         launch()
         self._done.record(self.side)
         check(cu.cuStreamWaitEvent(self.stream.handle, self._done.handle, 0),
