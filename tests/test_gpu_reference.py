@@ -7,6 +7,7 @@ the device's reference and scale against the host's."""
 from __future__ import annotations
 
 import ctypes
+import math
 from functools import partial
 from types import SimpleNamespace
 
@@ -105,7 +106,7 @@ class HostBuffer:
     def __init__(self, nbytes: int):
         if nbytes <= 0:
             raise HarnessError(f"a device buffer needs a positive size, got {nbytes} bytes")
-        self.nbytes, self.memory = nbytes, np.full(nbytes // 8, np.nan)
+        self.nbytes, self.memory = nbytes, np.full(-(-nbytes // 8), np.nan)
         self.closed, self.uploads, self.streams = False, 0, set()
         self.made.append(self)
 
@@ -122,10 +123,25 @@ class HostBuffer:
     def download(self, dtype, shape, stream) -> np.ndarray:
         assert not self.closed
         self.streams.add(id(stream))
-        return self.memory.view(dtype).reshape(shape).copy()
+        return self.memory.view(dtype)[:math.prod(shape)].reshape(shape).copy()
 
     def close(self) -> None:
         self.closed = True
+
+
+class HostKernels:
+    """ReferenceKernels on HostBuffers."""
+
+    def __init__(self):
+        self.calls = []
+
+    def magnitudes(self, x, n, stream) -> None:
+        self.calls.append(("magnitudes", n))
+        x.memory[:n] = np.abs(x.memory[:n])
+
+    def narrowed(self, x, y, n, stream) -> None:
+        self.calls.append(("narrowed", n))
+        y.memory.view(np.float32)[:n] = x.memory[:n].astype(np.float32)
 
 
 @pytest.fixture
@@ -209,9 +225,11 @@ def test_without_nvmath_cublas_is_not_available(monkeypatch):
 
 @pytest.mark.parametrize("m,n,k", SHAPES, ids=str)
 @pytest.mark.parametrize("alpha,beta", [(1.0, 0.0), (0.75, -0.5), (-1.5, 2.0)], ids=str)
-def test_reference_and_scale_are_numpys(blas, m, n, k, alpha, beta):
+@pytest.mark.parametrize("on_device", [False, True], ids=["host |A|", "device |A|"])
+def test_reference_and_scale_are_numpys(blas, m, n, k, alpha, beta, on_device):
     a64, b64, c64 = _operands(m, n, k, with_c=beta != 0.0)
-    ref, scale = reference_and_scale(blas, a64, b64, alpha, beta, c64)
+    kernels = HostKernels() if on_device else None
+    ref, scale = reference_and_scale(blas, a64, b64, alpha, beta, c64, kernels)
     host_scale = numerics.error_scale(a64, b64, alpha, beta, c64)
     assert ref.dtype == np.float64 and ref.shape == (m, n)
     assert scale.dtype == host_scale.dtype == np.float32 and scale.shape == (m, n)
@@ -221,19 +239,26 @@ def test_reference_and_scale_are_numpys(blas, m, n, k, alpha, beta):
     # float64 rounded once to float32; numpy's float32 sum of K positive terms is within K u32
     np.testing.assert_allclose(scale, exact, rtol=2.0 ** -24, atol=0)
     np.testing.assert_allclose(scale, host_scale, rtol=k * 2.0 ** -24, atol=0)
-    a_buf, b_buf, c_buf = HostBuffer.made
+    a_buf, b_buf, c_buf = HostBuffer.made[:3]
     assert (a_buf.nbytes, b_buf.nbytes, c_buf.nbytes) == (8 * m * k, 8 * k * n, 8 * m * n)
     assert all(b.closed for b in HostBuffer.made)
+    # with the device's magnitudes A and B go up once, the scale comes back in float32
+    assert a_buf.uploads == b_buf.uploads == (1 if on_device else 2)
+    assert len(HostBuffer.made) == (4 if on_device else 3)
+    if on_device:
+        assert kernels.calls == [("magnitudes", m * k), ("magnitudes", k * n),
+                                 ("narrowed", m * n)]
     assert c_buf.uploads == (2 if beta != 0.0 else 0)  # at beta = 0 C is only written
     assert {s for b in HostBuffer.made for s in b.streams} == {id(blas.stream)}
     assert [c[0] for c in blas.fake.calls].count("dgemm") == 2
 
 
-def test_the_scale_is_taken_on_absolute_values(blas):
+@pytest.mark.parametrize("kernels", [None, HostKernels()], ids=["host |A|", "device |A|"])
+def test_the_scale_is_taken_on_absolute_values(blas, kernels):
     a64 = -np.ones((2, 3))
     b64 = np.array([[1.0, -1.0], [-1.0, 1.0], [1.0, 1.0]])
     c64 = np.array([[-1.0, 2.0], [3.0, -4.0]])
-    ref, scale = reference_and_scale(blas, a64, b64, -2.0, -0.5, c64)
+    ref, scale = reference_and_scale(blas, a64, b64, -2.0, -0.5, c64, kernels)
     assert np.array_equal(ref, -2.0 * (a64 @ b64) - 0.5 * c64)
     assert np.array_equal(scale, np.float32(2.0) * 3 + np.float32(0.5) * np.abs(c64))
 
@@ -339,18 +364,23 @@ def test_a_session_takes_back_only_its_own_engine(engines):
 
 @pytest.mark.gpu_shared
 @pytest.mark.parametrize("m,n,k,alpha,beta", [(1024, 768, 512, 0.75, -0.5),
-                                              (2048, 2048, 2048, 1.0, 0.0)], ids=str)
-def test_the_gpus_reference_and_scale_are_the_hosts(device, m, n, k, alpha, beta):
+                                              (2048, 2048, 2048, 1.0, 0.0),
+                                              (333, 517, 129, -1.25, 0.0)], ids=str)
+@pytest.mark.parametrize("on_device", [False, True], ids=["host |A|", "device |A|"])
+def test_the_gpus_reference_and_scale_are_the_hosts(device, m, n, k, alpha, beta, on_device):
     """To 1e-12 elementwise: the reference relative to its error scale (an element near 0 has
     no relative precision of its own), the scale in float64 (the reference of |A|, |B|, |C|)
-    relative to itself, and in float32 within one rounding of it."""
+    relative to itself, and in float32 within one rounding of it; the magnitudes and the
+    float32 scale made on the host or on the device (an odd count of elements too)."""
     from harness.gpu.driver import Stream
+    from harness.gpu.reference import ReferenceKernels
 
     a64, b64, c64 = _operands(m, n, k, seed=11, with_c=beta != 0.0)
     stream = Stream()
     blas = Cublas(stream)
+    kernels = ReferenceKernels(device.sm_count) if on_device else None
     try:
-        ref, scale = reference_and_scale(blas, a64, b64, alpha, beta, c64)
+        ref, scale = reference_and_scale(blas, a64, b64, alpha, beta, c64, kernels)
         scale64, _ = reference_and_scale(blas, np.abs(a64), np.abs(b64), abs(alpha), abs(beta),
                                          None if c64 is None else np.abs(c64))
     finally:

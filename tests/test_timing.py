@@ -813,6 +813,24 @@ def test_rounds_longer_than_a_stretch_are_a_stretch_each():
     assert longest.stretches == 1
 
 
+def test_the_first_launches_of_long_rounds_count_toward_the_warm_up():
+    """Two rounds' work run as the first launches (the second timed): past the cap they are
+    the whole warm-up; under it, one more round as long as the timed one ends it."""
+    from harness.gpu.timing.sustained import warm_up
+
+    longest = _WarmTimer([550.0])
+    assert warm_up(longest, lambda: None, 550.0, ran_ms=1100.0, last_ms=550.0) == 1100.0
+    assert longest.stretches == 0
+    long_ = _WarmTimer([72.1, 72.1])
+    assert warm_up(long_, lambda: None, 72.0, ran_ms=144.0, last_ms=72.0) == pytest.approx(
+        216.1)
+    assert long_.stretches == 1
+    moving = _WarmTimer([80.0, 72.0, 72.1])
+    assert warm_up(moving, lambda: None, 72.0, ran_ms=144.0, last_ms=72.0) == pytest.approx(
+        368.1)
+    assert moving.stretches == 3
+
+
 def test_a_launch_captured_in_a_graph_counts_when_the_graph_replays():
     """A timing's launch count (the "timed kept" column: kept repetitions of so many launches)
     counts what ran on the device: a call captured in a graph runs at each replay, not when

@@ -25,7 +25,7 @@ from harness.gpu.crowd import Crowd
 from harness.gpu.cublas import Cublas
 from harness.gpu.cublas import available as cublas_available
 from harness.gpu.driver import Device, Stream
-from harness.gpu.reference import reference_and_scale
+from harness.gpu.reference import ReferenceKernels, reference_and_scale
 from harness.gpu.timing import Primed, Timer, Timing, TimingOptions, with_before
 from harness.kernels.registry import Kernel
 
@@ -104,7 +104,13 @@ class BenchSession:
         """A check's float64 reference and error scale computed with this session's cuBLAS
         (gpu/reference.py): how the checks compute the large ones while it is open
         (checks.set_gpu_references)."""
-        return reference_and_scale(self.blas, a64, b64, alpha, beta, c64)
+        return reference_and_scale(self.blas, a64, b64, alpha, beta, c64,
+                                   self.reference_kernels)
+
+    @cached_property
+    def reference_kernels(self) -> ReferenceKernels:
+        """The references' magnitudes and float32 scale on the device (gpu/reference.py)."""
+        return ReferenceKernels(self.device.sm_count)
 
     @cached_property
     def fresh(self) -> FreshKernels:

@@ -16,11 +16,15 @@ scale is the more exact of the two, and both are far more exact than a bound nee
 
 from __future__ import annotations
 
+import ctypes
+
 import numpy as np
 
 from harness.errors import HarnessError
+from harness.gpu.check import check
+from harness.gpu.compilers import nvrtc_compile
 from harness.gpu.cublas import Cublas
-from harness.gpu.driver import Buffer
+from harness.gpu.driver import Buffer, LaunchShape, Module, cu, device_arch_name
 
 MIN_MNK = 1 << 27
 """The checks compute a reference of M N K at least this (512^3) on the GPU, a smaller one on
@@ -33,15 +37,65 @@ it, for an n^3 GEMM, the host's cost grows as n^3 and the copies' as n^2 (at 409
 of two host cores against an estimated 0.1 s of copies and 6 ms of DGEMM)."""
 
 
+_SOURCE = rb"""
+// |x| in place: the sign bit of each float64 cleared
+extern "C" __global__ void magnitudes(unsigned long long* x, unsigned long long n) {
+    for (unsigned long long i = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x;
+         i < n; i += (unsigned long long)gridDim.x * blockDim.x)
+        x[i] &= 0x7fffffffffffffffull;
+}
+// float64 to float32, rounded to nearest even (numpy's astype)
+extern "C" __global__ void narrowed(const double* x, float* y, unsigned long long n) {
+    for (unsigned long long i = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x;
+         i < n; i += (unsigned long long)gridDim.x * blockDim.x)
+        y[i] = __double2float_rn(x[i]);
+}
+"""
+THREADS = 256
+
+
+class ReferenceKernels:
+    """The scale's element-wise steps on the device: A's and B's magnitudes made in the
+    buffers that hold them (not drawn again on the host and uploaded a second time) and the
+    scale narrowed to float32 before it is read back (half the bytes)."""
+
+    def __init__(self, sm_count: int):
+        ordinal = check(cu.cuCtxGetDevice(), "cuCtxGetDevice")
+        out = nvrtc_compile(_SOURCE, "reference_kernels.cu",
+                            [f"-arch={device_arch_name(int(ordinal))}"])
+        if not out.ok:
+            raise HarnessError(f"the reference's kernels did not compile: "
+                               f"{out.log or out.status}")
+        self.module = Module(out.cubin, "reference kernels")
+        self._magnitudes = self.module.function("magnitudes")
+        self._narrowed = self.module.function("narrowed")
+        self.most_blocks = 8 * sm_count
+
+    def _shape(self, n: int):
+        return LaunchShape((max(1, min(-(-n // THREADS), self.most_blocks)), 1, 1),
+                           (THREADS, 1, 1), 0)
+
+    def magnitudes(self, x: Buffer, n: int, stream) -> None:
+        self._magnitudes.launch(self._shape(n), stream,
+                                (ctypes.c_uint64(x.address), ctypes.c_uint64(n)))
+
+    def narrowed(self, x: Buffer, y: Buffer, n: int, stream) -> None:
+        self._narrowed.launch(self._shape(n), stream, (ctypes.c_uint64(x.address),
+                                                       ctypes.c_uint64(y.address),
+                                                       ctypes.c_uint64(n)))
+
+
 def reference_and_scale(blas: Cublas, a64: np.ndarray, b64: np.ndarray, alpha: float,
-                        beta: float, c64: np.ndarray | None
+                        beta: float, c64: np.ndarray | None,
+                        kernels: ReferenceKernels | None = None
                         ) -> tuple[np.ndarray, np.ndarray]:
     """``alpha A B + beta C`` in float64 and its error scale ``|alpha| |A||B| + |beta| |C|``
     in float32, as numerics.reference and numerics.error_scale give them (C is used only at
     beta != 0), both products computed on the device with ``blas`` (cublasDgemm on its
     stream). A (M x K), B (K x N) and C (M x N, or None at beta = 0) are row-major float64 on
-    the host, as the results are. The device memory (three float64 matrices, 512 MiB each at
-    8192) is freed before it returns."""
+    the host, as the results are. With ``kernels`` the magnitudes of A and B are made, and the
+    scale narrowed, on the device; without, on the host. The device memory (three float64
+    matrices, 512 MiB each at 8192) is freed before it returns."""
     a64, b64 = (np.ascontiguousarray(x, dtype=np.float64) for x in (a64, b64))
     (m, k), (k_b, n) = a64.shape, b64.shape
     if k_b != k:
@@ -53,27 +107,41 @@ def reference_and_scale(blas: Cublas, a64: np.ndarray, b64: np.ndarray, alpha: f
             raise HarnessError(f"a reference at beta = {beta} needs C's start values, "
                                f"{m} x {n}; found {found}")
         c64 = np.ascontiguousarray(c64, dtype=np.float64)
+    abs_c = None if beta == 0.0 else np.abs(c64)
     buffers = []
     try:
         for elements in (m * k, k * n, m * n):
             buffers.append(Buffer(elements * 8))
-        ref = _product(blas, buffers, a64, b64, alpha, beta, c64)
-        scale = _product(blas, buffers, np.abs(a64), np.abs(b64), abs(alpha), abs(beta),
-                         None if beta == 0.0 else np.abs(c64))
+        ref = _product(blas, buffers, (m, n, k), a64, b64, alpha, beta, c64)
+        if kernels is None:
+            scale = _product(blas, buffers, (m, n, k), np.abs(a64), np.abs(b64), abs(alpha),
+                             abs(beta), abs_c).astype(np.float32)
+        else:
+            a_buf, b_buf, c_buf = buffers
+            kernels.magnitudes(a_buf, m * k, blas.stream)
+            kernels.magnitudes(b_buf, k * n, blas.stream)
+            _product(blas, buffers, (m, n, k), None, None, abs(alpha), abs(beta), abs_c, read=False)
+            buffers.append(Buffer(m * n * 4))
+            kernels.narrowed(c_buf, buffers[-1], m * n, blas.stream)
+            scale = buffers[-1].download(np.float32, (m, n), blas.stream)
     finally:
         for buffer in buffers:
             buffer.close()
-    return ref, scale.astype(np.float32)
+    return ref, scale
 
 
-def _product(blas: Cublas, buffers: list[Buffer], a: np.ndarray, b: np.ndarray, alpha: float,
-             beta: float, c: np.ndarray | None) -> np.ndarray:
-    """``alpha a b + beta c`` on the device through ``buffers`` (A's, B's, C's), read back."""
-    (m, k), n = a.shape, b.shape[1]
-    a_buf, b_buf, c_buf = buffers
-    a_buf.upload(a, blas.stream)
-    b_buf.upload(b, blas.stream)
+def _product(blas: Cublas, buffers: list[Buffer], shape: tuple[int, int, int],
+             a: np.ndarray | None, b: np.ndarray | None, alpha: float, beta: float,
+             c: np.ndarray | None, read: bool = True) -> np.ndarray | None:
+    """``alpha a b + beta c`` on the device through ``buffers`` (A's, B's, C's), read back
+    unless ``read`` is False; an operand given as None is in its buffer already."""
+    a_buf, b_buf, c_buf = buffers[:3]
+    m, n, k = shape
+    if a is not None:
+        a_buf.upload(a, blas.stream)
+    if b is not None:
+        b_buf.upload(b, blas.stream)
     if beta != 0.0:  # at beta = 0 cuBLAS only writes C
         c_buf.upload(c, blas.stream)
     blas.dgemm(m, n, k, alpha, a_buf.address, b_buf.address, beta, c_buf.address)
-    return c_buf.download(np.float64, (m, n), blas.stream)
+    return c_buf.download(np.float64, (m, n), blas.stream) if read else None

@@ -113,7 +113,8 @@ def time_sustained(timer: Timer, launches: Sequence[Callable[[], None]], before:
         # of a percent, and eight more rounds to estimate them cost seconds; the enqueueing
         # host is never behind such work
         estimate_ms = known_ms
-        warmed_ms = warm_up(timer, round_, estimate_ms)
+        # the first launches ran two rounds' work already, the second timed: they count
+        warmed_ms = warm_up(timer, round_, estimate_ms, ran_ms=2 * known_ms, last_ms=known_ms)
         gpu_ms, host_per_round_ms = estimate_ms, 0.0
     else:
         estimate_ms = max(timer.cost(round_, 3)[0], 1e-4)
@@ -226,17 +227,22 @@ def alone_ms(timer: Timer, launches: Sequence[Callable[[], None]], before: Seque
     return best
 
 
-def warm_up(timer: Timer, round_: Callable[[], None], estimate_ms: float) -> float:
+def warm_up(timer: Timer, round_: Callable[[], None], estimate_ms: float,
+            ran_ms: float = 0.0, last_ms: float = math.nan) -> float:
     """Rounds back to back until the card is steady (``TimingOptions.warmup_steady_pct``:
     two stretches in a row of the same time per round, a stretch ``WARMUP_STRETCH_MS`` of
     GPU time or one round where a round is longer; at most ``warmup_ms``), or for the whole
-    ``warmup_ms`` (``warmup_steady_pct`` 0); the GPU time spent."""
+    ``warmup_ms`` (``warmup_steady_pct`` 0); the GPU time spent. ``ran_ms``: work that ran
+    already and counts toward ``warmup_ms``; ``last_ms``: the time per round it measured (a
+    long round's first launches: 01_naive at 4096 ran 0.55 s a round, and its warm-up one
+    more round of it, where the first launches had run two)."""
     opts = timer.options
     if opts.warmup_steady_pct <= 0 or opts.warmup_ms < 2 * WARMUP_STRETCH_MS:
-        count = warmup_rounds(opts.warmup_ms, estimate_ms)
+        count = warmup_rounds(opts.warmup_ms - ran_ms, estimate_ms) if ran_ms < opts.warmup_ms \
+            else 0
         for _ in range(count):
             round_()
-        return count * estimate_ms
+        return ran_ms + count * estimate_ms
     per_stretch = warmup_rounds(WARMUP_STRETCH_MS, estimate_ms)
     captured = min(per_stretch, WARMUP_GRAPH_ROUNDS)
     stretch = _stretch_graph(timer, round_, captured)
@@ -249,7 +255,7 @@ def warm_up(timer: Timer, round_: Callable[[], None], estimate_ms: float) -> flo
         for _ in range(replays):
             stretch.launch(timer.stream)
 
-    spent, last = 0.0, math.nan
+    spent, last = ran_ms, last_ms
     try:
         while spent < opts.warmup_ms:
             if stretch is None:
