@@ -52,6 +52,35 @@ def main() -> None:
             print(f"{label}: {len(set(ids.tolist()))} SMs; starts span "
                   f"{(starts.max() - starts.min()) / 1e3:.1f} us; crowd blocks arrived "
                   f"{arrived} of {crowd._arrived}")
+        for _ in range(2):
+            events(crowd, launch, Press(0.875, 120.0), stream)
+            got = seen.download(np.uint64, (blocks, 2), stream)
+            print(f"  with events: {len(set(got[:, 0].tolist()))} SMs")
+
+
+def events(crowd: Crowd, launch, press: Press, stream: Stream) -> None:
+    """around()'s steps with events on both streams: when each began and ended."""
+    from harness.gpu.driver import Event
+
+    ev = {n: Event() for n in ("crowd0", "crowd1", "hold0", "hold1", "kernel1")}
+    blocks = press.blocks(crowd.sm_count)
+    ns = int(press.stay_us * 1e3)
+    ev["crowd0"].record(crowd.side)
+    crowd._crowd.launch(LaunchShape((blocks, 1, 1), (1024, 1, 1), 0), crowd.side,
+                        (ctypes.c_uint64(ns),))
+    ev["crowd1"].record(crowd.side)
+    crowd._arrived += blocks
+    ev["hold0"].record(stream)
+    crowd._hold.launch(LaunchShape((1, 1, 1), (1, 1, 1), 0), stream,
+                       (ctypes.c_uint64(crowd._arrived), ctypes.c_uint64(ns)))
+    ev["hold1"].record(stream)
+    launch()
+    ev["kernel1"].record(stream)
+    stream.synchronize()
+    crowd.side.synchronize()
+    base = ev["crowd0"]
+    print("  events (us after the crowd's start event):",
+          {n: round(e.elapsed_ms(base) * 1e3, 1) for n, e in ev.items()})
 
 
 if __name__ == "__main__":
