@@ -22,15 +22,20 @@ from harness.gpu.driver import Event, LaunchShape, Module, Stream, cu, device_ar
 
 _SOURCE = rb"""
 __device__ unsigned long long arrived;  // crowd blocks resident so far, over every launch
+// a memory clobber: without it the compiler may move the crowd's arrival (an atomic) past
+// the spin, and the hold sees the crowd only as it leaves (the H200 at b6b79e8)
 __device__ unsigned long long now_ns() {
     unsigned long long t;
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t) :: "memory");
     return t;
 }
 // every thread spins: a block of 1024 threads takes half of an SM's 2048 thread slots
 extern "C" __global__ void __launch_bounds__(1024) crowd(unsigned long long ns) {
     unsigned long long t0 = now_ns();
-    if (threadIdx.x == 0) atomicAdd(&arrived, 1ull);
+    if (threadIdx.x == 0) {
+        atomicAdd(&arrived, 1ull);
+        __threadfence();
+    }
     while (now_ns() - t0 < ns) {}
 }
 // one thread ahead of the kernel on its stream: until every crowd block is resident (at most
