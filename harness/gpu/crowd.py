@@ -29,7 +29,7 @@ __device__ unsigned long long now_ns() {
     asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t) :: "memory");
     return t;
 }
-// every thread spins: a block of 1024 threads takes half of an SM's 2048 thread slots
+// every thread spins, one block to an SM (CROWD_THREADS)
 extern "C" __global__ void __launch_bounds__(1024) crowd(unsigned long long ns) {
     unsigned long long t0 = now_ns();
     if (threadIdx.x == 0) {
@@ -46,8 +46,10 @@ extern "C" __global__ void hold(unsigned long long target, unsigned long long mo
 }
 """
 CROWD_THREADS = 1024
-SLOTS_PER_SM = 2
-"""Crowd blocks an SM holds at once (2048 threads an SM, on every arch from sm_80 on)."""
+"""A crowd block's threads; one block holds its SM. On an H200 at b6b79e8 a one-thread kernel
+of another stream started on no SM that held a crowd block: behind 132 blocks of 1024 threads
+(one an SM, where two fit) it waited out the crowd's whole stay; behind one block it started
+at once (experiments/crowd_probe.py)."""
 
 
 @dataclass(frozen=True)
@@ -65,7 +67,9 @@ class Press:
             raise ValueError(f"a crowd must stay a while, not {self.stay_us} us")
 
     def blocks(self, sm_count: int) -> int:
-        return max(1, round(SLOTS_PER_SM * self.share * sm_count))
+        """One block an SM, on ``share`` of them (the block scheduler spreads a grid of fewer
+        blocks than SMs one to an SM)."""
+        return max(1, round(self.share * sm_count))
 
     def __str__(self) -> str:
         return f"{self.share:.0%} of the SMs held for {self.stay_us:g} us"
