@@ -94,7 +94,8 @@ class Crowd:
         self.stream, self.sm_count = stream, sm_count
         self.side = Stream()
         self._done = Event()
-        self._arrived = 0
+        self.launched = 0
+        """Crowd blocks launched so far (what the hold waits to see arrive)."""
         # loaded now (lazy loading would load each on its first launch, the crowd gone by
         # the time the kernel behind it starts)
         self.around(lambda: None, Press(0.01, 1.0))
@@ -107,9 +108,9 @@ class Crowd:
         ns = int(press.stay_us * 1e3)
         self._crowd.launch(LaunchShape((blocks, 1, 1), (CROWD_THREADS, 1, 1), 0), self.side,
                            (ctypes.c_uint64(ns),))
-        self._arrived += blocks
+        self.launched += blocks
         self._hold.launch(LaunchShape((1, 1, 1), (1, 1, 1), 0), self.stream,
-                          (ctypes.c_uint64(self._arrived), ctypes.c_uint64(ns)))
+                          (ctypes.c_uint64(self.launched), ctypes.c_uint64(ns)))
         launch()
         self._done.record(self.side)
         check(cu.cuStreamWaitEvent(self.stream.handle, self._done.handle, 0),
