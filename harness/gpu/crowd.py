@@ -22,6 +22,8 @@ from harness.gpu.driver import Event, LaunchShape, Module, Stream, cu, device_ar
 
 _SOURCE = rb"""
 __device__ unsigned long long arrived;  // crowd blocks resident so far, over every launch
+__device__ unsigned long long released;  // the last crowd the hold let its kernel go behind
+__device__ unsigned long long released_ns;  // when
 // a memory clobber: without it the compiler may move the crowd's arrival (an atomic) past
 // the spin, and the hold sees the crowd only as it leaves (the H200 at b6b79e8)
 __device__ unsigned long long now_ns() {
@@ -29,22 +31,35 @@ __device__ unsigned long long now_ns() {
     asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t) :: "memory");
     return t;
 }
-// every thread spins, one block to an SM (CROWD_THREADS)
-extern "C" __global__ void __launch_bounds__(1024) crowd(unsigned long long ns) {
-    unsigned long long t0 = now_ns();
+// every thread spins, one block to an SM (CROWD_THREADS), until ns after the hold let the
+// kernel go behind this crowd (``target``: the blocks launched so far), or at most most_ns
+extern "C" __global__ void __launch_bounds__(1024) crowd(unsigned long long ns,
+                                                         unsigned long long target,
+                                                         unsigned long long most_ns) {
+    unsigned long long t0 = now_ns(), t;
     if (threadIdx.x == 0) {
         atomicAdd(&arrived, 1ull);
         __threadfence();
     }
-    while (now_ns() - t0 < ns) {}
+    do {
+        t = now_ns();
+        if (*(volatile unsigned long long*)&released >= target
+            && t - *(volatile unsigned long long*)&released_ns >= ns) break;
+    } while (t - t0 < most_ns);
 }
 // one thread ahead of the kernel on its stream: until every crowd block is resident (at most
-// most_ns, then the kernel goes anyway)
+// most_ns, then the kernel goes anyway); the crowd's stay counts from here
 extern "C" __global__ void hold(unsigned long long target, unsigned long long most_ns) {
     unsigned long long t0 = now_ns();
     while (*(volatile unsigned long long*)&arrived < target && now_ns() - t0 < most_ns) {}
+    released_ns = now_ns();
+    __threadfence();
+    *(volatile unsigned long long*)&released = target;
 }
 """
+MOST_US = 20_000.0
+"""The longest a crowd waits for its kernel, or a kernel for its crowd (a safety: either comes
+within tens of microseconds)."""
 CROWD_THREADS = 1024
 """A crowd block's threads; one block holds its SM. On an H200 at b6b79e8 a one-thread kernel
 of another stream started on no SM that held a crowd block: behind 132 blocks of 1024 threads
@@ -54,8 +69,10 @@ at once (experiments/crowd_probe.py)."""
 
 @dataclass(frozen=True)
 class Press:
-    """One perturbed launch: the share of the SMs the crowd fills and how long it stays (us);
-    the kernel starts once every crowd block is resident."""
+    """One perturbed launch: the share of the SMs the crowd fills and how long it stays (us)
+    once the kernel behind it may start (every crowd block resident): a launch on another
+    stream reached the GPU some 60 us after the crowd's on an H100 (crowd-probe-e6e60ad.log),
+    and a stay counted from the crowd's own start had ended by then."""
 
     share: float
     stay_us: float
@@ -105,12 +122,11 @@ class Crowd:
         """``launch`` (which enqueues on the crowd's stream) behind a crowd pressed as said;
         the stream's later work waits for the crowd to leave."""
         blocks = press.blocks(self.sm_count)
-        ns = int(press.stay_us * 1e3)
-        self._crowd.launch(LaunchShape((blocks, 1, 1), (CROWD_THREADS, 1, 1), 0), self.side,
-                           (ctypes.c_uint64(ns),))
         self.launched += blocks
-        self._hold.launch(LaunchShape((1, 1, 1), (1, 1, 1), 0), self.stream,
-                          (ctypes.c_uint64(self.launched), ctypes.c_uint64(ns)))
+        target, most = ctypes.c_uint64(self.launched), ctypes.c_uint64(int(MOST_US * 1e3))
+        self._crowd.launch(LaunchShape((blocks, 1, 1), (CROWD_THREADS, 1, 1), 0), self.side,
+                           (ctypes.c_uint64(int(press.stay_us * 1e3)), target, most))
+        self._hold.launch(LaunchShape((1, 1, 1), (1, 1, 1), 0), self.stream, (target, most))
         launch()
         self._done.record(self.side)
         check(cu.cuStreamWaitEvent(self.stream.handle, self._done.handle, 0),
