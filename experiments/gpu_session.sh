@@ -7,7 +7,7 @@
 #   tc-profile, energy, energy-parts (the tensor-core rungs of issue 4), multi-gpu (issue 24),
 #   code-warmth, power-context (issue 21), verify (issue 33), buffers, buffers-more
 #   (issue 35), minute, minute-after, minute-all, all-before, cold-once, profiled, replay,
-#   some-tests, timing-cost, sampled, traced, round-cost, graph-replicas (issue 37), fp8,
+#   some-tests, timing-cost, sampled, stamped, traced, round-cost, graph-replicas (issue 37), fp8,
 #   fp8-block (issue 36)
 set -uo pipefail
 OUT=${OUT:-/tmp/out}
@@ -198,6 +198,17 @@ s.print_callees(r'time_sustained|time_interleaved|warm_up|_replayed|\(checked\)|
       mkdir -p "$OUT/sampled"
       observed_run sampled "worker sampled" HARNESS_WORKER_SAMPLE="$OUT/sampled" \
         HARNESS_TIMING_TRACE="$OUT/timing-trace-sampled.txt" ;;
+    stamped)  # issue 37: the default run (empty caches), every line of its log headed by the
+      # seconds since the command (what the first row waits on), its timings traced
+      start=$SECONDS
+      HARNESS_CACHE_DIR=/tmp/stamped-cache-$$ HARNESS_TIMING_TRACE="$OUT/timing-trace.txt" \
+        timeout 300 python3 -m harness run --report-dir "$REP" 2>&1 | python3 -u -c '
+import sys, time
+t0 = time.perf_counter()
+for line in sys.stdin:
+    sys.stdout.write(f"{time.perf_counter() - t0:7.2f} {line}")' > "$OUT/default-run-stamped.log"
+      echo "$(date -u +%FT%TZ) default run, stamped: $((SECONDS - start)) s wall" \
+        | tee -a "$OUT/default-run-stamped.log"; tail -4 "$OUT/default-run-stamped.log" ;;
     traced)  # issue 37: the default run (empty caches), each sustained timing's steps traced
       # (host wall per step, GPU time of its batches: HARNESS_TIMING_TRACE, sustained.py),
       # the trace written as .txt (a .jsonl in reports/ is read as a run's stream)
