@@ -36,8 +36,8 @@ from harness.bench.numerics import CheckResult
 from harness.bench.operands import GUARD_ELEMENTS, Operands
 from harness.compiler.screen import Screen
 from harness.errors import HarnessError
-from harness.gpu.check import check
-from harness.gpu.driver import Buffer, LaunchShape, Module, Stream, device_arch_name
+from harness.gpu import own_kernels
+from harness.gpu.driver import Buffer, LaunchShape, Stream
 
 SAMPLE = 64
 """Rows and columns of a kept output compared with float64 (the whole output is scanned)."""
@@ -68,20 +68,16 @@ MEMOISES = "memoises"
 WRITES_OUTSIDE = "writes outside C"
 
 
+FRESH_SOURCE = own_kernels.Source(contents.SOURCE.encode(), "fresh_inputs.cu",
+                                  "the fresh-input kernels", ("-std=c++17",))
+
+
 class FreshKernels:
     """The generator, decision, capture and scan kernels (contents.SOURCE), compiled for the
     current device once per session."""
 
     def __init__(self, stream: Stream, sm_count: int):
-        from harness.gpu.compilers import nvrtc_compile
-        from harness.gpu.driver import cu
-
-        ordinal = check(cu.cuCtxGetDevice(), "cuCtxGetDevice")
-        out = nvrtc_compile(contents.SOURCE.encode(), "fresh_inputs.cu",
-                            [f"-arch={device_arch_name(int(ordinal))}", "-std=c++17"])
-        if not out.ok:
-            raise HarnessError(f"the fresh-input kernels did not compile: {out.log or out.status}")
-        self.module = Module(out.cubin, "fresh inputs")
+        self.module = own_kernels.module(FRESH_SOURCE, "fresh inputs")
         self.stream, self.blocks_max = stream, 8 * sm_count
         self.tick = self.module.function("fresh_tick")
         self.draw = self.module.function("fresh_draw")

@@ -15,8 +15,8 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from harness.errors import CompileError
-from harness.gpu.compilers import nvrtc_compile
-from harness.gpu.driver import Buffer, Function, LaunchShape, Module, Stream
+from harness.gpu import own_kernels
+from harness.gpu.driver import Buffer, Function, LaunchShape, Stream
 from harness.gpu.timing import Timer, Timing
 
 SOURCE = r"""
@@ -81,14 +81,16 @@ class KnownRow:
                 "tolerance_us": tolerance_us(self.expected_us), "passed": self.passed}
 
 
+KNOWN_SOURCE = own_kernels.Source(SOURCE.encode(), "known.cu", "harness/bench/known.py's kernels",
+                                  ("-std=c++17",))
+
+
 class KnownKernels:
     """The spin and copy kernels compiled for ``arch`` and loaded."""
 
     def __init__(self, arch: str, stream: Stream, sm_count: int):
-        out = nvrtc_compile(SOURCE.encode(), "known.cu", [f"-arch={arch}", "-std=c++17"])
-        if not out.ok:
-            raise CompileError(f"harness/bench/known.py: {out.log}")
-        self.module = Module(out.cubin, "known-duration kernels")
+        self.module = own_kernels.module(KNOWN_SOURCE, "known-duration kernels", arch,
+                                         CompileError)
         self.stream, self.sm_count = stream, sm_count
         self.spent = Buffer(8)
         self.span = Buffer(16)

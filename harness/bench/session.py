@@ -12,21 +12,25 @@ from concurrent.futures import Executor
 from functools import cached_property, partial
 
 from harness.bench import checks
-from harness.bench.capture import FreshKernels, TimedOutputs
+from harness.bench.capture import FRESH_SOURCE, FreshKernels, TimedOutputs
 from harness.bench.ceiling import Ceilings
 from harness.bench.contents import derive, new_seed
 from harness.bench.gemm import LoadedGemm
 from harness.bench.limits import Limits
 from harness.bench.operands import Operands, for_kernel, fp8_key, prefetch
 from harness.compiler.compile import compile_kernel
+from harness.gpu import own_kernels
 from harness.gpu.clocks import ClockSampler
 from harness.gpu.compilers import compiler_versions
+from harness.gpu.crowd import SOURCE as CROWD_SOURCE
 from harness.gpu.crowd import Crowd
 from harness.gpu.cublas import Cublas
 from harness.gpu.cublas import available as cublas_available
 from harness.gpu.driver import Device, Stream
+from harness.gpu.reference import SOURCE as REFERENCE_SOURCE
 from harness.gpu.reference import ReferenceKernels, reference_and_scale
 from harness.gpu.timing import Primed, Timer, Timing, TimingOptions, with_before
+from harness.gpu.timing.kernels import SOURCE as TIMER_SOURCE
 from harness.kernels.registry import Kernel
 
 TIMING_OPERAND_BYTES = 4 << 30
@@ -61,6 +65,9 @@ class BenchSession:
         the results, so a run can be replayed with ``--seed``."""
         self._timings = 0
         self.device = Device(ordinal)
+        # the session's own kernels built on threads beside its start-up (own_kernels.py)
+        own_kernels.ahead(self.device.arch.name, TIMER_SOURCE, FRESH_SOURCE, CROWD_SOURCE,
+                          REFERENCE_SOURCE)
         self.stream = Stream()
         self.clocks = ClockSampler(self.device.pci_bus_id)
         self.timer = Timer(self.stream, self.device.l2_bytes, self.clocks, timing)

@@ -15,10 +15,9 @@ import ctypes
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from harness.errors import HarnessError
+from harness.gpu import own_kernels
 from harness.gpu.check import check
-from harness.gpu.compilers import nvrtc_compile
-from harness.gpu.driver import Event, LaunchShape, Module, Stream, cu, device_arch_name
+from harness.gpu.driver import Event, LaunchShape, Stream, cu
 
 _SOURCE = rb"""
 __device__ unsigned long long arrived;  // crowd blocks resident so far, over every launch
@@ -98,15 +97,14 @@ little while (the kernel's first blocks on the other half), and most of them hel
 (its blocks in many waves on few SMs)."""
 
 
+SOURCE = own_kernels.Source(_SOURCE, "crowd.cu", "the crowd's kernels")
+
+
 class Crowd:
     """The crowd's kernels compiled for the current device, and its stream."""
 
     def __init__(self, stream: Stream, sm_count: int):
-        ordinal = check(cu.cuCtxGetDevice(), "cuCtxGetDevice")
-        out = nvrtc_compile(_SOURCE, "crowd.cu", [f"-arch={device_arch_name(int(ordinal))}"])
-        if not out.ok:
-            raise HarnessError(f"the crowd's kernels did not compile: {out.log or out.status}")
-        self.module = Module(out.cubin, "crowd")
+        self.module = own_kernels.module(SOURCE, "crowd")
         self._crowd, self._hold = self.module.function("crowd"), self.module.function("hold")
         self.stream, self.sm_count = stream, sm_count
         self.side = Stream()

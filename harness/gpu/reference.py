@@ -21,10 +21,9 @@ import ctypes
 import numpy as np
 
 from harness.errors import HarnessError
-from harness.gpu.check import check
-from harness.gpu.compilers import nvrtc_compile
+from harness.gpu import own_kernels
 from harness.gpu.cublas import Cublas
-from harness.gpu.driver import Buffer, LaunchShape, Module, cu, device_arch_name
+from harness.gpu.driver import Buffer, LaunchShape
 
 MIN_MNK = 1 << 27
 """The checks compute a reference of M N K at least this (512^3) on the GPU, a smaller one on
@@ -54,19 +53,16 @@ extern "C" __global__ void narrowed(const double* x, float* y, unsigned long lon
 THREADS = 256
 
 
+SOURCE = own_kernels.Source(_SOURCE, "reference_kernels.cu", "the reference's kernels")
+
+
 class ReferenceKernels:
     """The scale's element-wise steps on the device: A's and B's magnitudes made in the
     buffers that hold them (not drawn again on the host and uploaded a second time) and the
     scale narrowed to float32 before it is read back (half the bytes)."""
 
     def __init__(self, sm_count: int):
-        ordinal = check(cu.cuCtxGetDevice(), "cuCtxGetDevice")
-        out = nvrtc_compile(_SOURCE, "reference_kernels.cu",
-                            [f"-arch={device_arch_name(int(ordinal))}"])
-        if not out.ok:
-            raise HarnessError(f"the reference's kernels did not compile: "
-                               f"{out.log or out.status}")
-        self.module = Module(out.cubin, "reference kernels")
+        self.module = own_kernels.module(SOURCE, "reference kernels")
         self._magnitudes = self.module.function("magnitudes")
         self._narrowed = self.module.function("narrowed")
         self.most_blocks = 8 * sm_count

@@ -20,8 +20,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from harness.bench import contents
-from harness.errors import HarnessError
-from harness.gpu.driver import Buffer, LaunchShape, Module, Stream
+from harness.gpu import own_kernels
+from harness.gpu.driver import Buffer, LaunchShape, Stream
 
 KIND = {"f32": 0, "bf16": 2, "f16": 3}
 SLOT_BASE = 3
@@ -141,16 +141,14 @@ class Drawn:
     span: float
 
 
+DRAW_SOURCE = own_kernels.Source(SOURCE.encode(), "buffers_draw.cu", "the harness's draw kernels")
+
+
 class Draws:
     """The draw, keep and tick kernels on one stream, and the device state they share."""
 
     def __init__(self, stream: Stream, arch: str, sm_count: int):
-        from harness.gpu.compilers import nvrtc_compile
-
-        out = nvrtc_compile(SOURCE.encode(), "buffers_draw.cu", [f"-arch={arch}"])
-        if not out.ok:
-            raise HarnessError(f"the harness's draw kernels did not compile: {out.log}")
-        self.module = Module(out.cubin, "buffers draw")
+        self.module = own_kernels.module(DRAW_SOURCE, "buffers draw", arch)
         self.stream, self.sm_count = stream, sm_count
         self._tick = self.module.function("draw_tick")
         self._fill = self.module.function("draw_fill")

@@ -18,9 +18,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from harness.errors import CompileError, HarnessError
+from harness.gpu import own_kernels
 from harness.gpu.check import check
 from harness.gpu.clocks import ClockSampler
-from harness.gpu.compilers import nvrtc_compile
 from harness.gpu.driver import Buffer, Device, Function, LaunchShape, Module, Stream, cu
 from harness.gpu.timing import Timer, TimingOptions
 
@@ -151,14 +151,13 @@ def fill_random(buffer: Buffer, stream: Stream, seed: int = 0) -> float:
     return periods * float(values.sum()) + float(values[:rest].sum())
 
 
+READ = own_kernels.Source(READ_SOURCE, "memory_read.cu",
+                          "the memory ceiling's read kernel (harness/bench/memory/roofline.py)")
+
+
 def compile_read_kernel(arch_name: str) -> bytes:
     """The read kernel's cubin for ``arch_name`` (``sm_90``); needs no GPU."""
-    out = nvrtc_compile(READ_SOURCE, "memory_read.cu", [f"-arch={arch_name}"])
-    if not out.ok:
-        raise CompileError(f"the memory ceiling's read kernel (harness/bench/memory/"
-                           f"roofline.py) did not compile for {arch_name}: "
-                           f"{out.log or out.status}")
-    return out.cubin
+    return own_kernels.cubin(READ, arch_name, CompileError)
 
 
 class _ReadKernel:

@@ -8,10 +8,8 @@ import ctypes
 
 import numpy as np
 
-from harness.errors import HarnessError
-from harness.gpu.check import check
-from harness.gpu.compilers import nvrtc_compile
-from harness.gpu.driver import LaunchShape, Module, Stream, cu, device_arch_name
+from harness.gpu import own_kernels
+from harness.gpu.driver import LaunchShape, Stream
 
 CALIBRATION_SLOTS = 8192
 """Calibration spins whose spans are kept (a ring; the mean is over those written)."""
@@ -32,6 +30,7 @@ extern "C" __global__ void calibration_spin(unsigned long long ns, unsigned int 
     calibration_spans[slot] = spin_for(ns);
 }
 """.replace(b"SLOTS", str(CALIBRATION_SLOTS).encode())
+SOURCE = own_kernels.Source(_TIMER_SOURCE, "timer_kernels.cu", "the timer's kernels")
 
 
 class TimerKernels:
@@ -42,12 +41,7 @@ class TimerKernels:
     of itself, for the launch overhead's calibration in every round)."""
 
     def __init__(self, stream: Stream):
-        ordinal = check(cu.cuCtxGetDevice(), "cuCtxGetDevice")
-        out = nvrtc_compile(_TIMER_SOURCE, "timer_kernels.cu",
-                            [f"-arch={device_arch_name(int(ordinal))}"])
-        if not out.ok:
-            raise HarnessError(f"the timer's kernels did not compile: {out.log or out.status}")
-        self.module = Module(out.cubin, "timer kernels")
+        self.module = own_kernels.module(SOURCE, "timer kernels")
         self.stream = stream
         self._empty, self._spin = self.module.function("empty"), self.module.function("spin")
         self._calibration = self.module.function("calibration_spin")
