@@ -272,3 +272,47 @@ def test_one_worker_measures_each_kernel_as_soon_as_it_is_compiled(tmp_path, mon
     for (name, _), value in status.items():
         assert value == ("compile error" if name == "c_broken" else "launch error"), status
     assert record.phases["compile"] >= 0 and runner.COMPILE_BESIDE in record.phases
+
+
+def test_device_facts_said_again_add_cublas_version_without_a_second_gpu():
+    """A worker says its device as its session opens, then again with cuBLAS's version once
+    its handle is open: one GPU, its facts completed, the first values kept."""
+    from harness.run.record import RunRecord
+
+    record = RunRecord()
+    first = {"name": "H100", "uuid": "GPU-1", "host": "h", "clocks": {"sm": 1980}}
+    record.saw(first, 0)
+    record.saw({**first, "clocks": {"sm": 345}, "cublas_version": 130100}, 0)
+    assert record.device == {**first, "cublas_version": 130100}
+    assert record.devices == [{**first, "cublas_version": 130100, "index": 0}]
+    record.saw({"name": "H100", "uuid": "GPU-2", "host": "h", "cublas_version": 1}, 1)
+    assert record.device["uuid"] == "GPU-1" and len(record.devices) == 2
+
+
+def test_a_worker_started_ahead_goes_to_a_run_on_one_gpu_or_is_ended(monkeypatch):
+    """`harness run` starts its worker before reading its kernels (process.start_ahead),
+    where the host shows an NVIDIA driver: a run whose worker sees every GPU takes it; a run
+    pinned to a GPU ends it (it would hold a context on GPU 0); none starts without a driver."""
+    from harness.run import process
+
+    made, closed = [], []
+
+    class Fake:
+        def __init__(self):
+            made.append(self)
+
+        def close(self):
+            closed.append(self)
+
+    monkeypatch.setattr(process, "Started", Fake)
+    monkeypatch.setattr(process, "_AHEAD", [])
+    monkeypatch.setattr(process.os.path, "exists", lambda path: False)
+    process.start_ahead()
+    assert not made and process.take_ahead(None) is None
+    monkeypatch.setattr(process.os.path, "exists", lambda path: path == process.NVIDIA_DEVICE)
+    process.start_ahead()
+    process.start_ahead()  # one at a time
+    assert len(made) == 1 and process.take_ahead(None) is made[0] and not closed
+    assert process.take_ahead(None) is None
+    process.start_ahead()
+    assert process.take_ahead(object()) is None and closed == [made[1]]

@@ -54,13 +54,17 @@ class Checked:
 
 
 _GPU_REFERENCES: list[operands.ReferenceEngine | None] = [None]
+_GPU_READY: list[Callable[[], bool]] = [lambda: True]
 
 
-def set_gpu_references(engine: operands.ReferenceEngine | None) -> None:
+def set_gpu_references(engine: operands.ReferenceEngine | None,
+                       ready: Callable[[], bool] = lambda: True) -> None:
     """From now on the references of checks of gpu.reference.MIN_MNK or more are computed by
     ``engine`` (BenchSession sets its cuBLAS DGEMM when it opens and takes it back when it
-    closes); None: every one on the host."""
-    _GPU_REFERENCES[0] = engine
+    closes) where ``ready()`` says it can, asked when the first such reference is wanted
+    (whether cuBLAS's bindings import: the import may still run on another thread, and a
+    battery's small checks need not wait for it); None: every one on the host."""
+    _GPU_REFERENCES[0], _GPU_READY[0] = engine, ready
 
 
 def release_gpu_references(engine: operands.ReferenceEngine) -> None:
@@ -72,7 +76,8 @@ def release_gpu_references(engine: operands.ReferenceEngine) -> None:
 def reference_engine(m: int, n: int, k: int) -> operands.ReferenceEngine | None:
     """What computes an m x n x k check's reference: the open session's GPU from
     gpu.reference.MIN_MNK on (where it costs less than numpy's), else None (the host)."""
-    return _GPU_REFERENCES[0] if m * n * k >= gpu_reference.MIN_MNK else None
+    engine = _GPU_REFERENCES[0]
+    return engine if m * n * k >= gpu_reference.MIN_MNK and engine and _GPU_READY[0]() else None
 
 
 def reference_of(gemm: LoadedGemm, ops: operands.Operands, seed: int, alpha: float,

@@ -79,8 +79,7 @@ class BenchSession:
         self._placements: dict[tuple, list[Operands]] = {}
         self.baseline_checked: set[tuple] = set()
         """The shapes and types cuBLAS has been checked at in this session."""
-        if cublas_available():
-            checks.set_gpu_references(self.reference_on_gpu)
+        checks.set_gpu_references(self.reference_on_gpu, cublas_available)
 
     def __enter__(self) -> BenchSession:
         return self
@@ -240,6 +239,11 @@ class BenchSession:
         return Limits(device.arch, device.sm_count, device.max_sm_clock_mhz,
                       device.dram_bytes_per_s)
 
+    @property
+    def blas_open(self) -> bool:
+        """Whether this session's cuBLAS handle has been made."""
+        return "blas" in self.__dict__
+
     def facts(self) -> dict:
         """The GPU facts a report's header names."""
         device = self.device
@@ -248,7 +252,7 @@ class BenchSession:
                  "l2_bytes": device.l2_bytes, "driver": device.driver_version,
                  "pci_bus_id": device.pci_bus_id, "compilers": compiler_versions(),
                  "clocks": self.clocks.info(), "memory_bytes": device.total_memory_bytes}
-        if "blas" in self.__dict__:
+        if self.blas_open:
             facts["cublas_version"] = self.blas.version
         return facts
 

@@ -164,6 +164,10 @@ def _phases_lines(record: RunRecord) -> list[str]:
 
 
 def _run(args) -> int:
+    if not args.cluster and args.gpus is None:
+        from harness.run.process import start_ahead
+
+        start_ahead()  # the one worker's start beside reading the kernels and the GPU
     chosen = _gemms_and_buffers(args)
     dims = _buffer_sizes(args, chosen)
     options = flags.run_options(args, DEFAULT_RUN_SIZES, **_as_sizes(dims))

@@ -5,6 +5,7 @@ results (:class:`WorkerProcess`); the rows of what it never reported (:func:`fai
 
 from __future__ import annotations
 
+import atexit
 import dataclasses
 import os
 import queue
@@ -236,6 +237,39 @@ class Started:
                 self.proc.kill()
                 self.proc.wait()
         self.stderr.close()
+
+
+_AHEAD: list[Started] = []
+NVIDIA_DEVICE = "/dev/nvidiactl"
+"""Where a host with an NVIDIA driver shows it: a worker is started ahead only there."""
+
+
+def start_ahead() -> None:
+    """Start the worker of a run on one GPU now, before the command has read its kernels and
+    asked the driver for the GPU (about a second of a fresh H100 host's start, issue 37), so
+    that the worker's imports and CUDA's start-up go on meanwhile; only where this host shows
+    an NVIDIA driver. :func:`take_ahead` hands it to the run; one nobody takes ends with this
+    process."""
+    if not _AHEAD and os.path.exists(NVIDIA_DEVICE):
+        _AHEAD.append(Started())
+
+
+def take_ahead(gpu: GpuSlot | None) -> Started | None:
+    """The worker :func:`start_ahead` started, for a run whose one worker sees every GPU
+    (``gpu`` None); None otherwise (that one is ended: it would hold a context on GPU 0)."""
+    if gpu is not None:
+        drop_ahead()
+        return None
+    return _AHEAD.pop() if _AHEAD else None
+
+
+def drop_ahead() -> None:
+    """End a worker started ahead that no run took."""
+    while _AHEAD:
+        _AHEAD.pop().close()
+
+
+atexit.register(drop_ahead)
 
 
 def failure(error: dict | None, hung: bool, returncode: int, stderr_tail: str,

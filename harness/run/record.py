@@ -31,11 +31,19 @@ class RunRecord:
 
     def saw(self, facts: dict, index: int) -> None:
         """Note a worker's device facts: the first become ``device``; each GPU is listed
-        once in ``devices``, with its index."""
-        self.device = self.device or facts
+        once in ``devices``, with its index. Facts said again of a GPU already seen add what
+        they add (a worker says cuBLAS's version once its handle is open)."""
         key = (facts.get("host"), facts.get("uuid"), index)
-        if all((d.get("host"), d.get("uuid"), d.get("index")) != key for d in self.devices):
+        seen = next((d for d in self.devices
+                     if (d.get("host"), d.get("uuid"), d.get("index")) == key), None)
+        if seen is None:
             self.devices.append({**facts, "index": index})
+        else:
+            seen.update({k: v for k, v in facts.items() if k not in seen})
+        if not self.device:
+            self.device = dict(facts)
+        elif (self.device.get("host"), self.device.get("uuid")) == key[:2]:
+            self.device.update({k: v for k, v in facts.items() if k not in self.device})
 
 
 class ResultStream:

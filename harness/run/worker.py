@@ -55,10 +55,10 @@ def run_job(job: Job) -> None:
     with PHASES("worker start"):
         session = BenchSession(job.timing, carveout_pct=job.carveout_pct,
                                say=_progress("ceiling"), run_seed=job.seed)
-        facts = {**session.facts(), "cublas_version": session.blas.version,
-                 "uuid": device_uuid(session.device.ordinal), "host": socket.gethostname()}
     with session:
-        emit("device", **facts)
+        if job.mode == "compare" or job.feed:
+            session.blas  # noqa: B018 (opened: these say the device once)
+        blas_said = _say_device(session)
         if job.mode == "compare" and kernels and all(k.spec.kind == "buffers"
                                                      for k in kernels):
             _compare_buffers(session, kernels, job)
@@ -75,8 +75,22 @@ def run_job(job: Job) -> None:
         for i, kernel in enumerate(kernels):
             if job.gated and not _released(kernel):
                 continue  # the runner kept its rows (a compile error, or refused offline)
-            if not _run_kernel(session, kernel, job, next(iter(kernels[i + 1:]), None)):
+            going_on = _run_kernel(session, kernel, job, next(iter(kernels[i + 1:]), None))
+            if not blas_said and session.blas_open:
+                blas_said = _say_device(session)
+            if not going_on:
                 return
+
+
+def _say_device(session: BenchSession) -> bool:
+    """The device's facts for the run's header; whether cuBLAS's version was among them. A
+    session opens without waiting for cuBLAS's bindings to import (about 1.3 s of a fresh
+    worker's start, issue 37): the facts are said again, with its version, once its handle
+    is open."""
+    facts = {**session.facts(), "uuid": device_uuid(session.device.ordinal),
+             "host": socket.gethostname()}
+    emit("device", **facts)
+    return "cublas_version" in facts
 
 
 GATE_LIMIT_S = 600.0
