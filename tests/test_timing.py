@@ -455,11 +455,19 @@ def test_a_kernel_and_its_baseline_on_copies_take_the_same_copy_each_round(line,
 
 
 def test_one_copy_is_timed_as_it_stands():
-    """A GEMM too large for copies is timed on its own operands: no turn-taking wrapper."""
+    """A GEMM too large for copies is timed on its own operands: no turn-taking, the launch
+    itself with its own ``before``, primed by both (as timing.primer_of primes a bare
+    launch), a cycle of one round."""
     from harness.bench.session import in_turn
 
-    launch, before = (lambda: None), (lambda: None)
-    assert in_turn([launch], [before]) == (launch, before)
+    calls = []
+    launch, before = (lambda: calls.append("launch")), (lambda: calls.append("before"))
+    primed, prepared = in_turn([launch], [before])
+    assert primed.launch is launch and prepared is before and primed.after is None
+    assert primed.cycle == 1
+    primed.prime()
+    primed()
+    assert calls == ["before", "launch", "launch"]
 
 
 @pytest.mark.parametrize("prime_below_ms, isolated", [(1.0, 0.0), (0.0, 0.0), (1.0, 2.0),
@@ -853,3 +861,44 @@ def test_a_launch_captured_in_a_graph_counts_when_the_graph_replays():
             hook()
     assert counted.count == 7
     assert not graph.on_replay(lambda: None)  # no capture open: counted at once
+
+
+def test_launches_that_say_their_cycle_are_copied_at_any_whole_number_of_it(monkeypatch):
+    """A GEMM on one copy of its operands repeats itself every round (cycle 1): a batch of
+    any length is captured once and copied; launches that take 4 copies in turn, a batch of
+    8; a launch that does not say its cycle is held to ROUND_CYCLE (as before)."""
+    from harness.bench.session import in_turn
+    from harness.gpu.timing import launch_cycle, sustained
+    from harness.gpu.timing.stop import Rounds, StopRule
+
+    one, _ = in_turn([lambda: None], [lambda: None])
+    four, _ = in_turn([lambda: None] * 4, [lambda: None] * 4)
+    assert (one.cycle, four.cycle) == (1, 4)
+    assert launch_cycle([one, four]) == 4 and launch_cycle([one, lambda: None]) == 0
+    made = []
+
+    class Graph:
+        def __init__(self, stream, enqueue, label, retargets=()):
+            self.replicas = [SimpleNamespace(close=lambda: None) for _ in retargets]
+            enqueue()
+            made.append(self)
+
+        def close(self):
+            pass
+
+    class Event:
+        def record(self, stream, in_graph=False):
+            pass
+
+    timer = SimpleNamespace(stream=None, options=TimingOptions(), flush=lambda: None,
+                            kernels=SimpleNamespace(spin=lambda ms: None))
+    monkeypatch.setattr(sustained, "Graph", Graph)
+    monkeypatch.setattr(sustained, "Event", Event)
+    rule = StopRule.of(Rounds(2, False, 0.0), cap=2000, floor=3, max_rel_se_pct=0.25,
+                       reps_caps=(2000,))
+    for cycle, per_batch, kept, captures in ((1, 1, 1, 1), (1, 7, 7, 1), (4, 10, 8, 1),
+                                              (0, 10, 10, 3)):
+        made.clear()
+        batches = sustained.Batches(timer, [one, one], [None, None], rule, per_batch,
+                                    graph=True, cycle=cycle)
+        assert (batches.per_batch, len(made)) == (kept, captures), cycle

@@ -64,6 +64,8 @@ class _Counted:
         self._prime = getattr(launch, "prime", None)
         self.after = getattr(launch, "after", None)
         """What follows each timed repetition (the keeping of outputs), or None."""
+        self.cycle = getattr(launch, "cycle", 0)
+        """The rounds after which it repeats itself (timing.Primed.cycle)."""
 
     def __call__(self) -> None:
         self._ran()

@@ -267,12 +267,11 @@ def in_turn(launches: list[Callable[[], None]], befores: list[Callable[[], None]
     the launch. ``afters[i]`` follows each timed repetition of launch i on its copy (the
     returned launch's ``after``)."""
     if len(launches) == 1:
-        if primes is None and afters is None:
-            return launches[0], befores[0]
         prime = primes[0] if primes else with_before(befores[0], launches[0])
-        return Primed(launches[0], prime, afters[0] if afters else None), befores[0]
+        return Primed(launches[0], prime, afters[0] if afters else None, cycle=1), befores[0]
     turn = _InTurn(launches, befores, primes or launches, afters)
-    return Primed(turn.launch, turn.prime, turn.after if afters else None), turn.before
+    return (Primed(turn.launch, turn.prime, turn.after if afters else None,
+                   cycle=len(launches)), turn.before)
 
 
 class _InTurn:

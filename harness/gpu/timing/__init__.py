@@ -30,6 +30,7 @@ from harness.gpu.timing.kernels import CALIBRATION_SLOTS, TimerKernels
 from harness.gpu.timing.launches import (
     WARMUP_MAX_ROUNDS,
     Primed,
+    launch_cycle,
     primer_of,
     warmup_rounds,
     with_before,
@@ -55,6 +56,6 @@ __all__ = [
     "ISOLATED_GAP_MS", "ISOLATED_MAX_REPS", "POWER_AHEAD", "POWER_CHUNK_MS", "POWER_PASS_S",
     "REST_ABOVE_MS", "SUSTAINED",
     "WARMUP_MAX_ROUNDS", "PowerPass", "Primed", "Rounds", "StopRule", "Timer", "TimerKernels",
-    "Timing", "TimingOptions", "median_rel_se_pct", "primer_of", "standard_error",
+    "Timing", "TimingOptions", "launch_cycle", "median_rel_se_pct", "primer_of", "standard_error",
     "warmup_rounds", "with_before",
 ]

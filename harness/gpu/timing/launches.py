@@ -4,7 +4,7 @@ how many warm-up rounds it gets."""
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 WARMUP_MAX_ROUNDS = 20000
@@ -15,6 +15,13 @@ def warmup_rounds(warmup_ms: float, round_ms: float) -> int:
     WARMUP_MAX_ROUNDS, so that a kernel of a few us does not spend seconds of host time
     enqueueing (its rounds are launch-bound; the power it draws hardly moves the clock)."""
     return int(min(WARMUP_MAX_ROUNDS, max(1, math.ceil(warmup_ms / max(round_ms, 1e-4)))))
+
+
+def launch_cycle(launches: Sequence[Callable[[], None]]) -> int:
+    """The rounds after which every one of ``launches`` repeats itself (their cycles' least
+    common multiple); 0 where one's is not known."""
+    cycles = [getattr(launch, "cycle", 0) for launch in launches]
+    return math.lcm(*cycles) if cycles and all(cycles) else 0
 
 
 def primer_of(launch: Callable[[], None], before: Callable[[], None] | None = None
@@ -35,6 +42,10 @@ class Primed:
     launch: Callable[[], None]
     prime: Callable[[], None]
     after: Callable[[], None] | None = None
+    cycle: int = 0
+    """The rounds after which its repetitions repeat themselves, call for call (the copies of
+    its operands it takes in turn; 1 on one copy); 0: not known. A timed batch of whole
+    cycles may be captured once and copied (sustained.Batches)."""
 
     def __call__(self) -> None:
         self.launch()

@@ -39,9 +39,12 @@ REST_ABOVE_MS = 0.01
 a spin's own launch costs a few us."""
 ROUND_CYCLE = 16
 """The copies of a small GEMM's operands its launches take in turn, one per round
-(bench.session.BASELINE_PLACEMENTS): a batch of a multiple of it rounds runs every copy
-alike, so that the two other batches may be copies of its capture (Batches._replicated);
-smaller batches are captured three times, each going on where the one before stopped."""
+(bench.session.BASELINE_PLACEMENTS), where the launches do not say their own cycle
+(timing.Primed.cycle): a batch of a multiple of the cycle runs every copy alike, so that the
+two other batches may be copies of its capture (Batches._replicated); other batches are
+captured three times, each going on where the one before stopped. A GEMM on one copy (4096)
+has a cycle of one round: in the trace at 00a91f6 its 26 timings of a round a batch or more
+were captured three times each, 2.0 s of host time with the GPU waiting."""
 GRAPH_IDLE_TOLERANCE_MS = 0.02
 """Graphs: an idle time between batches above this is the GPU waiting on the host (one graph
 launch after another in a stream starts within a few microseconds)."""
@@ -70,10 +73,11 @@ class _Trace:
 
 
 def time_sustained(timer: Timer, launches: Sequence[Callable[[], None]], before: list,
-                   rounds: Rounds, primers: list, after: list, budget_scale: float
-                   ) -> tuple[list[Timing], list[list[float]]]:
+                   rounds: Rounds, primers: list, after: list, budget_scale: float,
+                   cycle: int = 0) -> tuple[list[Timing], list[list[float]]]:
     """The sustained regime of :meth:`harness.gpu.timing.Timer.time_interleaved` (its
-    arguments, prepared)."""
+    arguments, prepared; ``cycle``: the rounds after which the launches repeat themselves,
+    timing.launch_cycle, 0 unknown)."""
     opts = timer.options
     trace = _Trace()
     # untimed launches (first, estimate, warm-up) get their ``before`` too: a launch whose
@@ -146,7 +150,7 @@ def time_sustained(timer: Timer, launches: Sequence[Callable[[], None]], before:
     per_batch = int(min(cap, max(1, math.ceil(BATCH_MS / estimate_ms))))
     rule = StopRule.of(rounds, cap, floor, opts.max_rel_se_pct, (opts.max_reps,))
     batches = Batches(timer, launches, before, rule, per_batch, opts.graph, primers, rests,
-                      after)
+                      after, cycle)
     trace.mark("capture")
     rest = opts.rest if any(rests) else 0.0
     if batches.sets:
@@ -323,7 +327,7 @@ class Batches:
     before it still holds its end for the idle-time measure."""
 
     def __init__(self, timer: Timer, launches, before, rule: StopRule, per_batch: int,
-                 graph: bool = False, primers=None, rests=None, after=None):
+                 graph: bool = False, primers=None, rests=None, after=None, cycle: int = 0):
         self.timer, self.launches, self.before, self.rule = timer, launches, before, rule
         self.after = list(after or [None] * len(launches))
         self.primers = list(primers or [None] * len(launches))
@@ -342,9 +346,10 @@ class Batches:
         self.graph_error = ""
         self.replica_error = ""
         """Why the batches are three captures, not one and its copies (empty when copies)."""
+        self.cycle = cycle or ROUND_CYCLE
         if graph:
-            if per_batch >= ROUND_CYCLE:  # whole cycles of copies, the batch no longer
-                self.per_batch = per_batch = per_batch // ROUND_CYCLE * ROUND_CYCLE
+            if per_batch >= self.cycle:  # whole cycles of copies, the batch no longer
+                self.per_batch = per_batch = per_batch // self.cycle * self.cycle
             try:
                 self.sets = self._captured()
             except HarnessError as exc:  # e.g. a library call that refuses capture
@@ -374,9 +379,9 @@ class Batches:
     def _captured(self) -> list[Captured]:
         """The three batches that take turns: one capture and two copies of it with events of
         their own (:class:`~harness.gpu.graph.Graph`'s replicas) where a batch holds whole
-        cycles of copies (ROUND_CYCLE); else, or where the driver refuses the copies, three
+        cycles of copies (``cycle``); else, or where the driver refuses the copies, three
         captures."""
-        if self.per_batch % ROUND_CYCLE == 0:
+        if self.per_batch % self.cycle == 0:
             try:
                 return self._replicated()
             except (HarnessError, KeyError, TypeError) as exc:

@@ -15,7 +15,7 @@ from harness.gpu.clocks import ClockSampler
 from harness.gpu.driver import Buffer, Event, Stream
 from harness.gpu.timing.isolated import time_isolated
 from harness.gpu.timing.kernels import TimerKernels
-from harness.gpu.timing.launches import primer_of
+from harness.gpu.timing.launches import launch_cycle, primer_of
 from harness.gpu.timing.options import SUSTAINED, PowerPass, Timing, TimingOptions
 from harness.gpu.timing.stop import Rounds, standard_error
 from harness.gpu.timing.sustained import time_sustained
@@ -148,6 +148,7 @@ class Timer:
                         and opts.regime == SUSTAINED and not opts.cold_l2,
                         pairs=tuple(tuple(p) for p in pairs))
         primers = [primer_of(launch, b) for launch, b in zip(launches, before, strict=True)]
+        cycle = launch_cycle(launches)  # the timer's own launches below are alike every round
         if rounds.calibrated:
             extra = [self._calibration()]
             # the empty kernel is primed as the launches are; a calibration spin keeps a slot
@@ -159,7 +160,8 @@ class Timer:
             launches, before = [*launches, *extra], [*before, *[None] * len(extra)]
             after = [*after, *[None] * len(extra)]
         if opts.regime == SUSTAINED:
-            return time_sustained(self, launches, before, rounds, primers, after, budget_scale)
+            return time_sustained(self, launches, before, rounds, primers, after, budget_scale,
+                                  cycle)
         return time_isolated(self, launches, before, rounds, primers, after)
 
     def primers_below(self, primers: list, durations_ms: Sequence[float]) -> list:
