@@ -60,6 +60,15 @@ observed_run() {
     | tee -a "$OUT/default-run-$name.log"
   tail -6 "$OUT/default-run-$name.log"
 }
+# stamp: each line of stdin headed by the seconds since the filter started (with the command
+# it follows in a pipe)
+stamp() {
+  python3 -u -c '
+import sys, time
+t0 = time.perf_counter()
+for line in sys.stdin:
+    sys.stdout.write(f"{time.perf_counter() - t0:7.2f} {line}")'
+}
 # the default run's tensor-core rows (one representative of each file)
 TC_ROWS="11_mma_sync_bf16:m128n256k64s4c1 11_mma_sync_fp16:m128n256k32s4
   12_mma_tma_bf16:m256n128e 12_mma_tma_fp16:m256n128e 13_mma_persist_bf16:m256n128l3g8e
@@ -128,11 +137,13 @@ s.print_stats(45); s.sort_stats('tottime'); s.print_stats(25)" "$f" > "${f%.prof
     minute-after)  # issue 37: the default run with empty compile and SASS caches (cold), then
       # at once again (warm), then the tensor-core rows at 4096 interleaved (each row of the
       # runs against the compare: harness diff)
+      # every line of the runs' logs headed by the seconds since the command (the first row's
+      # time from the command, not from the harness's own clock)
       export HARNESS_CACHE_DIR=/tmp/cold-cache-$$
       for state in cold warm; do
         start=$SECONDS
-        timeout 300 python3 -m harness run --report-dir "$REP" 2>&1 \
-          | tee "$OUT/default-run-$state.log" | grep -v "^      "
+        timeout 300 python3 -m harness run --report-dir "$REP" 2>&1 | stamp \
+          | tee "$OUT/default-run-$state.log" | grep -v "^ *[0-9.]*       "
         echo "$(date -u +%FT%TZ) default run, $state (python3 -m harness run):" \
           "$((SECONDS - start)) s wall" | tee -a "$OUT/default-run-$state.log"
       done
@@ -202,11 +213,8 @@ s.print_callees(r'time_sustained|time_interleaved|warm_up|_replayed|\(checked\)|
       # seconds since the command (what the first row waits on), its timings traced
       start=$SECONDS
       HARNESS_CACHE_DIR=/tmp/stamped-cache-$$ HARNESS_TIMING_TRACE="$OUT/timing-trace.txt" \
-        timeout 300 python3 -m harness run --report-dir "$REP" 2>&1 | python3 -u -c '
-import sys, time
-t0 = time.perf_counter()
-for line in sys.stdin:
-    sys.stdout.write(f"{time.perf_counter() - t0:7.2f} {line}")' > "$OUT/default-run-stamped.log"
+        timeout 300 python3 -m harness run --report-dir "$REP" 2>&1 | stamp \
+        > "$OUT/default-run-stamped.log"
       echo "$(date -u +%FT%TZ) default run, stamped: $((SECONDS - start)) s wall" \
         | tee -a "$OUT/default-run-stamped.log"; tail -4 "$OUT/default-run-stamped.log" ;;
     traced)  # issue 37: the default run (empty caches), each sustained timing's steps traced
