@@ -73,12 +73,14 @@ class Fp8Gemm:
         return run
 
 
-def _block_scales(g: Fp8Gemm, start: int, stop: int) -> np.ndarray:
-    """The scale of each output for the products of k in [start, stop) (one block's)."""
+def _block_scales(g: Fp8Gemm, start: int, stop: int, rows: slice = slice(None)
+                  ) -> np.ndarray:
+    """The scale of each output (of ``rows`` only) for the products of k in [start, stop) (one
+    block's)."""
     if not g.blocked:
         return np.asarray(float(g.scale_a) * float(g.scale_b))
     blk = start // BLOCK_K
-    sa = np.asarray(g.scale_a, dtype=np.float64)[:, blk][:, None]
+    sa = np.asarray(g.scale_a, dtype=np.float64)[rows, blk][:, None]
     sb = np.asarray(g.scale_b, dtype=np.float64)[blk]
     if sb.shape[0] != g.b.shape[1]:  # one per 128 columns, not one per column
         sb = np.repeat(sb, BLOCK_K)[:g.b.shape[1]]
@@ -131,6 +133,12 @@ def _by_rows(g: Fp8Gemm, work, *arrays: np.ndarray) -> list:
                                              *(x[span[0]:span[1]] for x in arrays)), spans))
 
 
+WALK_CHUNK = 1 << 15
+"""Outputs per chunk of rows of a walk: its five working arrays (float32) stay in a core's
+cache through the K steps, where a block of a thread's rows at once streamed them from memory
+in every step (7 passes a step: 99 s of thread time over the two FP8 files' rows, issue 37)."""
+
+
 def _walk(g: Fp8Gemm) -> np.ndarray:
     av, bv = (x.astype(np.float32) for x in g.values())
     (m, k), n = av.shape, bv.shape[1]
@@ -140,21 +148,30 @@ def _walk(g: Fp8Gemm) -> np.ndarray:
     pad = steps * K_STEP - k
     a_max = np.abs(np.pad(av, ((0, 0), (0, pad)))).reshape(m, steps, K_STEP).max(axis=2)
     b_max = np.abs(np.pad(bv, ((0, pad), (0, 0)))).reshape(steps, K_STEP, n).max(axis=1)
-    var = np.zeros((m, n), dtype=np.float32)
-    partial, step, scale = np.zeros_like(var), np.empty_like(var), None
-    for j, start in enumerate(range(0, k, K_STEP)):
-        stop = min(k, start + K_STEP)
-        if start % run == 0:
-            partial[:] = 0.0  # promoted: the tensor core starts again from zero
-        if g.blocked and start % BLOCK_K == 0:  # a block's scales, once per block
-            scale = _block_scales(g, start, stop).astype(np.float32)
-        np.multiply(a_max[:, j, None], b_max[None, j], out=step)
-        np.maximum(step, np.abs(partial), out=step)
-        if scale is not None:
-            step *= scale
-        np.multiply(step, step, out=step)
-        var += step
-        partial += av[:, start:stop] @ bv[start:stop]
+    var = np.empty((m, n), dtype=np.float32)
+    rows = max(1, WALK_CHUNK // max(n, 1))
+    shape = (min(rows, m), n)
+    partial, step, product = (np.empty(shape, dtype=np.float32) for _ in range(3))
+    for lo in range(0, m, rows):
+        hi = min(m, lo + rows)
+        v, p, st, pr = var[lo:hi], partial[:hi - lo], step[:hi - lo], product[:hi - lo]
+        v[:] = 0.0
+        scale = None
+        for j, start in enumerate(range(0, k, K_STEP)):
+            stop = min(k, start + K_STEP)
+            if start % run == 0:
+                p[:] = 0.0  # promoted: the tensor core starts again from zero
+            if g.blocked and start % BLOCK_K == 0:  # a block's scales, once per block
+                scale = _block_scales(g, start, stop, slice(lo, hi)).astype(np.float32)
+            np.multiply(a_max[lo:hi, j, None], b_max[None, j], out=st)
+            np.abs(p, out=pr)
+            np.maximum(st, pr, out=st)
+            if scale is not None:
+                st *= scale
+            np.multiply(st, st, out=st)
+            v += st
+            np.matmul(av[lo:hi, start:stop], bv[start:stop], out=pr)
+            p += pr
     factor = 11.0 * ((1 + 2.0 ** -6) * 2.0 ** -WINDOW_PLACES) ** 2
     if not g.blocked:
         factor *= float(_block_scales(g, 0, k)) ** 2
