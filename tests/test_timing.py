@@ -902,3 +902,38 @@ def test_launches_that_say_their_cycle_are_copied_at_any_whole_number_of_it(monk
         batches = sustained.Batches(timer, [one, one], [None, None], rule, per_batch,
                                     graph=True, cycle=cycle)
         assert (batches.per_batch, len(made)) == (kept, captures), cycle
+
+
+def test_work_timed_behind_a_lead_is_timed_again_where_the_host_was_slow(monkeypatch):
+    """Timer.host_free_ms: where the host took more than half the lead spin to enqueue the
+    work and its events (other threads holding the interpreter), the GPU may have waited for
+    it between the events; it is timed again behind a lead four times as long, up to the most,
+    and the reading kept is the one the host kept up with."""
+    from harness.gpu.timing import timer as timer_module
+
+    leads, clock, slow_ms = [], [0.0], [3.0]
+    slow_for = [2]  # the host's enqueueing takes 3 ms on its first two tries
+
+    class Event:
+        def record(self, stream):
+            self.t = clock[0]
+
+        def elapsed_ms(self, start):
+            return 7.0 if slow_for[0] >= 0 else 1.0
+
+    def lead(ms):
+        leads.append(ms)
+        slow_for[0] -= 1
+        clock[0] += slow_ms[0] if slow_for[0] >= 0 else 0.05
+
+    monkeypatch.setattr(timer_module, "Event", Event)
+    monkeypatch.setattr(timer_module.time, "perf_counter", lambda: clock[0] / 1e3)
+    fake = SimpleNamespace(kernels=SimpleNamespace(lead=lead),
+                           stream=SimpleNamespace(synchronize=lambda what="": None))
+    assert Timer.host_free_ms(fake, lambda: None, count=2) == 0.5
+    assert leads == [timer_module.HOST_LEAD_MS, 4 * timer_module.HOST_LEAD_MS,
+                     16 * timer_module.HOST_LEAD_MS]
+    leads.clear()
+    slow_for[0], slow_ms[0] = 100, 100.0  # never keeps up: the longest lead's reading
+    Timer.host_free_ms(fake, lambda: None)
+    assert leads[-1] == timer_module.LEAD_MOST_MS and len(leads) == 4

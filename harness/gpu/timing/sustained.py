@@ -16,6 +16,7 @@ import os
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import TYPE_CHECKING
 
 from harness.errors import HarnessError
@@ -193,21 +194,18 @@ def _parts_ms(durations_ms: Sequence[float], primers: Sequence, rests: Sequence[
                for ms, p, rest in zip(durations_ms, primers, rests, strict=True))
 
 
-HOST_LEAD_MS = 0.5
-""":func:`alone_ms`: the spin ahead of a launch timed alone, long enough for the host to enqueue
-the launch, its preparation and its events (ten driver calls or so) while the GPU is busy."""
 
 
 def alone_ms(timer: Timer, launches: Sequence[Callable[[], None]], before: Sequence
              ) -> list[float]:
     """GPU ms of one call of each launch (after its ``before``, and an L2 flush with cold L2),
-    the host out of the way: each behind a spin of HOST_LEAD_MS, so that its events bracket the
-    launch, not the host's enqueueing of it; twice where one is under a millisecond, the least
-    kept, every launch called as often as the others (launches that take copies in turn stay
-    in step: one of a millisecond or more gets only its ``before`` the second time). Timed
-    from the host alone, a launch of 8 us read some 0.2 ms (the wait for the host's next
-    driver calls), and rested that long in every round: 0.75 ms of GPU time a round where
-    its parts take 0.16 ms (issue 37, experiments/round_cost.py)."""
+    the host out of the way (``Timer.host_free_ms``: behind a spin, so that its events bracket
+    the launch, not the host's enqueueing of it); twice where one is under a millisecond, the
+    least kept, every launch called as often as the others (launches that take copies in turn
+    stay in step: one of a millisecond or more gets only its ``before`` the second time).
+    Timed from the host alone, a launch of 8 us read some 0.2 ms (the wait for the host's next
+    driver calls), and rested that long in every round: 0.75 ms of GPU time a round where its
+    parts take 0.16 ms (issue 37, experiments/round_cost.py)."""
     best = [math.inf] * len(launches)
     for _ in range(2):
         for i, (launch, b) in enumerate(zip(launches, before, strict=True)):
@@ -215,20 +213,20 @@ def alone_ms(timer: Timer, launches: Sequence[Callable[[], None]], before: Seque
                 if b is not None:
                     b()
                 continue
-            start, end = Event(), Event()
-            timer.kernels.lead(HOST_LEAD_MS)
-            if b is not None:
-                b()
-            if timer.options.cold_l2:
-                timer.flush()
-            start.record(timer.stream)
-            launch()
-            end.record(timer.stream)
-            timer.stream.synchronize("timing a launch alone")
-            best[i] = min(best[i], end.elapsed_ms(start))
+            reading = timer.host_free_ms(launch, prepare=partial(_prepare, timer, b))
+            best[i] = min(best[i], reading)
         if min(best) >= 1.0:
             break
     return best
+
+
+def _prepare(timer: Timer, before: Callable[[], None] | None) -> None:
+    """What goes ahead of a launch timed alone, outside its events: its ``before``, and an L2
+    flush with cold L2."""
+    if before is not None:
+        before()
+    if timer.options.cold_l2:
+        timer.flush()
 
 
 def warm_up(timer: Timer, round_: Callable[[], None], estimate_ms: float,
