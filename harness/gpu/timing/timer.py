@@ -29,8 +29,11 @@ HOST_LEAD_MS = 0.5
 """``Timer.host_free_ms``: the spin ahead of work timed with the host out of the way, long
 enough for the host to enqueue a launch, its preparation and its events (ten driver calls or
 so) while the GPU is busy."""
-LEAD_SHARE = 0.5
-"""The most of its lead the host may take to enqueue the work; past it, a longer lead."""
+LEAD_SHARE = 0.9
+"""The most of its lead the host may take to enqueue the work and its events (the GPU then
+still has the work's preparation and the work itself to run before it could wait); past it, a
+longer lead. At 0.5, a fresh-input draw's ten driver calls took a second lead often enough to
+add 2 s to a default run's timing (the stamped run at 9095767)."""
 LEAD_MOST_MS = 32.0
 
 
