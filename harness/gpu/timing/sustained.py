@@ -122,9 +122,9 @@ def time_sustained(timer: Timer, launches: Sequence[Callable[[], None]], before:
         warmed_ms = warm_up(timer, round_, estimate_ms, ran_ms=2 * known_ms, last_ms=known_ms)
         gpu_ms, host_per_round_ms = estimate_ms, 0.0
     else:
-        estimate_ms = max(timer.cost(round_, 3)[0], 1e-4)
-        if opts.graph:  # replayed from graphs, a round takes what its parts take
-            estimate_ms = min(estimate_ms, known_ms)
+        # replayed from graphs, a round takes what its parts take (its rounds enqueued from the
+        # host read the host's pace: three more rounds, synchronised, to learn nothing)
+        estimate_ms = max(known_ms if opts.graph else timer.cost(round_, 3)[0], 1e-4)
         trace.mark("estimate")
         warmed_ms = warm_up(timer, round_, estimate_ms)
         trace.mark("warm-up")
@@ -135,9 +135,11 @@ def time_sustained(timer: Timer, launches: Sequence[Callable[[], None]], before:
         # every timed repetition only unprimed: notes/verification.md)
         warmed = alone()
         primers, rests = regime(warmed)
-        gpu_ms, host_per_round_ms = timer.cost(round_, 5)
-        if opts.graph:
-            gpu_ms = min(gpu_ms, _parts_ms(warmed, primers, rests))
+        # from graphs, what the parts take; five rounds from the host only where the batches
+        # are enqueued from it (their pace sets how far ahead of them the flushes start): at
+        # 4096 the five rounds were 50-200 ms of a timing's GPU time
+        gpu_ms, host_per_round_ms = ((_parts_ms(warmed, primers, rests), 0.0) if opts.graph
+                                     else timer.cost(round_, 5))
         trace.mark("regime")
     if opts.cold_l2:
         gpu_ms += len(launches) * timer.flush_ms()
@@ -166,7 +168,9 @@ def time_sustained(timer: Timer, launches: Sequence[Callable[[], None]], before:
 
     # Work ahead of the first two batches: enough flushes to outlast the host's enqueueing
     # of them (about 4 driver calls per launch), with a 2x margin; later batches are
-    # enqueued while earlier ones run.
+    # enqueued while earlier ones run. Graphs that were refused: the host's pace measured now.
+    if opts.graph and not host_per_round_ms and known_ms < WARMUP_STRETCH_MS:
+        host_per_round_ms = timer.cost(round_, 5)[1]
     host_enqueue_ms = 2 * per_batch * (host_per_round_ms + 0.05 * len(launches))
     ahead = max(4, math.ceil(2 * host_enqueue_ms / max(timer.flush_ms(), 1e-3)))
     ahead_start, ahead_end = Event(), Event()
