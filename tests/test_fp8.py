@@ -122,3 +122,23 @@ def test_tensor_core_dot_is_fp32_accurate_on_small_sums_and_stalls_on_large_ones
     assert (np.abs(got - exact) <= 256 / 32 * 33 * 2.0 ** -13 * scale).all()
     ones = np.ones((1, 32 * 4096))
     assert tensor_core_dot(ones, ones.T)[0, 0] == 2.0 ** 14  # 131072 in FP32, as probed
+
+
+@pytest.mark.parametrize("name", sorted(FORMATS))
+def test_encode_looks_up_exact_values_and_rounds_the_rest_alike(name):
+    """Values the format holds are looked up by their float64 bits; every other value (between
+    two of the format's, past the largest, infinite, NaN) is rounded: a mixed array, its
+    exact elements among them, gives per element what each alone gives, in its shape."""
+    fmt = FORMATS[name]
+    grid = np.sort(fmt.values[np.isfinite(fmt.values)])
+    between = (grid[:-1] + grid[1:]) / 2  # ties: to the even code
+    thirds = grid[:-1] + (grid[1:] - grid[:-1]) / 3
+    mixed = np.concatenate([grid, between, thirds, [0.0, -0.0, 1e30, -1e30, math.inf,
+                                                    -math.inf, math.nan, 1e-300]])
+    np.random.default_rng(4).shuffle(mixed)
+    alone = np.array([fmt.encode(np.array([v]))[0] for v in mixed], dtype=np.uint8)
+    assert (fmt.encode(mixed) == alone).all()
+    assert fmt.encode(mixed.reshape(-1, 1)[::2]).shape == (-(-len(mixed) // 2), 1)
+    assert fmt.encode(np.float64(-0.0)) == 0x80 and fmt.encode(np.float64(0.0)) == 0
+    nearest = np.abs(fmt.decode(fmt.encode(thirds)) - thirds) <= (grid[1:] - grid[:-1]) / 2
+    assert nearest.all()

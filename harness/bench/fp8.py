@@ -69,15 +69,38 @@ class Fp8Format:
         """The exact values of ``codes`` (uint8), in float64."""
         return self.values[np.asarray(codes, dtype=np.uint8)]
 
-    def encode(self, x: np.ndarray) -> np.ndarray:
-        """``x`` rounded to the nearest value of the format, ties to the even code, beyond the
-        largest finite value saturated to it (cuBLASLt's and the PTX ``.satfinite`` choice),
-        NaN to the NaN code."""
-        x = np.asarray(x, dtype=np.float64)
+    @cached_property
+    def _grid(self) -> tuple[np.ndarray, np.ndarray]:
+        """The finite non-negative values in increasing order, and their codes."""
         finite = np.isfinite(self.values) & (self.values >= 0)
         codes = np.flatnonzero(finite)
         order = np.argsort(self.values[codes], kind="stable")
-        codes, grid = codes[order], self.values[codes][order]
+        return self.values[codes][order], codes[order]
+
+    @cached_property
+    def _by_top_bits(self) -> np.ndarray:
+        """The code of each finite value, indexed by the top 16 bits of its float64 (sign,
+        exponent and four mantissa bits: enough for either format's values to differ)."""
+        table = np.zeros(1 << 16, dtype=np.uint8)
+        codes = np.flatnonzero(np.isfinite(self.values))
+        table[self.values[codes].view(np.uint64) >> np.uint64(48)] = codes
+        return table
+
+    def encode(self, x: np.ndarray) -> np.ndarray:
+        """``x`` rounded to the nearest value of the format, ties to the even code, beyond the
+        largest finite value saturated to it (cuBLASLt's and the PTX ``.satfinite`` choice),
+        NaN to the NaN code. Values the format holds exactly (the operands a check draws
+        again on the host) are looked up by their bits; the others are rounded."""
+        x = np.asarray(x, dtype=np.float64)
+        flat = x.reshape(-1)
+        out = self._by_top_bits[flat.view(np.uint64) >> np.uint64(48)]
+        exact = self.values[out] == flat  # NaN and values between the format's are not
+        if not exact.all():
+            out[~exact] = self._rounded(flat[~exact])
+        return out.reshape(x.shape)
+
+    def _rounded(self, x: np.ndarray) -> np.ndarray:
+        grid, codes = self._grid
         mag = np.minimum(np.abs(np.nan_to_num(x, nan=0.0)), grid[-1])
         hi = np.clip(np.searchsorted(grid, mag), 1, len(grid) - 1)
         lo = hi - 1
