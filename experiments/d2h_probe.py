@@ -1,26 +1,64 @@
-"""D2H of 64 MB: into fresh numpy memory, into memory touched before, into pinned memory."""
-import time, numpy as np
+"""A 64 MB download into memory numpy has just allocated, into memory touched before and into
+page-locked memory; and an upload from pageable memory (issue 37: harness/gpu/host_pool.py).
+
+    python3 experiments/d2h_probe.py
+"""
+
+from __future__ import annotations
+
+import ctypes
+import time
+from collections.abc import Callable
+
+import numpy as np
 from cuda.bindings import driver as cu
-def ok(r):
-    if r[0] != cu.CUresult.CUDA_SUCCESS: raise RuntimeError(r)
-    return r[1] if len(r) > 1 else None
-ok(cu.cuInit(0)); dev = ok(cu.cuDeviceGet(0)); ctx = ok(cu.cuDevicePrimaryCtxRetain(dev)); ok(cu.cuCtxSetCurrent(ctx))
-n = 64 << 20
-d = ok(cu.cuMemAlloc(n))
-ok(cu.cuMemsetD32(d, 1, n // 4))
-print(open('/sys/kernel/mm/transparent_hugepage/enabled').read().strip())
-for label in ["fresh", "fresh", "touched", "touched"]:
-    out = np.empty(n, np.uint8)
-    if label == "touched": out[:] = 0
-    t = time.perf_counter(); ok(cu.cuMemcpyDtoH(out.ctypes.data, d, n)); dt = time.perf_counter() - t
-    print(label, f"{n / dt / 1e9:.1f} GB/s", f"{dt*1e3:.1f} ms")
-t = time.perf_counter(); p = ok(cu.cuMemHostAlloc(n, 0)); print("pin alloc", f"{(time.perf_counter()-t)*1e3:.1f} ms")
-for _ in range(2):
-    t = time.perf_counter(); ok(cu.cuMemcpyDtoH(p, d, n)); dt = time.perf_counter() - t
-    print("pinned", f"{n / dt / 1e9:.1f} GB/s", f"{dt*1e3:.1f} ms")
-arr = np.empty(n, np.uint8)
-t = time.perf_counter(); arr[:] = np.ctypeslib.as_array((np.ctypeslib.ctypes.c_uint8 * n).from_address(int(p))); print("pinned->numpy copy", f"{(time.perf_counter()-t)*1e3:.1f} ms")
-src = np.ones(n, np.uint8)
-for label in ["upload pageable", "upload pageable"]:
-    t = time.perf_counter(); ok(cu.cuMemcpyHtoD(d, src.ctypes.data, n)); dt = time.perf_counter() - t
-    print(label, f"{n / dt / 1e9:.1f} GB/s")
+
+MB64 = 64 << 20
+
+
+def ok(result: tuple):
+    """The call's value; an error raised with the driver's own code."""
+    if result[0] != cu.CUresult.CUDA_SUCCESS:
+        raise RuntimeError(f"CUDA driver call failed: {result[0]}")
+    return result[1] if len(result) > 1 else None
+
+
+def rate(label: str, copy: Callable[[], None]) -> None:
+    t0 = time.perf_counter()
+    copy()
+    seconds = time.perf_counter() - t0
+    print(f"{label}: {MB64 / seconds / 1e9:.1f} GB/s, {seconds * 1e3:.1f} ms")
+
+
+def main() -> None:
+    ok(cu.cuInit(0))
+    context = ok(cu.cuDevicePrimaryCtxRetain(ok(cu.cuDeviceGet(0))))
+    ok(cu.cuCtxSetCurrent(context))
+    device = ok(cu.cuMemAlloc(MB64))
+    ok(cu.cuMemsetD32(device, 1, MB64 // 4))
+    with open("/sys/kernel/mm/transparent_hugepage/enabled") as thp:
+        print("transparent huge pages:", thp.read().strip())
+    for label in ("fresh", "fresh", "touched", "touched"):
+        out = np.empty(MB64, np.uint8)
+        if label == "touched":
+            out[:] = 0
+        rate(f"download into {label} memory",
+             lambda out=out: ok(cu.cuMemcpyDtoH(out.ctypes.data, device, MB64)))
+    t0 = time.perf_counter()
+    pinned = ok(cu.cuMemHostAlloc(MB64, 0))
+    print(f"page-locked allocation: {(time.perf_counter() - t0) * 1e3:.1f} ms")
+    for _ in range(2):
+        rate("download into page-locked memory",
+             lambda: ok(cu.cuMemcpyDtoH(pinned, device, MB64)))
+    fresh = np.empty(MB64, np.uint8)
+    view = np.ctypeslib.as_array((ctypes.c_uint8 * MB64).from_address(int(pinned)))
+    rate("page-locked memory copied into fresh numpy memory", lambda: fresh.__setitem__(
+        slice(None), view))
+    source = np.ones(MB64, np.uint8)
+    for _ in range(2):
+        rate("upload from pageable memory",
+             lambda: ok(cu.cuMemcpyHtoD(device, source.ctypes.data, MB64)))
+
+
+if __name__ == "__main__":
+    main()

@@ -660,24 +660,19 @@ def test_the_warm_up_that_never_settles_stops_at_its_cap_and_zero_runs_it_whole(
     assert len(calls) == 3000 and whole.stretches == 0
 
 
-def test_a_batch_of_whole_cycles_is_captured_once_and_copied(monkeypatch):
-    """Three batches take turns (a finished one's events are read before it runs again): where
-    a batch holds whole cycles of the copies a small GEMM's launches take in turn, one capture
-    and two copies of it, each copy's event records moved to events of its own; otherwise, or
-    where copies are refused, three captures, each going on where the one before stopped."""
-    from harness.bench.session import BASELINE_PLACEMENTS
+def _faked_captures(monkeypatch):
+    """sustained.Batches with its graphs and events faked: the graphs made (each with the
+    event moves of its copies, and the copies), a timer, a stopping rule, the fake Graph."""
     from harness.gpu.timing import sustained
     from harness.gpu.timing.stop import Rounds, StopRule
 
-    assert sustained.ROUND_CYCLE == BASELINE_PLACEMENTS
     made = []
 
     class Graph:
         def __init__(self, stream, enqueue, label, retargets=()):
-            self.retargets, self.replicas = list(retargets), []
+            self.retargets = list(retargets)
+            self.replicas = [SimpleNamespace(close=lambda: None) for _ in self.retargets]
             enqueue()
-            for _ in self.retargets:
-                self.replicas.append(SimpleNamespace(close=lambda: None))
             made.append(self)
 
         def close(self):
@@ -687,13 +682,26 @@ def test_a_batch_of_whole_cycles_is_captured_once_and_copied(monkeypatch):
         def record(self, stream, in_graph=False):
             pass
 
-    recorded = []
     timer = SimpleNamespace(stream=None, options=TimingOptions(), flush=lambda: None,
                             kernels=SimpleNamespace(spin=lambda ms: None))
     monkeypatch.setattr(sustained, "Graph", Graph)
     monkeypatch.setattr(sustained, "Event", Event)
     rule = StopRule.of(Rounds(2, False, 0.0), cap=2000, floor=3, max_rel_se_pct=0.25,
                        reps_caps=(2000,))
+    return made, timer, rule, Graph
+
+
+def test_a_batch_of_whole_cycles_is_captured_once_and_copied(monkeypatch):
+    """Three batches take turns (a finished one's events are read before it runs again): where
+    a batch holds whole cycles of the copies a small GEMM's launches take in turn, one capture
+    and two copies of it, each copy's event records moved to events of its own; otherwise, or
+    where copies are refused, three captures, each going on where the one before stopped."""
+    from harness.bench.session import BASELINE_PLACEMENTS
+    from harness.gpu.timing import sustained
+
+    assert sustained.ROUND_CYCLE == BASELINE_PLACEMENTS
+    made, timer, rule, Graph = _faked_captures(monkeypatch)
+    recorded = []
     launches = [lambda: recorded.append("kernel"), lambda: recorded.append("blas")]
     batches = sustained.Batches(timer, launches, [None, None], rule, 37, graph=True)
     assert batches.per_batch == 32 and not batches.replica_error  # 2 whole cycles of 16
@@ -869,33 +877,12 @@ def test_launches_that_say_their_cycle_are_copied_at_any_whole_number_of_it(monk
     8; a launch that does not say its cycle is held to ROUND_CYCLE (as before)."""
     from harness.bench.session import in_turn
     from harness.gpu.timing import launch_cycle, sustained
-    from harness.gpu.timing.stop import Rounds, StopRule
 
     one, _ = in_turn([lambda: None], [lambda: None])
     four, _ = in_turn([lambda: None] * 4, [lambda: None] * 4)
     assert (one.cycle, four.cycle) == (1, 4)
     assert launch_cycle([one, four]) == 4 and launch_cycle([one, lambda: None]) == 0
-    made = []
-
-    class Graph:
-        def __init__(self, stream, enqueue, label, retargets=()):
-            self.replicas = [SimpleNamespace(close=lambda: None) for _ in retargets]
-            enqueue()
-            made.append(self)
-
-        def close(self):
-            pass
-
-    class Event:
-        def record(self, stream, in_graph=False):
-            pass
-
-    timer = SimpleNamespace(stream=None, options=TimingOptions(), flush=lambda: None,
-                            kernels=SimpleNamespace(spin=lambda ms: None))
-    monkeypatch.setattr(sustained, "Graph", Graph)
-    monkeypatch.setattr(sustained, "Event", Event)
-    rule = StopRule.of(Rounds(2, False, 0.0), cap=2000, floor=3, max_rel_se_pct=0.25,
-                       reps_caps=(2000,))
+    made, timer, rule, _ = _faked_captures(monkeypatch)
     for cycle, per_batch, kept, captures in ((1, 1, 1, 1), (1, 7, 7, 1), (4, 10, 8, 1),
                                               (0, 10, 10, 3)):
         made.clear()
