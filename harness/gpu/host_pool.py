@@ -1,10 +1,10 @@
 """Host memory that downloads land in, used again (issue 37).
 
 A download into memory numpy has just allocated pays for the pages as the copy first touches
-them: on the H100's host a 64 MB output came back at 3.4 GB/s into fresh memory, 13 GB/s into
-memory touched before and 53 GB/s into page-locked memory (experiments/d2h_probe.py; its log:
-reports/h100/d2h-probe-*.log). A default run reads back every size's outputs (twice at the
-timed size), its references and its kept repetitions.
+them: on the H100's host a 64 MB output came back at 2.6-2.8 GB/s into fresh memory, 12.4-12.7
+GB/s into memory touched before and 53-55 GB/s into page-locked memory
+(reports/h100/d2h-probe-3759deb.log, experiments/d2h_probe.py). A default run reads back every
+size's outputs (twice at the timed size), its references and its kept repetitions.
 
 :func:`array` hands out an array over a block of host memory kept here, back in the pool when
 nothing refers to the array any more (not its views, not arrays made from it by
