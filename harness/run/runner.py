@@ -68,9 +68,10 @@ def run(kernels: Sequence[Kernel], arch: str, options: RunOptions, jsonl_path: P
     else:
         drop_ahead()
     # with one worker measuring as the compiles finish, half the host's threads compile: the
-    # worker starts and checks its first kernel beside them (on an H100 the first kernel's
-    # battery began 1.6 s after the header with 31 compiles beside it at 50b7dfd, 1.0 s after
-    # it as the one kernel of a run at 5ee6e39)
+    # worker starts and checks its first kernel beside them. With the first compile alone and
+    # the worker started ahead, the first kernel's battery began 1.6 s after the header at
+    # 3759deb, against 3.3 s at 86d7164 with 32 compiles at once
+    # (reports/h100/default-run-cold-3759deb.log, default-run-stamped-86d7164.log)
     threads = host_threads() // 2 if started is not None and mode != "compare" else 0
     pool = ThreadPoolExecutor(max_workers=max(1, threads or host_threads()),
                               thread_name_prefix="harness-prepare")
