@@ -32,16 +32,9 @@ so) while the GPU is busy."""
 LEAD_SHARE = 0.9
 """The most of its lead the host may take to enqueue the work and its events (the GPU then
 still has the work's preparation and the work itself to run before it could wait); past it, a
-longer lead."""
+longer lead. At 0.5, a fresh-input draw's ten driver calls took a second lead often enough to
+add 2 s to a default run's timing (the stamped run at 9095767)."""
 LEAD_MOST_MS = 32.0
-LEAD_MARGIN = 1.5
-"""The next spin is this many times what the host's last enqueueing asks for."""
-
-
-def _next_lead(host_ms: float) -> float:
-    """The spin for the next timing behind a lead: long enough, with LEAD_MARGIN, for an
-    enqueueing as long as the last one (``host_ms``), within HOST_LEAD_MS and LEAD_MOST_MS."""
-    return min(LEAD_MOST_MS, max(HOST_LEAD_MS, LEAD_MARGIN * host_ms / LEAD_SHARE))
 
 
 class Timer:
@@ -53,8 +46,6 @@ class Timer:
         self.options = options if options is not None else TimingOptions()
         self.flush_buffer = Buffer(max(2 * l2_bytes, 1 << 20))
         self._flush_ms: float | None = None
-        self._lead_ms = HOST_LEAD_MS
-        """The spin the next ``host_free_ms`` starts with."""
         self._kernels: TimerKernels | None = None
 
     @property
@@ -108,16 +99,11 @@ class Timer:
     def host_free_ms(self, work: Callable[[], None], count: int = 1,
                      prepare: Callable[[], None] | None = None) -> float:
         """GPU ms per call of ``work``, called ``count`` times between two events after
-        ``prepare`` (outside them), the host out of the way: behind a spin, so that the events
-        bracket the work, not the host's enqueueing of it; where the host took more than
-        LEAD_SHARE of the spin to enqueue it all (its other threads holding the interpreter),
-        again behind a spin four times as long, up to LEAD_MOST_MS. The spin starts at
-        HOST_LEAD_MS or what the host's last enqueueing asks for (``_next_lead``): always from
-        0.5 ms, a fresh-input draw and a flush (ten driver calls or so) took a second, longer
-        spin often enough to double the median time of a timing's first launches (8.4 ms in
-        reports/h100/timing-trace-86d7164.txt, before the second spin; 17 ms in
-        timing-trace-ff5d74f.txt)."""
-        lead_ms = self._lead_ms
+        ``prepare`` (outside them), the host out of the way: behind a spin of HOST_LEAD_MS, so
+        that the events bracket the work, not the host's enqueueing of it; where the host took
+        more than LEAD_SHARE of the spin to enqueue it all (its other threads holding the
+        interpreter), again behind a spin four times as long, up to LEAD_MOST_MS."""
+        lead_ms = HOST_LEAD_MS
         while True:
             start, end = Event(), Event()
             host_t0 = time.perf_counter()
@@ -130,10 +116,9 @@ class Timer:
             end.record(self.stream)
             host_ms = (time.perf_counter() - host_t0) * 1e3
             self.stream.synchronize("timing behind a lead")
-            self._lead_ms = _next_lead(host_ms)
             if host_ms <= LEAD_SHARE * lead_ms or lead_ms >= LEAD_MOST_MS:
                 return end.elapsed_ms(start) / count
-            lead_ms = min(LEAD_MOST_MS, max(4 * lead_ms, self._lead_ms))
+            lead_ms = min(LEAD_MOST_MS, 4 * lead_ms)
 
     def time(self, launch: Callable[[], None], before: Callable[[], None] | None = None,
              after: Callable[[], None] | None = None) -> Timing:
