@@ -53,8 +53,8 @@ class Checked:
     guard: int
 
 
-_GPU_REFERENCES: list[operands.ReferenceEngine | None] = [None]
-_GPU_READY: list[Callable[[], bool]] = [lambda: True]
+_GPU_REFERENCES: list[tuple[operands.ReferenceEngine, Callable[[], bool]] | None] = [None]
+"""The engine the checks' large references go to, and what says whether it can take them."""
 
 
 def set_gpu_references(engine: operands.ReferenceEngine | None,
@@ -64,20 +64,23 @@ def set_gpu_references(engine: operands.ReferenceEngine | None,
     closes) where ``ready()`` says it can, asked when the first such reference is wanted
     (whether cuBLAS's bindings import: the import may still run on another thread, and a
     battery's small checks need not wait for it); None: every one on the host."""
-    _GPU_REFERENCES[0], _GPU_READY[0] = engine, ready
+    _GPU_REFERENCES[0] = None if engine is None else (engine, ready)
 
 
 def release_gpu_references(engine: operands.ReferenceEngine) -> None:
     """Back to the host, unless another engine than ``engine`` has been set since."""
-    if _GPU_REFERENCES[0] == engine:
+    if _GPU_REFERENCES[0] is not None and _GPU_REFERENCES[0][0] == engine:
         _GPU_REFERENCES[0] = None
 
 
 def reference_engine(m: int, n: int, k: int) -> operands.ReferenceEngine | None:
     """What computes an m x n x k check's reference: the open session's GPU from
     gpu.reference.MIN_MNK on (where it costs less than numpy's), else None (the host)."""
-    engine = _GPU_REFERENCES[0]
-    return engine if m * n * k >= gpu_reference.MIN_MNK and engine and _GPU_READY[0]() else None
+    chosen = _GPU_REFERENCES[0]
+    if chosen is None or m * n * k < gpu_reference.MIN_MNK:
+        return None
+    engine, ready = chosen
+    return engine if ready() else None
 
 
 def reference_of(gemm: LoadedGemm, ops: operands.Operands, seed: int, alpha: float,

@@ -16,7 +16,6 @@ import hashlib
 import os
 import tempfile
 import threading
-from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -132,9 +131,3 @@ def _store(path: Path, data: bytes) -> None:
     except OSError:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
-
-
-def built(sources: Sequence[Source], arch: str) -> list[bytes]:
-    """Every one of ``sources`` built for ``arch`` (the tests: each compiles)."""
-    ahead(arch, *sources)
-    return [cubin(s, arch) for s in sources]

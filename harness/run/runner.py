@@ -192,10 +192,11 @@ def prepared(kernels: Sequence[Kernel], arch: str, sizes: Sequence[Size],
     The caller shuts the pool down when its worker is done.
 
     ``first_alone`` (a worker waits for each kernel as it compiles): the first kernel compiles
-    alone, and its SASS read is queued ahead of the others' compiles: its row is
-    the first a user sees, and among 32 compile children started at once on a fresh H100 (16
-    cores, the worker starting beside them) its compile took 1.9 s, against 0.4 s alone
-    (issue 37)."""
+    alone, and its SASS read is queued ahead of the others' compiles: its row is the first a
+    user sees, and among 32 compile children started at once on a fresh H100 (16 cores, the
+    worker starting beside them) the compiles up to the first kernel took 1.9 s
+    (reports/h100/default-run-cold-ef6439f.log), where 01_naive's alone took 0.4 s on a
+    two-core development host (issue 37)."""
     any_tensor = False
 
     def screened(k: Kernel) -> tuple[Kernel, list[Result]]:

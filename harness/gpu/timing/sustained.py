@@ -198,8 +198,6 @@ def _parts_ms(durations_ms: Sequence[float], primers: Sequence, rests: Sequence[
                for ms, p, rest in zip(durations_ms, primers, rests, strict=True))
 
 
-
-
 def alone_ms(timer: Timer, launches: Sequence[Callable[[], None]], before: Sequence
              ) -> list[float]:
     """GPU ms of one call of each launch (after its ``before``, and an L2 flush with cold L2),

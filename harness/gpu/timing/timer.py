@@ -32,8 +32,7 @@ so) while the GPU is busy."""
 LEAD_SHARE = 0.9
 """The most of its lead the host may take to enqueue the work and its events (the GPU then
 still has the work's preparation and the work itself to run before it could wait); past it, a
-longer lead. At 0.5, a fresh-input draw's ten driver calls took a second lead often enough to
-add 2 s to a default run's timing (the stamped run at 9095767)."""
+longer lead."""
 LEAD_MOST_MS = 32.0
 
 
@@ -87,10 +86,11 @@ class Timer:
         return end.elapsed_ms(start) / count, host_ms / count
 
     def flush_ms(self) -> float:
-        """GPU ms of one L2 flush, measured once (``host_free_ms``: enqueued from the host, a
-        session's first timing beside the battery's comparisons on 16 threads read 0.58 ms
-        for a 34 us flush, and every timing of the session counted three of them a round,
-        its batches sized and its budget spent by them: issue 37)."""
+        """GPU ms of one L2 flush, measured once (``host_free_ms``). Enqueued from the host
+        beside the battery's comparisons, a session's first timing estimated a 0.15 ms round
+        at 1.89 ms, three flushes of about 0.58 ms each by my reading, and every timing of the
+        session counted them, its batches sized and its budget spent by them (issue 37,
+        reports/h100/fp8-sampled-ec74544.txt)."""
         if self._flush_ms is None:
             self.cost(self.flush, 3)
             self._flush_ms = self.host_free_ms(self.flush, count=10)
