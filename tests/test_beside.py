@@ -245,3 +245,107 @@ def test_a_sizes_own_comparisons_start_on_their_own_thread(monkeypatch):
     row = _row(512)
     assert object.__new__(timed_size.SizeCheck).start(row).result(5) is row
     assert ran and ran[0].startswith("harness-size-check")
+
+
+# --- the next kernel begun while the last one's last size is compared (InOrder's behind) ----
+
+def _emitted_events(monkeypatch):
+    events = []
+    monkeypatch.setattr(worker, "emit", lambda event, **kw: events.append(
+        (event, kw["result"]["kernel"]["name"] + f"@{kw['result']['m']}"
+         if event == "result" else kw.get("kernel"))))
+    return events
+
+
+def _named(name: str, size: int, status: str = "pass") -> Result:
+    return Result.of(KernelInfo(name, f"{name}.cu", "fp32"), size, size, size).ended(
+        status, status)
+
+
+def _pending_named(pool, name, size, gate, status="pass") -> Pending:
+    def compare():
+        gate.wait(5)
+        return None, 3
+
+    return Pending(pool.submit(compare), lambda verdict: _named(name, size, status))
+
+
+def test_the_next_kernels_rows_wait_for_the_last_size_of_the_one_before(monkeypatch):
+    """The worker goes on to the next kernel while the last size of the one before is
+    compared: the next kernel's rows go out after it, in order."""
+    events = _emitted_events(monkeypatch)
+    pool = ThreadPoolExecutor(max_workers=1)
+    slow = threading.Event()
+    first = worker.InOrder("a")
+    first.add(_named("a", 128))
+    first.add(_pending_named(pool, "a", 4096, slow))
+    second = worker.InOrder("b", first)
+    second.add(_named("b", 128))
+    second.check_behind()  # nothing failed (nor known): going on
+    assert events == [("result", "a@128")]  # b's row held behind a's last
+    slow.set()
+    assert second.wait() is True
+    assert events == [("result", "a@128"), ("result", "a@4096"), ("result", "b@128")]
+
+
+def test_a_kernel_that_ran_ahead_of_a_failed_one_stops_and_its_rows_are_held(monkeypatch):
+    """The kernel before failed its last size (it may have written memory it does not own):
+    the kernel that ran ahead stops at its next size and its rows never go out; the worker
+    retires the failed kernel, and the runner measures the other again in a fresh worker."""
+    events = _emitted_events(monkeypatch)
+    pool = ThreadPoolExecutor(max_workers=1)
+    done = threading.Event()
+    done.set()
+    first = worker.InOrder("a")
+    first.add(_pending_named(pool, "a", 4096, done, status="FAIL"))
+    second = worker.InOrder("b", first)
+    second.add(_named("b", 128))
+    assert first.wait() is False
+    with pytest.raises(worker._BehindFailed):
+        second.check_behind()
+    assert second.wait() is False and second.failed()
+    assert events == [("result", "a@4096")]
+
+
+def test_the_listed_kernels_retire_the_failed_one_and_drop_the_one_ahead(monkeypatch):
+    """worker._run_listed: a, b, c; a's last size fails while b runs: b stops (held), the
+    worker says a retires and ends; c is never begun."""
+    events = _emitted_events(monkeypatch)
+    pool = ThreadPoolExecutor(max_workers=1)
+    late = threading.Event()
+    begun = []
+
+    def run_kernel(session, kernel, job, after, behind):
+        begun.append(kernel)
+        rows = worker.InOrder(kernel, behind)
+        if kernel == "a":
+            rows.add(_named("a", 128))
+            rows.add(_pending_named(pool, "a", 4096, late, status="FAIL"))
+            return rows
+        late.set()
+        time.sleep(0.1)  # a's comparison ends while b measures its first size
+        rows.add(_named(kernel, 128))
+        rows.check_behind()  # b's second size: a has failed
+        raise AssertionError("not reached")
+
+    monkeypatch.setattr(worker, "_run_kernel", run_kernel)
+    job = SimpleNamespace(gated=False)
+    worker._run_listed(None, ["a", "b", "c"], job)
+    assert begun == ["a", "b"]
+    assert events == [("result", "a@128"), ("result", "a@4096"), ("retire", "a")]
+
+
+def test_a_retire_of_the_kernel_before_leaves_the_one_that_ran_ahead_unfinished():
+    """The runner's side: a retire naming the kernel before the current one makes that one
+    current again, so the kernel that ran ahead is not counted finished (a fresh worker
+    measures it)."""
+    from harness.run.process import WorkerProcess
+
+    proc = SimpleNamespace(current=None, at=None, finished=set(), say=lambda line: None,
+                           _finish_current=lambda: None)
+    proc._finish_current = lambda: WorkerProcess._finish_current(proc)
+    WorkerProcess._on(proc, "kernel_start", {"kernel": "a"})
+    WorkerProcess._on(proc, "kernel_start", {"kernel": "b"})
+    WorkerProcess._on(proc, "retire", {"kernel": "a"})
+    proc._finish_current()
+    assert proc.finished == {"a"}

@@ -756,10 +756,10 @@ def test_a_warm_up_stretch_is_captured_once_and_replayed(monkeypatch):
     class Timer(_WarmTimer):
         stream = None
 
-        def cost(self, work, count):  # a stretch replayed: its whole time, one call
+        def host_free_ms(self, work, count=1):  # a stretch replayed behind a lead
             work()
             per_round, _ = super().cost(work, count)
-            return per_round * per_stretch, 0.0
+            return per_round * per_stretch
 
     monkeypatch.setattr(sustained, "Graph", Graph)
     rounds = []
@@ -804,9 +804,9 @@ def test_a_stretch_of_few_long_rounds_is_a_graph_too(monkeypatch):
     class Timer(_WarmTimer):
         stream = None
 
-        def cost(self, work, count):
+        def host_free_ms(self, work, count=1):
             work()
-            return super().cost(work, count)[0] * 4, 0.0
+            return super().cost(work, count)[0] * 4
 
     monkeypatch.setattr(sustained, "Graph", Graph)
     rounds = []
@@ -924,3 +924,67 @@ def test_work_timed_behind_a_lead_is_timed_again_where_the_host_was_slow(monkeyp
     slow_for[0], slow_ms[0] = 100, 100.0  # never keeps up: the longest lead's reading
     Timer.host_free_ms(fake, lambda: None)
     assert leads[-1] == timer_module.LEAD_MOST_MS and len(leads) == 4
+
+
+def test_launches_timed_alone_share_one_lead_and_one_wait(monkeypatch):
+    """Timer.host_free_each: every work between its own events, its prepare outside them, all
+    behind one lead of HOST_LEAD_MS per timed work and one synchronisation; a slow host
+    (past the lead's share) times them all again behind a lead four times as long. alone_ms
+    on it: a pass for every launch, a second only for those under a millisecond (the others
+    get their ``before`` alone), the least reading kept."""
+    from harness.gpu.timing import sustained
+    from harness.gpu.timing import timer as timer_module
+
+    clock, log, leads, syncs = [0.0], [], [], []
+    spans = {"short": [0.02, 0.01], "long": [2.0, 9.0]}  # GPU ms per reading, in turn
+
+    class Event:
+        def record(self, stream):
+            log.append(("event", self))
+
+        def elapsed_ms(self, start):
+            name = self.work
+            return spans[name].pop(0)
+
+    def lead(ms):
+        leads.append(ms)
+        log.append(("lead", ms))
+
+    monkeypatch.setattr(timer_module, "Event", Event)
+    monkeypatch.setattr(timer_module, "time",
+                        SimpleNamespace(perf_counter=lambda: clock[0] / 1e3))
+    fake = SimpleNamespace(kernels=SimpleNamespace(lead=lead), options=TimingOptions(),
+                           stream=SimpleNamespace(synchronize=lambda what="": syncs.append(1)),
+                           flush=lambda: log.append(("flush",)))
+
+    def work(name):
+        def run():
+            log.append(("work", name))
+            # the end event is the next recorded: tag it with the work it closes
+            original = Event.record
+
+            def tagged(self, stream):
+                self.work = name
+                Event.record = original
+                original(self, stream)
+            Event.record = tagged
+        return run
+
+    fake.host_free_each = lambda items: Timer.host_free_each(fake, items)
+    befores = [lambda: log.append(("before", "short")), lambda: log.append(("before", "long"))]
+    best = sustained.alone_ms(fake, [work("short"), work("long")], befores)
+    assert best == [0.01, 2.0]
+    assert leads == [2 * timer_module.HOST_LEAD_MS, timer_module.HOST_LEAD_MS]
+    assert len(syncs) == 2
+    second = log[log.index(("lead", timer_module.HOST_LEAD_MS)):]
+    assert ("work", "long") not in second and ("before", "long") in second
+    assert ("work", "short") in second and ("flush",) in second
+
+    # a slow host: the same items again behind a lead four times as long
+    leads.clear()
+    steps = iter([0.0, 5.0, 5.0, 5.05])  # 5 ms to enqueue behind a 0.5 ms lead, then 0.05
+    monkeypatch.setattr(timer_module, "time",
+                        SimpleNamespace(perf_counter=lambda: next(steps) / 1e3))
+    spans["short"] = [0.02]  # read once: the slow try's events are not
+    assert Timer.host_free_each(fake, [(None, work("short"))]) == [0.02]
+    assert leads == [timer_module.HOST_LEAD_MS, 4 * timer_module.HOST_LEAD_MS]

@@ -207,16 +207,15 @@ def alone_ms(timer: Timer, launches: Sequence[Callable[[], None]], before: Seque
     stay in step: one of a millisecond or more gets only its ``before`` the second time).
     Timed from the host alone, a launch of 8 us read some 0.2 ms (the wait for the host's next
     driver calls), and rested that long in every round: 0.75 ms of GPU time a round where its
-    parts take 0.16 ms (issue 37, experiments/round_cost.py)."""
+    parts take 0.16 ms (issue 37, experiments/round_cost.py). Each pass behind one lead
+    (``Timer.host_free_each``)."""
     best = [math.inf] * len(launches)
     for _ in range(2):
-        for i, (launch, b) in enumerate(zip(launches, before, strict=True)):
-            if best[i] < math.inf and best[i] >= 1.0:  # timed: its copy's turn only
-                if b is not None:
-                    b()
-                continue
-            reading = timer.host_free_ms(launch, prepare=partial(_prepare, timer, b))
-            best[i] = min(best[i], reading)
+        items = [(b, None) if best[i] < math.inf and best[i] >= 1.0  # its copy's turn only
+                 else (partial(_prepare, timer, b), launch)
+                 for i, (launch, b) in enumerate(zip(launches, before, strict=True))]
+        readings = timer.host_free_each(items)
+        best = [b if math.isnan(r) else min(b, r) for b, r in zip(best, readings, strict=True)]
         if min(best) >= 1.0:
             break
     return best
@@ -264,8 +263,8 @@ def warm_up(timer: Timer, round_: Callable[[], None], estimate_ms: float,
         while spent < opts.warmup_ms:
             if stretch is None:
                 per_round = timer.cost(round_, per_stretch)[0]
-            else:
-                per_round = timer.cost(replayed, 1)[0] / per_stretch
+            else:  # the replays enqueued behind a lead: the stretch's own GPU time
+                per_round = timer.host_free_ms(replayed) / per_stretch
             spent += per_round * per_stretch
             if abs(per_round - last) <= opts.warmup_steady_pct / 100.0 * last:
                 break
@@ -289,7 +288,11 @@ def _stretch_graph(timer: Timer, round_: Callable[[], None], rounds: int) -> Gra
     measures is the host's pace, which two stretches in a row rarely agree on (issue 37: the
     warm-up was 9 s of a default run's wall; rounds of 0.6-10 ms, a stretch of 1-16 of them,
     were still enqueued from the host at 6b5f97c, 54 ms of warm-up a timing in the traced
-    run at 6990030)."""
+    run at 6990030). Replayed, a stretch is still a few driver calls from the host, each a wait
+    for the interpreter while other threads compare on the host: its events are recorded
+    behind a lead (Timer.host_free_ms), else the FP8 rows' stretches, beside their host
+    walks, read the host's stalls and ran to the cap (277 ms of warm-up at 512 in
+    reports/h100/timing-trace-warm-aa3caf3.txt, 35 ms for the rows without that host work)."""
     if not timer.options.graph:
         return None
 
