@@ -7,7 +7,7 @@
 #   tc-profile, energy, energy-parts (the tensor-core rungs of issue 4), multi-gpu (issue 24),
 #   code-warmth, power-context (issue 21), verify (issue 33), buffers, buffers-more
 #   (issue 35), minute, minute-after, minute-all, all-before, cold-once, profiled, replay,
-#   some-tests, timing-cost, sampled, sampled-warm, stamped, traced, round-cost, graph-replicas (issue 37), fp8,
+#   some-tests, timing-cost, sampled, sampled-warm, traced-warm, stamped, traced, round-cost, graph-replicas (issue 37), fp8,
 #   fp8-block (issue 36)
 set -uo pipefail
 OUT=${OUT:-/tmp/out}
@@ -221,6 +221,17 @@ s.print_callees(r'time_sustained|time_interleaved|warm_up|_replayed|\(checked\)|
         > "$OUT/default-run-sampled-warm.log"
       echo "$(date -u +%FT%TZ) default run, warm, worker sampled: $((SECONDS - start)) s wall" \
         | tee -a "$OUT/default-run-sampled-warm.log"; tail -6 "$OUT/default-run-sampled-warm.log"
+      unset HARNESS_CACHE_DIR ;;
+    traced-warm)  # issue 37: the default run once to fill the caches, then again (warm) with
+      # each sustained timing's steps traced (no sampler: its host work stays the run's own)
+      export HARNESS_CACHE_DIR=/tmp/tw-cache-$$
+      timeout 300 python3 -m harness run --report-dir "$REP" > "$OUT/default-run-fill.log" 2>&1
+      tail -3 "$OUT/default-run-fill.log"
+      start=$SECONDS
+      HARNESS_TIMING_TRACE="$OUT/timing-trace-warm.txt" timeout 300 python3 -m harness run \
+        --report-dir "$REP" 2>&1 | stamp > "$OUT/default-run-traced-warm.log"
+      echo "$(date -u +%FT%TZ) default run, warm, timings traced: $((SECONDS - start)) s wall" \
+        | tee -a "$OUT/default-run-traced-warm.log"; tail -6 "$OUT/default-run-traced-warm.log"
       unset HARNESS_CACHE_DIR ;;
     stamped)  # issue 37: the default run (empty caches), every line of its log headed by the
       # seconds since the command (what the first row waits on), its timings traced

@@ -160,11 +160,6 @@ class WorkerProcess:
         elif kind == "retire":
             self.say(f"      {event['kernel']} failed its checks: the next kernel starts in a "
                      "fresh worker")
-            if self.current != event["kernel"]:
-                # the worker had gone on to the next kernel while the retired one's last
-                # comparisons ran (worker.InOrder): that one is not finished, and its rows
-                # were held; it is measured again in the fresh worker
-                self.current, self.at = event["kernel"], None
         elif kind == "phases":
             for name, seconds in event["seconds"].items():
                 self.record.phases[name] = self.record.phases.get(name, 0.0) + seconds
@@ -194,14 +189,6 @@ class WorkerProcess:
             self.finished |= set(self.by_name)
             return
         self._finish_current()
-        # a kernel before the current one whose last comparisons were still running on the
-        # worker's host threads when it died (worker.InOrder: the worker goes on meanwhile)
-        for kernel in self.kernels:
-            if kernel.name in self.finished and kernel.name != self.current:
-                for size in self._pending(kernel.name):
-                    self.keep(unrun(kernel, size, "error", "the worker ended before this "
-                                    "size's comparisons finished (the next kernel had "
-                                    "started); not measured again in this run"))
         pending = self._pending(self.current)
         if not pending:
             return

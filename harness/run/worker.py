@@ -10,14 +10,12 @@ own): then it ends, and the runner starts a fresh worker for the kernels after i
 from __future__ import annotations
 
 import collections
-import contextlib
 import json
 import os
 import socket
 import sys
 import threading
 import traceback
-from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -74,45 +72,14 @@ def run_job(job: Job) -> None:
         if job.feed:
             _run_fed(session, job)
             return
-        said = [blas_said]
-
-        def each_done() -> None:  # cuBLAS's version for the header, once its handle is open
-            if not said[0] and session.blas_open:
-                said[0] = _say_device(session)
-
-        _run_listed(session, kernels, job, each_done)
-
-
-def _run_listed(session: BenchSession, kernels: list[Kernel], job: Job,
-                each_done: Callable[[], None] = lambda: None) -> None:
-    """The job's kernels in turn, each begun while the last size of the one before is still
-    compared on the host (InOrder's ``behind``); the worker ends after a kernel that failed
-    its checks (``retire``), the kernel that ran ahead of it held back."""
-    behind: InOrder | None = None
-    try:
         for i, kernel in enumerate(kernels):
             if job.gated and not _released(kernel):
                 continue  # the runner kept its rows (a compile error, or refused offline)
-            try:
-                rows = _run_kernel(session, kernel, job, next(iter(kernels[i + 1:]), None),
-                                   behind)
-            except _BehindFailed:
-                rows = None
-            each_done()
-            if behind is not None and not behind.wait():
-                # this kernel ran ahead of a failed one: its rows are held, and it is measured
-                # again in the fresh worker the runner starts
-                emit("retire", kernel=behind.kernel)
+            going_on = _run_kernel(session, kernel, job, next(iter(kernels[i + 1:]), None))
+            if not blas_said and session.blas_open:
+                blas_said = _say_device(session)
+            if not going_on:
                 return
-            behind = rows
-        if behind is not None and not behind.wait():
-            emit("retire", kernel=behind.kernel)
-    except BaseException:
-        if behind is not None:  # its rows out before the error; a failure said first
-            with contextlib.suppress(Exception):
-                if not behind.wait():
-                    emit("retire", kernel=behind.kernel)
-        raise
 
 
 def _say_device(session: BenchSession) -> bool:
@@ -146,43 +113,27 @@ def _run_fed(session: BenchSession, job: Job) -> None:
         line = sys.stdin.readline()
         if not line.strip():
             return
-        rows = _run_kernel(session, _kernel(KernelRef.from_dict(json.loads(line))), job)
-        if not rows.wait():
-            emit("retire", kernel=rows.kernel)
+        if not _run_kernel(session, _kernel(KernelRef.from_dict(json.loads(line))), job):
             return
 
 
 def _run_kernel(session: BenchSession, kernel: Kernel, job: Job,
-                after: Kernel | None = None, behind: InOrder | None = None) -> InOrder:
-    """Every size of one kernel: its rows, the last perhaps still being compared on the
-    host (``InOrder.wait``: False when the worker must end, the kernel having failed its
-    checks). ``after``: the kernel to be measured next, whose inputs the host draws
-    meanwhile. ``behind``: the rows of the kernel before, whose last comparisons may still
-    run: this kernel's rows go out after them, and none at all if that kernel failed
-    (:class:`_BehindFailed` stops this one at its next size)."""
+                after: Kernel | None = None) -> bool:
+    """Every size of one kernel; False when the worker must end (it failed its checks).
+    ``after``: the kernel to be measured next, whose inputs the host draws meanwhile."""
     emit("kernel_start", kernel=kernel.name)
-    if kernel.spec.kind == "buffers":  # its rows go out as they come: after the kernel's before
-        if behind is not None and not behind.wait():
-            raise _BehindFailed
-        rows = InOrder(kernel.name)
-        rows.statuses.append("pass" if _run_buffers(session, kernel, job) else "FAIL")
-        return rows
-    rows = InOrder(kernel.name, behind)
+    if kernel.spec.kind == "buffers":
+        return _run_buffers(session, kernel, job)
     try:
         prep = prepare(session, kernel, job.strict_blas, _progress(kernel.name))
     except LaunchError as exc:  # refused before any launch: the context is intact
-        if behind is not None and not behind.wait():
-            raise _BehindFailed from None
         emit("kernel_error", kernel=kernel.name, kind="LaunchError", message=str(exc))
-        return rows
+        return True
     _prefetch(session, prep.gemm.kernel, after, job)
-    _run_sizes(session, prep, job, rows)
-    return rows
-
-
-class _BehindFailed(Exception):
-    """The kernel before failed its checks while this one ran ahead of its last comparisons:
-    this one stops, its rows held, to be measured again in a fresh worker."""
+    if not _run_sizes(session, prep, job):
+        emit("retire", kernel=kernel.name)
+        return False
+    return True
 
 
 _BESIDE = ThreadPoolExecutor(max_workers=1, thread_name_prefix="harness-beside")
@@ -223,23 +174,12 @@ def _prefetch(session: BenchSession, kernel: Kernel, after: Kernel | None, job: 
 class InOrder:
     """A kernel's rows emitted in the order of its sizes, each as soon as it and those before
     it are ready: a size whose kept launches are still being compared (Pending) holds back the
-    sizes after it, and goes out from the comparing thread when it is done.
+    sizes after it, and goes out from the comparing thread when it is done."""
 
-    ``behind``: the rows of the kernel measured before this one, whose last size may still be
-    compared while this one runs (the worker goes on to the next kernel at once: waiting for
-    the 4096 size's comparisons was 2.2 s of a warm default run's main thread,
-    reports/h100/sampled-warm-aa3caf3.txt). This kernel's rows go out once those are all out,
-    and never if that kernel failed: it may have written memory it does not own, so this one
-    is measured again in a fresh worker."""
-
-    def __init__(self, kernel: str = "", behind: InOrder | None = None):
-        self.kernel, self.behind = kernel, behind
+    def __init__(self):
         self.rows: collections.deque[Result | Pending] = collections.deque()
         self.lock = threading.Lock()
         self.statuses: list[str] = []
-        self._next: InOrder | None = None
-        if behind is not None:
-            behind._next = self
 
     def add(self, row: Result | Pending) -> None:
         with self.lock:
@@ -248,38 +188,16 @@ class InOrder:
             row.future.add_done_callback(lambda _: self.flush())
         self.flush()
 
-    def settled(self) -> bool:
-        """Every row of this kernel and of those before it out."""
-        return not self.rows and (self.behind is None or self.behind.settled())
-
-    def failed(self) -> bool:
-        """A row out failed, here or behind (a failure behind holds this kernel's rows)."""
-        return "FAIL" in self.statuses or (self.behind is not None and self.behind.failed())
-
     def flush(self) -> None:
-        behind = self.behind
-        if behind is not None and (not behind.settled() or behind.failed()):
-            return  # held: behind's last row goes out first (then flushes this), or failed
         with self.lock:
             while self.rows and (not isinstance(self.rows[0], Pending) or self.rows[0].done()):
                 row = self.rows.popleft()
                 res = row.result() if isinstance(row, Pending) else row
                 self.statuses.append(res.status)
                 emit("result", result=res.to_json())
-            out = not self.rows
-        if out and self._next is not None:
-            self._next.flush()
-
-    def check_behind(self) -> None:
-        """Raise :class:`_BehindFailed` when the kernel before has failed (its rows out)."""
-        if self.behind is not None and self.behind.settled() and self.behind.failed():
-            raise _BehindFailed
 
     def wait(self) -> bool:
-        """Every row out (an error in a comparison is raised here); False when one failed
-        (held rows: the kernel before failed, and these never go out)."""
-        if self.behind is not None and not self.behind.wait():
-            return False
+        """Every row out (an error in a comparison is raised here); False when one failed."""
         for row in list(self.rows):
             if isinstance(row, Pending):
                 row.future.result()
@@ -287,29 +205,24 @@ class InOrder:
         return "FAIL" not in self.statuses
 
 
-def _run_sizes(session: BenchSession, prep: Prepared, job: Job,
-               rows: InOrder | None = None) -> InOrder:
-    """Measure (mode ``check``: check only) every size into ``rows`` (made if not given); the
-    last row may still be compared on return (``rows.wait()``: False when the kernel failed a
-    check, and the worker should end). Every row measured goes out, even when a later size
-    raises (a fault): before the error does."""
-    rows = InOrder(prep.kernel.name) if rows is None else rows
+def _run_sizes(session: BenchSession, prep: Prepared, job: Job) -> bool:
+    """Measure (mode ``check``: check only) every size; False when the kernel failed a check
+    (the worker should end). Every row measured goes out before this returns, even when a
+    later size raises (a fault)."""
+    rows = InOrder()
     try:
         for size in job.sizes:
-            rows.check_behind()
             say = _progress(prep.kernel.name, size)
             rows.add(check_only(session, prep, *size, say=say) if job.mode == "check" else
                      measure(session, prep, *size, reuse_baseline=job.reuse_baseline, say=say,
                              beside=_BESIDE))
-    except _BehindFailed:
-        raise
     except BaseException:
         try:
             rows.wait()
         except Exception:  # the error on its way out is the one to report
             pass
         raise
-    return rows
+    return rows.wait()
 
 
 def _memory_ceiling(session: BenchSession, name: str):
