@@ -207,15 +207,16 @@ def alone_ms(timer: Timer, launches: Sequence[Callable[[], None]], before: Seque
     stay in step: one of a millisecond or more gets only its ``before`` the second time).
     Timed from the host alone, a launch of 8 us read some 0.2 ms (the wait for the host's next
     driver calls), and rested that long in every round: 0.75 ms of GPU time a round where its
-    parts take 0.16 ms (issue 37, experiments/round_cost.py). Each pass behind one lead
-    (``Timer.host_free_each``)."""
+    parts take 0.16 ms (issue 37, experiments/round_cost.py)."""
     best = [math.inf] * len(launches)
     for _ in range(2):
-        items = [(b, None) if best[i] < math.inf and best[i] >= 1.0  # its copy's turn only
-                 else (partial(_prepare, timer, b), launch)
-                 for i, (launch, b) in enumerate(zip(launches, before, strict=True))]
-        readings = timer.host_free_each(items)
-        best = [b if math.isnan(r) else min(b, r) for b, r in zip(best, readings, strict=True)]
+        for i, (launch, b) in enumerate(zip(launches, before, strict=True)):
+            if best[i] < math.inf and best[i] >= 1.0:  # timed: its copy's turn only
+                if b is not None:
+                    b()
+                continue
+            reading = timer.host_free_ms(launch, prepare=partial(_prepare, timer, b))
+            best[i] = min(best[i], reading)
         if min(best) >= 1.0:
             break
     return best
@@ -291,8 +292,10 @@ def _stretch_graph(timer: Timer, round_: Callable[[], None], rounds: int) -> Gra
     run at 6990030). Replayed, a stretch is still a few driver calls from the host, each a wait
     for the interpreter while other threads compare on the host: its events are recorded
     behind a lead (Timer.host_free_ms), else the FP8 rows' stretches, beside their host
-    walks, read the host's stalls and ran to the cap (277 ms of warm-up at 512 in
-    reports/h100/timing-trace-warm-aa3caf3.txt, 35 ms for the rows without that host work)."""
+    walks, read the host's stalls and ran long (277 and 272 ms of warm-up at 512 and 1024 in
+    reports/h100/timing-trace-warm-aa3caf3.txt, about 35 ms for rows without that host work;
+    75 and 88 ms behind the lead, timing-trace-warm-a6d3ae4.txt: 4.6 s of warm-up in all
+    against 6.1)."""
     if not timer.options.graph:
         return None
 

@@ -120,39 +120,6 @@ class Timer:
                 return end.elapsed_ms(start) / count
             lead_ms = min(LEAD_MOST_MS, 4 * lead_ms)
 
-    def host_free_each(self, items: Sequence[tuple[Callable[[], None] | None,
-                                                   Callable[[], None] | None]]
-                       ) -> list[float]:
-        """GPU ms of each ``(prepare, work)`` of ``items``, one after another behind one lead
-        (:meth:`host_free_ms`: prepare outside the events, work between them; a None work is
-        its prepare alone, nan in the result), one wait for them all. The lead is
-        HOST_LEAD_MS for each timed work: one lead and one wait apiece cost a timing's
-        launches timed alone 0.5 ms of idle spin and a synchronisation each, six of each for
-        a kernel and cuBLAS, twice a timing (issue 37)."""
-        timed = sum(work is not None for _, work in items)
-        lead_ms = HOST_LEAD_MS * max(1, timed)
-        while True:
-            marks: list[tuple[Event, Event] | None] = []
-            host_t0 = time.perf_counter()
-            self.kernels.lead(lead_ms)
-            for prepare, work in items:
-                if prepare is not None:
-                    prepare()
-                if work is None:
-                    marks.append(None)
-                    continue
-                start, end = Event(), Event()
-                start.record(self.stream)
-                work()
-                end.record(self.stream)
-                marks.append((start, end))
-            host_ms = (time.perf_counter() - host_t0) * 1e3
-            self.stream.synchronize("timing behind a lead")
-            if host_ms <= LEAD_SHARE * lead_ms or lead_ms >= LEAD_MOST_MS:
-                return [math.nan if mark is None else mark[1].elapsed_ms(mark[0])
-                        for mark in marks]
-            lead_ms = min(LEAD_MOST_MS, 4 * lead_ms)
-
     def time(self, launch: Callable[[], None], before: Callable[[], None] | None = None,
              after: Callable[[], None] | None = None) -> Timing:
         """Time ``launch`` (which enqueues one kernel on this timer's stream), then measure its
