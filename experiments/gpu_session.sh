@@ -7,7 +7,7 @@
 #   tc-profile, energy, energy-parts (the tensor-core rungs of issue 4), multi-gpu (issue 24),
 #   code-warmth, power-context (issue 21), verify (issue 33), buffers, buffers-more
 #   (issue 35), minute, minute-after, minute-all, all-before, cold-once, profiled, replay,
-#   some-tests, timing-cost, sampled, sampled-warm, traced-warm, stamped, traced, round-cost, graph-replicas (issue 37), fp8,
+#   some-tests, timing-cost, sampled, sampled-warm, traced-warm, blas-threads, stamped, traced, round-cost, graph-replicas (issue 37), fp8,
 #   fp8-block (issue 36)
 set -uo pipefail
 OUT=${OUT:-/tmp/out}
@@ -221,6 +221,24 @@ s.print_callees(r'time_sustained|time_interleaved|warm_up|_replayed|\(checked\)|
         > "$OUT/default-run-sampled-warm.log"
       echo "$(date -u +%FT%TZ) default run, warm, worker sampled: $((SECONDS - start)) s wall" \
         | tee -a "$OUT/default-run-sampled-warm.log"; tail -6 "$OUT/default-run-sampled-warm.log"
+      unset HARNESS_CACHE_DIR ;;
+    blas-threads)  # issue 37: the host's comparisons with OpenBLAS's thread pool at its
+      # default and at one thread (experiments/blas_threads.py), then the default run once to
+      # fill the caches and three warm runs: as it is, with OPENBLAS_NUM_THREADS=1, as it is
+      { header "python3 experiments/blas_threads.py"
+        timeout 200 python3 experiments/blas_threads.py 2>&1; } | tee "$OUT/blas-threads.log"
+      export HARNESS_CACHE_DIR=/tmp/bt-cache-$$
+      timeout 300 python3 -m harness run --report-dir "$REP" > "$OUT/default-run-fill.log" 2>&1
+      tail -3 "$OUT/default-run-fill.log"
+      for run in a:default b:1 c:default; do
+        name=${run%%:*} blas=${run#*:} start=$SECONDS
+        ( [ "$blas" = default ] || export OPENBLAS_NUM_THREADS=$blas
+          timeout 300 python3 -m harness run --report-dir "$REP" 2>&1 | stamp \
+            > "$OUT/default-run-warm-$name.log" )
+        echo "$(date -u +%FT%TZ) default run, warm, OPENBLAS_NUM_THREADS=$blas:" \
+          "$((SECONDS - start)) s wall" | tee -a "$OUT/default-run-warm-$name.log"
+        grep -A5 "wall time" "$OUT/default-run-warm-$name.log" | head -3
+      done
       unset HARNESS_CACHE_DIR ;;
     traced-warm)  # issue 37: the default run once to fill the caches, then again (warm) with
       # each sustained timing's steps traced (no sampler: its host work stays the run's own)
