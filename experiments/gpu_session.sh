@@ -60,6 +60,13 @@ observed_run() {
     | tee -a "$OUT/default-run-$name.log"
   tail -6 "$OUT/default-run-$name.log"
 }
+# fill_caches NAME: empty compile and SASS caches of their own (HARNESS_CACHE_DIR, exported),
+# filled by one default run logged to $OUT/default-run-fill.log: the warm runs after it
+fill_caches() {
+  export HARNESS_CACHE_DIR=/tmp/$1-cache-$$
+  timeout 300 python3 -m harness run --report-dir "$REP" > "$OUT/default-run-fill.log" 2>&1
+  tail -3 "$OUT/default-run-fill.log"
+}
 # stamp: each line of stdin headed by the seconds since the filter started (with the command
 # it follows in a pipe)
 stamp() {
@@ -211,9 +218,7 @@ s.print_callees(r'time_sustained|time_interleaved|warm_up|_replayed|\(checked\)|
         HARNESS_TIMING_TRACE="$OUT/timing-trace-sampled.txt" ;;
     sampled-warm)  # issue 37: the default run once to fill the caches, then again (warm) with
       # its worker's main thread sampled and its timings traced
-      export HARNESS_CACHE_DIR=/tmp/sw-cache-$$
-      timeout 300 python3 -m harness run --report-dir "$REP" > "$OUT/default-run-fill.log" 2>&1
-      tail -3 "$OUT/default-run-fill.log"
+      fill_caches sw
       mkdir -p "$OUT/sampled"
       start=$SECONDS
       HARNESS_WORKER_SAMPLE="$OUT/sampled" HARNESS_TIMING_TRACE="$OUT/timing-trace-warm.txt" \
@@ -227,9 +232,7 @@ s.print_callees(r'time_sustained|time_interleaved|warm_up|_replayed|\(checked\)|
       # fill the caches and three warm runs: as it is, with OPENBLAS_NUM_THREADS=1, as it is
       { header "python3 experiments/blas_threads.py"
         timeout 200 python3 experiments/blas_threads.py 2>&1; } | tee "$OUT/blas-threads.log"
-      export HARNESS_CACHE_DIR=/tmp/bt-cache-$$
-      timeout 300 python3 -m harness run --report-dir "$REP" > "$OUT/default-run-fill.log" 2>&1
-      tail -3 "$OUT/default-run-fill.log"
+      fill_caches bt
       for run in a:default b:1 c:default; do
         name=${run%%:*} blas=${run#*:} start=$SECONDS
         ( [ "$blas" = default ] || export OPENBLAS_NUM_THREADS=$blas
@@ -242,9 +245,7 @@ s.print_callees(r'time_sustained|time_interleaved|warm_up|_replayed|\(checked\)|
       unset HARNESS_CACHE_DIR ;;
     traced-warm)  # issue 37: the default run once to fill the caches, then again (warm) with
       # each sustained timing's steps traced (no sampler: its host work stays the run's own)
-      export HARNESS_CACHE_DIR=/tmp/tw-cache-$$
-      timeout 300 python3 -m harness run --report-dir "$REP" > "$OUT/default-run-fill.log" 2>&1
-      tail -3 "$OUT/default-run-fill.log"
+      fill_caches tw
       start=$SECONDS
       HARNESS_TIMING_TRACE="$OUT/timing-trace-warm.txt" timeout 300 python3 -m harness run \
         --report-dir "$REP" 2>&1 | stamp > "$OUT/default-run-traced-warm.log"

@@ -924,4 +924,3 @@ def test_work_timed_behind_a_lead_is_timed_again_where_the_host_was_slow(monkeyp
     slow_for[0], slow_ms[0] = 100, 100.0  # never keeps up: the longest lead's reading
     Timer.host_free_ms(fake, lambda: None)
     assert leads[-1] == timer_module.LEAD_MOST_MS and len(leads) == 4
-
