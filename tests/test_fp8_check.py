@@ -195,3 +195,73 @@ def test_the_walk_taken_in_chunks_of_rows_is_the_walk(monkeypatch, blocked):
         monkeypatch.setattr(fp8_check, "WALK_CHUNK", chunk)
         np.testing.assert_allclose(walk(g), whole, rtol=1e-6, atol=0)
     assert whole.shape == (M, N) and (whole > 0).all()
+
+
+# ---- a walk made elsewhere (the GPU's: harness/gpu/fp8_walk.py, checks.walk_of) --------------
+
+
+def numpy_sums(a, b, table_a, table_b, run, scale_a=None, scale_b=None):
+    """The GPU kernel's sums (gpu/fp8_walk.py) written out step by step in numpy, apart from
+    fp8_check's own: codes through the tables, P restarted at each multiple of ``run``,
+    the block's scales per 128 of K (B's per column or per 128 columns)."""
+    av, bv = table_a[a].astype(np.float32), table_b[b].astype(np.float32)
+    (m, k), n = av.shape, bv.shape[1]
+    partial, sums = np.zeros((m, n), np.float32), np.zeros((m, n), np.float32)
+    for start in range(0, k, 32):
+        x, y = av[:, start:start + 32], bv[start:start + 32]
+        if start % run == 0:
+            partial[:] = 0.0
+        step = np.maximum(np.abs(x).max(axis=1)[:, None] * np.abs(y).max(axis=0)[None],
+                          np.abs(partial))
+        if scale_a is not None:
+            blk = start // 128
+            sb = scale_b[blk] if scale_b.shape[1] == n else np.repeat(scale_b[blk], 128)[:n]
+            step = step * (scale_a[:, blk][:, None] * sb[None]).astype(np.float32)
+        sums += step * step
+        partial += x @ y
+    return sums
+
+
+@pytest.mark.parametrize("k,blocked,promote", [(48, False, None), (1024, False, None),
+                                               (1024, False, 64), (512, True, None),
+                                               (512, True, 256)], ids=str)
+def test_a_walk_from_sums_made_elsewhere_is_the_hosts(k, blocked, promote):
+    from harness.bench.fp8_check import walk_with
+
+    g = gemm(k, 11, blocked=blocked, promote=promote)
+    np.testing.assert_allclose(walk_with(g, numpy_sums), walk(g), rtol=1e-5)
+    if blocked:  # B's scales one per column, as a check's sample gives them
+        per_column = Fp8Gemm(g.a, g.b, g.a_format, g.b_format, g.scale_a,
+                             np.repeat(g.scale_b, 128, axis=1)[:, :N], g.out, g.promote)
+        np.testing.assert_allclose(walk_with(per_column, numpy_sums), walk(g), rtol=1e-5)
+
+
+@pytest.mark.parametrize("blocked", [False, True])
+def test_the_walk_given_is_the_bound_judged(blocked):
+    g = gemm(1024, 12, blocked=blocked)
+    out = model_output(g)
+    own, given = judge(g, out), judge(g, out, walked=walk(g))
+    assert own.passed and given.passed
+    assert (own.error_norm, own.norm_bound) == (given.error_norm, given.norm_bound)
+    # a walk a hundred times too small holds the right output to a bound it cannot meet:
+    # the given walk, not one made again, is what the bound comes from
+    assert not judge(g, out, walked=walk(g) / 100).passed
+
+
+def test_a_check_takes_the_walk_given_only_over_the_whole_output():
+    from harness.bench import fp8_check
+    from harness.bench.numerics import stored as store
+    from harness.kernels.fp8_spec import Fp8Spec
+
+    g = gemm(1024, 13)
+    spec = Fp8Spec("e4m3", "e4m3", "tensor", None)
+    out = store(model_output(g), "bf16")
+    scales = (g.scale_a, g.scale_b)
+    assert fp8_check.whole(M, N, 1024)
+    kwargs = dict(seed=13, ref=reference(g))
+    assert fp8_check.check(out, g.a, g.b, spec, scales, "bf16", **kwargs).passed
+    assert fp8_check.check(out, g.a, g.b, spec, scales, "bf16", walked=walk(g), **kwargs).passed
+    assert not fp8_check.check(out, g.a, g.b, spec, scales, "bf16", walked=walk(g) / 100,
+                               **kwargs).passed
+    with pytest.raises(ValueError, match="a walk of"):
+        fp8_check.check(out, g.a, g.b, spec, scales, "bf16", walked=walk(g)[:, :8], **kwargs)

@@ -409,3 +409,98 @@ def test_a_session_computes_large_references_on_its_gpu_while_open():
         ref, _ = checks.reference_engine(512, 512, 512)(a64, b64, 1.0, 0.0, None)
         assert np.all(np.abs(ref - a64 @ b64) <= 1e-12 * (np.abs(a64) @ np.abs(b64)))
     assert checks.reference_engine(512, 512, 512) is None
+
+
+# ---- an FP8 check's walk on the GPU (gpu/fp8_walk.py) ----------------------------------------
+
+
+def _fp8_ops(m, n, k, scales="tensor"):
+    from harness.kernels.fp8_spec import Fp8Spec
+
+    spec = Fp8Spec("e4m3", "e5m2", scales, 128 if scales == "block" else None)
+    (a, a64, b, b64, _, _, drawn), _ = operands._host_operands(m, n, k, "fp8", 5, False,
+                                                             "bf16", fp8=spec)
+    ops = SimpleNamespace(m=m, n=n, k=k, a64=a64, b64=b64, c64=None, draw="uniform",
+                          kinds=("e4m3", "e5m2"), fp8=spec, codes=(a, b), scales=drawn)
+    gemm = SimpleNamespace(kernel=SimpleNamespace(spec=SimpleNamespace(
+        precision="fp8", c_type="bf16", fp8=spec)))
+    return gemm, ops
+
+
+def _host_sums(calls):
+    """A walk engine that records its arguments and makes the sums as the host does."""
+    from harness.bench import fp8_check
+    from harness.bench.fp8 import FORMATS
+
+    def sums(a, b, table_a, table_b, run, scale_a=None, scale_b=None):
+        calls.append((a, b, run, scale_a, scale_b))
+        fa, fb = (next(f for f, v in FORMATS.items() if np.array_equal(v.values, t, True))
+                  for t in (table_a, table_b))
+        g = fp8_check.Fp8Gemm(a, b, fa, fb, 1.0 if scale_a is None else scale_a,
+                              1.0 if scale_b is None else scale_b, promote=run)
+        return fp8_check.walk_sums(g)
+    return sums
+
+
+@pytest.mark.parametrize("scales", ["tensor", "block"])
+def test_a_large_fp8_checks_walk_is_made_where_its_reference_is(engines, monkeypatch, scales):
+    from harness.bench import fp8_check
+
+    monkeypatch.setattr(checks, "_GPU_WALKS", [None])
+    gemm, ops = _fp8_ops(512, 512, 512, scales)
+    assert checks.walk_of(gemm, ops) is None  # no session: the check walks on the host
+    calls = []
+    checks.set_gpu_references(_recording([]), walks=_host_sums(calls))
+    ref, scale, walked = checks.known_of(gemm, ops, 5, 1.0, 0.0)
+    assert np.all(ref == 7.0) and np.all(scale == 3.0)  # the engine's reference
+    ((a, b, run, sa, sb),) = calls
+    assert a is ops.codes[0] and b is ops.codes[1]
+    assert run == (128 if scales == "block" else 512)
+    assert (sa is None) == (scales == "tensor")
+    g = fp8_check.Fp8Gemm(*ops.codes, "e4m3", "e5m2", *ops.scales, "bf16",
+                          ops.fp8.promote)
+    np.testing.assert_allclose(walked, fp8_check.walk(g), rtol=1e-6)
+    # below the reference's threshold, past the whole output's budget, or not FP8: the host
+    small, big = _fp8_ops(512, 512, 496, scales)[1], SimpleNamespace(**{
+        **vars(ops), "m": 2048, "n": 2048, "k": 2048})
+    assert checks.walk_of(gemm, small) is None and checks.walk_of(gemm, big) is None
+    assert not fp8_check.whole(2048, 2048, 2048)
+    assert checks.walk_of(_gemm(), SimpleNamespace(**vars(_ops(512, 512, 512)), fp8=None)) is None
+    checks.release_gpu_references(checks._GPU_REFERENCES[0][0])
+    assert checks.walk_of(gemm, ops) is None and len(calls) == 1
+
+
+@pytest.mark.gpu
+@pytest.mark.gpu_shared
+def test_the_gpus_walk_is_the_hosts_and_a_session_makes_it_while_open():
+    """The kernel's sums against fp8_check's on the host, to float32 rounding: per tensor and
+    per block (B's scales per 128 columns and per column), promotions every 64 and every 128,
+    K not a multiple of 32 and shapes not of 16; and a session's checks make it on its GPU."""
+    from harness.bench import fp8_check
+    from harness.bench.fp8 import FORMATS
+    from harness.bench.session import BenchSession
+
+    rng = np.random.default_rng(17)
+    with BenchSession() as session:
+        cases = []
+        for m, n, k, blocked, promote in [(37, 45, 48, False, None), (64, 200, 1024, False, 64),
+                                          (130, 257, 512, True, None),
+                                          (96, 384, 768, True, 256)]:
+            a = FORMATS["e4m3"].draw(rng, (m, k), 3)
+            b = FORMATS["e5m2"].draw(rng, (k, n), 3)
+            if blocked:
+                sa = 2.0 ** rng.integers(-6, 4, size=(m, k // 128))
+                sb = 2.0 ** rng.integers(-6, 4, size=(k // 128, -(-n // 128)))
+                cases += [(a, b, sa, sb, promote or 128),
+                          (a, b, sa, np.repeat(sb, 128, axis=1)[:, :n], promote or 128)]
+            else:
+                cases.append((a, b, 2.0 ** -5, 12.0, promote))
+        for a, b, sa, sb, promote in cases:
+            g = fp8_check.Fp8Gemm(a, b, "e4m3", "e5m2", sa, sb, "bf16", promote)
+            device = fp8_check.walk_with(g, session.fp8_walk_sums)
+            np.testing.assert_allclose(device, fp8_check.walk(g), rtol=1e-5, atol=0)
+        gemm, ops = _fp8_ops(512, 512, 512, "block")
+        walked = checks.walk_of(gemm, ops)
+        g = fp8_check.Fp8Gemm(*ops.codes, "e4m3", "e5m2", *ops.scales, "bf16", 128)
+        np.testing.assert_allclose(walked, fp8_check.walk(g), rtol=1e-5, atol=0)
+    assert checks.walk_of(gemm, ops) is None

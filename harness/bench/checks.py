@@ -55,22 +55,30 @@ class Checked:
 
 _GPU_REFERENCES: list[tuple[operands.ReferenceEngine, Callable[[], bool]] | None] = [None]
 """The engine the checks' large references go to, and what says whether it can take them."""
+WalkSums = Callable[..., np.ndarray]
+"""What makes an FP8 check's walk sums instead of numpy (gpu/fp8_walk.Fp8WalkKernels.sums)."""
+_GPU_WALKS: list[WalkSums | None] = [None]
 
 
 def set_gpu_references(engine: operands.ReferenceEngine | None,
-                       ready: Callable[[], bool] = lambda: True) -> None:
+                       ready: Callable[[], bool] = lambda: True,
+                       walks: WalkSums | None = None) -> None:
     """From now on the references of checks of gpu.reference.MIN_MNK or more are computed by
     ``engine`` (BenchSession sets its cuBLAS DGEMM when it opens and takes it back when it
     closes) where ``ready()`` says it can, asked when the first such reference is wanted
     (whether cuBLAS's bindings import: the import may still run on another thread, and a
-    battery's small checks need not wait for it); None: every one on the host."""
+    battery's small checks need not wait for it); None: every one on the host. ``walks``: an
+    FP8 check's walk over its whole output is made by it where the reference is made on the
+    GPU (:func:`walk_of`); None: on the host."""
     _GPU_REFERENCES[0] = None if engine is None else (engine, ready)
+    _GPU_WALKS[0] = None if engine is None else walks
 
 
 def release_gpu_references(engine: operands.ReferenceEngine) -> None:
     """Back to the host, unless another engine than ``engine`` has been set since."""
     if _GPU_REFERENCES[0] is not None and _GPU_REFERENCES[0][0] == engine:
         _GPU_REFERENCES[0] = None
+        _GPU_WALKS[0] = None
 
 
 def reference_engine(m: int, n: int, k: int) -> operands.ReferenceEngine | None:
@@ -96,20 +104,46 @@ def reference_of(gemm: LoadedGemm, ops: operands.Operands, seed: int, alpha: flo
                               alpha, beta, reference_engine(ops.m, ops.n, ops.k))
 
 
+def walk_of(gemm: LoadedGemm, ops: operands.Operands) -> np.ndarray | None:
+    """An FP8 GEMM's walk (fp8_check.walk) over its whole output, made on the GPU where its
+    reference is made there (:func:`reference_engine`) and its check takes the bound over the
+    whole output (fp8_check.whole); None otherwise: the check walks on the host. Only on the
+    device's thread, as references are: beside a timing it would change what is timed."""
+    walks = _GPU_WALKS[0]
+    m, n, k = ops.m, ops.n, ops.k
+    if (ops.fp8 is None or walks is None or reference_engine(m, n, k) is None
+            or not fp8_check.whole(m, n, k)):
+        return None
+    a, b = ops.codes
+    g = fp8_check.Fp8Gemm(a, b, ops.fp8.a, ops.fp8.b,
+                          *fp8_check.subset(ops.scales, np.arange(m), np.arange(n), n),
+                          out=gemm.kernel.spec.c_type, promote=ops.fp8.promote)
+    with operands.PHASES("references"):
+        return fp8_check.walk_with(g, walks)
+
+
+def known_of(gemm: LoadedGemm, ops: operands.Operands, seed: int, alpha: float, beta: float
+             ) -> tuple:
+    """What a check's comparisons need made on the device's thread before they run on
+    others: the reference and its error scale (:func:`reference_of`) and an FP8 GEMM's walk
+    (:func:`walk_of`, or None)."""
+    return (*reference_of(gemm, ops, seed, alpha, beta), walk_of(gemm, ops))
+
+
 def compare_to_reference(gemm: LoadedGemm, ops: operands.Operands, out: np.ndarray, seed: int,
                          alpha: float, beta: float, initial: np.ndarray | None,
                          deep: bool = False, known: tuple | None = None) -> CheckResult:
     """``out`` (C after a launch on ``ops``) against the float64 reference of ``ops``, its
     error also as a multiple of FP32 accumulation's on the same inputs; ``deep`` (K >= 2048,
     or a timed size): a kernel that claims FP32 fails above numerics.FP32_MULTIPLE_MAX.
-    ``known``: the reference and its scale already made (on another thread than the device's,
-    nothing may compute one on the GPU)."""
+    ``known``: :func:`known_of` already made (on another thread than the device's, nothing
+    may compute on the GPU)."""
     spec = gemm.kernel.spec
     k = ops.k
-    ref, scale = known if known is not None else reference_of(gemm, ops, seed, alpha, beta)
+    ref, scale, walked = known if known is not None else known_of(gemm, ops, seed, alpha, beta)
     if ops.fp8 is not None:  # its scales are in a64 and b64; its bound is the window's walk
         return fp8_check.check(out, *ops.codes, ops.fp8, ops.scales, spec.c_type, seed=seed,
-                               initial=initial, ref=ref)
+                               initial=initial, ref=ref, walked=walked)
     via = getattr(spec, "fp32_via", "")
     unit = (numerics.FP32_VIA_UNIT[via] if via else
             numerics.TF32_UNROUNDED_UNIT if ops.unrounded else 0.0)
@@ -245,7 +279,7 @@ def check_launched(gemm: LoadedGemm, stream: Stream, m: int, n: int, k: int, see
             else:
                 crowd.around(partial(_launch, gemm, ops, alpha, beta, stream), press)
             outputs.append(ops.result(stream))
-        known = (reference_of(gemm, ops, seed, alpha, beta)
+        known = (known_of(gemm, ops, seed, alpha, beta)
                  if reference_engine(m, n, k) is not None else None)
         if baseline is not None:
             check_baseline(baseline, gemm, ops, stream, seed, alpha, beta)

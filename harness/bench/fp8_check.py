@@ -140,6 +140,13 @@ in every step (7 passes a step: 99 s of thread time over the two FP8 files' rows
 
 
 def _walk(g: Fp8Gemm) -> np.ndarray:
+    return walk_of_sums(g, walk_sums(g))
+
+
+def walk_sums(g: Fp8Gemm) -> np.ndarray:
+    """Each output's float32 sum over k32 steps of (scale M_j)^2 on the host, the scale
+    applied per block (:func:`walk_of_sums` makes the walk of it); by chunks of rows that stay
+    in a core's cache (:data:`WALK_CHUNK`)."""
     av, bv = (x.astype(np.float32) for x in g.values())
     (m, k), n = av.shape, bv.shape[1]
     run = g.steps()
@@ -172,10 +179,26 @@ def _walk(g: Fp8Gemm) -> np.ndarray:
             v += st
             np.matmul(av[lo:hi, start:stop], bv[start:stop], out=pr)
             p += pr
+    return var
+
+
+def walk_of_sums(g: Fp8Gemm, var: np.ndarray) -> np.ndarray:
+    """The walk from each output's sum over steps of (scale M_j)^2 (``var``, float32, the
+    scale applied per block; per tensor, here): the module docstring's formula, its factor
+    and square root in float64 (also the GPU's sums, harness/gpu/fp8_walk.py)."""
     factor = 11.0 * ((1 + 2.0 ** -6) * 2.0 ** -WINDOW_PLACES) ** 2
     if not g.blocked:
-        factor *= float(_block_scales(g, 0, k)) ** 2
+        factor *= float(_block_scales(g, 0, g.a.shape[1])) ** 2
     return np.sqrt(var.astype(np.float64) * factor)
+
+
+def walk_with(g: Fp8Gemm, sums) -> np.ndarray:
+    """:func:`walk` of ``g`` with its sums made by ``sums`` (the GPU's:
+    harness/gpu/fp8_walk.Fp8WalkKernels.sums), from the codes, each format's 256 values, the
+    promotion run and, per block, the scales."""
+    scales = (g.scale_a, g.scale_b) if g.blocked else (None, None)
+    return walk_of_sums(g, sums(g.a, g.b, FORMATS[g.a_format].values,
+                                FORMATS[g.b_format].values, g.steps(), *scales))
 
 
 def model_output(g: Fp8Gemm, places: int = WINDOW_PLACES) -> np.ndarray:
@@ -224,16 +247,19 @@ def _element_bounds(g: Fp8Gemm, ref: np.ndarray, w: np.ndarray
     return ELEMENT_SAFETY * w + 2.0 * rounding + np.abs(ref) * 2.0 ** -24, rounding
 
 
-def _within(g: Fp8Gemm, out: np.ndarray, widen: float = 1.0, ref: np.ndarray | None = None
-            ) -> tuple[bool, float, float, int]:
+def _within(g: Fp8Gemm, out: np.ndarray, widen: float = 1.0, ref: np.ndarray | None = None,
+            walked: np.ndarray | None = None) -> tuple[bool, float, float, int]:
     """Whether ``out`` is what a right kernel computing ``g`` (reference ``ref``, made if not
     given) may give, its bounds ``widen`` times wider: (it is, the error norm, the norm's
     bound, elements outside their own). By blocks of rows (:func:`_by_rows`): each block's
-    walk, bounds and error, and the sums of squares the norms are made of."""
+    walk (``walked``'s rows where it is given: :func:`walk` of ``g``, made on the GPU), bounds
+    and error, and the sums of squares the norms are made of."""
     ref = reference(g) if ref is None else ref
+    arrays = (out, ref) if walked is None else (out, ref, walked)
 
-    def block(gb: Fp8Gemm, out_b: np.ndarray, ref_b: np.ndarray) -> tuple[float, ...]:
-        w = _walk(gb)
+    def block(gb: Fp8Gemm, out_b: np.ndarray, ref_b: np.ndarray,
+              walked_b: np.ndarray | None = None) -> tuple[float, ...]:
+        w = _walk(gb) if walked_b is None else walked_b
         element, rounding = _element_bounds(g, ref_b, w)
         err = out_b - ref_b
         finite = np.where(np.isfinite(err), err, 0.0)
@@ -241,30 +267,34 @@ def _within(g: Fp8Gemm, out: np.ndarray, widen: float = 1.0, ref: np.ndarray | N
         return (float(np.square(w).sum()), float(np.square(rounding).sum()),
                 float(np.square(finite).sum()), bad)
 
-    w2, r2, e2, bad = (sum(x) for x in zip(*_by_rows(g, block, out, ref), strict=True))
+    w2, r2, e2, bad = (sum(x) for x in zip(*_by_rows(g, block, *arrays), strict=True))
     norm_bound = widen * (NORM_SAFETY * math.sqrt(w2) + 2.0 * math.sqrt(r2))
     norm = math.sqrt(e2)
     return bad == 0 and norm <= norm_bound, norm, norm_bound, int(bad)
 
 
-def judge(g: Fp8Gemm, out: np.ndarray, ref: np.ndarray | None = None) -> Fp8Verdict:
+def judge(g: Fp8Gemm, out: np.ndarray, ref: np.ndarray | None = None,
+          walked: np.ndarray | None = None) -> Fp8Verdict:
     """``out`` (the output's exact values) against the reference (``ref``, made if not given)
-    and the bound; a failure named by the mistaken GEMM that ``out`` passes as instead."""
+    and the bound (from ``walked``, ``g``'s :func:`walk`, where it is given); a failure named
+    by the mistaken GEMM that ``out`` passes as instead."""
     if not np.isfinite(out).all():
         n = int(np.count_nonzero(~np.isfinite(out)))
         return Fp8Verdict(False, "non-finite", math.inf, math.nan, n,
                           f"non-finite: {n} of {out.size} outputs are NaN or Inf")
-    ok, norm, norm_bound, bad = _within(g, out, ref=ref)
+    ok, norm, norm_bound, bad = _within(g, out, ref=ref, walked=walked)
     if ok:
         return Fp8Verdict(True, "ok", norm, norm_bound, 0, "ok")
-    finding, story = _explain(g, out, norm, norm_bound)
+    finding, story = _explain(g, out, walked)
     return Fp8Verdict(False, finding, norm, norm_bound, bad,
                       f"{finding}: error norm {norm:.3g} against a bound of {norm_bound:.3g}, "
                       f"{bad} of {out.size} outputs outside theirs; {story}")
 
 
-def _explain(g: Fp8Gemm, out: np.ndarray, norm: float, norm_bound: float) -> tuple[str, str]:
-    """What ``out`` is instead: the GEMM of a known mistake it passes as, else how far off."""
+def _explain(g: Fp8Gemm, out: np.ndarray, walked: np.ndarray | None = None
+             ) -> tuple[str, str]:
+    """What ``out`` is instead: the GEMM of a known mistake it passes as, else how far off
+    (``walked``: ``g``'s walk, where it is made; each mistake's own is made here)."""
     other = {"e4m3": "e5m2", "e5m2": "e4m3"}
     one_a = np.ones_like(g.scale_a) if g.blocked else 1.0
     one_b = np.ones_like(g.scale_b) if g.blocked else 1.0
@@ -284,7 +314,7 @@ def _explain(g: Fp8Gemm, out: np.ndarray, norm: float, norm_bound: float) -> tup
         av, bv = mistaken.values()
         if np.isfinite(av).all() and np.isfinite(bv).all() and _within(mistaken, out)[0]:
             return finding, story
-    if _within(g, out, widen=FEWER_BITS)[0]:
+    if _within(g, out, widen=FEWER_BITS, walked=walked)[0]:
         return ("less accurate than the tensor core's FP8 accumulation",
                 "its error is a few times what the 14-bit window allows on these inputs "
                 "(an FP16 accumulator keeps 11 bits), but near the product: it accumulates "
@@ -314,10 +344,15 @@ def subset(scales: tuple, rows: np.ndarray, cols: np.ndarray, n: int) -> tuple:
     return np.asarray(sa, dtype=np.float64)[rows], sb[:, cols]
 
 
+def whole(m: int, n: int, k: int) -> bool:
+    """Whether an m x n x k check takes its bound over the whole output (:func:`sample`)."""
+    return m * n * -(-k // K_STEP) <= WHOLE_BUDGET
+
+
 def sample(m: int, n: int, k: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
     """The rows and columns the walk is taken over: all of them while the output is small
     enough (:data:`WHOLE_BUDGET`), else a random sample drawn from ``seed``."""
-    if m * n * -(-k // K_STEP) <= WHOLE_BUDGET:
+    if whole(m, n, k):
         return np.arange(m), np.arange(n)
     rng = np.random.default_rng([seed, m, n, k])
     return (np.sort(rng.choice(m, size=min(m, SAMPLE), replace=False)),
@@ -354,13 +389,15 @@ def _kept_and_wrong(out64: np.ndarray, a: np.ndarray, b: np.ndarray, fp8, scales
 
 def check(out: np.ndarray, a: np.ndarray, b: np.ndarray, fp8, scales: tuple,
           c_type: str, *, seed: int, initial: np.ndarray | None = None,
-          ref: np.ndarray | None = None):
+          ref: np.ndarray | None = None, walked: np.ndarray | None = None):
     """An FP8 GEMM's output ``out`` (M x N in ``c_type`` storage) as a check's result
     (numerics.CheckResult): A's (M x K) and B's (K x N) codes in ``fp8``'s formats (its
     kernels/fp8_spec.Fp8Spec), ``scales`` per tensor or per block (Fp8Gemm). Unwritten and
     non-finite outputs are found over the whole output; the bound and the findings (:func:`judge`)
     over all of it or a sample (:func:`sample`), and then, with ``ref`` (the whole float64
-    reference), the whole output's error norm against the sample's bound scaled to it."""
+    reference), the whole output's error norm against the sample's bound scaled to it.
+    ``walked``: the whole output's :func:`walk`, made already (on the GPU: checks.walk_of),
+    used where the bound is taken over the whole output."""
     from harness.bench.numerics import CheckResult, bits
 
     m, n = out.shape
@@ -392,7 +429,9 @@ def check(out: np.ndarray, a: np.ndarray, b: np.ndarray, fp8, scales: tuple,
     part = out64 if whole_output else out64[np.ix_(rows, cols)]
     # the whole output: the reference given (the GPU's, at the sizes where it computes one)
     ref_part = ref if whole_output and ref is not None else reference(g)
-    verdict = judge(g, part, ref_part)
+    if walked is not None and walked.shape != (m, n):
+        raise ValueError(f"a walk of {walked.shape} for an output of {(m, n)}")
+    verdict = judge(g, part, ref_part, walked if whole_output else None)
     ref_norm = float(np.linalg.norm(ref_part)) or 1.0
     norm, bound = verdict.error_norm, verdict.norm_bound
     finding, message, passed = verdict.finding, verdict.message, verdict.passed

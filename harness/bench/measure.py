@@ -22,7 +22,7 @@ from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import dataclass
 
 from harness.bench import capture, limits, operands
-from harness.bench.checks import KernelChecks, kernel_checks, reference_of
+from harness.bench.checks import KernelChecks, kernel_checks, known_of
 from harness.bench.gemm import LoadedGemm
 from harness.bench.launches import kernel_timed
 from harness.bench.numerics import CheckResult
@@ -216,7 +216,7 @@ def checked(session: BenchSession, prep: Prepared, m: int, n: int, k: int,
     with PHASES("operands"):
         ops = session.timing_operands(kernel, m, n, k)
     say("computing the reference", limit_s=reference_limit_s(m, n, k))
-    known = reference_of(gemm, ops, ops.seed, 1.0, 0.0)
+    known = known_of(gemm, ops, ops.seed, 1.0, 0.0)
     say("checking the timed size on the timed operands", limit_s=launches_limit_s(m, n, k, 3))
     with PHASES(TIMED_SIZE):
         size, launch_ms = launched(session, gemm, ops, known, prep.checks, prep.screen)

@@ -27,6 +27,8 @@ from harness.gpu.crowd import Crowd
 from harness.gpu.cublas import Cublas
 from harness.gpu.cublas import available as cublas_available
 from harness.gpu.driver import Device, Stream
+from harness.gpu.fp8_walk import SOURCE as FP8_WALK_SOURCE
+from harness.gpu.fp8_walk import Fp8WalkKernels
 from harness.gpu.reference import SOURCE as REFERENCE_SOURCE
 from harness.gpu.reference import ReferenceKernels, reference_and_scale
 from harness.gpu.timing import Primed, Timer, Timing, TimingOptions, with_before
@@ -67,7 +69,7 @@ class BenchSession:
         self.device = Device(ordinal)
         # the session's own kernels built on threads beside its start-up (own_kernels.py)
         own_kernels.ahead(self.device.arch.name, TIMER_SOURCE, FRESH_SOURCE, CROWD_SOURCE,
-                          REFERENCE_SOURCE)
+                          REFERENCE_SOURCE, FP8_WALK_SOURCE)
         self.stream = Stream()
         self.clocks = ClockSampler(self.device.pci_bus_id)
         self.timer = Timer(self.stream, self.device.l2_bytes, self.clocks, timing)
@@ -79,7 +81,7 @@ class BenchSession:
         self._placements: dict[tuple, list[Operands]] = {}
         self.baseline_checked: set[tuple] = set()
         """The shapes and types cuBLAS has been checked at in this session."""
-        checks.set_gpu_references(self.reference_on_gpu, cublas_available)
+        checks.set_gpu_references(self.reference_on_gpu, cublas_available, self.fp8_walk_sums)
 
     def __enter__(self) -> BenchSession:
         return self
@@ -117,6 +119,17 @@ class BenchSession:
     def reference_kernels(self) -> ReferenceKernels:
         """The references' magnitudes and float32 scale on the device (gpu/reference.py)."""
         return ReferenceKernels(self.device.sm_count)
+
+    def fp8_walk_sums(self, *args, **kwargs):
+        """An FP8 check's walk sums on this session's stream (gpu/fp8_walk.py): how the
+        checks make the walk where they make the reference on the GPU
+        (checks.set_gpu_references)."""
+        return self.fp8_walk.sums(*args, **kwargs)
+
+    @cached_property
+    def fp8_walk(self) -> Fp8WalkKernels:
+        """The FP8 check's walk on the device, built the first time it is needed."""
+        return Fp8WalkKernels(self.stream)
 
     @cached_property
     def fresh(self) -> FreshKernels:

@@ -48,7 +48,8 @@ class SizeCheck:
     battery: KernelChecks
     screen: Screen | None
     known: tuple
-    """The reference and its error scale (checks.reference_of), made before the launches."""
+    """The reference, its error scale and an FP8 GEMM's walk (checks.known_of), made before
+    the launches."""
     runs: list[tuple[np.ndarray, int]]
     """The two launches' outputs and their guards' overwritten elements."""
     baseline: np.ndarray | None
@@ -100,9 +101,8 @@ class SizeCheck:
 
 def launched(session, gemm: LoadedGemm, ops: operands.Operands, known: tuple,
              battery: KernelChecks, screen: Screen | None) -> tuple[SizeCheck, float]:
-    """The device's part of a size's check (``known``: its reference and error scale, made
-    before), and the first launch's host wall time (with its synchronisation: a timing
-    estimate)."""
+    """The device's part of a size's check (``known``: checks.known_of, made before), and
+    the first launch's host wall time (with its synchronisation: a timing estimate)."""
     stream, spec, seed = session.stream, gemm.kernel.spec, ops.seed
     runs, took = [], []
     for _ in range(2):
