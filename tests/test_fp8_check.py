@@ -248,7 +248,7 @@ def test_the_walk_given_is_the_bound_judged(blocked):
     assert not judge(g, out, walked=walk(g) / 100).passed
 
 
-def test_a_check_takes_the_walk_given_only_over_the_whole_output():
+def test_a_check_takes_the_walk_given_over_the_rows_and_columns_it_bounds():
     from harness.bench import fp8_check
     from harness.bench.numerics import stored as store
     from harness.kernels.fp8_spec import Fp8Spec

@@ -448,7 +448,7 @@ def test_a_large_fp8_checks_walk_is_made_where_its_reference_is(engines, monkeyp
 
     monkeypatch.setattr(checks, "_GPU_WALKS", [None])
     gemm, ops = _fp8_ops(512, 512, 512, scales)
-    assert checks.walk_of(gemm, ops) is None  # no session: the check walks on the host
+    assert checks.walk_of(gemm, ops, 5) is None  # no session: the check walks on the host
     calls = []
     checks.set_gpu_references(_recording([]), walks=_host_sums(calls))
     ref, scale, walked = checks.known_of(gemm, ops, 5, 1.0, 0.0)
@@ -460,14 +460,23 @@ def test_a_large_fp8_checks_walk_is_made_where_its_reference_is(engines, monkeyp
     g = fp8_check.Fp8Gemm(*ops.codes, "e4m3", "e5m2", *ops.scales, "bf16",
                           ops.fp8.promote)
     np.testing.assert_allclose(walked, fp8_check.walk(g), rtol=1e-6)
-    # below the reference's threshold, past the whole output's budget, or not FP8: the host
-    small, big = _fp8_ops(512, 512, 496, scales)[1], SimpleNamespace(**{
-        **vars(ops), "m": 2048, "n": 2048, "k": 2048})
-    assert checks.walk_of(gemm, small) is None and checks.walk_of(gemm, big) is None
-    assert not fp8_check.whole(2048, 2048, 2048)
-    assert checks.walk_of(_gemm(), SimpleNamespace(**vars(_ops(512, 512, 512)), fp8=None)) is None
+    # past the whole output's budget: the walk over the rows and columns the check samples
+    _, big = _fp8_ops(1024, 1024, 4128, scales)
+    assert not fp8_check.whole(1024, 1024, 4128)
+    walked = checks.walk_of(gemm, big, 5)
+    rows, cols = fp8_check.sample(1024, 1024, 4128, 5)
+    assert walked.shape == (len(rows), len(cols)) == (256, 256)
+    sampled = fp8_check.Fp8Gemm(big.codes[0][rows], big.codes[1][:, cols], "e4m3", "e5m2",
+                                *fp8_check.subset(big.scales, rows, cols, 1024), "bf16",
+                                big.fp8.promote)
+    np.testing.assert_allclose(walked, fp8_check.walk(sampled), rtol=1e-6)
+    # below the reference's threshold, or not FP8: the host
+    small = _fp8_ops(512, 512, 496, scales)[1]
+    assert checks.walk_of(gemm, small, 5) is None
+    fp32 = SimpleNamespace(**vars(_ops(512, 512, 512)), fp8=None)
+    assert checks.walk_of(_gemm(), fp32, 5) is None
     checks.release_gpu_references(checks._GPU_REFERENCES[0][0])
-    assert checks.walk_of(gemm, ops) is None and len(calls) == 1
+    assert checks.walk_of(gemm, ops, 5) is None and len(calls) == 2
 
 
 @pytest.mark.gpu
@@ -500,7 +509,7 @@ def test_the_gpus_walk_is_the_hosts_and_a_session_makes_it_while_open():
             device = fp8_check.walk_with(g, session.fp8_walk_sums)
             np.testing.assert_allclose(device, fp8_check.walk(g), rtol=1e-5, atol=0)
         gemm, ops = _fp8_ops(512, 512, 512, "block")
-        walked = checks.walk_of(gemm, ops)
+        walked = checks.walk_of(gemm, ops, 5)
         g = fp8_check.Fp8Gemm(*ops.codes, "e4m3", "e5m2", *ops.scales, "bf16", 128)
         np.testing.assert_allclose(walked, fp8_check.walk(g), rtol=1e-5, atol=0)
-    assert checks.walk_of(gemm, ops) is None
+    assert checks.walk_of(gemm, ops, 5) is None

@@ -55,8 +55,7 @@ class Checked:
 
 _GPU_REFERENCES: list[tuple[operands.ReferenceEngine, Callable[[], bool]] | None] = [None]
 """The engine the checks' large references go to, and what says whether it can take them."""
-WalkSums = Callable[..., np.ndarray]
-"""What makes an FP8 check's walk sums instead of numpy (gpu/fp8_walk.Fp8WalkKernels.sums)."""
+WalkSums = Callable[..., np.ndarray]  # an FP8 walk's sums: gpu/fp8_walk.Fp8WalkKernels.sums
 _GPU_WALKS: list[WalkSums | None] = [None]
 
 
@@ -104,19 +103,20 @@ def reference_of(gemm: LoadedGemm, ops: operands.Operands, seed: int, alpha: flo
                               alpha, beta, reference_engine(ops.m, ops.n, ops.k))
 
 
-def walk_of(gemm: LoadedGemm, ops: operands.Operands) -> np.ndarray | None:
-    """An FP8 GEMM's walk (fp8_check.walk) over its whole output, made on the GPU where its
-    reference is made there (:func:`reference_engine`) and its check takes the bound over the
-    whole output (fp8_check.whole); None otherwise: the check walks on the host. Only on the
-    device's thread, as references are: beside a timing it would change what is timed."""
+def walk_of(gemm: LoadedGemm, ops: operands.Operands, seed: int) -> np.ndarray | None:
+    """An FP8 GEMM's walk (fp8_check.walk) over the rows and columns its check on ``seed``
+    bounds (fp8_check.sample), made on the GPU where its reference is (:func:`reference_engine`;
+    None: the check walks on the host). On the device's thread only, as references are."""
     walks = _GPU_WALKS[0]
     m, n, k = ops.m, ops.n, ops.k
-    if (ops.fp8 is None or walks is None or reference_engine(m, n, k) is None
-            or not fp8_check.whole(m, n, k)):
+    if ops.fp8 is None or walks is None or reference_engine(m, n, k) is None:
         return None
     a, b = ops.codes
+    rows, cols = fp8_check.sample(m, n, k, seed)
+    if not fp8_check.whole(m, n, k):
+        a, b = a[rows], b[:, cols]
     g = fp8_check.Fp8Gemm(a, b, ops.fp8.a, ops.fp8.b,
-                          *fp8_check.subset(ops.scales, np.arange(m), np.arange(n), n),
+                          *fp8_check.subset(ops.scales, rows, cols, n),
                           out=gemm.kernel.spec.c_type, promote=ops.fp8.promote)
     with operands.PHASES("references"):
         return fp8_check.walk_with(g, walks)
@@ -124,10 +124,10 @@ def walk_of(gemm: LoadedGemm, ops: operands.Operands) -> np.ndarray | None:
 
 def known_of(gemm: LoadedGemm, ops: operands.Operands, seed: int, alpha: float, beta: float
              ) -> tuple:
-    """What a check's comparisons need made on the device's thread before they run on
-    others: the reference and its error scale (:func:`reference_of`) and an FP8 GEMM's walk
-    (:func:`walk_of`, or None)."""
-    return (*reference_of(gemm, ops, seed, alpha, beta), walk_of(gemm, ops))
+    """What a check's comparisons on ``seed`` need made on the device's thread before they
+    run on others: the reference and its error scale (:func:`reference_of`) and an FP8
+    GEMM's walk (:func:`walk_of`, or None)."""
+    return (*reference_of(gemm, ops, seed, alpha, beta), walk_of(gemm, ops, seed))
 
 
 def compare_to_reference(gemm: LoadedGemm, ops: operands.Operands, out: np.ndarray, seed: int,

@@ -396,8 +396,8 @@ def check(out: np.ndarray, a: np.ndarray, b: np.ndarray, fp8, scales: tuple,
     non-finite outputs are found over the whole output; the bound and the findings (:func:`judge`)
     over all of it or a sample (:func:`sample`), and then, with ``ref`` (the whole float64
     reference), the whole output's error norm against the sample's bound scaled to it.
-    ``walked``: the whole output's :func:`walk`, made already (on the GPU: checks.walk_of),
-    used where the bound is taken over the whole output."""
+    ``walked``: the :func:`walk` over the rows and columns the bound is taken over (all, or
+    :func:`sample`'s for ``seed``), made already (on the GPU: checks.walk_of)."""
     from harness.bench.numerics import CheckResult, bits
 
     m, n = out.shape
@@ -429,9 +429,10 @@ def check(out: np.ndarray, a: np.ndarray, b: np.ndarray, fp8, scales: tuple,
     part = out64 if whole_output else out64[np.ix_(rows, cols)]
     # the whole output: the reference given (the GPU's, at the sizes where it computes one)
     ref_part = ref if whole_output and ref is not None else reference(g)
-    if walked is not None and walked.shape != (m, n):
-        raise ValueError(f"a walk of {walked.shape} for an output of {(m, n)}")
-    verdict = judge(g, part, ref_part, walked if whole_output else None)
+    if walked is not None and walked.shape != (len(rows), len(cols)):
+        raise ValueError(f"a walk of {walked.shape} for a bound over {len(rows)} rows by "
+                         f"{len(cols)} columns")
+    verdict = judge(g, part, ref_part, walked)
     ref_norm = float(np.linalg.norm(ref_part)) or 1.0
     norm, bound = verdict.error_norm, verdict.norm_bound
     finding, message, passed = verdict.finding, verdict.message, verdict.passed
