@@ -213,6 +213,26 @@ def test_timing_keeps_the_queue_full_and_stops_on_its_rule(device, stream):
 
 
 @pytest.mark.gpu
+def test_work_timed_alone_behind_the_gate_waits_for_a_slow_host_outside_its_events(device,
+                                                                                   stream):
+    """Timer.host_free_ms behind the gate (timing/gate.py): the host sleeps 20 ms between the
+    start event and the 1 ms spin it times; without the gate holding the stream the events
+    would read the sleep, about 21 ms. Read: the spin's 1 ms, in one try, the gate still on."""
+    from harness.gpu.clocks import ClockSampler
+    from harness.gpu.timing import Timer
+
+    timer = Timer(stream, device.l2_bytes, ClockSampler(device.pci_bus_id), TimingOptions())
+
+    def slow_then_spin() -> None:
+        time.sleep(0.02)
+        timer.kernels.spin(1.0)
+
+    for _ in range(3):
+        assert timer.host_free_ms(slow_then_spin) == pytest.approx(1.0, abs=0.05)
+    assert timer.gate is not None
+
+
+@pytest.mark.gpu
 @pytest.mark.parametrize("cold", [True, False])
 def test_isolated_launches_idle_between_and_wait_on_no_host(device, stream, cold):
     from harness.gpu.clocks import ClockSampler

@@ -33,6 +33,8 @@ class Line:
         """What a kernel costs more when its code is not among the last ``code_kept`` kernels'
         (the SMs' instruction caches; an L2 flush does not touch them)."""
         self.codes: list = []
+        self.gated: list | None = None
+        """Work enqueued behind a closed gate: it runs when the gate opens."""
 
     def kernel(self, host_ms: float, gpu_ms: float, code=None) -> None:
         def cost() -> float:
@@ -54,8 +56,31 @@ class Line:
             self.capturing.append(on_gpu)
             return
         self.host += host_ms
+        if self.gated is not None:
+            self.gated.append(on_gpu)
+            return
         self.gpu = max(self.gpu, self.host)
         on_gpu()
+
+
+class Gate:
+    """The timer's gate on the simulated line: the work enqueued behind it waits for the host
+    to open it."""
+
+    def __init__(self, line):
+        self.line, self.opened = line, 0
+
+    def close(self, most_ms):
+        self.line.kernel(self.line.launch_host_ms, 0.0)
+        self.line.gated = []
+        return 1
+
+    def open(self, token):
+        held, self.line.gated = self.line.gated or [], None
+        self.line.gpu = max(self.line.gpu, self.line.host)
+        self.opened += 1
+        for on_gpu in held:
+            on_gpu()
 
 
 @pytest.fixture
@@ -89,9 +114,7 @@ def line(monkeypatch):
             line.capturing = None
 
         def launch(self, stream):
-            line.call(0.01, 0.0)
-            for op in self.ops:
-                op()
+            line.call(0.01, 0.0, then=lambda: [op() for op in self.ops])
 
         def close(self):
             pass
@@ -113,6 +136,8 @@ def line(monkeypatch):
         line, "host", max(line.host, line.gpu)))
     line.clocks = Clocks()
     monkeypatch.setattr(Timer, "kernels", Kernels(line))
+    line.gate = Gate(line)
+    monkeypatch.setattr(Timer, "gate", line.gate)
     return line
 
 
@@ -915,8 +940,9 @@ def test_work_timed_behind_a_lead_is_timed_again_where_the_host_was_slow(monkeyp
 
     monkeypatch.setattr(timer_module, "Event", Event)
     monkeypatch.setattr(timer_module.time, "perf_counter", lambda: clock[0] / 1e3)
-    fake = SimpleNamespace(kernels=SimpleNamespace(lead=lead),
+    fake = SimpleNamespace(kernels=SimpleNamespace(lead=lead), gate=None,
                            stream=SimpleNamespace(synchronize=lambda what="": None))
+    fake._enqueued = partial(Timer._enqueued, fake)
     assert Timer.host_free_ms(fake, lambda: None, count=2) == 0.5
     assert leads == [timer_module.HOST_LEAD_MS, 4 * timer_module.HOST_LEAD_MS,
                      16 * timer_module.HOST_LEAD_MS]
@@ -924,3 +950,62 @@ def test_work_timed_behind_a_lead_is_timed_again_where_the_host_was_slow(monkeyp
     slow_for[0], slow_ms[0] = 100, 100.0  # never keeps up: the longest lead's reading
     Timer.host_free_ms(fake, lambda: None)
     assert leads[-1] == timer_module.LEAD_MOST_MS and len(leads) == 4
+
+
+def test_work_timed_behind_the_gate_reads_the_work_however_slow_the_host(line):
+    """Timer.host_free_ms behind the gate: the host's enqueueing (here 5 ms a driver call,
+    a hundred times a lead's share) happens while the gate holds the stream, so the events
+    bracket the kernel alone, in one try, with no lead spun."""
+    timer = Timer(line.stream, 50 << 20, line.clocks, TimingOptions())
+    line.launch_host_ms = 5.0
+    leads = []
+    line_kernels = Timer.kernels
+    line_kernels.lead = leads.append
+    assert timer.host_free_ms(lambda: line.kernel(line.launch_host_ms, 0.25)) == \
+        pytest.approx(0.25)
+    assert line.gate.opened == 1 and leads == []
+
+
+def test_a_gate_that_gave_way_times_again_behind_leads_and_is_off_after(monkeypatch):
+    """A host slower than the gate's longest hold (a blocking call inside it) may have let the
+    work start before the events were enqueued: the work is timed again behind leads, and the
+    timer's gate is off from then on."""
+    from harness.gpu.timing import timer as timer_module
+
+    leads, gates = [], []
+
+    class Gate:
+        def close(self, most_ms):
+            gates.append(most_ms)
+            return 7
+
+        def open(self, token):
+            assert token == 7
+
+    def enqueued(work, count, prepare, host_t0):
+        slow = timer_module.GATE_MOST_MS if len(leads) == 0 else 0.01
+        return (lambda: 1.5), slow
+
+    fake = SimpleNamespace(gate=Gate(), _gate_off=False, _enqueued=enqueued,
+                           kernels=SimpleNamespace(lead=leads.append),
+                           stream=SimpleNamespace(synchronize=lambda what="": None))
+    assert Timer.host_free_ms(fake, lambda: None) == 1.5
+    assert gates == [timer_module.GATE_MOST_MS] and leads == [timer_module.HOST_LEAD_MS]
+    assert fake._gate_off
+
+
+def test_long_rested_rounds_go_one_batch_at_a_time(line, monkeypatch):
+    """A round of one 30 ms launch behind its 30 ms rest: replayed one batch (one round) at a
+    time, the timing stops where its rule does (three repetitions, the error converged), not
+    one round later; its queue-ahead is the rest ahead of the launch. A 1 ms launch (a 1 ms
+    rest) keeps two batches in flight."""
+    spins = []
+    monkeypatch.setattr(Timer.kernels, "spin", lambda ms: (spins.append(ms),
+                                                          line.kernel(0.01, ms)))
+    line.kernel_ms, line.launch_host_ms = 30.0, 0.01
+    t = _time(line, graph=True, rest=1.0, budget_ms=300)
+    assert t.stop == "converged" and t.reps == timing.options.FLOOR_REPS, t
+    assert t.median_ms == pytest.approx(30.0) and t.queue_ahead_ms == pytest.approx(30.0)
+    line.kernel_ms = 1.0
+    short = _time(line, graph=True, rest=1.0, budget_ms=300)
+    assert short.reps > timing.options.FLOOR_REPS and short.queue_ahead_ms > 1.0

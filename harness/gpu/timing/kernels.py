@@ -1,6 +1,7 @@
 """The timer's own kernels, compiled for the current device the first time they are needed:
-an empty launch, a ``%globaltimer`` spin, and a spin that keeps the span it measured of
-itself (the launch overhead's calibration)."""
+an empty launch, a ``%globaltimer`` spin, a spin that keeps the span it measured of itself
+(the launch overhead's calibration), and a gate: a spin that ends when the host opens it
+(gate.py)."""
 
 from __future__ import annotations
 
@@ -29,6 +30,18 @@ extern "C" __global__ void spin(unsigned long long ns) { spin_for(ns); }
 extern "C" __global__ void calibration_spin(unsigned long long ns, unsigned int slot) {
     calibration_spans[slot] = spin_for(ns);
 }
+// spins until the host writes ``token`` (or a later one) into its mapped word, at most ``ns``
+extern "C" __global__ void gate(const unsigned int* word, unsigned int token,
+                                unsigned long long ns) {
+    unsigned long long t0, t;
+    unsigned int seen;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+    do {
+        asm volatile("ld.relaxed.sys.u32 %0, [%1];" : "=r"(seen) : "l"(word) : "memory");
+        if ((int)(seen - token) >= 0) return;
+        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    } while (t - t0 < ns);
+}
 """.replace(b"SLOTS", str(CALIBRATION_SLOTS).encode())
 SOURCE = own_kernels.Source(_TIMER_SOURCE, "timer_kernels.cu", "the timer's kernels")
 
@@ -37,14 +50,16 @@ class TimerKernels:
     """The one-thread kernels the timer launches (compiled for the current device): ``empty``
     (a launch with no work in it), ``spin`` (GPU time with no memory traffic, timed on
     ``%globaltimer``: the work queued ahead of a timed launch so that it
-    never waits on the host) and ``calibration_spin`` (a spin that keeps the span it measured
-    of itself, for the launch overhead's calibration in every round)."""
+    never waits on the host), ``calibration_spin`` (a spin that keeps the span it measured
+    of itself, for the launch overhead's calibration in every round) and ``gate`` (a spin
+    the host ends)."""
 
     def __init__(self, stream: Stream):
         self.module = own_kernels.module(SOURCE, "timer kernels")
         self.stream = stream
         self._empty, self._spin = self.module.function("empty"), self.module.function("spin")
         self._calibration = self.module.function("calibration_spin")
+        self._gate = self.module.function("gate")
         self._spans = self.module.global_buffer("calibration_spans")
         self._slot = 0
         self._one = LaunchShape((1, 1, 1), (1, 1, 1), 0)
@@ -59,6 +74,13 @@ class TimerKernels:
         """A spin ahead of work the host enqueues behind it, so that the GPU does not wait on
         the host (sustained.alone_ms); not a launch's rest."""
         self.spin(ms)
+
+    def gate(self, word_address: int, token: int, most_ms: float) -> None:
+        """A spin until the word at ``word_address`` (host memory the device reads) holds
+        ``token`` or a later one, at most ``most_ms`` (gate.Gate)."""
+        self._gate.launch(self._one, self.stream, (
+            ctypes.c_uint64(word_address), ctypes.c_uint32(token & 0xFFFFFFFF),
+            ctypes.c_uint64(int(most_ms * 1e6))))
 
     def calibration_spin(self, ms: float) -> None:
         """A spin that keeps the span it measured of itself, each launch in the next slot

@@ -46,6 +46,13 @@ two other batches may be copies of its capture (Batches._replicated); other batc
 captured three times, each going on where the one before stopped. A GEMM on one copy (4096)
 has a cycle of one round: in the trace at 00a91f6 its 26 timings of a round a batch or more
 were captured three times each, 2.0 s of host time with the GPU waiting."""
+ONE_AHEAD_REST_MS = 10.0
+"""Replayed batches of one round whose first launch rests this long or longer go one at a
+time, not two in flight: each begins with the GPU idle for its rest anyway, and the host's
+reply to the last one's end only lengthens that rest by a little. Two in flight, a timing of
+such rounds ran one more than its stopping rule asked for: 01_naive's 0.55 s round at 4096
+(a 0.28 s launch behind its rest) four times where the rule stopped at three (issue 37,
+reports/h100/timing-trace-warm-3c94270.txt: eight timings, 0.84 s of GPU time)."""
 GRAPH_IDLE_TOLERANCE_MS = 0.02
 """Graphs: an idle time between batches above this is the GPU waiting on the host (one graph
 launch after another in a stream starts within a few microseconds)."""
@@ -311,15 +318,18 @@ def _stretch_graph(timer: Timer, round_: Callable[[], None], rounds: int) -> Gra
 
 def _replayed(timer: Timer, batches: Batches, rounds: Rounds, batch_ms: float, rest: float,
               warmed_ms: float = math.nan) -> tuple[list[Timing], list[list[float]]]:
-    """The batches replayed from their graphs, two in flight; queue-ahead from the GPU's
-    idle time between batches, measured for every batch."""
-    batches.enqueue()
-    batches.enqueue()
+    """The batches replayed from their graphs, two in flight (one: ONE_AHEAD_REST_MS, the
+    queue-ahead then the rest ahead of the timed launch); queue-ahead from the GPU's idle time
+    between batches, measured for every batch."""
+    for _ in range(batches.ahead):
+        batches.enqueue()
     clocks = timer.clocks.sample_until(batches.finished, tick=batches.tick)
     timer.stream.synchronize("timed repetitions")
     batches.tick()
     idle = max(batches.idle_ms, default=0.0)
     ahead_ms = -idle if idle > GRAPH_IDLE_TOLERANCE_MS else batch_ms
+    if batches.ahead == 1:  # the GPU ahead of the timed launch: its rest, whatever the host
+        ahead_ms = batches.rests[0]
     batches.close()
     return timer.timings(rounds, batches.times, clocks, ahead_ms, batches.stop, graph=True,
                          rest=rest, warmup_ms=warmed_ms)
@@ -353,6 +363,8 @@ class Batches:
         self.replica_error = ""
         """Why the batches are three captures, not one and its copies (empty when copies)."""
         self.cycle = cycle or ROUND_CYCLE
+        self.ahead = 2
+        """Batches kept in flight (ONE_AHEAD_REST_MS: one)."""
         if graph:
             if per_batch >= self.cycle:  # whole cycles of copies, the batch no longer
                 self.per_batch = per_batch = per_batch // self.cycle * self.cycle
@@ -361,6 +373,8 @@ class Batches:
             except HarnessError as exc:  # e.g. a library call that refuses capture
                 self.close()
                 self.sets, self.graph_error = [], str(exc)
+            if self.sets and self.per_batch == 1 and self.rests[0] >= ONE_AHEAD_REST_MS:
+                self.ahead = 1
 
     def _rounds(self, batch, in_graph: bool = False) -> None:
         stream, cold = self.timer.stream, self.timer.options.cold_l2
@@ -457,12 +471,12 @@ class Batches:
             if self.sets:
                 done = next(c for c in self.sets if c.batch is batch)
                 self.gpu_ms.append(batch[-1][-1][1].elapsed_ms(done.mark))
-                if self._last is not None:
+                if self._last is not None and self.ahead > 1:
                     self.idle_ms.append(done.mark.elapsed_ms(self._last.batch[-1][-1][1]))
                 self._last = done
             if not self.stop:
                 self.stop = self.rule.verdict(self.times)
-        while not self.stop and len(self.in_flight) < 2 and self.enqueued < self.cap:
+        while not self.stop and len(self.in_flight) < self.ahead and self.enqueued < self.cap:
             self.enqueue()
 
     def close(self) -> None:

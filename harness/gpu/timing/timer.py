@@ -13,6 +13,7 @@ from dataclasses import replace
 from harness.errors import HarnessError
 from harness.gpu.clocks import ClockSampler
 from harness.gpu.driver import Buffer, Event, Stream
+from harness.gpu.timing.gate import Gate
 from harness.gpu.timing.isolated import time_isolated
 from harness.gpu.timing.kernels import TimerKernels
 from harness.gpu.timing.launches import launch_cycle, primer_of
@@ -34,6 +35,9 @@ LEAD_SHARE = 0.9
 still has the work's preparation and the work itself to run before it could wait); past it, a
 longer lead."""
 LEAD_MOST_MS = 32.0
+GATE_MOST_MS = 50.0
+"""The longest a gate holds the stream (gate.py); a host that took longer to enqueue the work
+behind it times the work again behind leads, and the timer's gate is off from then on."""
 
 
 class Timer:
@@ -46,6 +50,8 @@ class Timer:
         self.flush_buffer = Buffer(max(2 * l2_bytes, 1 << 20))
         self._flush_ms: float | None = None
         self._kernels: TimerKernels | None = None
+        self._gate: Gate | None = None
+        self._gate_off = False
 
     @property
     def kernels(self) -> TimerKernels:
@@ -53,6 +59,17 @@ class Timer:
         if self._kernels is None:
             self._kernels = TimerKernels(self.stream)
         return self._kernels
+
+    @property
+    def gate(self) -> Gate | None:
+        """The stream's gate (gate.py), made the first time it is needed; None where the
+        device cannot have one, or where one gave way before the host opened it."""
+        if self._gate is None and not self._gate_off:
+            try:
+                self._gate = Gate(self.kernels)
+            except HarnessError:
+                self._gate_off = True
+        return None if self._gate_off else self._gate
 
     def _calibration(self) -> Callable[[], None]:
         """The launch timed in every round beside the others, whose median (less the span a
@@ -99,26 +116,49 @@ class Timer:
     def host_free_ms(self, work: Callable[[], None], count: int = 1,
                      prepare: Callable[[], None] | None = None) -> float:
         """GPU ms per call of ``work``, called ``count`` times between two events after
-        ``prepare`` (outside them), the host out of the way: behind a spin of HOST_LEAD_MS, so
-        that the events bracket the work, not the host's enqueueing of it; where the host took
-        more than LEAD_SHARE of the spin to enqueue it all (its other threads holding the
-        interpreter), again behind a spin four times as long, up to LEAD_MOST_MS."""
+        ``prepare`` (outside them), the host out of the way: behind the stream's gate
+        (gate.py), opened once the host has enqueued it all, so that the events bracket the
+        work, not the host's enqueueing of it. Without a gate, behind a spin of HOST_LEAD_MS;
+        where the host took more than LEAD_SHARE of the spin to enqueue it all (its other
+        threads holding the interpreter), again behind a spin four times as long, up to
+        LEAD_MOST_MS."""
+        gate = self.gate
+        if gate is not None:
+            host_t0 = time.perf_counter()
+            token = gate.close(GATE_MOST_MS)
+            try:
+                reading, host_ms = self._enqueued(work, count, prepare, host_t0)
+            finally:
+                gate.open(token)
+            self.stream.synchronize("timing behind the gate")
+            if host_ms <= LEAD_SHARE * GATE_MOST_MS:
+                return reading()
+            self._gate_off = True  # it gave way before the host was done: leads from now on
         lead_ms = HOST_LEAD_MS
         while True:
-            start, end = Event(), Event()
             host_t0 = time.perf_counter()
             self.kernels.lead(lead_ms)
-            if prepare is not None:
-                prepare()
-            start.record(self.stream)
-            for _ in range(count):
-                work()
-            end.record(self.stream)
-            host_ms = (time.perf_counter() - host_t0) * 1e3
+            reading, host_ms = self._enqueued(work, count, prepare, host_t0)
             self.stream.synchronize("timing behind a lead")
             if host_ms <= LEAD_SHARE * lead_ms or lead_ms >= LEAD_MOST_MS:
-                return end.elapsed_ms(start) / count
+                return reading()
             lead_ms = min(LEAD_MOST_MS, 4 * lead_ms)
+
+    def _enqueued(self, work: Callable[[], None], count: int,
+                  prepare: Callable[[], None] | None, host_t0: float
+                  ) -> tuple[Callable[[], float], float]:
+        """``prepare``, then ``count`` calls of ``work`` between two events, enqueued: the GPU
+        ms per call (to be read after a synchronise) and the host ms since ``host_t0`` (the
+        enqueueing of what holds the GPU ahead of it, and its own)."""
+        start, end = Event(), Event()
+        if prepare is not None:
+            prepare()
+        start.record(self.stream)
+        for _ in range(count):
+            work()
+        end.record(self.stream)
+        host_ms = (time.perf_counter() - host_t0) * 1e3
+        return (lambda: end.elapsed_ms(start) / count), host_ms
 
     def time(self, launch: Callable[[], None], before: Callable[[], None] | None = None,
              after: Callable[[], None] | None = None) -> Timing:
