@@ -363,6 +363,37 @@ def test_a_session_takes_back_only_its_own_engine(engines):
 
 
 @pytest.mark.gpu_shared
+@pytest.mark.parametrize("precision", ["fp32", "tf32", "fp16", "bf16"])
+def test_a_reference_of_stored_codes_widened_on_the_device_is_the_float64_ones(device,
+                                                                               precision):
+    """gpu/reference.Stored: A and B uploaded in their storage form and widened on the device
+    give the reference and scale, bit for bit, that their float64 values uploaded give (the
+    same DGEMM on the same values); an odd shape, and a wide draw's exponents too. Without
+    the device's kernels, the host widens them (the same values)."""
+    from harness.gpu.driver import Stream
+    from harness.gpu.reference import ReferenceKernels, Stored
+
+    rng = np.random.default_rng(5)
+    m, n, k = 333, 517, 129
+    a, a64 = numerics.random_operand(rng, (m, k), precision, "wide")
+    b, b64 = numerics.random_operand(rng, (k, n), precision, "uniform")
+    stored = Stored(a, precision), Stored(b, precision)
+    assert np.array_equal(stored[0].values(), a64) and np.array_equal(stored[1].values(), b64)
+    stream = Stream()
+    blas = Cublas(stream)
+    try:
+        kernels = ReferenceKernels(device.sm_count)
+        wide = reference_and_scale(blas, a64, b64, 1.0, 0.0, None, kernels)
+        narrow = reference_and_scale(blas, *stored, 1.0, 0.0, None, kernels)
+        on_host = reference_and_scale(blas, *stored, 1.0, 0.0, None)
+    finally:
+        blas.close()
+        stream.close()
+    for got in (narrow, on_host):
+        assert np.array_equal(got[0], wide[0]) and np.array_equal(got[1], wide[1])
+
+
+@pytest.mark.gpu_shared
 @pytest.mark.parametrize("m,n,k,alpha,beta", [(1024, 768, 512, 0.75, -0.5),
                                               (2048, 2048, 2048, 1.0, 0.0),
                                               (333, 517, 129, -1.25, 0.0)], ids=str)

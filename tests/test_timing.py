@@ -1009,3 +1009,34 @@ def test_long_rested_rounds_go_one_batch_at_a_time(line, monkeypatch):
     line.kernel_ms = 1.0
     short = _time(line, graph=True, rest=1.0, budget_ms=300)
     assert short.reps > timing.options.FLOOR_REPS and short.queue_ahead_ms > 1.0
+
+
+@pytest.mark.parametrize("estimate_ms, cap, rounds", [
+    (0.16, 2000, 32),   # 512: 63 rounds for 10 ms, 32 hold 5 ms
+    (0.20, 2000, 32),   # 1024
+    (0.32, 2000, 32),   # 2048: 10 ms in 32 already
+    (0.05, 2000, 100),  # short rounds: 5 ms takes more than 32
+    (1.5, 2000, 7), (12.0, 2000, 1), (0.16, 20, 20)])
+def test_a_batch_holds_at_most_32_rounds_where_5_ms_takes_no_more(estimate_ms, cap, rounds):
+    """Each round of a batch costs the host its capture (about 0.7 ms): a batch of about
+    10 ms of GPU time is held to 32 rounds where those still hold 5 ms."""
+    from harness.gpu.timing.sustained import rounds_per_batch
+
+    assert rounds_per_batch(estimate_ms, cap) == rounds
+
+
+def test_a_long_first_launch_is_timed_not_run_untimed_first(line, monkeypatch):
+    """A timing's first launches: one of FIRST_KEPT_MS or more is timed as it first runs (its
+    reading kept), not run once untimed and then again; a shorter one still runs untimed
+    first, then is timed twice (under 1 ms) and the least kept."""
+    from harness.gpu.timing import sustained
+
+    calls = []
+    monkeypatch.setattr(Timer.kernels, "spin", lambda ms: line.kernel(0.01, ms))
+    timer = Timer(line.stream, 50 << 20, line.clocks, TimingOptions())
+    for kernel_ms, runs in ((30.0, 1), (0.5, 3)):
+        calls.clear()
+        first = sustained.alone_ms(timer, [lambda ms=kernel_ms: (calls.append(ms),
+                                                              line.kernel(0.01, ms))],
+                                   [None], first=True)
+        assert first == [pytest.approx(kernel_ms)] and len(calls) == runs, kernel_ms

@@ -29,6 +29,7 @@ import numpy as np
 from harness.bench import numerics
 from harness.bench.phases import PHASES
 from harness.gpu.driver import Buffer, Stream
+from harness.gpu.reference import WIDENED, Stored
 
 GUARD_ELEMENTS = 1 << 15
 """Elements of C's type after C, checked unchanged after every checked launch: a kernel that
@@ -422,10 +423,20 @@ def reference(ops: Operands, key: tuple, alpha: float, beta: float,
         return _REFERENCES[key][0]
 
 
+def _as_stored(ops: Operands) -> tuple:
+    """A and B for a reference engine: their codes where the device widens their kind
+    (gpu/reference.Stored: a quarter of float64's bytes for 16-bit inputs), else float64."""
+    kinds, codes = getattr(ops, "kinds", None), getattr(ops, "_stored", None)
+    if getattr(ops, "fp8", None) is None and codes is not None and kinds is not None \
+            and all(kind in WIDENED for kind in kinds):
+        return tuple(Stored(c, kind) for c, kind in zip(codes, kinds, strict=True))
+    return ops.a64, ops.b64
+
+
 def _reference_and_scale(ops: Operands, alpha: float, beta: float,
                          engine: ReferenceEngine | None = None
                          ) -> tuple[np.ndarray, np.ndarray]:
     if engine is not None:
-        return engine(ops.a64, ops.b64, alpha, beta, ops.c64)
+        return engine(*_as_stored(ops), alpha, beta, ops.c64)
     return (numerics.reference(ops.a64, ops.b64, alpha, beta, ops.c64),
             numerics.error_scale(ops.a64, ops.b64, alpha, beta, ops.c64))

@@ -17,6 +17,7 @@ scale is the more exact of the two, and both are far more exact than a bound nee
 from __future__ import annotations
 
 import ctypes
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -43,6 +44,22 @@ extern "C" __global__ void magnitudes(unsigned long long* x, unsigned long long 
          i < n; i += (unsigned long long)gridDim.x * blockDim.x)
         x[i] &= 0x7fffffffffffffffull;
 }
+// storage codes to float64, exactly: kind 0 float32, 1 float16, 2 bfloat16 (a float32's high half)
+extern "C" __global__ void widened(const void* codes, double* x, unsigned long long n, int kind) {
+    for (unsigned long long i = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x;
+         i < n; i += (unsigned long long)gridDim.x * blockDim.x) {
+        float f;
+        if (kind == 0) {
+            f = ((const float*)codes)[i];
+        } else if (kind == 1) {
+            unsigned short h = ((const unsigned short*)codes)[i];
+            asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));
+        } else {
+            f = __uint_as_float((unsigned int)((const unsigned short*)codes)[i] << 16);
+        }
+        x[i] = (double)f;
+    }
+}
 // float64 to float32, rounded to nearest even (numpy's astype)
 extern "C" __global__ void narrowed(const double* x, float* y, unsigned long long n) {
     for (unsigned long long i = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x;
@@ -51,6 +68,30 @@ extern "C" __global__ void narrowed(const double* x, float* y, unsigned long lon
 }
 """
 THREADS = 256
+WIDENED = {"fp32": 0, "tf32": 0, "fp16": 1, "bf16": 2}
+"""The storage kinds the device widens to float64 (:class:`Stored`), by the kernel's code."""
+
+
+@dataclass(frozen=True)
+class Stored:
+    """An operand in its storage form, whose exact values are a reference's input: float32
+    (FP32 and TF32), float16, or bfloat16 bits (uint16). Uploaded as it is and widened to
+    float64 on the device: half float64's bytes for FP32, a quarter for 16-bit inputs (at 4096
+    A and B in float64 are 268 MB through pageable memory, about 30 ms a reference; issue
+    37)."""
+
+    codes: np.ndarray
+    kind: str
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self.codes.shape
+
+    def values(self) -> np.ndarray:
+        """The codes' exact float64 values (the host's way)."""
+        if self.kind == "bf16":
+            return (self.codes.astype(np.uint32) << 16).view(np.float32).astype(np.float64)
+        return self.codes.astype(np.float64)
 
 
 SOURCE = own_kernels.Source(_SOURCE, "reference_kernels.cu", "the reference's kernels")
@@ -65,6 +106,7 @@ class ReferenceKernels:
         self.module = own_kernels.module(SOURCE, "reference kernels")
         self._magnitudes = self.module.function("magnitudes")
         self._narrowed = self.module.function("narrowed")
+        self._widened = self.module.function("widened")
         self.most_blocks = 8 * sm_count
 
     def _shape(self, n: int):
@@ -74,6 +116,20 @@ class ReferenceKernels:
     def magnitudes(self, x: Buffer, n: int, stream) -> None:
         self._magnitudes.launch(self._shape(n), stream,
                                 (ctypes.c_uint64(x.address), ctypes.c_uint64(n)))
+
+    def widened(self, stored: Stored, x: Buffer, stream) -> None:
+        """``stored``'s exact values into ``x`` as float64 (its codes uploaded through a
+        buffer of their own, freed here)."""
+        codes = np.ascontiguousarray(stored.codes)
+        staging = Buffer(codes.nbytes)
+        try:
+            staging.upload(codes, stream)
+            self._widened.launch(self._shape(codes.size), stream, (
+                ctypes.c_uint64(staging.address), ctypes.c_uint64(x.address),
+                ctypes.c_uint64(codes.size), ctypes.c_int32(WIDENED[stored.kind])))
+            stream.synchronize("widening an operand")
+        finally:
+            staging.close()
 
     def narrowed(self, x: Buffer, y: Buffer, n: int, stream) -> None:
         self._narrowed.launch(self._shape(n), stream, (ctypes.c_uint64(x.address),
@@ -89,10 +145,15 @@ def reference_and_scale(blas: Cublas, a64: np.ndarray, b64: np.ndarray, alpha: f
     in float32, as numerics.reference and numerics.error_scale give them (C is used only at
     beta != 0), both products computed on the device with ``blas`` (cublasDgemm on its
     stream). A (M x K), B (K x N) and C (M x N, or None at beta = 0) are row-major float64 on
-    the host, as the results are. With ``kernels`` the magnitudes of A and B are made, and the
-    scale narrowed, on the device; without, on the host. The device memory (three float64
+    the host, as the results are, or A and B :class:`Stored` (widened on the device with
+    ``kernels``). With ``kernels`` the magnitudes of A and B are made, and the scale narrowed,
+    on the device; without, on the host. The device memory (three float64
     matrices, 512 MiB each at 8192) is freed before it returns."""
-    a64, b64 = (np.ascontiguousarray(x, dtype=np.float64) for x in (a64, b64))
+    stored = [x if isinstance(x, Stored) and kernels is not None else None for x in (a64, b64)]
+    a64, b64 = (x if s is not None else
+                np.ascontiguousarray(x.values() if isinstance(x, Stored) else x,
+                                     dtype=np.float64)
+                for x, s in zip((a64, b64), stored, strict=True))
     (m, k), (k_b, n) = a64.shape, b64.shape
     if k_b != k:
         raise HarnessError(f"a reference needs A's columns to be B's rows: A is {m} x {k}, "
@@ -108,7 +169,12 @@ def reference_and_scale(blas: Cublas, a64: np.ndarray, b64: np.ndarray, alpha: f
     try:
         for elements in (m * k, k * n, m * n):
             buffers.append(Buffer(elements * 8))
-        ref = _product(blas, buffers, (m, n, k), a64, b64, alpha, beta, c64)
+        for x, buffer in zip(stored, buffers, strict=False):
+            if x is not None:
+                kernels.widened(x, buffer, blas.stream)
+        ref = _product(blas, buffers, (m, n, k), *(None if s is not None else x for x, s in
+                                                   zip((a64, b64), stored, strict=True)),
+                       alpha, beta, c64)
         if kernels is None:
             scale = _product(blas, buffers, (m, n, k), np.abs(a64), np.abs(b64), abs(alpha),
                              abs(beta), abs_c).astype(np.float32)

@@ -10,9 +10,7 @@ is still busy with it when the host has enqueued the first two. With cold L2 eve
 
 from __future__ import annotations
 
-import json
 import math
-import os
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -25,6 +23,7 @@ from harness.gpu.graph import Graph
 from harness.gpu.timing.launches import warmup_rounds, with_before
 from harness.gpu.timing.options import FLOOR_REPS, WARMUP_STRETCH_MS, Timing
 from harness.gpu.timing.stop import Rounds, StopRule
+from harness.gpu.timing.trace import Trace
 
 if TYPE_CHECKING:
     from harness.gpu.timing.timer import Timer
@@ -35,6 +34,15 @@ of a timing's three batches is captured once, before the first runs, at a cost t
 about a quarter of a millisecond per round: captured while the first two ran, the third left
 the GPU idle between batches at 512 (its capture outlasts them; issue 37), and 5 ms batches
 were more often cut short by the host's other threads."""
+FIRST_KEPT_MS = 20.0
+"""A timing's first launch of this long or longer is timed, not run untimed before it is
+timed again: 01_naive at 4096 ran its 0.28 s launch twice before its warm-up (issue 37)."""
+BATCH_ROUNDS = 32
+"""A batch of BATCH_MS that would hold more rounds than this holds this many, or those of
+BATCH_LEAST_MS where that is more: a capture costs the host about 0.7 ms a round, and at 512
+and 1024 a timing's batch of 48 short rounds took 25-90 ms to capture while the GPU waited,
+2.7 s of a warm default run (reports/h100/timing-trace-warm-3c94270.txt; issue 37)."""
+BATCH_LEAST_MS = 5.0
 REST_ABOVE_MS = 0.01
 """Launches shorter than this get no rest (``TimingOptions.rest``): they draw little power, and
 a spin's own launch costs a few us."""
@@ -58,28 +66,6 @@ GRAPH_IDLE_TOLERANCE_MS = 0.02
 launch after another in a stream starts within a few microseconds)."""
 
 
-class _Trace:
-    """Experiments (issue 37): with ``HARNESS_TIMING_TRACE`` set to a file, each sustained
-    timing appends a JSON line there: the host's wall in each of its steps, and the GPU's
-    in its batches."""
-
-    def __init__(self):
-        self.path = os.environ.get("HARNESS_TIMING_TRACE")
-        self.t = time.perf_counter()
-        self.steps: dict[str, float] = {}
-
-    def mark(self, step: str) -> None:
-        if self.path:
-            now = time.perf_counter()
-            self.steps[step] = self.steps.get(step, 0.0) + (now - self.t) * 1e3
-            self.t = now
-
-    def write(self, **facts) -> None:
-        if self.path:
-            with open(self.path, "a") as out:
-                out.write(json.dumps({"steps_ms": self.steps, **facts}) + "\n")
-
-
 def time_sustained(timer: Timer, launches: Sequence[Callable[[], None]], before: list,
                    rounds: Rounds, primers: list, after: list, budget_scale: float,
                    cycle: int = 0) -> tuple[list[Timing], list[list[float]]]:
@@ -87,18 +73,15 @@ def time_sustained(timer: Timer, launches: Sequence[Callable[[], None]], before:
     arguments, prepared; ``cycle``: the rounds after which the launches repeat themselves,
     timing.launch_cycle, 0 unknown)."""
     opts = timer.options
-    trace = _Trace()
+    trace = Trace()
     # untimed launches (first, estimate, warm-up) get their ``before`` too: a launch whose
     # preparation fills a workspace must never run without it
     prepared = [with_before(b, launch) for launch, b in zip(launches, before, strict=True)]
-    for launch in prepared:
-        launch()
-    timer.stream.synchronize("first launch")
 
     def alone() -> list[float]:
         return alone_ms(timer, launches, before)
 
-    first_ms = alone()
+    first_ms = alone_ms(timer, launches, before, first=True)
     trace.mark("first")
     offered = primers
 
@@ -125,8 +108,8 @@ def time_sustained(timer: Timer, launches: Sequence[Callable[[], None]], before:
         # of a percent, and eight more rounds to estimate them cost seconds; the enqueueing
         # host is never behind such work
         estimate_ms = known_ms
-        # the first launches ran two rounds' work already, the second timed: they count
-        warmed_ms = warm_up(timer, round_, estimate_ms, ran_ms=2 * known_ms, last_ms=known_ms)
+        # the first launches ran a round's work already (FIRST_KEPT_MS): it counts
+        warmed_ms = warm_up(timer, round_, estimate_ms, ran_ms=known_ms, last_ms=known_ms)
         gpu_ms, host_per_round_ms = estimate_ms, 0.0
     else:
         # replayed from graphs, a round takes what its parts take (its rounds enqueued from the
@@ -156,8 +139,7 @@ def time_sustained(timer: Timer, launches: Sequence[Callable[[], None]], before:
     budget_ms = opts.budget_ms * max(budget_scale, 1.0)
     cap = int(min(opts.max_reps, max(opts.min_reps, budget_ms / work_ms)))
     floor = int(min(cap, max(FLOOR_REPS, math.ceil(opts.min_ms / work_ms))))
-    # a round of BATCH_MS or more is a batch of its own: the rule is tested after each
-    per_batch = int(min(cap, max(1, math.ceil(BATCH_MS / estimate_ms))))
+    per_batch = rounds_per_batch(estimate_ms, cap)
     rule = StopRule.of(rounds, cap, floor, opts.max_rel_se_pct, (opts.max_reps,))
     batches = Batches(timer, launches, before, rule, per_batch, opts.graph, primers, rests,
                       after, cycle)
@@ -197,6 +179,16 @@ def time_sustained(timer: Timer, launches: Sequence[Callable[[], None]], before:
                          warmup_ms=warmed_ms)
 
 
+def rounds_per_batch(estimate_ms: float, cap: int) -> int:
+    """Rounds of ``estimate_ms`` in a batch of about BATCH_MS (a round of BATCH_MS or more is
+    a batch of its own: the stopping rule is tested after each), held to BATCH_ROUNDS where
+    BATCH_LEAST_MS takes no more, and to ``cap``."""
+    per_batch = max(1, math.ceil(BATCH_MS / estimate_ms))
+    if per_batch > BATCH_ROUNDS:
+        per_batch = max(BATCH_ROUNDS, math.ceil(BATCH_LEAST_MS / estimate_ms))
+    return int(min(cap, per_batch))
+
+
 def _parts_ms(durations_ms: Sequence[float], primers: Sequence, rests: Sequence[float]
               ) -> float:
     """GPU ms of a round from its parts: each launch, twice where it is primed, and its
@@ -205,8 +197,8 @@ def _parts_ms(durations_ms: Sequence[float], primers: Sequence, rests: Sequence[
                for ms, p, rest in zip(durations_ms, primers, rests, strict=True))
 
 
-def alone_ms(timer: Timer, launches: Sequence[Callable[[], None]], before: Sequence
-             ) -> list[float]:
+def alone_ms(timer: Timer, launches: Sequence[Callable[[], None]], before: Sequence,
+             first: bool = False) -> list[float]:
     """GPU ms of one call of each launch (after its ``before``, and an L2 flush with cold L2),
     the host out of the way (``Timer.host_free_ms``: behind a spin, so that its events bracket
     the launch, not the host's enqueueing of it); twice where one is under a millisecond, the
@@ -214,8 +206,19 @@ def alone_ms(timer: Timer, launches: Sequence[Callable[[], None]], before: Seque
     stay in step: one of a millisecond or more gets only its ``before`` the second time).
     Timed from the host alone, a launch of 8 us read some 0.2 ms (the wait for the host's next
     driver calls), and rested that long in every round: 0.75 ms of GPU time a round where its
-    parts take 0.16 ms (issue 37, experiments/round_cost.py)."""
+    parts take 0.16 ms (issue 37, experiments/round_cost.py).
+
+    ``first``: the launches' first calls, each timed as above before the two passes; a reading
+    of FIRST_KEPT_MS or more is kept (what a first launch costs more, its code loaded and its
+    buffers first touched, is microseconds), the others are the untimed first launches."""
     best = [math.inf] * len(launches)
+    if first:
+        for i, (launch, b) in enumerate(zip(launches, before, strict=True)):
+            reading = timer.host_free_ms(launch, prepare=partial(_prepare, timer, b))
+            if reading >= FIRST_KEPT_MS:
+                best[i] = reading
+        if min(best) < math.inf and min(best) >= 1.0:
+            return best
     for _ in range(2):
         for i, (launch, b) in enumerate(zip(launches, before, strict=True)):
             if best[i] < math.inf and best[i] >= 1.0:  # timed: its copy's turn only
