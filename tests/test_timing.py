@@ -1040,3 +1040,23 @@ def test_a_long_first_launch_is_timed_not_run_untimed_first(line, monkeypatch):
                                                               line.kernel(0.01, ms))],
                                    [None], first=True)
         assert first == [pytest.approx(kernel_ms)] and len(calls) == runs, kernel_ms
+
+
+def test_a_long_and_a_short_first_launch_are_both_timed(line, monkeypatch):
+    """A 30 ms kernel beside a 0.5 ms one (01_naive and its cuBLAS at 2048): the long one is
+    timed as it first runs, once; the short one runs untimed first, then twice timed; both
+    readings come back (none left unmeasured), and the launches stay in step (the long one
+    gets its ``before`` where the short one is timed again)."""
+    from harness.gpu.timing import sustained
+
+    calls, befores = {30.0: 0, 0.5: 0}, []
+
+    def launch(ms):
+        calls[ms] += 1
+        line.kernel(0.01, ms)
+
+    timer = Timer(line.stream, 50 << 20, line.clocks, TimingOptions())
+    first = sustained.alone_ms(timer, [partial(launch, 30.0), partial(launch, 0.5)],
+                               [lambda: befores.append(30.0), None], first=True)
+    assert first == [pytest.approx(30.0), pytest.approx(0.5)]
+    assert calls == {30.0: 1, 0.5: 3} and len(befores) == 3
