@@ -7,7 +7,7 @@
 #   tc-profile, energy, energy-parts (the tensor-core rungs of issue 4), multi-gpu (issue 24),
 #   code-warmth, power-context (issue 21), verify (issue 33), buffers, buffers-more
 #   (issue 35), minute, minute-after, minute-all, all-before, cold-once, profiled, replay,
-#   some-tests, timing-cost, sampled, sampled-warm, traced-warm, blas-threads, stamped, traced, round-cost, graph-replicas, lock-ab (issue 37), fp8,
+#   some-tests, timing-cost, sampled, sampled-warm, traced-warm, blas-threads, stamped, traced, round-cost, graph-replicas (issue 37), fp8,
 #   fp8-block (issue 36)
 set -uo pipefail
 OUT=${OUT:-/tmp/out}
@@ -241,19 +241,6 @@ s.print_callees(r'time_sustained|time_interleaved|warm_up|_replayed|\(checked\)|
         echo "$(date -u +%FT%TZ) default run, warm, OPENBLAS_NUM_THREADS=$blas:" \
           "$((SECONDS - start)) s wall" | tee -a "$OUT/default-run-warm-$name.log"
         grep -A5 "wall time" "$OUT/default-run-warm-$name.log" | head -3
-      done
-      unset HARNESS_CACHE_DIR ;;
-    lock-ab)  # issue 37: the default run once to fill the caches, then warm four times on the
-      # same machine, downloads into page-locked blocks (on) or not (HARNESS_PAGE_LOCK=0), on,
-      # off, on, off; each run's timings traced
-      fill_caches ab
-      for run in a:1 b:0 c:1 d:0; do
-        name=${run%%:*} lock=${run#*:} start=$SECONDS
-        HARNESS_PAGE_LOCK=$lock HARNESS_TIMING_TRACE="$OUT/timing-trace-warm-$name.txt" \
-          timeout 300 python3 -m harness run --report-dir "$REP" 2>&1 | stamp \
-          > "$OUT/default-run-warm-$name.log"
-        echo "$(date -u +%FT%TZ) default run, warm, HARNESS_PAGE_LOCK=$lock:" \
-          "$((SECONDS - start)) s wall" | tee -a "$OUT/default-run-warm-$name.log"
       done
       unset HARNESS_CACHE_DIR ;;
     traced-warm)  # issue 37: the default run once to fill the caches, then again (warm) with

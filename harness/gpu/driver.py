@@ -8,7 +8,6 @@ managers or ``weakref.finalize``.
 from __future__ import annotations
 
 import ctypes
-import os
 import weakref
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -165,10 +164,7 @@ def page_locked(array: np.ndarray) -> None:
     """Page-lock the host pool's block under ``array`` for the current context, once
     (host_pool.py: a download into locked memory ran at 54 GB/s against 12 GB/s); left as it
     is where it is not the pool's, is small, or the driver refuses. Unlocked when the context
-    closes, which holds the block until then. ``HARNESS_PAGE_LOCK=0`` leaves every block as
-    it is (experiments)."""
-    if os.environ.get("HARNESS_PAGE_LOCK") == "0":
-        return
+    closes, which holds the block until then."""
     block = host_pool.POOL.to_lock(array)
     if block is None:
         return
