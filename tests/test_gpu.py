@@ -232,27 +232,6 @@ def test_work_timed_alone_behind_the_gate_waits_for_a_slow_host_outside_its_even
     assert timer.gate is not None
 
 
-def test_a_large_download_lands_in_page_locked_memory_and_reads_right(device, stream):
-    """Buffer.download of 16 MB: into a block of the host pool, page-locked for the context
-    (driver.page_locked), holding what the device wrote; the block, used again, still reads
-    what the next download wrote."""
-    import gc
-
-    import numpy as np
-
-    buf = Buffer(16 << 20)
-    buf.fill_u32(0x3F800000, stream)
-    first = buf.download(np.float32, (4 << 20,), stream)
-    assert (first == 1.0).all() and first.base.block.locked
-    block = first.base.block
-    buf.fill_u32(0x40000000, stream)
-    del first
-    gc.collect()
-    second = buf.download(np.float32, (4 << 20,), stream)
-    assert (second == 2.0).all() and second.base.block.locked
-    assert second.base.block is block
-
-
 @pytest.mark.gpu
 @pytest.mark.parametrize("cold", [True, False])
 def test_isolated_launches_idle_between_and_wait_on_no_host(device, stream, cold):

@@ -61,32 +61,3 @@ def test_blocks_handed_out_on_several_threads_are_never_shared():
     for t in threads:
         t.join()
     assert not wrong and pool.made <= 8 and len(seen) == 200
-
-
-def test_a_large_block_is_marked_for_locking_once_and_kept_while_locked(monkeypatch):
-    """driver.page_locked's bookkeeping: a pool array of LOCK_MIN_BYTES or more (or a view of
-    one) yields its block once, page-aligned; a small or plain array never; a locked block
-    nobody uses stays in the pool past ``kept_bytes`` and is handed out again; no more than
-    LOCKED_MOST_BYTES are locked; unlocking gives the bytes back."""
-    from harness.gpu import host_pool
-
-    monkeypatch.setattr(host_pool, "LOCK_MIN_BYTES", 2 * MB)
-    monkeypatch.setattr(host_pool, "LOCKED_MOST_BYTES", 5 * MB)
-    pool = HostPool(kept_bytes=0, min_bytes=MB)
-    big = pool.array((4 * MB,), np.uint8)
-    block = pool.to_lock(big[1:])
-    assert block is not None and block.locked and block.address % host_pool.PAGE == 0
-    assert block.address == big.ctypes.data and block.span == 4 * MB
-    assert pool.to_lock(big) is None  # locked already
-    assert pool.to_lock(pool.array((MB,), np.uint8)) is None  # under LOCK_MIN_BYTES
-    assert pool.to_lock(np.empty(4 * MB, np.uint8)) is None  # not the pool's
-    other = pool.array((3 * MB,), np.uint8)
-    assert pool.to_lock(other) is None  # 4 + 3 MB locked would pass LOCKED_MOST_BYTES
-    address = big.ctypes.data
-    del big
-    gc.collect()
-    again = pool.array((4 * MB,), np.uint8)  # kept although kept_bytes is 0: it is locked
-    assert again.ctypes.data == address and pool.made == 3
-    pool.unlocked(block)
-    assert not block.locked and pool.locked_bytes == 0
-    assert pool.to_lock(other) is not None

@@ -160,28 +160,6 @@ def profiler_range() -> Iterator[None]:
         check(cu.cuProfilerStop(), "cuProfilerStop")
 
 
-def page_locked(array: np.ndarray) -> None:
-    """Page-lock the host pool's block under ``array`` for the current context, once
-    (host_pool.py: a download into locked memory ran at 54 GB/s against 12 GB/s); left as it
-    is where it is not the pool's, is small, or the driver refuses. Unlocked when the context
-    closes, which holds the block until then."""
-    block = host_pool.POOL.to_lock(array)
-    if block is None:
-        return
-    status = cu.cuMemHostRegister(block.address, block.span,
-                                  cu.CU_MEMHOSTREGISTER_PORTABLE)
-    status = status[0] if isinstance(status, tuple) else status
-    if int(status) != 0:
-        host_pool.POOL.unlocked(block)
-        return
-    context_resource(block, _unlock, block)
-
-
-def _unlock(block) -> None:
-    cu.cuMemHostUnregister(block.address)
-    host_pool.POOL.unlocked(block)
-
-
 class Buffer:
     """Device memory of ``nbytes``; freed when closed or garbage-collected."""
 
@@ -224,7 +202,6 @@ class Buffer:
         if nbytes != self.nbytes:
             raise HarnessError(f"download of {nbytes} bytes from a {self.nbytes}-byte buffer")
         out = host_pool.array(shape, dtype)
-        page_locked(out)
         check(cu.cuMemcpyDtoHAsync(out.ctypes.data, self.dptr, out.nbytes, stream.handle),
               "cuMemcpyDtoHAsync")
         stream.synchronize("download")

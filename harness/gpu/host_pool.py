@@ -8,15 +8,10 @@ size's outputs (twice at the timed size), its references and its kept repetition
 
 :func:`array` hands out an array over a block of host memory kept here, back in the pool when
 nothing refers to the array any more (not its views, not arrays made from it by
-``np.asarray``); the pool keeps at most :data:`KEPT_BYTES` of blocks nobody uses.
-
-Blocks are numpy's memory, page-aligned. A download of :data:`LOCK_MIN_BYTES` or more
-page-locks its block (driver.Buffer.download, cuMemHostRegister) and runs at the locked rate:
-the default run reads back some 13 GB, at 4096 each size's two outputs, its reference and its
-error scale (issue 37). A locked block is never given back to numpy: the pool keeps it, used
-or not, until the context that locked it closes and unlocks it (a context_resource), after
-which it is plain memory again; so no copy ever lands in pages the driver no longer tracks.
-At most :data:`LOCKED_MOST_BYTES` are locked at once."""
+``np.asarray``); the pool keeps at most :data:`KEPT_BYTES` of blocks nobody uses. The blocks
+are not page-locked: locked memory belongs to a context, and a block freed while locked, or
+locked by a context that is gone, is a copy into pages the driver no longer tracks; plain
+memory is numpy's, whatever happens to the contexts."""
 
 from __future__ import annotations
 
@@ -29,32 +24,15 @@ import numpy as np
 MIN_BYTES = 1 << 20
 """Smaller arrays are plain numpy ones (their pages cost little)."""
 KEPT_BYTES = 2 << 30
-"""The most host memory the pool keeps in unlocked blocks that no array uses."""
-LOCK_MIN_BYTES = 8 << 20
-"""Smaller downloads leave their block as it is: locking costs about what a few downloads of
-it save."""
-LOCKED_MOST_BYTES = 4 << 30
-"""The most host memory the pool keeps page-locked."""
-PAGE = 4096
+"""The most host memory the pool keeps in blocks that no array uses."""
 
 
 class _Block:
-    """One block of host memory, page-aligned (its pages are made by the first copy into
-    it); ``locked``: page-locked by a context (driver.page_locked)."""
+    """One block of host memory (its pages are made by the first copy into it)."""
 
     def __init__(self, nbytes: int):
-        self.span = -(-nbytes // PAGE) * PAGE
-        raw = np.empty(self.span + PAGE, dtype=np.uint8)
-        start = -raw.ctypes.data % PAGE
-        self.memory = raw[start:start + nbytes]
+        self.memory = np.empty(nbytes, dtype=np.uint8)
         self.nbytes = nbytes
-        self.locked = False
-        self.counted = False
-        """Kept among the free blocks within ``kept_bytes``."""
-
-    @property
-    def address(self) -> int:
-        return self.memory.ctypes.data
 
 
 class _Lease:
@@ -65,7 +43,6 @@ class _Lease:
         self.__array_interface__ = {"data": (block.memory.ctypes.data, False), "shape": shape,
                                     "typestr": dtype.str, "version": 3}
         self._keep = block.memory  # the memory lives while the lease does, pool or not
-        self.block = block
         weakref.finalize(self, pool._returned, block)
 
 
@@ -79,7 +56,6 @@ class HostPool:
         self._lock = threading.Lock()
         self.made = 0
         """Blocks made so far (tests: how often a block was used again)."""
-        self.locked_bytes = 0
 
     def array(self, shape: Sequence[int], dtype) -> np.ndarray:
         """An uninitialised C-contiguous array of ``shape`` and ``dtype``: over a block of this
@@ -92,52 +68,23 @@ class HostPool:
         with self._lock:
             free = self._free.get(nbytes)
             block = free.pop() if free else None
-            if block is not None and block.counted:
+            if block is not None:
                 self._free_bytes -= nbytes
-                block.counted = False
         if block is None:
             block = _Block(nbytes)
             self.made += 1
         return np.asarray(_Lease(self, block, shape, dtype))
 
-    def to_lock(self, array: np.ndarray) -> _Block | None:
-        """The block under ``array`` where it should be page-locked now (counted as locked:
-        :meth:`unlocked` if that fails): None where ``array`` is not the pool's, is smaller
-        than LOCK_MIN_BYTES, is locked already, or the pool holds LOCKED_MOST_BYTES locked."""
-        base = array
-        while base is not None and not isinstance(base, _Lease):
-            base = getattr(base, "base", None)
-        if base is None or base.block.nbytes < LOCK_MIN_BYTES:
-            return None
-        block = base.block
-        with self._lock:
-            if block.locked or self.locked_bytes + block.span > LOCKED_MOST_BYTES:
-                return None
-            block.locked = True
-            self.locked_bytes += block.span
-        return block
-
-    def unlocked(self, block: _Block) -> None:
-        """``block`` is plain memory again (its context unlocked it, or locking failed)."""
-        with self._lock:
-            if block.locked:
-                block.locked = False
-                self.locked_bytes -= block.span
-
     def _returned(self, block: _Block) -> None:
         """A block nobody uses any more (from a finalizer, on any thread): kept while the pool
-        holds less than ``kept_bytes`` of them, or while it is locked, else left to numpy."""
+        holds less than ``kept_bytes`` of them, else left to numpy."""
         with self._lock:
-            if block.locked:
-                self._free.setdefault(block.nbytes, []).append(block)
-            elif self._free_bytes + block.nbytes <= self.kept_bytes:
+            if self._free_bytes + block.nbytes <= self.kept_bytes:
                 self._free.setdefault(block.nbytes, []).append(block)
                 self._free_bytes += block.nbytes
-                block.counted = True
 
     def clear(self) -> None:
-        """Let go of every block nobody uses (a locked one lives on in its context's
-        unlocking, which frees it)."""
+        """Let go of every block nobody uses."""
         with self._lock:
             self._free.clear()
             self._free_bytes = 0
