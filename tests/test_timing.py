@@ -1060,3 +1060,21 @@ def test_a_long_and_a_short_first_launch_are_both_timed(line, monkeypatch):
                                [lambda: befores.append(30.0), None], first=True)
     assert first == [pytest.approx(30.0), pytest.approx(0.5)]
     assert calls == {30.0: 1, 0.5: 3} and len(befores) == 3
+
+
+def test_a_pass_of_launches_is_timed_behind_one_gate(line):
+    """Timer.host_free_each: each step's preparation, then its work between its own events,
+    all behind one gate that the host opens when it has enqueued them (here 5 ms a driver
+    call): each reading is its kernel's alone, a step with no work only prepares, and the
+    stream is synchronised once."""
+    timer = Timer(line.stream, 50 << 20, line.clocks, TimingOptions())
+    line.launch_host_ms = 5.0
+    prepared, syncs = [], []
+    line.stream.synchronize = lambda what="": (syncs.append(what),
+                                               setattr(line, "host", max(line.host, line.gpu)))
+    readings = timer.host_free_each([
+        (lambda: line.kernel(5.0, 0.25), None),
+        (None, lambda: prepared.append("before")),
+        (lambda: line.kernel(5.0, 0.5), lambda: line.kernel(5.0, 0.03))])
+    assert readings == [pytest.approx(0.25), None, pytest.approx(0.5)]
+    assert prepared == ["before"] and line.gate.opened == 1 and len(syncs) == 1

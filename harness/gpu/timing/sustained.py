@@ -200,8 +200,9 @@ def _parts_ms(durations_ms: Sequence[float], primers: Sequence, rests: Sequence[
 def alone_ms(timer: Timer, launches: Sequence[Callable[[], None]], before: Sequence,
              first: bool = False) -> list[float]:
     """GPU ms of one call of each launch (after its ``before``, and an L2 flush with cold L2),
-    the host out of the way (``Timer.host_free_ms``: behind a spin, so that its events bracket
-    the launch, not the host's enqueueing of it); twice where one is under a millisecond, the
+    the host out of the way (``Timer.host_free_each``: a pass of them behind the stream's gate,
+    so that their events bracket the launches, not the host's enqueueing of them); twice where
+    one is under a millisecond, the
     least kept, every launch called as often as the others (launches that take copies in turn
     stay in step: one of a millisecond or more gets only its ``before`` the second time).
     Timed from the host alone, a launch of 8 us read some 0.2 ms (the wait for the host's next
@@ -212,23 +213,18 @@ def alone_ms(timer: Timer, launches: Sequence[Callable[[], None]], before: Seque
     of FIRST_KEPT_MS or more is kept (what a first launch costs more, its code loaded and its
     buffers first touched, is microseconds), the others are the untimed first launches."""
     best = [math.inf] * len(launches)
-    if first:
-        for i, (launch, b) in enumerate(zip(launches, before, strict=True)):
-            reading = timer.host_free_ms(launch, prepare=partial(_prepare, timer, b))
-            if reading >= FIRST_KEPT_MS:
-                best[i] = reading
-        if max(best) < math.inf:  # every one kept (each FIRST_KEPT_MS or more)
+    passes = [True, False, False] if first else [False, False]
+    for p, untimed in enumerate(passes):
+        if p == len(passes) - 1 and min(best) >= 1.0:
+            break  # a second timed pass only where a launch is under a millisecond
+        steps = [(None, b) if not untimed and 1.0 <= best[i] < math.inf  # its copy's turn
+                 else (launch, partial(_prepare, timer, b))
+                 for i, (launch, b) in enumerate(zip(launches, before, strict=True))]
+        for i, reading in enumerate(timer.host_free_each(steps)):
+            if reading is not None and (not untimed or reading >= FIRST_KEPT_MS):
+                best[i] = min(best[i], reading)
+        if untimed and max(best) < math.inf:  # every one kept (each FIRST_KEPT_MS or more)
             return best
-    for _ in range(2):
-        for i, (launch, b) in enumerate(zip(launches, before, strict=True)):
-            if best[i] < math.inf and best[i] >= 1.0:  # timed: its copy's turn only
-                if b is not None:
-                    b()
-                continue
-            reading = timer.host_free_ms(launch, prepare=partial(_prepare, timer, b))
-            best[i] = min(best[i], reading)
-        if min(best) >= 1.0:
-            break
     return best
 
 
