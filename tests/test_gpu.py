@@ -232,6 +232,35 @@ def test_work_timed_alone_behind_the_gate_waits_for_a_slow_host_outside_its_even
     assert timer.gate is not None
 
 
+def test_a_captured_rest_spins_as_long_as_its_slot_says_when_replayed(device, stream):
+    """TimerKernels.rest in a graph: captured while its slot held 0.2 ms, replayed after the
+    slot was set to 2 ms (a timing's batches captured beside its warm-up, their rests written
+    after the warmed launches were timed: sustained.py); its events read 2 ms."""
+    from harness.gpu.clocks import ClockSampler
+    from harness.gpu.driver import Event
+    from harness.gpu.graph import Graph
+    from harness.gpu.timing import Timer
+
+    timer = Timer(stream, device.l2_bytes, ClockSampler(device.pci_bus_id), TimingOptions())
+    kernels = timer.kernels
+    kernels.set_rests([0.5, 0.2])
+    start, end = Event(), Event()
+
+    def enqueue() -> None:
+        start.record(stream, in_graph=True)
+        kernels.rest(1, 0.2)
+        end.record(stream, in_graph=True)
+
+    graph = Graph(stream, enqueue, "a rest")
+    try:
+        kernels.set_rests([0.5, 2.0])
+        graph.launch(stream)
+        stream.synchronize()
+        assert end.elapsed_ms(start) == pytest.approx(2.0, abs=0.05)
+    finally:
+        graph.close()
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("cold", [True, False])
 def test_isolated_launches_idle_between_and_wait_on_no_host(device, stream, cold):

@@ -131,6 +131,7 @@ def line(monkeypatch):
         monkeypatch.setattr(module, "Event", Event)
     monkeypatch.setattr(timing.timer, "Buffer", Buffer)
     monkeypatch.setattr(timing.sustained, "Graph", Graph)
+    monkeypatch.setattr(timing.warmup, "Graph", Graph)
     monkeypatch.setattr(timing.timer.time, "perf_counter", lambda: line.host / 1e3)
     line.stream = SimpleNamespace(synchronize=lambda what="": setattr(
         line, "host", max(line.host, line.gpu)))
@@ -142,9 +143,9 @@ def line(monkeypatch):
 
 
 def _time(line, graph: bool, cold: bool = True, **options):
-    options = {"budget_ms": 20, "subtract_launch_overhead": False, **options}
+    options = {"budget_ms": 20, "subtract_launch_overhead": False, "warmup_ms": 1, **options}
     timer = Timer(line.stream, 50 << 20, line.clocks,
-                  TimingOptions(graph=graph, cold_l2=cold, warmup_ms=1, min_ms=1, **options))
+                  TimingOptions(graph=graph, cold_l2=cold, min_ms=1, **options))
     return timer.time(lambda: line.kernel(line.launch_host_ms, line.kernel_ms))
 
 
@@ -206,6 +207,12 @@ class Kernels:
 
     def lead(self, ms):
         self.line.kernel(self.line.launch_host_ms, ms)
+
+    def rest(self, slot, ms):  # its slot's length as written when enqueued or captured
+        self.spin(self.rests[slot])
+
+    def set_rests(self, rests_ms):
+        self.rests = list(rests_ms)
 
     def calibration_spin(self, ms):
         self.spin(ms)
@@ -758,10 +765,10 @@ def test_a_warm_up_stretch_is_captured_once_and_replayed(monkeypatch):
     a stretch (from the host, the GPU waited on it between rounds and the stretches measured
     the host's pace); the same rule ends it. A launch that refuses capture: from the host."""
     from harness.errors import HarnessError
-    from harness.gpu.timing import sustained
+    from harness.gpu.timing import warmup
     from harness.gpu.timing.options import WARMUP_STRETCH_MS
 
-    chunk = sustained.WARMUP_GRAPH_ROUNDS
+    chunk = warmup.WARMUP_GRAPH_ROUNDS
     replays = -(-round(WARMUP_STRETCH_MS / 0.1) // chunk)  # 100 rounds: 7 replays of 16
     per_stretch = replays * chunk
     made = []
@@ -781,15 +788,15 @@ def test_a_warm_up_stretch_is_captured_once_and_replayed(monkeypatch):
     class Timer(_WarmTimer):
         stream = None
 
-        def host_free_ms(self, work, count=1):  # a stretch replayed behind a lead
+        def host_free_ms(self, work, count=1, beside=None):  # a stretch behind the gate
             work()
             per_round, _ = super().cost(work, count)
             return per_round * per_stretch
 
-    monkeypatch.setattr(sustained, "Graph", Graph)
+    monkeypatch.setattr(warmup, "Graph", Graph)
     rounds = []
     timer = Timer([0.100, 0.104, 0.1049, 0.1050], graph=True)
-    spent = sustained.warm_up(timer, lambda: rounds.append(1), 0.1)
+    spent = warmup.warm_up(timer, lambda: rounds.append(1), 0.1)
     assert len(made) == 1 and made[0].replays == 4 * replays and made[0].closed
     assert len(rounds) == chunk  # enqueued once, at the capture
     assert spent == pytest.approx(per_stretch * (0.100 + 0.104 + 0.1049 + 0.1050))
@@ -797,11 +804,11 @@ def test_a_warm_up_stretch_is_captured_once_and_replayed(monkeypatch):
     def refuses(*_):
         raise HarnessError("cuStreamBeginCapture: not permitted")
 
-    monkeypatch.setattr(sustained, "Graph", refuses)
+    monkeypatch.setattr(warmup, "Graph", refuses)
     rounds.clear()
     host = _WarmTimer([0.1, 0.1], graph=True)
     host.stream = None
-    assert sustained.warm_up(host, lambda: rounds.append(1), 0.1) == pytest.approx(
+    assert warmup.warm_up(host, lambda: rounds.append(1), 0.1) == pytest.approx(
         2 * 100 * 0.1)
     assert host.rounds == 2 * 100
 
@@ -809,7 +816,7 @@ def test_a_warm_up_stretch_is_captured_once_and_replayed(monkeypatch):
 def test_a_stretch_of_few_long_rounds_is_a_graph_too(monkeypatch):
     """Rounds of 2.5 ms: the stretch's 4 rounds are captured once and replayed whole (from
     the host the GPU waited on it between rounds of 0.6-10 ms too)."""
-    from harness.gpu.timing import sustained
+    from harness.gpu.timing import warmup
 
     made = []
 
@@ -829,14 +836,14 @@ def test_a_stretch_of_few_long_rounds_is_a_graph_too(monkeypatch):
     class Timer(_WarmTimer):
         stream = None
 
-        def host_free_ms(self, work, count=1):
+        def host_free_ms(self, work, count=1, beside=None):
             work()
             return super().cost(work, count)[0] * 4
 
-    monkeypatch.setattr(sustained, "Graph", Graph)
+    monkeypatch.setattr(warmup, "Graph", Graph)
     rounds = []
     timer = Timer([2.5, 2.6, 2.6], graph=True)
-    spent = sustained.warm_up(timer, lambda: rounds.append(1), 2.5)
+    spent = warmup.warm_up(timer, lambda: rounds.append(1), 2.5)
     assert len(made) == 1 and len(rounds) == 4 and made[0].replays == 3
     assert spent == pytest.approx(4 * (2.5 + 2.6 + 2.6))
 
@@ -1078,3 +1085,55 @@ def test_a_pass_of_launches_is_timed_behind_one_gate(line):
         (lambda: line.kernel(5.0, 0.5), lambda: line.kernel(5.0, 0.03))])
     assert readings == [pytest.approx(0.25), None, pytest.approx(0.5)]
     assert prepared == ["before"] and line.gate.opened == 1 and len(syncs) == 1
+
+
+def _counting_graphs(monkeypatch):
+    """The batches' graphs made, by label (three captures a Batches: the fake has no
+    replicas)."""
+    made, real = [], timing.sustained.Graph
+    line = Timer.kernels.line
+
+    def graph(stream, enqueue, label, retargets=None):
+        if retargets:
+            raise TypeError("no replicas here")
+        made.append((label, line.gpu > line.host))  # the GPU busy while it is captured
+        return real(stream, enqueue, label)
+
+    monkeypatch.setattr(timing.sustained, "Graph", graph)
+    return made
+
+
+def test_the_batches_are_captured_while_the_warm_up_runs(line, monkeypatch):
+    """A 0.5 ms kernel, as fast first as warmed: its batches are captured once, beside the
+    warm-up's first stretch (not again after it), and the rests they read are the warmed
+    launches' (written to their slots after the launches are timed alone again)."""
+    made = _counting_graphs(monkeypatch)
+    written = []
+    real_set = Timer.kernels.set_rests
+    monkeypatch.setattr(Timer.kernels, "set_rests",
+                        lambda rests: (written.append(list(rests)), real_set(rests)))
+    line.kernel_ms, line.launch_host_ms = 0.5, 0.01
+    t = _time(line, graph=True, rest=1.0, budget_ms=50, warmup_ms=100)
+    assert t.median_ms == pytest.approx(0.5) and t.rest == 1.0
+    assert made == [("timed repetitions", True)] * 3, made
+    assert len(written) == 2 and written[-1] == [pytest.approx(0.5)]
+
+
+def test_batches_captured_for_launches_that_then_prime_otherwise_are_captured_again(
+        line, monkeypatch):
+    """A kernel that reads 1.2 ms on its first launches (an idle clock) and 0.5 ms warmed:
+    unprimed at first, primed once warmed; the batches captured beside the warm-up hold no
+    primer, so they are closed and captured again."""
+    made = _counting_graphs(monkeypatch)
+    calls = [0]
+
+    def kernel():
+        calls[0] += 1
+        line.kernel(0.01, 1.2 if calls[0] <= 2 else 0.5)
+
+    timer = Timer(line.stream, 50 << 20, line.clocks,
+                  TimingOptions(graph=True, warmup_ms=100, min_ms=1, budget_ms=50,
+                                subtract_launch_overhead=False))
+    t = timer.time(kernel)
+    assert t.median_ms == pytest.approx(0.5)
+    assert made == [("timed repetitions", True)] * 3 + [("timed repetitions", False)] * 3, made

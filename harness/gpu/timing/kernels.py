@@ -12,6 +12,10 @@ import numpy as np
 from harness.gpu import own_kernels
 from harness.gpu.driver import LaunchShape, Stream
 
+REST_SLOTS = 256
+"""Launches of a round whose rests are read from the device (:meth:`TimerKernels.rest`): a
+round's rests follow its launches' times at the warmed clock, known only after its batches
+may have been captured (sustained.py)."""
 CALIBRATION_SLOTS = 8192
 """Calibration spins whose spans are kept (a ring; the mean is over those written)."""
 _TIMER_SOURCE = rb"""
@@ -19,6 +23,8 @@ _TIMER_SOURCE = rb"""
 // spin, as the known-duration spin has (with a read-modify-write of two counters after it,
 // hot 2 and 5 us spins read 0.32-0.35 us short; notes/timing.md)
 __device__ unsigned long long calibration_spans[SLOTS];
+// each launch's rest (ns) by its place in a round, written before the rounds run
+__device__ unsigned long long rest_ns[RESTS];
 extern "C" __global__ void empty() {}
 __device__ unsigned long long spin_for(unsigned long long ns) {
     unsigned long long t0, t;
@@ -27,6 +33,12 @@ __device__ unsigned long long spin_for(unsigned long long ns) {
     return t - t0;
 }
 extern "C" __global__ void spin(unsigned long long ns) { spin_for(ns); }
+extern "C" __global__ void rest(unsigned int slot) {  // its read of the slot inside the spin
+    unsigned long long t0, t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+    const unsigned long long ns = rest_ns[slot];
+    do { asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t)); } while (t - t0 < ns);
+}
 extern "C" __global__ void calibration_spin(unsigned long long ns, unsigned int slot) {
     calibration_spans[slot] = spin_for(ns);
 }
@@ -42,7 +54,8 @@ extern "C" __global__ void gate(const unsigned int* word, unsigned int token,
         asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
     } while (t - t0 < ns);
 }
-""".replace(b"SLOTS", str(CALIBRATION_SLOTS).encode())
+""".replace(b"SLOTS", str(CALIBRATION_SLOTS).encode()).replace(b"RESTS",
+                                                               str(REST_SLOTS).encode())
 SOURCE = own_kernels.Source(_TIMER_SOURCE, "timer_kernels.cu", "the timer's kernels")
 
 
@@ -51,8 +64,8 @@ class TimerKernels:
     (a launch with no work in it), ``spin`` (GPU time with no memory traffic, timed on
     ``%globaltimer``: the work queued ahead of a timed launch so that it
     never waits on the host), ``calibration_spin`` (a spin that keeps the span it measured
-    of itself, for the launch overhead's calibration in every round) and ``gate`` (a spin
-    the host ends)."""
+    of itself, for the launch overhead's calibration in every round), ``rest`` (a spin as long
+    as its slot says) and ``gate`` (a spin the host ends)."""
 
     def __init__(self, stream: Stream):
         self.module = own_kernels.module(SOURCE, "timer kernels")
@@ -60,6 +73,8 @@ class TimerKernels:
         self._empty, self._spin = self.module.function("empty"), self.module.function("spin")
         self._calibration = self.module.function("calibration_spin")
         self._gate = self.module.function("gate")
+        self._rest = self.module.function("rest")
+        self._rests = self.module.global_buffer("rest_ns")
         self._spans = self.module.global_buffer("calibration_spans")
         self._slot = 0
         self._one = LaunchShape((1, 1, 1), (1, 1, 1), 0)
@@ -69,6 +84,21 @@ class TimerKernels:
 
     def spin(self, ms: float) -> None:
         self._spin.launch(self._one, self.stream, (ctypes.c_uint64(int(ms * 1e6)),))
+
+    def rest(self, slot: int, ms: float) -> None:
+        """The rest of the round's launch ``slot``: a spin as long as :meth:`set_rests` last
+        wrote there when it runs (``ms`` where the round has more launches than slots)."""
+        if slot >= REST_SLOTS:
+            self.spin(ms)
+        else:
+            self._rest.launch(self._one, self.stream, (ctypes.c_uint32(slot),))
+
+    def set_rests(self, rests_ms) -> None:
+        """Each launch's rest, by its place in a round, for the rests enqueued or replayed
+        from now on (waits for the stream)."""
+        ns = np.array([int(ms * 1e6) for ms in list(rests_ms)[:REST_SLOTS]], dtype=np.uint64)
+        if ns.size:
+            self._rests.upload_at(ns, 0, self.stream)
 
     def lead(self, ms: float) -> None:
         """A spin ahead of work the host enqueues behind it, so that the GPU does not wait on

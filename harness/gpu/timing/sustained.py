@@ -14,16 +14,16 @@ import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from functools import partial
 from typing import TYPE_CHECKING
 
 from harness.errors import HarnessError
 from harness.gpu.driver import Event
 from harness.gpu.graph import Graph
-from harness.gpu.timing.launches import warmup_rounds, with_before
+from harness.gpu.timing.launches import with_before
 from harness.gpu.timing.options import FLOOR_REPS, WARMUP_STRETCH_MS, Timing
 from harness.gpu.timing.stop import Rounds, StopRule
 from harness.gpu.timing.trace import Trace
+from harness.gpu.timing.warmup import alone_ms, warm_up
 
 if TYPE_CHECKING:
     from harness.gpu.timing.timer import Timer
@@ -34,9 +34,6 @@ of a timing's three batches is captured once, before the first runs, at a cost t
 about a quarter of a millisecond per round: captured while the first two ran, the third left
 the GPU idle between batches at 512 (its capture outlasts them; issue 37), and 5 ms batches
 were more often cut short by the host's other threads."""
-FIRST_KEPT_MS = 20.0
-"""A timing's first launch of this long or longer is timed, not run untimed before it is
-timed again: 01_naive at 4096 ran its 0.28 s launch twice before its warm-up (issue 37)."""
 BATCH_ROUNDS = 32
 """A batch of BATCH_MS that would hold more rounds than this holds this many, or those of
 BATCH_LEAST_MS where that is more: a capture costs the host about 0.7 ms a round, and at 512
@@ -92,17 +89,21 @@ def time_sustained(timer: Timer, launches: Sequence[Callable[[], None]], before:
                  for ms in durations_ms])
 
     primers, rests = regime(first_ms)
+    timer.kernels.set_rests(rests)
 
     def round_() -> None:
-        for launch, primer, rest in zip(prepared, primers, rests, strict=True):
+        for i, (launch, primer, rest) in enumerate(zip(prepared, primers, rests, strict=True)):
             if rest:
-                timer.kernels.spin(rest)
+                timer.kernels.rest(i, rest)
             if primer is not None:
                 primer()
             launch()
 
     # a round as its first launches time it (primed launches run twice, rests as spun)
     known_ms = _parts_ms(first_ms, primers, rests)
+    # short rounds replayed from graphs: their batches, captured while the warm-up runs (the
+    # rests they read are written once the warmed launches have been timed alone)
+    early: list[Batches] = []
     if known_ms >= WARMUP_STRETCH_MS:
         # long rounds (01_naive at 4096: 0.55 s): the first launches time them to a fraction
         # of a percent, and eight more rounds to estimate them cost seconds; the enqueueing
@@ -116,7 +117,17 @@ def time_sustained(timer: Timer, launches: Sequence[Callable[[], None]], before:
         # host read the host's pace: three more rounds, synchronised, to learn nothing)
         estimate_ms = max(known_ms if opts.graph else timer.cost(round_, 3)[0], 1e-4)
         trace.mark("estimate")
-        warmed_ms = warm_up(timer, round_, estimate_ms)
+        if opts.graph:
+            guess_ms = estimate_ms + (len(launches) * timer.flush_ms() if opts.cold_l2 else 0)
+            shape = _shape(primers, rests)
+            early_rule = StopRule.of(rounds, opts.max_reps, FLOOR_REPS, opts.max_rel_se_pct,
+                                     (opts.max_reps,))
+
+            def capture() -> None:
+                early.append(Batches(timer, launches, before, early_rule,
+                                     rounds_per_batch(guess_ms, opts.max_reps), True,
+                                     primers, rests, after, cycle))
+        warmed_ms = warm_up(timer, round_, estimate_ms, beside=capture if opts.graph else None)
         trace.mark("warm-up")
         # primers and rests again, from each launch alone at the warmed clock: the first
         # launches follow the host's checks at an idle clock (345 MHz on an H100), up to 5x
@@ -125,6 +136,7 @@ def time_sustained(timer: Timer, launches: Sequence[Callable[[], None]], before:
         # every timed repetition only unprimed: notes/verification.md)
         warmed = alone()
         primers, rests = regime(warmed)
+        timer.kernels.set_rests(rests)
         # from graphs, what the parts take; five rounds from the host only where the batches
         # are enqueued from it (their pace sets how far ahead of them the flushes start): at
         # 4096 the five rounds were 50-200 ms of a timing's GPU time
@@ -141,8 +153,15 @@ def time_sustained(timer: Timer, launches: Sequence[Callable[[], None]], before:
     floor = int(min(cap, max(FLOOR_REPS, math.ceil(opts.min_ms / work_ms))))
     per_batch = rounds_per_batch(estimate_ms, cap)
     rule = StopRule.of(rounds, cap, floor, opts.max_rel_se_pct, (opts.max_reps,))
-    batches = Batches(timer, launches, before, rule, per_batch, opts.graph, primers, rests,
-                      after, cycle)
+    kept = early[0] if early else None
+    if kept is not None and kept.sets and _shape(primers, rests) == shape \
+            and kept.per_batch <= cap:
+        batches = kept.ruled(rule, rests)
+    else:  # the warmed launches prime or rest otherwise than the first ones: captured again
+        if kept is not None:
+            kept.close()
+        batches = Batches(timer, launches, before, rule, per_batch, opts.graph, primers, rests,
+                          after, cycle)
     trace.mark("capture")
     rest = opts.rest if any(rests) else 0.0
     if batches.sets:
@@ -179,6 +198,11 @@ def time_sustained(timer: Timer, launches: Sequence[Callable[[], None]], before:
                          warmup_ms=warmed_ms)
 
 
+def _shape(primers: Sequence, rests: Sequence[float]) -> tuple:
+    """What a captured round holds beside its launches: which are primed, which rest."""
+    return tuple(p is not None for p in primers), tuple(bool(r) for r in rests)
+
+
 def rounds_per_batch(estimate_ms: float, cap: int) -> int:
     """Rounds of ``estimate_ms`` in a batch of about BATCH_MS (a round of BATCH_MS or more is
     a batch of its own: the stopping rule is tested after each), held to BATCH_ROUNDS where
@@ -195,124 +219,6 @@ def _parts_ms(durations_ms: Sequence[float], primers: Sequence, rests: Sequence[
     rest."""
     return sum(ms * (1 if p is None else 2) + rest
                for ms, p, rest in zip(durations_ms, primers, rests, strict=True))
-
-
-def alone_ms(timer: Timer, launches: Sequence[Callable[[], None]], before: Sequence,
-             first: bool = False) -> list[float]:
-    """GPU ms of one call of each launch (after its ``before``, and an L2 flush with cold L2),
-    the host out of the way (``Timer.host_free_each``: a pass of them behind the stream's gate,
-    so that their events bracket the launches, not the host's enqueueing of them); twice where
-    one is under a millisecond, the
-    least kept, every launch called as often as the others (launches that take copies in turn
-    stay in step: one of a millisecond or more gets only its ``before`` the second time).
-    Timed from the host alone, a launch of 8 us read some 0.2 ms (the wait for the host's next
-    driver calls), and rested that long in every round: 0.75 ms of GPU time a round where its
-    parts take 0.16 ms (issue 37, experiments/round_cost.py).
-
-    ``first``: the launches' first calls, each timed as above before the two passes; a reading
-    of FIRST_KEPT_MS or more is kept (what a first launch costs more, its code loaded and its
-    buffers first touched, is microseconds), the others are the untimed first launches."""
-    best = [math.inf] * len(launches)
-    passes = [True, False, False] if first else [False, False]
-    for p, untimed in enumerate(passes):
-        if p == len(passes) - 1 and min(best) >= 1.0:
-            break  # a second timed pass only where a launch is under a millisecond
-        steps = [(None, b) if not untimed and 1.0 <= best[i] < math.inf  # its copy's turn
-                 else (launch, partial(_prepare, timer, b))
-                 for i, (launch, b) in enumerate(zip(launches, before, strict=True))]
-        for i, reading in enumerate(timer.host_free_each(steps)):
-            if reading is not None and (not untimed or reading >= FIRST_KEPT_MS):
-                best[i] = min(best[i], reading)
-        if untimed and max(best) < math.inf:  # every one kept (each FIRST_KEPT_MS or more)
-            return best
-    return best
-
-
-def _prepare(timer: Timer, before: Callable[[], None] | None) -> None:
-    """What goes ahead of a launch timed alone, outside its events: its ``before``, and an L2
-    flush with cold L2."""
-    if before is not None:
-        before()
-    if timer.options.cold_l2:
-        timer.flush()
-
-
-def warm_up(timer: Timer, round_: Callable[[], None], estimate_ms: float,
-            ran_ms: float = 0.0, last_ms: float = math.nan) -> float:
-    """Rounds back to back until the card is steady (``TimingOptions.warmup_steady_pct``:
-    two stretches in a row of the same time per round, a stretch ``WARMUP_STRETCH_MS`` of
-    GPU time or one round where a round is longer; at most ``warmup_ms``), or for the whole
-    ``warmup_ms`` (``warmup_steady_pct`` 0); the GPU time spent. ``ran_ms``: work that ran
-    already and counts toward ``warmup_ms``; ``last_ms``: the time per round it measured (a
-    long round's first launches: 01_naive at 4096 ran 0.55 s a round, and its warm-up one
-    more round of it, where the first launches had run two)."""
-    opts = timer.options
-    if opts.warmup_steady_pct <= 0 or opts.warmup_ms < 2 * WARMUP_STRETCH_MS:
-        count = warmup_rounds(opts.warmup_ms - ran_ms, estimate_ms) if ran_ms < opts.warmup_ms \
-            else 0
-        for _ in range(count):
-            round_()
-        return ran_ms + count * estimate_ms
-    per_stretch = warmup_rounds(WARMUP_STRETCH_MS, estimate_ms)
-    captured = min(per_stretch, WARMUP_GRAPH_ROUNDS)
-    stretch = _stretch_graph(timer, round_, captured)
-    replays = 1
-    if stretch is not None:  # the stretch in replays of a graph of a few rounds
-        replays = -(-per_stretch // captured)
-        per_stretch = replays * captured
-
-    def replayed() -> None:
-        for _ in range(replays):
-            stretch.launch(timer.stream)
-
-    spent, last = ran_ms, last_ms
-    try:
-        while spent < opts.warmup_ms:
-            if stretch is None:
-                per_round = timer.cost(round_, per_stretch)[0]
-            else:  # the replays enqueued behind a lead: the stretch's own GPU time
-                per_round = timer.host_free_ms(replayed) / per_stretch
-            spent += per_round * per_stretch
-            if abs(per_round - last) <= opts.warmup_steady_pct / 100.0 * last:
-                break
-            last = per_round
-    finally:
-        if stretch is not None:
-            stretch.close()
-    return spent
-
-
-WARMUP_GRAPH_ROUNDS = 16
-"""Warm-up rounds captured in one graph, replayed as often as a stretch needs: a capture costs
-the host some 0.3-0.5 ms a round, and a stretch of short rounds holds about 80."""
-
-
-def _stretch_graph(timer: Timer, round_: Callable[[], None], rounds: int) -> Graph | None:
-    """``rounds`` warm-up rounds (at most WARMUP_GRAPH_ROUNDS) captured once, to be replayed
-    stretch after stretch (None: enqueue each stretch from the host, where graphs are off or
-    a launch refuses capture). Enqueued from the host, a stretch of short rounds waits on the
-    host, about 20 driver calls a round: the GPU idles between rounds, and what a stretch
-    measures is the host's pace, which two stretches in a row rarely agree on (issue 37: the
-    warm-up was 9 s of a default run's wall; rounds of 0.6-10 ms, a stretch of 1-16 of them,
-    were still enqueued from the host at 6b5f97c, 54 ms of warm-up a timing in the traced
-    run at 6990030). Replayed, a stretch is still a few driver calls from the host, each a wait
-    for the interpreter while other threads compare on the host: its events are recorded
-    behind a lead (Timer.host_free_ms), else the FP8 rows' stretches, beside their host
-    walks, read the host's stalls and ran long (277 and 272 ms of warm-up at 512 and 1024 in
-    reports/h100/timing-trace-warm-aa3caf3.txt, about 35 ms for rows without that host work;
-    75 and 88 ms behind the lead, timing-trace-warm-a6d3ae4.txt: 4.6 s of warm-up in all
-    against 6.1)."""
-    if not timer.options.graph:
-        return None
-
-    def stretch() -> None:
-        for _ in range(rounds):
-            round_()
-
-    try:
-        return Graph(timer.stream, stretch, "warm-up")
-    except HarnessError:
-        return None
 
 
 def _replayed(timer: Timer, batches: Batches, rounds: Rounds, batch_ms: float, rest: float,
@@ -378,11 +284,11 @@ class Batches:
     def _rounds(self, batch, in_graph: bool = False) -> None:
         stream, cold = self.timer.stream, self.timer.options.cold_l2
         for round_events in batch:
-            for launch, before, after, primer, rest, (start, end) in zip(
+            for i, (launch, before, after, primer, rest, (start, end)) in enumerate(zip(
                     self.launches, self.before, self.after, self.primers, self.rests,
-                    round_events, strict=True):
+                    round_events, strict=True)):
                 if rest:
-                    self.timer.kernels.spin(rest)
+                    self.timer.kernels.rest(i, rest)
                 if primer is not None:
                     primer()
                 if before is not None:
@@ -444,6 +350,13 @@ class Batches:
             self._rounds(batch, in_graph=True)
 
         return Captured(Graph(self.timer.stream, enqueue, "timed repetitions"), mark, batch)
+
+    def ruled(self, rule: StopRule, rests: Sequence[float]) -> Batches:
+        """These batches, captured before the warmed launches said their rule and rests (the
+        same launches primed and rested: only the rests' lengths, read when replayed,
+        differ), under ``rule`` and ``rests``."""
+        self.rule, self.cap, self.rests = rule, rule.cap, list(rests)
+        return self
 
     def enqueue(self) -> None:
         if self.stop or self.enqueued >= self.cap:

@@ -114,14 +114,16 @@ class Timer:
         return self._flush_ms
 
     def host_free_ms(self, work: Callable[[], None], count: int = 1,
-                     prepare: Callable[[], None] | None = None) -> float:
+                     prepare: Callable[[], None] | None = None,
+                     beside: Callable[[], None] | None = None) -> float:
         """GPU ms per call of ``work``, called ``count`` times between two events after
         ``prepare`` (outside them), the host out of the way: behind the stream's gate
         (gate.py), opened once the host has enqueued it all, so that the events bracket the
         work, not the host's enqueueing of it. Without a gate, behind a spin of HOST_LEAD_MS;
         where the host took more than LEAD_SHARE of the spin to enqueue it all (its other
         threads holding the interpreter), again behind a spin four times as long, up to
-        LEAD_MOST_MS."""
+        LEAD_MOST_MS. ``beside``: host work done once while the GPU runs the work (it must not
+        wait for the stream)."""
         gate = self.gate
         if gate is not None:
             host_t0 = time.perf_counter()
@@ -130,6 +132,9 @@ class Timer:
                 reading, host_ms = self._enqueued(work, count, prepare, host_t0)
             finally:
                 gate.open(token)
+            if beside is not None:
+                beside()
+                beside = None
             self.stream.synchronize("timing behind the gate")
             if host_ms <= LEAD_SHARE * GATE_MOST_MS:
                 return reading()
@@ -139,6 +144,9 @@ class Timer:
             host_t0 = time.perf_counter()
             self.kernels.lead(lead_ms)
             reading, host_ms = self._enqueued(work, count, prepare, host_t0)
+            if beside is not None:
+                beside()
+                beside = None
             self.stream.synchronize("timing behind a lead")
             if host_ms <= LEAD_SHARE * lead_ms or lead_ms >= LEAD_MOST_MS:
                 return reading()
