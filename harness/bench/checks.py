@@ -67,9 +67,8 @@ def set_gpu_references(engine: operands.ReferenceEngine | None,
     closes) where ``ready()`` says it can, asked when the first such reference is wanted
     (whether cuBLAS's bindings import: the import may still run on another thread, and a
     battery's small checks need not wait for it); None: every one on the host. ``walks``: an
-    FP8 check's walk, over the outputs its check bounds (the whole output, or its random
-    sample: fp8_check.sample), is made by it where the reference is made on the GPU
-    (:func:`walk_of`); None: on the host."""
+    FP8 check's walk (over all it bounds: the output, or its sample) is made by it where the
+    reference is made on the GPU (:func:`walk_of`); None: on the host."""
     _GPU_REFERENCES[0] = None if engine is None else (engine, ready)
     _GPU_WALKS[0] = None if engine is None else walks
 
