@@ -426,7 +426,7 @@ def reference(ops: Operands, key: tuple, alpha: float, beta: float,
 def _as_stored(ops: Operands) -> tuple:
     """A and B for a reference engine: their codes where the device widens their kind
     (gpu/reference.Stored: a quarter of float64's bytes for 16-bit inputs), else float64."""
-    kinds, codes = getattr(ops, "kinds", None), getattr(ops, "_stored", None)
+    kinds, codes = getattr(ops, "kinds", None), getattr(ops, "codes", None)
     if getattr(ops, "fp8", None) is None and codes is not None and kinds is not None \
             and all(kind in WIDENED for kind in kinds):
         return tuple(Stored(c, kind) for c, kind in zip(codes, kinds, strict=True))

@@ -21,14 +21,15 @@ FIRST_KEPT_MS = 20.0
 """A timing's first launch of this long or longer is timed, not run untimed before it is
 timed again: 01_naive at 4096 ran its 0.28 s launch twice before its warm-up (issue 37)."""
 
+
 def alone_ms(timer: Timer, launches: Sequence[Callable[[], None]], before: Sequence,
              first: bool = False) -> list[float]:
     """GPU ms of one call of each launch (after its ``before``, and an L2 flush with cold L2),
     the host out of the way (``Timer.host_free_each``: a pass of them behind the stream's gate,
     so that their events bracket the launches, not the host's enqueueing of them); twice where
-    one is under a millisecond, the
-    least kept, every launch called as often as the others (launches that take copies in turn
-    stay in step: one of a millisecond or more gets only its ``before`` the second time).
+    one is under a millisecond, the least kept, every launch called as often as the others
+    (launches that take copies in turn stay in step: one of a millisecond or more gets only its
+    ``before`` the second time).
     Timed from the host alone, a launch of 8 us read some 0.2 ms (the wait for the host's next
     driver calls), and rested that long in every round: 0.75 ms of GPU time a round where its
     parts take 0.16 ms (issue 37, experiments/round_cost.py).
