@@ -989,17 +989,13 @@ def test_a_gate_that_gave_way_times_again_behind_leads_and_is_off_after(monkeypa
         def open(self, token):
             assert token == 7
 
-    clock = [0.0]
+    def enqueued(work, count, prepare, host_t0):
+        slow = timer_module.GATE_MOST_MS if len(leads) == 0 else 0.01
+        return (lambda: 1.5), slow
 
-    def enqueued(work, count, prepare):  # the host as slow as the gate's longest hold, once
-        clock[0] += timer_module.GATE_MOST_MS if len(leads) == 0 else 0.01
-        return lambda: 1.5
-
-    monkeypatch.setattr(timer_module.time, "perf_counter", lambda: clock[0] / 1e3)
     fake = SimpleNamespace(gate=Gate(), _gate_off=False, _enqueued=enqueued,
                            kernels=SimpleNamespace(lead=leads.append),
                            stream=SimpleNamespace(synchronize=lambda what="": None))
-    fake._behind_gate = partial(Timer._behind_gate, fake)
     assert Timer.host_free_ms(fake, lambda: None) == 1.5
     assert gates == [timer_module.GATE_MOST_MS] and leads == [timer_module.HOST_LEAD_MS]
     assert fake._gate_off

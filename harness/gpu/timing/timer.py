@@ -124,19 +124,26 @@ class Timer:
         threads holding the interpreter), again behind a spin four times as long, up to
         LEAD_MOST_MS. ``beside``: host work done once while the GPU runs the work (it must not
         wait for the stream)."""
-        if self.gate is not None:
-            readings: list[Callable[[], float]] = []
-            held = self._behind_gate(
-                lambda: readings.append(self._enqueued(work, count, prepare)), beside)
-            if held:
-                return readings[0]()
-            beside = None  # it ran; the gate gave way: leads from now on
+        gate = self.gate
+        if gate is not None:
+            host_t0 = time.perf_counter()
+            token = gate.close(GATE_MOST_MS)
+            try:
+                reading, host_ms = self._enqueued(work, count, prepare, host_t0)
+            finally:
+                gate.open(token)
+            if beside is not None:
+                beside()
+                beside = None
+            self.stream.synchronize("timing behind the gate")
+            if host_ms <= LEAD_SHARE * GATE_MOST_MS:
+                return reading()
+            self._gate_off = True  # it gave way before the host was done: leads from now on
         lead_ms = HOST_LEAD_MS
         while True:
             host_t0 = time.perf_counter()
             self.kernels.lead(lead_ms)
-            reading = self._enqueued(work, count, prepare)
-            host_ms = (time.perf_counter() - host_t0) * 1e3
+            reading, host_ms = self._enqueued(work, count, prepare, host_t0)
             if beside is not None:
                 beside()
                 beside = None
@@ -152,17 +159,31 @@ class Timer:
         synchronise: each step's ``prepare``, then its ``work`` between two events (None: its
         ``prepare`` alone, and no reading). A timing's launches timed alone took three gates
         and three synchronises a pass, some 1.5 ms each (issue 37). Without a gate, or where
-        it gave way (the works ran, and run again), each work behind its own lead."""
-        readings: list[Callable[[], float] | None] = []
-
-        def enqueue() -> None:
-            for work, prepare in steps:
-                readings.append(None if work is None else self._enqueued(work, 1, prepare))
-                if work is None and prepare is not None:
-                    prepare()
-
-        if self.gate is not None and self._behind_gate(enqueue):
-            return [None if r is None else r() for r in readings]
+        it gave way, each work behind its own lead."""
+        gate = self.gate
+        if gate is not None:
+            host_t0 = time.perf_counter()
+            token = gate.close(GATE_MOST_MS)
+            pairs: list[tuple[Event, Event] | None] = []
+            try:
+                for work, prepare in steps:
+                    if prepare is not None:
+                        prepare()
+                    if work is None:
+                        pairs.append(None)
+                        continue
+                    start, end = Event(), Event()
+                    start.record(self.stream)
+                    work()
+                    end.record(self.stream)
+                    pairs.append((start, end))
+                host_ms = (time.perf_counter() - host_t0) * 1e3
+            finally:
+                gate.open(token)
+            self.stream.synchronize("timing behind the gate")
+            if host_ms <= LEAD_SHARE * GATE_MOST_MS:
+                return [None if p is None else p[1].elapsed_ms(p[0]) for p in pairs]
+            self._gate_off = True  # the works ran; they run again, each behind its lead
         out: list[float | None] = []
         for work, prepare in steps:
             if work is None:
@@ -173,39 +194,21 @@ class Timer:
                 out.append(self.host_free_ms(work, prepare=prepare))
         return out
 
-    def _behind_gate(self, enqueue: Callable[[], None],
-                     beside: Callable[[], None] | None = None) -> bool:
-        """``enqueue`` behind the stream's gate (gate.py), opened once the host has enqueued
-        it all, then ``beside`` on the host, then a synchronise: whether the gate held until
-        the host was done (the events read the work alone); where it gave way first, the gate
-        is off from then on."""
-        host_t0 = time.perf_counter()
-        token = self.gate.close(GATE_MOST_MS)
-        try:
-            enqueue()
-            host_ms = (time.perf_counter() - host_t0) * 1e3
-        finally:
-            self.gate.open(token)
-        if beside is not None:
-            beside()
-        self.stream.synchronize("timing behind the gate")
-        if host_ms <= LEAD_SHARE * GATE_MOST_MS:
-            return True
-        self._gate_off = True
-        return False
-
     def _enqueued(self, work: Callable[[], None], count: int,
-                  prepare: Callable[[], None] | None) -> Callable[[], float]:
+                  prepare: Callable[[], None] | None, host_t0: float
+                  ) -> tuple[Callable[[], float], float]:
         """``prepare``, then ``count`` calls of ``work`` between two events, enqueued: the GPU
-        ms per call, to be read after a synchronise."""
+        ms per call (to be read after a synchronise) and the host ms since ``host_t0`` (the
+        enqueueing of what holds the GPU ahead of it, and its own)."""
+        start, end = Event(), Event()
         if prepare is not None:
             prepare()
-        start, end = Event(), Event()
         start.record(self.stream)
         for _ in range(count):
             work()
         end.record(self.stream)
-        return lambda: end.elapsed_ms(start) / count
+        host_ms = (time.perf_counter() - host_t0) * 1e3
+        return (lambda: end.elapsed_ms(start) / count), host_ms
 
     def time(self, launch: Callable[[], None], before: Callable[[], None] | None = None,
              after: Callable[[], None] | None = None) -> Timing:
