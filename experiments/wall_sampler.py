@@ -35,6 +35,7 @@ def sampled(run: Callable[[], None], path: str, interval_s: float = INTERVAL_S) 
     cumulative: Counter[str] = Counter()
     own: Counter[str] = Counter()
     caller: Counter[str] = Counter()
+    chains: Counter[str] = Counter()
     others: Counter[str] = Counter()
     done = threading.Event()
     spent = [0.0]
@@ -49,12 +50,14 @@ def sampled(run: Callable[[], None], path: str, interval_s: float = INTERVAL_S) 
             for ident, frame in sys._current_frames().items():
                 if ident == threading.get_ident():
                     continue
-                names, project = [], ""
+                names, project, chain = [], "", []
                 f = frame
                 while f is not None:
                     names.append(_name(f.f_code))
-                    if not project and "harness/" in names[-1]:
-                        project = names[-1]
+                    if "harness/" in names[-1]:
+                        project = project or names[-1]
+                        if len(chain) < 3:
+                            chain.append(f"{names[-1]}:{f.f_lineno}")
                     f = f.f_back
                 if ident != main:
                     if project:
@@ -64,6 +67,7 @@ def sampled(run: Callable[[], None], path: str, interval_s: float = INTERVAL_S) 
                     cumulative[name] += dt
                 own[names[0]] += dt
                 caller[f"{project} -> {names[0]}"] += dt
+                chains[" < ".join(chain)] += dt
 
     sampler = threading.Thread(target=sample, name="wall-sampler", daemon=True)
     sampler.start()
@@ -79,6 +83,8 @@ def sampled(run: Callable[[], None], path: str, interval_s: float = INTERVAL_S) 
         lines += [f"{s:8.2f}  {n}" for n, s in own.most_common(40)]
         lines += ["", "innermost project frame -> innermost frame (s)"]
         lines += [f"{s:8.2f}  {n}" for n, s in caller.most_common(60)]
+        lines += ["", "the three innermost project frames, with their lines (s)"]
+        lines += [f"{s:8.2f}  {n}" for n, s in chains.most_common(80)]
         lines += ["", "other threads: name, innermost project frame (s, summed)"]
         lines += [f"{s:8.2f}  {n}" for n, s in others.most_common(40)]
         with open(path, "w") as out:
