@@ -245,3 +245,37 @@ def test_a_sizes_own_comparisons_start_on_their_own_thread(monkeypatch):
     row = _row(512)
     assert object.__new__(timed_size.SizeCheck).start(row).result(5) is row
     assert ran and ran[0].startswith("harness-size-check")
+
+
+def test_a_kernel_is_checked_while_the_one_before_is_still_compared(monkeypatch):
+    """The next kernel's check battery runs beside the kernel before's last comparisons;
+    its sizes wait for that kernel's rows, and none is measured when it failed: the worker
+    retires it (the next kernel then starts in a fresh worker)."""
+    pool = ThreadPoolExecutor(max_workers=1)
+    events = []
+
+    def emit(event, **fields):
+        events.append((event, fields.get("kernel", fields.get("result", {}).get("m"))))
+
+    monkeypatch.setattr(worker, "emit", emit)
+    monkeypatch.setattr(worker, "_prefetch", lambda *a: None)
+    monkeypatch.setattr(worker, "_progress", lambda *a: None)
+    monkeypatch.setattr(worker, "prepare", lambda *a: events.append(("battery", "next")) or
+                        SimpleNamespace(gemm=SimpleNamespace(kernel=None)))
+    monkeypatch.setattr(worker, "_run_sizes",
+                        lambda *a: events.append(("sizes", "next")) or worker.InOrder())
+    job = SimpleNamespace(strict_blas=False)
+    kernel = SimpleNamespace(name="next", spec=SimpleNamespace(kind="gemm"))
+    for status in ("pass", "FAIL"):
+        events.clear()
+        slow = threading.Event()
+        rows = worker.InOrder()
+        rows.add(_pending(pool, 4096, slow, status=status))
+        threading.Timer(0.2, slow.set).start()
+        ran = worker._run_kernel(None, kernel, job, before=("before", rows))
+        assert events[:2] == [("kernel_start", "next"), ("battery", "next")]
+        assert events[2] == ("result", 4096)  # the kernel before's last row, after the battery
+        if status == "pass":
+            assert events[3:] == [("sizes", "next")] and ran[0] == "next"
+        else:
+            assert events[3:] == [("retire", "before")] and ran is None

@@ -26,7 +26,8 @@ from harness.run import process, runner
 from harness.run.gpus import GpuSlot, VisibleGpu
 
 # A stand-in worker: the protocol of run/worker.py, with what each kernel does taken from
-# FAKE_PLAN (kernel name -> pass, fail, fault, hang, sleep:SECONDS; "@start:<CUDA_VISIBLE_DEVICES>"
+# FAKE_PLAN (kernel name -> pass, fail, fault, hang, sleep:SECONDS, fail-late and fault-late: the
+# failure said once the next kernel has started; "@start:<CUDA_VISIBLE_DEVICES>"
 # -> die, hang: the worker on that GPU never gets ready). Every row names the GPU it was pinned to.
 FAKE_WORKER = r'''
 import json, math, os, sys, time, zlib
@@ -52,11 +53,17 @@ emit("device", name="Fake GPU", uuid="GPU-fake-" + gpu, host="fakehost", pci_bus
      clocks={"max_sm_clock_mhz": 1000})
 
 
-def kernel(ref):
+def kernel(ref, after=None):
     name = ref["name"]
     action = plan.get(name, "pass")
     emit("kernel_start", kernel=name)
-    for size in job["sizes"]:
+    for i, size in enumerate(job["sizes"]):
+        if action == "fault-late" and i == 1:  # a comparison's error found once the next
+            # kernel's battery has begun (worker._run_kernel)
+            emit("kernel_start", kernel=after["name"])
+            emit("retire", kernel=name, error=True)
+            emit("error", kind="ValueError", message="a bug in a comparison")
+            sys.exit(1)
         emit("progress", kernel=name, stage="timing", size=size, show=False)
         if action == "hang":
             time.sleep(60)
@@ -66,13 +73,17 @@ def kernel(ref):
             sys.exit(3)
         if action.startswith("sleep:"):
             time.sleep(float(action.split(":")[1]))
-        status = "FAIL" if action == "fail" else "pass"
+        status = "FAIL" if action.startswith("fail") else "pass"
         row = Result.of(KernelInfo(name, ref["file"], "fp32", dict(ref["params"])), *size)
         if status == "pass":  # a time that depends on the kernel only: the same on any GPU
             ms = 0.1 + zlib.crc32(name.encode()) % 1000 / 100
             row = row.with_parts(timing=Timing(ms, ms, ms, ms, ms, 10, True, *[math.nan] * 4))
         emit("result", result=row.ended(status, "on " + gpu).to_json())
-    if action == "fail":
+    if action in ("fail", "fail-late"):
+        if action == "fail-late" and after is not None:  # the next kernel's battery ran
+            # beside this one's last comparisons (worker._run_kernel)
+            emit("kernel_start", kernel=after["name"])
+            emit("progress", kernel=after["name"], stage="checking: 26 checks")
         emit("retire", kernel=name)
         return False
     return True
@@ -85,8 +96,8 @@ if job.get("feed"):
         if not line.strip() or not kernel(json.loads(line)):
             break
 else:
-    for ref in job["kernels"]:
-        if not kernel(ref):
+    for i, ref in enumerate(job["kernels"]):
+        if not kernel(ref, (job["kernels"][i + 1:] or [None])[0]):
             break
 emit("phases", seconds={"timing": 0.5})
 '''
@@ -271,6 +282,26 @@ def test_a_fault_and_a_failed_check_end_only_their_gpus_worker(kernels, fake, tm
                (kernels[1], kernels[3]))
     fault = next(r for r in two.results if r.status == "fault")
     assert "CUDA context is lost" in fault.message and fault.gpu is not None
+
+
+def test_a_failure_said_after_the_next_kernel_began_reruns_that_kernel(kernels, fake,
+                                                                      tmp_path):
+    """The worker checks a kernel while the host still compares the last sizes of the one
+    before (worker._run_kernel): a failure found then retires the worker, and the next kernel,
+    begun there, starts again in a fresh one with nothing lost or doubled; an error in a
+    comparison is blamed on its own kernel."""
+    fake(**{kernels[1].name: "fault-late", kernels[3].name: "fail-late"})
+    record, lines = _run(kernels, tmp_path, name="late")
+    by_kernel = {}
+    for name, _, status in _rows(record):
+        by_kernel.setdefault(name, []).append(status)
+    assert by_kernel[kernels[1].name] == ["pass", "error"], by_kernel
+    assert by_kernel[kernels[3].name] == ["FAIL", "FAIL"]
+    assert all(by_kernel[k.name] == ["pass", "pass"] for k in kernels if k not in
+               (kernels[1], kernels[3]))
+    assert len(_rows(record)) == len(kernels) * len(SIZES)
+    assert "a bug in a comparison" in record.results[3].message
+    assert sum(f"{kernels[3].name} failed its checks" in line for line in lines) == 1
 
 
 def test_a_hang_takes_only_its_kernel_and_the_others_go_on(kernels, fake, tmp_path):

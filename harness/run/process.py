@@ -158,8 +158,12 @@ class WorkerProcess:
                                  event["message"]))
                 self.reported.add((event["kernel"], size))
         elif kind == "retire":
-            self.say(f"      {event['kernel']} failed its checks: the next kernel starts in a "
-                     "fresh worker")
+            if not event.get("error"):  # else the error that follows is this kernel's
+                self.say(f"      {event['kernel']} failed its checks: the next kernel starts "
+                         "in a fresh worker")
+            if event["kernel"] != self.current:  # the next one's battery ran beside its last
+                # comparisons (worker._run_kernel): it is not this worker's, and starts afresh
+                self.current, self.at = event["kernel"], None
         elif kind == "phases":
             for name, seconds in event["seconds"].items():
                 self.record.phases[name] = self.record.phases.get(name, 0.0) + seconds

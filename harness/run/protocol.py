@@ -5,7 +5,9 @@ The runner writes one :class:`Job` (JSON) to the worker's stdin. The worker answ
 facts, once), ``kernel_start``, ``progress`` (a stage, optionally at a size), ``result`` (one
 :class:`~harness.bench.result.Result` as JSON), ``kernel_error`` (a kernel refused before any
 launch), ``retire`` (the worker stops after a kernel that failed its checks, so the next kernel
-starts in a fresh process), and ``error`` (the worker could not go on).
+starts in a fresh process; the next one's battery may have begun: its rows are not this
+worker's; with ``error``, the error that follows is the retired kernel's), and ``error`` (the
+worker could not go on).
 
 A job with ``feed`` set names no kernels: the worker says ``ready`` once its session is up and
 after each kernel, and reads the next kernel as one :class:`KernelRef` JSON line from stdin; the

@@ -72,14 +72,17 @@ def run_job(job: Job) -> None:
         if job.feed:
             _run_fed(session, job)
             return
+        before = None  # the kernel before: its name and its rows, maybe still compared
         for i, kernel in enumerate(kernels):
             if job.gated and not _released(kernel):
                 continue  # the runner kept its rows (a compile error, or refused offline)
-            going_on = _run_kernel(session, kernel, job, next(iter(kernels[i + 1:]), None))
+            before = _run_kernel(session, kernel, job, next(iter(kernels[i + 1:]), None),
+                                 before)
             if not blas_said and session.blas_open:
                 blas_said = _say_device(session)
-            if not going_on:
+            if before is None:
                 return
+        _ended_well(before)
 
 
 def _say_device(session: BenchSession) -> bool:
@@ -113,27 +116,63 @@ def _run_fed(session: BenchSession, job: Job) -> None:
         line = sys.stdin.readline()
         if not line.strip():
             return
-        if not _run_kernel(session, _kernel(KernelRef.from_dict(json.loads(line))), job):
+        ran = _run_kernel(session, _kernel(KernelRef.from_dict(json.loads(line))), job)
+        if not _ended_well(ran):
             return
 
 
-def _run_kernel(session: BenchSession, kernel: Kernel, job: Job,
-                after: Kernel | None = None) -> bool:
-    """Every size of one kernel; False when the worker must end (it failed its checks).
-    ``after``: the kernel to be measured next, whose inputs the host draws meanwhile."""
+Ran = tuple[str, "InOrder"]
+"""A kernel measured: its name and its rows, the last sizes' maybe still being compared."""
+
+
+def _ended_well(ran: Ran | None) -> bool:
+    """Every row of the kernel ``ran`` out; False, with ``retire`` said, when it failed a
+    check (the worker must end). An error in its comparisons is raised, ``retire`` said with
+    ``error`` first: the runner's current kernel may already be the next one."""
+    if ran is None:
+        return True
+    name, rows = ran
+    try:
+        if rows.wait():
+            return True
+    except BaseException:  # an error in its comparisons: the runner blames it, not the next
+        emit("retire", kernel=name, error=True)
+        raise
+    emit("retire", kernel=name)
+    return False
+
+
+def _run_kernel(session: BenchSession, kernel: Kernel, job: Job, after: Kernel | None = None,
+                before: Ran | None = None) -> Ran | None:
+    """Every size of one kernel, its rows going out as they are ready; None when the worker
+    must end. ``after``: the kernel to be measured next, whose inputs the host draws
+    meanwhile. ``before``: the kernel before's, whose last sizes' kept launches the host may
+    still be comparing: waited for once this kernel's check battery has run beside them (the
+    waits were 4.4 s of a default run's 48, issue 37). When it failed a check the worker ends
+    (``retire``), and this kernel, checked here after it, starts again in a fresh worker."""
     emit("kernel_start", kernel=kernel.name)
     if kernel.spec.kind == "buffers":
-        return _run_buffers(session, kernel, job)
+        if not _ended_well(before):
+            return None
+        return (kernel.name, InOrder()) if _run_buffers(session, kernel, job) else None
     try:
         prep = prepare(session, kernel, job.strict_blas, _progress(kernel.name))
     except LaunchError as exc:  # refused before any launch: the context is intact
+        if not _ended_well(before):
+            return None
         emit("kernel_error", kernel=kernel.name, kind="LaunchError", message=str(exc))
-        return True
+        return kernel.name, InOrder()
+    except BaseException:
+        if before is not None:  # its rows out before this kernel's error ends the worker
+            try:
+                before[1].wait()
+            except Exception:  # the error on its way out is the one to report
+                pass
+        raise
+    if not _ended_well(before):
+        return None
     _prefetch(session, prep.gemm.kernel, after, job)
-    if not _run_sizes(session, prep, job):
-        emit("retire", kernel=kernel.name)
-        return False
-    return True
+    return kernel.name, _run_sizes(session, prep, job)
 
 
 _BESIDE = ThreadPoolExecutor(max_workers=1, thread_name_prefix="harness-beside")
@@ -205,10 +244,10 @@ class InOrder:
         return "FAIL" not in self.statuses
 
 
-def _run_sizes(session: BenchSession, prep: Prepared, job: Job) -> bool:
-    """Measure (mode ``check``: check only) every size; False when the kernel failed a check
-    (the worker should end). Every row measured goes out before this returns, even when a
-    later size raises (a fault)."""
+def _run_sizes(session: BenchSession, prep: Prepared, job: Job) -> InOrder:
+    """Measure (mode ``check``: check only) every size; the rows, the last sizes' kept
+    launches maybe still compared (``InOrder.wait``: False when the kernel failed a check).
+    Every row measured goes out before this raises, when a later size raises (a fault)."""
     rows = InOrder()
     try:
         for size in job.sizes:
@@ -222,7 +261,7 @@ def _run_sizes(session: BenchSession, prep: Prepared, job: Job) -> bool:
         except Exception:  # the error on its way out is the one to report
             pass
         raise
-    return rows.wait()
+    return rows
 
 
 def _memory_ceiling(session: BenchSession, name: str):
