@@ -401,3 +401,30 @@ def test_a_placed_copy_holds_the_same_operands_in_buffers_of_its_own(monkeypatch
     assert np.allclose(logical_c(twin.c.array(np.float32)[: M * N], layout_c, M, N),
                        ops.a64 @ ops.b64, rtol=1e-5, atol=1e-5)
     assert (ops.c.array(np.uint32) == numerics.SENTINEL["fp32"]).all()
+
+
+def test_operands_are_restored_as_drawn_after_every_timing_and_after_a_redraw(monkeypatch):
+    """A timing draws other values into A and B; ``restore`` brings back the drawn ones, from
+    the host the first time and from device copies after, and a redraw's values once
+    redrawn (the copies of the old ones dropped)."""
+    from harness.bench import operands
+
+    monkeypatch.setattr(operands, "Buffer", _HostBuffer)
+    stream = _Stream()
+    ops = operands.Operands(stream, M, N, K, "bf16", "col", 5)
+    drawn = (bytes(ops.a.data), bytes(ops.b.data))
+    uploads = []
+    monkeypatch.setattr(ops, "_upload", lambda *a: uploads.append(1) or
+                        operands.Operands._upload(ops, *a))
+    for timing in range(3):
+        for buf in (ops.a, ops.b):  # what a timing's fresh draws leave behind
+            buf.data[:] = bytes([timing + 1]) * buf.nbytes
+        ops.restore(stream)
+        assert (bytes(ops.a.data), bytes(ops.b.data)) == drawn
+    assert len(uploads) == 1  # the first restore only
+    ops.redraw(6, stream)
+    redrawn = (bytes(ops.a.data), bytes(ops.b.data))
+    assert redrawn != drawn
+    ops.a.data[:] = bytes(ops.a.nbytes)
+    ops.restore(stream)
+    assert (bytes(ops.a.data), bytes(ops.b.data)) == redrawn
