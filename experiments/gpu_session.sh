@@ -7,7 +7,8 @@
 #   tc-profile, energy, energy-parts (the tensor-core rungs of issue 4), multi-gpu (issue 24),
 #   code-warmth, power-context (issue 21), verify (issue 33), buffers, buffers-more
 #   (issue 35), minute, minute-after, minute-all, all-before, cold-once, profiled, replay,
-#   some-tests, timing-cost, sampled, sampled-warm, traced-warm, blas-threads, stamped, traced, round-cost, graph-replicas (issue 37), fp8,
+#   some-tests, timing-cost, sampled, sampled-warm, traced-warm, blas-threads, stamped, traced,
+#   round-cost, graph-replicas, ab-warm (issue 37), fp8,
 #   fp8-block (issue 36)
 set -uo pipefail
 OUT=${OUT:-/tmp/out}
@@ -349,6 +350,28 @@ s.print_callees(r'time_sustained|time_interleaved|warm_up|_replayed|\(checked\)|
       timeout 400 python3 -m harness compare $TC_ROWS --size 512 --size 1024 --size 2048 \
         --size 4096 --report-dir "$REP" \
         2>&1 | tee "$OUT/compare-tc.log" ;;
+    ab-warm)  # issue 37: warm default runs on one host, one per variant of $VARIANTS, after
+      # one run that fills the caches: HEAD; omp=N (OMP_NUM_THREADS=N: the host's comparison
+      # threads); rev=SHA (that commit, from a git worktree, on the same caches); hosts differ
+      # by up to 20% (issue 37), so that what differs is the variant alone
+      fill_caches ab
+      for variant in ${VARIANTS:-HEAD}; do
+        start=$SECONDS
+        case "$variant" in
+          omp=*) env OMP_NUM_THREADS="${variant#omp=}" timeout 300 python3 -m harness run \
+                   --report-dir "$REP" > "$OUT/ab-$variant.log" 2>&1 ;;
+          rev=*) rev=${variant#rev=}
+                 git worktree add -f "/tmp/ab-$rev" "$rev" > /dev/null 2>&1
+                 (cd "/tmp/ab-$rev" && PYTHONPATH="/tmp/ab-$rev:/tmp/site" timeout 300 \
+                   python3 -m harness run --report-dir "$REP") > "$OUT/ab-$variant.log" 2>&1 ;;
+          *) timeout 300 python3 -m harness run --report-dir "$REP" > "$OUT/ab-$variant.log" \
+               2>&1 ;;
+        esac
+        echo "$(date -u +%FT%TZ) warm default run, $variant: $((SECONDS - start)) s wall" \
+          | tee -a "$OUT/ab-$variant.log"
+        grep -A1 "wall time" "$OUT/ab-$variant.log" | head -2
+      done
+      unset HARNESS_CACHE_DIR ;;
     tc-state)  # issue 21: compare of the tensor-core rows with 300 ms of warm-up per kernel
       # (18 x 300 ms), then again as by default, NVML's temperature, clock and power sampled
       # every 100 ms throughout
