@@ -760,6 +760,31 @@ def test_a_batch_of_whole_cycles_is_captured_once_and_copied(monkeypatch):
     assert "no copies here" in fallen.replica_error and len(made) == 3
 
 
+def test_a_timings_events_go_back_to_the_timer_once_nothing_records_them(monkeypatch):
+    """The batches' events come from the timer's pool and go back to it when the batches
+    close, so the next timing captures with them; not while a batch is still in flight (an
+    error on its way out): the GPU may still record them."""
+    from harness.gpu.driver import EventPool
+    from harness.gpu.timing import sustained
+
+    made, timer, rule, _ = _faked_captures(monkeypatch)
+    timer.events = EventPool()
+    launches = [lambda: None, lambda: None]
+    first = sustained.Batches(timer, launches, [None, None], rule, 32, graph=True)
+    used = {id(e) for c in first.sets for e in [c.mark, *(e for r in c.batch for p in r
+                                                           for e in p)]}
+    assert len(used) == 3 * (1 + 32 * 2 * 2)
+    first.close()
+    second = sustained.Batches(timer, launches, [None, None], rule, 32, graph=True)
+    again = {id(e) for c in second.sets for e in [c.mark, *(e for r in c.batch for p in r
+                                                            for e in p)]}
+    assert again == used
+    second.in_flight.append(second.sets[0].batch)  # a batch the GPU may still be running
+    second.close()
+    third = sustained.Batches(timer, launches, [None, None], rule, 32, graph=True)
+    assert not {id(e) for c in third.sets for e in [c.mark]} & used
+
+
 def test_a_warm_up_stretch_is_captured_once_and_replayed(monkeypatch):
     """Short rounds: a few rounds are captured in a graph once and replayed, a few driver calls
     a stretch (from the host, the GPU waited on it between rounds and the stretches measured

@@ -254,6 +254,7 @@ class Batches:
         self.primers = list(primers or [None] * len(launches))
         self.rests = list(rests or [0.0] * len(launches))
         self.cap, self.per_batch = rule.cap, per_batch
+        self._taken: list[Event] = []
         self.enqueued = 0
         self.in_flight: list[list[list[tuple[Event, Event]]]] = []
         self.times: list[list[float]] = []
@@ -324,9 +325,9 @@ class Batches:
         return sets
 
     def _replicated(self) -> list[Captured]:
-        batches = [[[(Event(), Event()) for _ in self.launches] for _ in range(self.per_batch)]
-                   for _ in range(3)]
-        marks = [Event() for _ in batches]
+        batches = [[[(self._event(), self._event()) for _ in self.launches]
+                    for _ in range(self.per_batch)] for _ in range(3)]
+        marks = [self._event() for _ in batches]
 
         def events(k: int) -> list[Event]:
             return [marks[k], *(e for round_ in batches[k] for pair in round_ for e in pair)]
@@ -342,8 +343,9 @@ class Batches:
                                                      strict=True)]
 
     def _capture(self) -> Captured:
-        batch = [[(Event(), Event()) for _ in self.launches] for _ in range(self.per_batch)]
-        mark = Event()
+        batch = [[(self._event(), self._event()) for _ in self.launches]
+                 for _ in range(self.per_batch)]
+        mark = self._event()
 
         def enqueue() -> None:
             mark.record(self.timer.stream, in_graph=True)
@@ -369,7 +371,7 @@ class Batches:
             self.enqueued += self.per_batch
             return
         count = min(self.per_batch, self.cap - self.enqueued)
-        batch = [[(Event(), Event()) for _ in self.launches] for _ in range(count)]
+        batch = [[(self._event(), self._event()) for _ in self.launches] for _ in range(count)]
         self._rounds(batch)
         self.in_flight.append(batch)
         self.enqueued += count
@@ -391,9 +393,22 @@ class Batches:
         while not self.stop and len(self.in_flight) < self.ahead and self.enqueued < self.cap:
             self.enqueue()
 
+    def _event(self) -> Event:
+        """An event of the timer's pool (Timer.events), given back at ``close``."""
+        pool = getattr(self.timer, "events", None)
+        event = pool.take(Event) if pool is not None else Event()
+        self._taken.append(event)
+        return event
+
     def close(self) -> None:
+        """The graphs destroyed; their events back to the timer's pool once nothing in flight
+        records them (an error may leave batches running: their events are then dropped)."""
         for captured in self.sets:
             captured.graph.close()
+        pool = getattr(self.timer, "events", None)
+        if pool is not None and not self.in_flight:
+            pool.give(self._taken)
+        self._taken = []
 
     def finished(self) -> bool:
         return not self.in_flight and (bool(self.stop) or self.enqueued >= self.cap)

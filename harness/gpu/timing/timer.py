@@ -12,7 +12,7 @@ from dataclasses import replace
 
 from harness.errors import HarnessError
 from harness.gpu.clocks import ClockSampler
-from harness.gpu.driver import Buffer, Event, Stream
+from harness.gpu.driver import Buffer, Event, EventPool, Stream
 from harness.gpu.timing.gate import Gate
 from harness.gpu.timing.isolated import time_isolated
 from harness.gpu.timing.kernels import TimerKernels
@@ -52,6 +52,8 @@ class Timer:
         self._kernels: TimerKernels | None = None
         self._gate: Gate | None = None
         self._gate_off = False
+        self.events = EventPool()
+        """The timed batches' events, used again from one timing to the next (sustained.py)."""
 
     @property
     def kernels(self) -> TimerKernels:
