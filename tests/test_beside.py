@@ -153,42 +153,73 @@ def test_inputs_drawn_beside_are_the_inputs_drawn_in_place(monkeypatch):
         assert all(key in operands._PENDING for key in keys), planned
 
 
-class _Kept:
-    """A kept-outputs buffer in host memory: the two reads TimedOutputs.block uses."""
+class _Device:
+    """Device memory in host bytes, by address: the buffers and the gather launch that
+    TimedOutputs.blocks uses, the launch doing in numpy what fresh_gather does."""
 
-    def __init__(self, data: np.ndarray):
-        self.raw, self.reads = data.tobytes(), []
+    def __init__(self):
+        self.memory, self.launches = {}, 0
+        device = self
 
-    def download_at(self, offset, dtype, count, stream):
-        self.reads.append("whole")
-        return np.frombuffer(self.raw, dtype, count, offset).copy()
+        class Buffer:
+            def __init__(self, nbytes):
+                self.raw, self.address = bytearray(nbytes), 1 + len(device.memory)
+                device.memory[self.address] = self
 
-    def download_lines(self, offsets, dtype, count, stream):
-        self.reads.append(len(offsets))
-        return np.stack([np.frombuffer(self.raw, dtype, count, o) for o in offsets])
+            def upload(self, array, stream):
+                self.raw[:] = np.ascontiguousarray(array).tobytes()
+
+            def download(self, dtype, shape, stream):
+                return np.frombuffer(bytes(self.raw), dtype).reshape(shape).copy()
+
+            def close(self):
+                pass
+
+        self.Buffer = Buffer
+
+    def gather(self, shape, stream, args):
+        kept, stride, where, blocks, lines, across, line, word, out = (a.value for a in args)
+        index = np.frombuffer(bytes(self.memory[where].raw), np.uint32).reshape(blocks, -1)
+        dtype = np.uint32 if word == 4 else np.uint16
+        raw = np.frombuffer(bytes(self.memory[kept].raw), np.uint8)
+        got = []
+        for ix in index:
+            slot = raw[ix[0] * stride:(ix[0] + 1) * stride].view(dtype)
+            picked, at = ix[2:2 + lines], ix[2 + lines:2 + lines + across]
+            got.append(slot[(picked[:, None] * line + at[None, :]).reshape(-1)])
+        self.memory[out].raw[:] = np.concatenate(got).astype(dtype).tobytes()
+        self.launches += 1
 
 
 @pytest.mark.parametrize("layout", ["row", "col"])
-@pytest.mark.parametrize("whole_bytes", [0, 1 << 30])
-def test_a_kept_outputs_sampled_block_is_the_same_read_whole_or_by_lines(
-        layout, whole_bytes, monkeypatch):
-    """The sampled block of a kept repetition (rows x columns of C) is the same whether the
-    output is read whole (small ones) or line by line, in either layout of C, from the slot
-    asked for and no other."""
-    from harness.bench import capture
+@pytest.mark.parametrize("c_type", ["fp32", "bf16"])
+def test_the_kept_outputs_sampled_blocks_are_gathered_at_once(layout, c_type, monkeypatch):
+    """The sampled block of each kept repetition (rows x columns of C) comes from its own slot
+    in either layout of C and either width of its elements, every block in one launch."""
+    from harness.bench import capture, numerics
 
-    monkeypatch.setattr(capture, "WHOLE_READ_BYTES", whole_bytes)
+    device = _Device()
+    monkeypatch.setattr(capture, "Buffer", device.Buffer)
     m, n, slots = 12, 9, 3
-    rng = np.random.default_rng(5)
-    outputs = rng.standard_normal((slots, m, n)).astype(np.float32)
+    word = numerics.c_bytes(c_type)
+    dtype = np.uint32 if word == 4 else np.uint16
+    outputs = np.random.default_rng(5).integers(0, 60000, (slots, m, n)).astype(dtype)
     stored = outputs if layout == "row" else outputs.transpose(0, 2, 1)
-    kept = _Kept(np.ascontiguousarray(stored))
-    timed = SimpleNamespace(spec=SimpleNamespace(layout_c=layout), c_type="fp32", m=m, n=n,
-                            word_bytes=4, stride=m * n * 4, kept_buffer=kept, stream=None)
-    rows, cols = np.array([0, 4, 11]), np.array([2, 3, 8])
-    got = capture.TimedOutputs.block(timed, 1, rows, cols)
-    assert np.array_equal(got, outputs[1][np.ix_(rows, cols)])
-    assert kept.reads == (["whole"] if whole_bytes else [3])
+    stride = m * n * word + 64  # slots are padded apart
+    kept = device.Buffer(slots * stride)
+    for j in range(slots):
+        kept.raw[j * stride:j * stride + m * n * word] = np.ascontiguousarray(stored[j]).tobytes()
+    fresh = SimpleNamespace(gather=SimpleNamespace(launch=device.gather),
+                            shape=lambda count: None)
+    timed = SimpleNamespace(spec=SimpleNamespace(layout_c=layout), c_type=c_type, m=m, n=n,
+                            word_bytes=word, stride=stride, kept_buffer=kept, stream=None,
+                            fresh=fresh)
+    picks = [(2, np.array([0, 4, 11]), np.array([2, 3, 8])),
+             (0, np.array([1, 5, 7]), np.array([0, 6, 7]))]
+    got = capture.TimedOutputs.blocks(timed, picks)
+    for (slot, rows, cols), block in zip(picks, got, strict=True):
+        assert np.array_equal(block.view(dtype), outputs[slot][np.ix_(rows, cols)])
+    assert device.launches == 1
 
 
 def test_a_replay_is_named_however_far_back_the_result_it_returns_was_computed():

@@ -261,6 +261,43 @@ def test_a_captured_rest_spins_as_long_as_its_slot_says_when_replayed(device, st
         graph.close()
 
 
+@pytest.mark.gpu_shared
+@pytest.mark.parametrize("layout,c_type", [("row", "fp32"), ("col", "bf16")])
+def test_the_kept_outputs_blocks_gathered_on_the_device_are_the_bits_kept(device, stream,
+                                                                         layout, c_type):
+    """fresh_gather (TimedOutputs.blocks): each sampled block holds the bits of its own slot
+    at its rows and columns, in either layout and width of C."""
+    from types import SimpleNamespace
+
+    import numpy as np
+
+    from harness.bench import capture, numerics
+    from harness.gpu.driver import Buffer
+
+    m, n, slots = 300, 200, 3
+    word = numerics.c_bytes(c_type)
+    dtype = np.uint32 if word == 4 else np.uint16
+    outputs = np.random.default_rng(7).integers(0, 60000, (slots, m, n)).astype(dtype)
+    stored = outputs if layout == "row" else outputs.transpose(0, 2, 1)
+    stride = -(-(m * n * word) // 256) * 256 + 256
+    kept = Buffer(slots * stride)
+    try:
+        for j in range(slots):
+            kept.upload_at(np.ascontiguousarray(stored[j]), j * stride, stream)
+        timed = SimpleNamespace(spec=SimpleNamespace(layout_c=layout), c_type=c_type, m=m,
+                                n=n, word_bytes=word, stride=stride, kept_buffer=kept,
+                                stream=stream, fresh=capture.FreshKernels(stream,
+                                                                          device.sm_count))
+        rng = np.random.default_rng(3)
+        picks = [(j, np.sort(rng.choice(m, 64, replace=False)),
+                  np.sort(rng.choice(n, 64, replace=False))) for j in (2, 0, 1)]
+        for (slot, rows, cols), block in zip(picks, capture.TimedOutputs.blocks(timed, picks),
+                                             strict=True):
+            assert np.array_equal(block.view(dtype), outputs[slot][np.ix_(rows, cols)])
+    finally:
+        kept.close()
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("cold", [True, False])
 def test_isolated_launches_idle_between_and_wait_on_no_host(device, stream, cold):

@@ -47,7 +47,6 @@ probability 2^-16."""
 SLOTS_LARGE = 8
 """Kept where an output has 4M elements or more (64 MB in FP32 each)."""
 THREADS = 256
-WHOLE_READ_BYTES = 4 << 20
 """A kept output up to this size is read whole to take its sampled block (one copy, not one
 per line)."""
 
@@ -84,6 +83,7 @@ class FreshKernels:
         self.decide = self.module.function("fresh_decide")
         self.copy = self.module.function("fresh_capture")
         self.scan = self.module.function("fresh_scan")
+        self.gather = self.module.function("fresh_gather")
         self.one = LaunchShape((1, 1, 1), (1, 1, 1), 0)
         """A launch of one thread (the counter, the decision)."""
 
@@ -207,23 +207,35 @@ class TimedOutputs:
         counts = self.counts.download(np.uint32, (4,), self.stream)
         return int(counts[0]), int(counts[1]), int(counts[2])
 
-    def block(self, slot: int, rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
-        """Rows ``rows`` by columns ``cols`` of a kept output, in C's storage type: the whole
-        output read at once up to WHOLE_READ_BYTES, else the lines that hold the block (one
-        synchronisation for all: read one by one, they were 5.9 s of a default run)."""
+    def blocks(self, picks: Sequence[tuple[int, np.ndarray, np.ndarray]]
+               ) -> list[np.ndarray]:
+        """The rows x columns block of each kept output named (slot, rows, columns), in C's
+        storage type: gathered on the device in one launch and read back at once (the lines
+        that hold them, read for each slot, were 0.9 s of a default run's main thread, issue
+        37; read one by one, 5.9 s)."""
+        if not picks:
+            return []
         dtype = numerics.c_dtype(self.c_type)
-        base = slot * self.stride
         by_row = self.spec.layout_c == "row"
-        line, picked, across = (self.n, rows, cols) if by_row else (self.m, cols, rows)
-        if self.m * self.n * self.word_bytes <= WHOLE_READ_BYTES:
-            whole = self.kept_buffer.download_at(base, dtype, self.m * self.n, self.stream)
-            lines = whole.reshape(-1, line)[picked]
-        else:
-            lines = self.kept_buffer.download_lines(
-                [base + int(i) * line * self.word_bytes for i in picked], dtype, line,
-                self.stream)
-        block = lines[:, across]
-        return block if by_row else np.ascontiguousarray(block.T)
+        line = self.n if by_row else self.m
+        index = np.array([[slot, 0, *(rows if by_row else cols), *(cols if by_row else rows)]
+                          for slot, rows, cols in picks], dtype=np.uint32)
+        lines, across = ((len(picks[0][1]), len(picks[0][2])) if by_row
+                         else (len(picks[0][2]), len(picks[0][1])))
+        count = len(picks) * lines * across
+        where, out = Buffer(index.nbytes), Buffer(count * self.word_bytes)
+        try:
+            where.upload(index, self.stream)
+            f = self.fresh
+            f.gather.launch(f.shape(count), self.stream, (
+                _u64(self.kept_buffer.address), _u64(self.stride), _u64(where.address),
+                _u32(len(picks)), _u32(lines), _u32(across), _u64(line),
+                _u32(self.word_bytes), _u64(out.address)))
+            got = out.download(dtype, (len(picks), lines, across), self.stream)
+        finally:
+            where.close()
+            out.close()
+        return [x.copy() if by_row else np.ascontiguousarray(x.T) for x in got]
 
     def changed_inputs(self) -> tuple[int, int]:
         """Elements of A and of B that differed, right after a kept repetition, from what was
@@ -291,14 +303,15 @@ def gather(timed: TimedOutputs) -> Gathered:
     total, kept = timed.kept()
     m, n = timed.m, timed.n
     rng = np.random.default_rng(contents.derive(timed.seed, timed.salt, "sample"))
-    scanned = []
+    counts, picks = [], []
     for one in kept:
         base = timed.kept_buffer.address + one.slot * timed.stride
-        unwritten, nonfinite, moved = timed.scan(base, m * n, GUARD_ELEMENTS)
+        counts.append(timed.scan(base, m * n, GUARD_ELEMENTS))
         rows = np.sort(rng.choice(m, size=min(m, SAMPLE), replace=False))
         cols = np.sort(rng.choice(n, size=min(n, SAMPLE), replace=False))
-        scanned.append(Scanned(one, unwritten, nonfinite, moved, rows, cols,
-                               timed.block(one.slot, rows, cols)))
+        picks.append((one.slot, rows, cols))
+    scanned = [Scanned(one, *found, rows, cols, block) for one, found, (_, rows, cols), block
+               in zip(kept, counts, picks, timed.blocks(picks), strict=True)]
     d_changes = []
     if getattr(timed.spec, "has_d", False):
         for index, ops in enumerate(timed.copies):

@@ -168,6 +168,24 @@ extern "C" __global__ void fresh_capture(const unsigned char* src, u64 nbytes,
         ((u16*)dst)[i] = ((const u16*)src)[i];
 }
 
+// the sampled block of each kept output: block b takes slot index[b][0], its lines
+// index[b][2..2+lines) (rows of a row-major C, columns of a column-major one) and, in each,
+// the elements at index[b][2+lines..2+lines+across); into ``out``, block by block, line by line
+extern "C" __global__ void fresh_gather(const unsigned char* kept, u64 stride, const u32* index,
+                                        u32 blocks, u32 lines, u32 across, u64 line_len,
+                                        u32 word_bytes, unsigned char* out) {
+    const u64 per = (u64)lines * across, words = 2u + lines + across;
+    const u64 step = (u64)gridDim.x * blockDim.x;
+    for (u64 i = blockIdx.x * blockDim.x + threadIdx.x; i < blocks * per; i += step) {
+        const u32* ix = index + (i / per) * words;
+        const u64 r = (i % per) / across, c = i % across;
+        const unsigned char* at = kept + (u64)ix[0] * stride
+                                  + ((u64)ix[2 + r] * line_len + ix[2 + lines + c]) * word_bytes;
+        if (word_bytes == 4u) ((u32*)out)[i] = *(const u32*)at;
+        else ((u16*)out)[i] = *(const u16*)at;
+    }
+}
+
 // counts[0]: elements of the output still holding the sentinel; counts[1]: non-finite ones;
 // counts[2]: guard elements after it that no longer hold the sentinel
 extern "C" __global__ void fresh_scan(const void* base, u32 elements, u32 guard, u32 word_bytes,
