@@ -24,7 +24,8 @@ rm -rf /tmp/site/harness
 export PYTHONPATH=$PWD:/tmp/site PYTHONUNBUFFERED=1
 { nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,power.limit \
     --format=csv; python3 -c 'import cuda.bindings, numpy; print("cuda-bindings",
-    cuda.bindings.__version__, "numpy", numpy.__version__)'; } 2>&1 | tee "$OUT/env.txt"
+    cuda.bindings.__version__, "numpy", numpy.__version__)'
+  lscpu | grep -E "^Model name|^CPU\(s\)"; } 2>&1 | tee "$OUT/env.txt"
 # the first lines of a report: date, GPU and driver, and the command that wrote it
 header() {
   date -u +"%Y-%m-%dT%H:%M:%SZ"
@@ -352,24 +353,29 @@ s.print_callees(r'time_sustained|time_interleaved|warm_up|_replayed|\(checked\)|
         2>&1 | tee "$OUT/compare-tc.log" ;;
     ab-warm)  # issue 37: warm default runs on one host, one per variant of $VARIANTS, after
       # one run that fills the caches: HEAD; omp=N (OMP_NUM_THREADS=N: the host's comparison
-      # threads); rev=SHA (that commit, from a git worktree, on the same caches); hosts differ
+      # threads and OpenBLAS's); threads=N (HARNESS_COMPARE_THREADS: the comparisons'
+      # alone); rev=SHA (that commit, from a git worktree, on the same caches); hosts differ
       # by up to 20% (issue 37), so that what differs is the variant alone
       fill_caches ab
+      i=0
       for variant in ${VARIANTS:-HEAD}; do
-        start=$SECONDS
+        i=$((i + 1)) start=$SECONDS name=$i-${variant//=/-}
         case "$variant" in
           omp=*) env OMP_NUM_THREADS="${variant#omp=}" timeout 300 python3 -m harness run \
-                   --report-dir "$REP" > "$OUT/ab-$variant.log" 2>&1 ;;
+                   --report-dir "$REP" > "$OUT/ab-$name.log" 2>&1 ;;
+          threads=*) env HARNESS_COMPARE_THREADS="${variant#threads=}" timeout 300 python3 \
+                   -m harness run --report-dir "$REP" > "$OUT/ab-$name.log" 2>&1 ;;
           rev=*) rev=${variant#rev=}
                  git worktree add -f "/tmp/ab-$rev" "$rev" > /dev/null 2>&1
                  (cd "/tmp/ab-$rev" && PYTHONPATH="/tmp/ab-$rev:/tmp/site" timeout 300 \
-                   python3 -m harness run --report-dir "$REP") > "$OUT/ab-$variant.log" 2>&1 ;;
-          *) timeout 300 python3 -m harness run --report-dir "$REP" > "$OUT/ab-$variant.log" \
+                   python3 -m harness run --report-dir "$REP") > "$OUT/ab-$name.log" 2>&1 ;;
+          *) timeout 300 python3 -m harness run --report-dir "$REP" > "$OUT/ab-$name.log" \
                2>&1 ;;
         esac
         echo "$(date -u +%FT%TZ) warm default run, $variant: $((SECONDS - start)) s wall" \
-          | tee -a "$OUT/ab-$variant.log"
-        grep -A1 "wall time" "$OUT/ab-$variant.log" | head -2
+          | tee -a "$OUT/ab-$name.log" | tee -a "$OUT/ab-warm.log"
+        grep -A4 "wall time" "$OUT/ab-$name.log" | head -5 >> "$OUT/ab-warm.log"
+        grep -A1 "wall time" "$OUT/ab-$name.log" | head -2
       done
       unset HARNESS_CACHE_DIR ;;
     tc-state)  # issue 21: compare of the tensor-core rows with 300 ms of warm-up per kernel

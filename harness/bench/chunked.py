@@ -65,6 +65,15 @@ def host_threads() -> int:
     return max(1, min(16, cores, int(share) if share.isdigit() and int(share) > 0 else cores))
 
 
+def pool_threads() -> int:
+    """Threads of each of :func:`pool`'s pools: half of :func:`host_threads`. Each block
+    takes the interpreter between its numpy calls, and so does the main thread for every
+    driver call it makes (issue 37: notes/verification.md, "Fewer comparing threads").
+    ``HARNESS_COMPARE_THREADS`` sets another count (experiments)."""
+    asked = os.environ.get("HARNESS_COMPARE_THREADS", "")
+    return int(asked) if asked.isdigit() and int(asked) > 0 else max(1, host_threads() // 2)
+
+
 def pool() -> ThreadPoolExecutor:
     """The process's threads for work split in blocks of rows (numpy lets go of the GIL);
     work submitted from one of them must not wait on another's. The main thread, which drives
@@ -77,7 +86,7 @@ def pool() -> ThreadPoolExecutor:
         with _POOLS_LOCK:
             if main not in _POOLS:
                 _POOLS[main] = ThreadPoolExecutor(
-                    max_workers=host_threads(),
+                    max_workers=pool_threads(),
                     thread_name_prefix="harness-urgent" if main else "harness-compare")
     return _POOLS[main]
 
