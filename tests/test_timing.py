@@ -695,6 +695,7 @@ def test_the_warm_up_that_never_settles_stops_at_its_cap_and_zero_runs_it_whole(
 def _faked_captures(monkeypatch):
     """sustained.Batches with its graphs and events faked: the graphs made (each with the
     event moves of its copies, and the copies), a timer, a stopping rule, the fake Graph."""
+    from harness.gpu.driver import EventPool
     from harness.gpu.timing import sustained
     from harness.gpu.timing.stop import Rounds, StopRule
 
@@ -715,7 +716,7 @@ def _faked_captures(monkeypatch):
             pass
 
     timer = SimpleNamespace(stream=None, options=TimingOptions(), flush=lambda: None,
-                            kernels=SimpleNamespace(spin=lambda ms: None))
+                            kernels=SimpleNamespace(spin=lambda ms: None), events=EventPool())
     monkeypatch.setattr(sustained, "Graph", Graph)
     monkeypatch.setattr(sustained, "Event", Event)
     rule = StopRule.of(Rounds(2, False, 0.0), cap=2000, floor=3, max_rel_se_pct=0.25,
@@ -764,11 +765,9 @@ def test_a_timings_events_go_back_to_the_timer_once_nothing_records_them(monkeyp
     """The batches' events come from the timer's pool and go back to it when the batches
     close, so the next timing captures with them; not while a batch is still in flight (an
     error on its way out): the GPU may still record them."""
-    from harness.gpu.driver import EventPool
     from harness.gpu.timing import sustained
 
     made, timer, rule, _ = _faked_captures(monkeypatch)
-    timer.events = EventPool()
     launches = [lambda: None, lambda: None]
     first = sustained.Batches(timer, launches, [None, None], rule, 32, graph=True)
     used = {id(e) for c in first.sets for e in [c.mark, *(e for r in c.batch for p in r

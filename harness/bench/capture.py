@@ -47,8 +47,6 @@ probability 2^-16."""
 SLOTS_LARGE = 8
 """Kept where an output has 4M elements or more (64 MB in FP32 each)."""
 THREADS = 256
-"""A kept output up to this size is read whole to take its sampled block (one copy, not one
-per line)."""
 
 _VERIFYING = ThreadPoolExecutor(max_workers=8, thread_name_prefix="harness-verify")
 """Where the kept repetitions of a timing are compared, side by side (their comparisons use

@@ -395,8 +395,7 @@ class Batches:
 
     def _event(self) -> Event:
         """An event of the timer's pool (Timer.events), given back at ``close``."""
-        pool = getattr(self.timer, "events", None)
-        event = pool.take(Event) if pool is not None else Event()
+        event = self.timer.events.take(Event)
         self._taken.append(event)
         return event
 
@@ -405,9 +404,8 @@ class Batches:
         records them (an error may leave batches running: their events are then dropped)."""
         for captured in self.sets:
             captured.graph.close()
-        pool = getattr(self.timer, "events", None)
-        if pool is not None and not self.in_flight:
-            pool.give(self._taken)
+        if not self.in_flight:
+            self.timer.events.give(self._taken)
         self._taken = []
 
     def finished(self) -> bool:
