@@ -310,3 +310,16 @@ def test_a_kernel_is_checked_while_the_one_before_is_still_compared(monkeypatch)
             assert events[3:] == [("sizes", "next")] and ran[0] == "next"
         else:
             assert events[3:] == [("retire", "before")] and ran is None
+
+    def faults(*args):
+        raise RuntimeError("CUDA_ERROR_ILLEGAL_ADDRESS")
+
+    monkeypatch.setattr(worker, "prepare", faults)
+    for status in ("pass", "FAIL"):  # a fault in the battery after a failed kernel: retired
+        rows = worker.InOrder()
+        rows.add(_row(4096, status))
+        events.clear()
+        with pytest.raises(RuntimeError, match="ILLEGAL_ADDRESS"):
+            worker._run_kernel(None, kernel, job, before=("before", rows))
+        assert events == [("kernel_start", "next")] + ([("retire", "before")]
+                                                       if status == "FAIL" else [])

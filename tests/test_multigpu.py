@@ -26,9 +26,10 @@ from harness.run import process, runner
 from harness.run.gpus import GpuSlot, VisibleGpu
 
 # A stand-in worker: the protocol of run/worker.py, with what each kernel does taken from
-# FAKE_PLAN (kernel name -> pass, fail, fault, hang, sleep:SECONDS, fail-late and fault-late: the
-# failure said once the next kernel has started; "@start:<CUDA_VISIBLE_DEVICES>"
-# -> die, hang: the worker on that GPU never gets ready). Every row names the GPU it was pinned to.
+# FAKE_PLAN (kernel name -> pass, fail, fault, hang, sleep:SECONDS; fail-late and fault-late: the
+# failure said once the next kernel has started; fail-late-fault: and that kernel faulted;
+# "@start:<CUDA_VISIBLE_DEVICES>" -> die, hang: the worker on that GPU never gets ready). Every
+# row names the GPU it was pinned to.
 FAKE_WORKER = r'''
 import json, math, os, sys, time, zlib
 from harness.bench.result import KernelInfo, Result
@@ -79,12 +80,15 @@ def kernel(ref, after=None):
             ms = 0.1 + zlib.crc32(name.encode()) % 1000 / 100
             row = row.with_parts(timing=Timing(ms, ms, ms, ms, ms, 10, True, *[math.nan] * 4))
         emit("result", result=row.ended(status, "on " + gpu).to_json())
-    if action in ("fail", "fail-late"):
-        if action == "fail-late" and after is not None:  # the next kernel's battery ran
-            # beside this one's last comparisons (worker._run_kernel)
+    if action in ("fail", "fail-late", "fail-late-fault"):
+        if action != "fail" and after is not None:  # the next kernel's battery ran beside
+            # this one's last comparisons (worker._run_kernel)
             emit("kernel_start", kernel=after["name"])
             emit("progress", kernel=after["name"], stage="checking: 26 checks")
         emit("retire", kernel=name)
+        if action == "fail-late-fault" and after is not None:  # and faulted there
+            emit("error", kind="CudaError", message="CUDA_ERROR_ILLEGAL_ADDRESS")
+            sys.exit(3)
         return False
     return True
 
@@ -290,15 +294,19 @@ def test_a_failure_said_after_the_next_kernel_began_reruns_that_kernel(kernels, 
     before (worker._run_kernel): a failure found then retires the worker, and the next kernel,
     begun there, starts again in a fresh one with nothing lost or doubled; an error in a
     comparison is blamed on its own kernel."""
-    fake(**{kernels[1].name: "fault-late", kernels[3].name: "fail-late"})
+    fake(**{kernels[1].name: "fault-late", kernels[3].name: "fail-late",
+            kernels[4].name: "fail-late-fault"})
     record, lines = _run(kernels, tmp_path, name="late")
     by_kernel = {}
     for name, _, status in _rows(record):
         by_kernel.setdefault(name, []).append(status)
     assert by_kernel[kernels[1].name] == ["pass", "error"], by_kernel
     assert by_kernel[kernels[3].name] == ["FAIL", "FAIL"]
+    # a fault in the battery of the kernel after a failed one is not that kernel's: it runs
+    # again in a fresh worker
+    assert by_kernel[kernels[4].name] == ["FAIL", "FAIL"]
     assert all(by_kernel[k.name] == ["pass", "pass"] for k in kernels if k not in
-               (kernels[1], kernels[3]))
+               (kernels[1], kernels[3], kernels[4]))
     assert len(_rows(record)) == len(kernels) * len(SIZES)
     assert "a bug in a comparison" in record.results[3].message
     assert sum(f"{kernels[3].name} failed its checks" in line for line in lines) == 1

@@ -163,9 +163,12 @@ def _run_kernel(session: BenchSession, kernel: Kernel, job: Job, after: Kernel |
         emit("kernel_error", kernel=kernel.name, kind="LaunchError", message=str(exc))
         return kernel.name, InOrder()
     except BaseException:
-        if before is not None:  # its rows out before this kernel's error ends the worker
+        if before is not None:  # its rows out before this kernel's error ends the worker;
+            # after a failed check the error may be that kernel's doing (it may have written
+            # memory it does not own): retired, this kernel starts again in a fresh worker
             try:
-                before[1].wait()
+                if not before[1].wait():
+                    emit("retire", kernel=before[0])
             except Exception:  # the error on its way out is the one to report
                 pass
         raise
