@@ -12,13 +12,14 @@ from harness.bench.memory.draw import DRAW_SOURCE
 from harness.bench.memory.roofline import READ
 from harness.errors import CompileError, HarnessError
 from harness.gpu import compilers, own_kernels
+from harness.gpu.compare_sums import SOURCE as SUMS_SOURCE
 from harness.gpu.crowd import SOURCE as CROWD_SOURCE
 from harness.gpu.fp8_walk import SOURCE as FP8_WALK_SOURCE
 from harness.gpu.reference import SOURCE as REFERENCE_SOURCE
 from harness.gpu.timing.kernels import SOURCE as TIMER_SOURCE
 
 ALL = (TIMER_SOURCE, FRESH_SOURCE, CROWD_SOURCE, REFERENCE_SOURCE, KNOWN_SOURCE, READ,
-       DRAW_SOURCE, FP8_WALK_SOURCE)
+       DRAW_SOURCE, FP8_WALK_SOURCE, SUMS_SOURCE)
 BROKEN = own_kernels.Source(b"__global__ void f( {", "broken.cu", "a broken test source")
 
 

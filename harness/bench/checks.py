@@ -132,21 +132,20 @@ def known_of(gemm: LoadedGemm, ops: operands.Operands, seed: int, alpha: float, 
 
 def compare_to_reference(gemm: LoadedGemm, ops: operands.Operands, out: np.ndarray, seed: int,
                          alpha: float, beta: float, initial: np.ndarray | None,
-                         deep: bool = False, known: tuple | None = None) -> CheckResult:
+                         deep: bool = False, known: tuple | None = None,
+                         total: chunked.Sums | None = None) -> CheckResult:
     """``out`` (C after a launch on ``ops``) against the float64 reference of ``ops``, its
     error also as a multiple of FP32 accumulation's on the same inputs; ``deep`` (K >= 2048,
     or a timed size): a kernel that claims FP32 fails above numerics.FP32_MULTIPLE_MAX.
     ``known``: :func:`known_of` already made (on another thread than the device's, nothing
-    may compute on the GPU)."""
+    may compute on the GPU); ``total``: the comparison's sums, made on the device."""
     spec = gemm.kernel.spec
     k = ops.k
     ref, scale, walked = known if known is not None else known_of(gemm, ops, seed, alpha, beta)
     if ops.fp8 is not None:  # its scales are in a64 and b64; its bound is the window's walk
         return fp8_check.check(out, *ops.codes, ops.fp8, ops.scales, spec.c_type, seed=seed,
                                initial=initial, ref=ref, walked=walked)
-    via = getattr(spec, "fp32_via", "")
-    unit = (numerics.FP32_VIA_UNIT[via] if via else
-            numerics.TF32_UNROUNDED_UNIT if ops.unrounded else 0.0)
+    via, unit = getattr(spec, "fp32_via", ""), chunked.input_unit(spec, ops)
     strict = deep and spec.precision == "fp32" and not via
     return chunked.compare(
         out, ref, spec.precision, k=k, seed=seed, alpha=alpha, beta=beta, c_type=spec.c_type,
@@ -154,7 +153,7 @@ def compare_to_reference(gemm: LoadedGemm, ops: operands.Operands, out: np.ndarr
         yardstick=(numerics.fp32_yardstick(ops.a64, ops.b64, alpha, ops.product_norm())
                    if beta == 0.0 and ops.draw == "uniform" else None),
         max_multiple=numerics.FP32_MULTIPLE_MAX if strict else None, input_unit=unit,
-        input_norm=abs(alpha) * ops.product_norm() if unit else 0.0)
+        input_norm=abs(alpha) * ops.product_norm() if unit else 0.0, total=total)
 
 
 def launch_and_compare(gemm: LoadedGemm, ops: operands.Operands, stream: Stream, seed: int,

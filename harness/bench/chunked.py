@@ -135,19 +135,40 @@ MARGIN = 1e-6
 path computes with another order of additions; nearer, the whole path decides."""
 
 
+def element_factor(k: int, input_unit: float) -> float:
+    """An element's bound per unit of its error scale (numerics.element_limit's)."""
+    return ELEMENT_SAFETY * accumulation_bound(k) + 2.0 * input_unit
+
+
+def input_unit(spec, ops) -> float:
+    """The relative error u_in of the inputs a check's kernel multiplies (its ``fp32_via``,
+    or TF32 operands left unrounded), 0 where they are exact (numerics.Tolerance)."""
+    via = getattr(spec, "fp32_via", "")
+    return (numerics.FP32_VIA_UNIT[via] if via else
+            numerics.TF32_UNROUNDED_UNIT if ops.unrounded else 0.0)
+
+
+def of_device(values) -> Sums:
+    """:class:`Sums` from the device's eight (gpu/compare_sums.py, in this order)."""
+    nan, bad, unwritten, err2, max_abs, ref2, scale2, rounding2 = (float(v) for v in values)
+    return Sums(int(nan), int(bad), int(unwritten), err2, max_abs, ref2, scale2, rounding2)
+
+
 def passed_quickly(out: np.ndarray, ref: np.ndarray, precision: str, scale: np.ndarray, k: int,
                    seed: int, alpha: float, beta: float, c_type: str,
                    initial: np.ndarray | None, yardstick: float | None,
-                   max_multiple: float | None, input_unit: float, input_norm: float
-                   ) -> CheckResult | None:
+                   max_multiple: float | None, input_unit: float, input_norm: float,
+                   total: Sums | None = None) -> CheckResult | None:
     """The result of :func:`~harness.bench.numerics.compare` when the check passes (its
-    arguments), from :func:`sums`; None when it may fail (or C is not ``ref``'s shape)."""
+    arguments), from :func:`sums` (``total``: made on the device already, for ``out``
+    against ``ref`` and ``scale`` with ``initial``); None when it may fail (or C is not
+    ``ref``'s shape)."""
     if ref.ndim != 2 or out.shape != ref.shape or scale.shape != ref.shape or (
             initial is not None and initial.shape != ref.shape):
         return None
     Tolerance.of_norms(precision, k, c_type, 0.0, 0.0, 0.0)  # an unknown type fails here
-    factor = ELEMENT_SAFETY * accumulation_bound(k) + 2.0 * input_unit  # element_limit's
-    total = sums(out, ref, scale, initial, c_type, factor)
+    if total is None:
+        total = sums(out, ref, scale, initial, c_type, element_factor(k, input_unit))
     tol = Tolerance.of_norms(precision, k, c_type, math.sqrt(total.scale2),
                              math.sqrt(total.ref2), math.sqrt(total.rounding2), input_unit,
                              input_norm)
@@ -168,11 +189,13 @@ def compare(out: np.ndarray, ref: np.ndarray, precision: str, *, scale: np.ndarr
             seed: int, alpha: float, beta: float, c_type: str = "fp32",
             initial: np.ndarray | None = None, c64: np.ndarray | None = None,
             yardstick: float | None = None, max_multiple: float | None = None,
-            input_unit: float = 0.0, input_norm: float = 0.0) -> CheckResult:
+            input_unit: float = 0.0, input_norm: float = 0.0,
+            total: Sums | None = None) -> CheckResult:
     """:func:`harness.bench.numerics.compare` (its arguments and result): a pass from
-    :func:`passed_quickly`, anything else compared whole, by the path that names the cause."""
+    :func:`passed_quickly` (``total``: its sums, made on the device), anything else compared
+    whole, by the path that names the cause."""
     quick = passed_quickly(out, ref, precision, scale, k, seed, alpha, beta, c_type, initial,
-                           yardstick, max_multiple, input_unit, input_norm)
+                           yardstick, max_multiple, input_unit, input_norm, total)
     if quick is not None:
         return quick
     return numerics.compare(out, ref, precision, scale=scale, k=k, seed=seed, alpha=alpha,

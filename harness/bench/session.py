@@ -21,6 +21,8 @@ from harness.bench.operands import Operands, for_kernel, fp8_key, prefetch
 from harness.compiler.compile import compile_kernel
 from harness.gpu import own_kernels
 from harness.gpu.clocks import ClockSampler
+from harness.gpu.compare_sums import SOURCE as SUMS_SOURCE
+from harness.gpu.compare_sums import SumsKernels, Twins
 from harness.gpu.compilers import compiler_versions
 from harness.gpu.crowd import SOURCE as CROWD_SOURCE
 from harness.gpu.crowd import Crowd
@@ -69,7 +71,7 @@ class BenchSession:
         self.device = Device(ordinal)
         # the session's own kernels built on threads beside its start-up (own_kernels.py)
         own_kernels.ahead(self.device.arch.name, TIMER_SOURCE, FRESH_SOURCE, CROWD_SOURCE,
-                          REFERENCE_SOURCE, FP8_WALK_SOURCE)
+                          REFERENCE_SOURCE, FP8_WALK_SOURCE, SUMS_SOURCE)
         self.stream = Stream()
         self.clocks = ClockSampler(self.device.pci_bus_id)
         self.timer = Timer(self.stream, self.device.l2_bytes, self.clocks, timing)
@@ -81,6 +83,8 @@ class BenchSession:
         self._placements: dict[tuple, list[Operands]] = {}
         self.baseline_checked: set[tuple] = set()
         """The shapes and types cuBLAS has been checked at in this session."""
+        self.twins = Twins()
+        """The device copies of the references made here (gpu/compare_sums.py)."""
         checks.set_gpu_references(self.reference_on_gpu, cublas_available, self.fp8_walk_sums)
 
     def __enter__(self) -> BenchSession:
@@ -91,6 +95,7 @@ class BenchSession:
 
     def close(self) -> None:
         checks.release_gpu_references(self.reference_on_gpu)
+        self.twins.close()
         self._loaded.clear()
         for ops in [*self._timing_operands.values(), *sum(self._placements.values(), [])]:
             ops.close()
@@ -111,9 +116,18 @@ class BenchSession:
     def reference_on_gpu(self, a64, b64, alpha: float, beta: float, c64):
         """A check's float64 reference and error scale computed with this session's cuBLAS
         (gpu/reference.py): how the checks compute the large ones while it is open
-        (checks.set_gpu_references)."""
-        return reference_and_scale(self.blas, a64, b64, alpha, beta, c64,
-                                   self.reference_kernels)
+        (checks.set_gpu_references); their device copies stay in :attr:`twins`."""
+        kept: list = []
+        ref, scale = reference_and_scale(self.blas, a64, b64, alpha, beta, c64,
+                                         self.reference_kernels, kept)
+        for ref_buf, scale_buf in kept:
+            self.twins.keep(ref, ref_buf, scale_buf)
+        return ref, scale
+
+    @cached_property
+    def compare_sums(self) -> SumsKernels:
+        """A large comparison's sums on the device (gpu/compare_sums.py)."""
+        return SumsKernels(self.stream, self.device.sm_count)
 
     @cached_property
     def reference_kernels(self) -> ReferenceKernels:

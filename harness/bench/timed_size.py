@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from harness.bench import numerics, operands
+from harness.bench import chunked, numerics, operands
 from harness.bench.checks import (
     Checked,
     KernelChecks,
@@ -31,6 +31,7 @@ from harness.bench.launches import gemm_launch
 from harness.bench.phases import CHECKS_BESIDE, PHASES
 from harness.bench.result import CheckSummary, Result
 from harness.compiler.screen import Screen
+from harness.gpu.compare_sums import KINDS
 
 _JUDGING = ThreadPoolExecutor(max_workers=1, thread_name_prefix="harness-size-check")
 """Where a size's own comparisons run (their numpy work on chunked.py's pool, which lets go of
@@ -54,6 +55,9 @@ class SizeCheck:
     """The two launches' outputs and their guards' overwritten elements."""
     baseline: np.ndarray | None
     """cuBLAS's output where its check is due (once per shape and types in a session)."""
+    totals: tuple[chunked.Sums | None, ...] = (None, None)
+    """Each output's comparison sums, made on the device where its reference has a device
+    copy (gpu/compare_sums.py); None: the host makes them."""
 
     def start(self, res: Result) -> Future:
         """:meth:`judged` on a thread of its own, at once: beside the size's own timing, not
@@ -69,14 +73,14 @@ class SizeCheck:
         deep = ops.k >= numerics.TIMED_DEEP_K and ops.m * ops.n >= numerics.TIMED_DEEP_OUTPUTS
         (out, guard), (out2, guard2) = self.runs
 
-        def compared(output: np.ndarray) -> numerics.CheckResult:
+        def compared(output: np.ndarray, total: chunked.Sums | None) -> numerics.CheckResult:
             return compare_to_reference(gemm, ops, output, seed, 1.0, 0.0, ops.initial(),
-                                        deep, known=self.known)
+                                        deep, known=self.known, total=total)
 
-        first = Checked(out, compared(out), guard)
+        first = Checked(out, compared(out, self.totals[0]), guard)
         # compared again only where its bits differ (at 4096 a comparison costs a second)
         same = not (numerics.bits(out2) != numerics.bits(out)).any()
-        again = Checked(out2, first.result if same else compared(out2), guard2)
+        again = Checked(out2, first.result if same else compared(out2, self.totals[1]), guard2)
         results = list(self.battery.results)
         if first.guard:
             results.append(outside_c(first.result, first.guard))
@@ -104,13 +108,15 @@ def launched(session, gemm: LoadedGemm, ops: operands.Operands, known: tuple,
     """The device's part of a size's check (``known``: checks.known_of, made before), and
     the first launch's host wall time (with its synchronisation: a timing estimate)."""
     stream, spec, seed = session.stream, gemm.kernel.spec, ops.seed
-    runs, took = [], []
+    runs, took, totals = [], [], []
+    sums = _device_sums(session, gemm, ops, known)
     for _ in range(2):
         ops.poison_c(stream)
         t0 = time.perf_counter()
         gemm_launch(gemm, ops, stream)()
         runs.append(ops.result(stream))
         took.append((time.perf_counter() - t0) * 1e3)
+        totals.append(sums() if sums is not None else None)
     key = (ops.m, ops.n, ops.k, seed, spec.precision, spec.layout_a, spec.layout_b,
            spec.layout_c, spec.c_type, *operands.fp8_key(spec))
     baseline = None
@@ -118,4 +124,21 @@ def launched(session, gemm: LoadedGemm, ops: operands.Operands, known: tuple,
         baseline = baseline_output(session.blas, gemm, ops, stream)
         session.baseline_checked.add(key)
     return SizeCheck(gemm, ops, seed, session.run_seed, battery, screen, known, runs,
-                     baseline), took[0]
+                     baseline, tuple(totals)), took[0]
+
+
+def _device_sums(session, gemm: LoadedGemm, ops: operands.Operands, known: tuple):
+    """What makes the sums of the output in ``ops.out`` against ``known``'s reference on the
+    device, where the reference has a device copy (made there), C starts as the sentinel, and
+    the check is not an FP8 GEMM's (its bound is the walk's); None: the host makes them."""
+    spec = gemm.kernel.spec
+    if ops.fp8 is not None or spec.c_type not in KINDS or (
+            ops.c_start is not None and ops.d is None):
+        return None
+    twin = session.twins.of(known[0])
+    if twin is None:
+        return None
+    factor = chunked.element_factor(ops.k, chunked.input_unit(spec, ops))
+    return lambda: chunked.of_device(session.compare_sums.sums(
+        ops.out, spec.c_type, ops.layout_c, *twin, numerics.SENTINEL[spec.c_type], factor,
+        ops.m, ops.n))

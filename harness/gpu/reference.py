@@ -139,8 +139,8 @@ class ReferenceKernels:
 
 def reference_and_scale(blas: Cublas, a64: np.ndarray, b64: np.ndarray, alpha: float,
                         beta: float, c64: np.ndarray | None,
-                        kernels: ReferenceKernels | None = None
-                        ) -> tuple[np.ndarray, np.ndarray]:
+                        kernels: ReferenceKernels | None = None,
+                        twins: list | None = None) -> tuple[np.ndarray, np.ndarray]:
     """``alpha A B + beta C`` in float64 and its error scale ``|alpha| |A||B| + |beta| |C|``
     in float32, as numerics.reference and numerics.error_scale give them (C is used only at
     beta != 0), both products computed on the device with ``blas`` (cublasDgemm on its
@@ -148,7 +148,9 @@ def reference_and_scale(blas: Cublas, a64: np.ndarray, b64: np.ndarray, alpha: f
     the host, as the results are, or A and B :class:`Stored` (widened on the device with
     ``kernels``). With ``kernels`` the magnitudes of A and B are made, and the scale narrowed,
     on the device; without, on the host. The device memory (three float64
-    matrices, 512 MiB each at 8192) is freed before it returns."""
+    matrices, 512 MiB each at 8192) is freed before it returns, except, where ``twins`` is a
+    list and ``kernels`` are given, the reference's and the scale's buffers, appended to it
+    (their device copies: compare_sums.py)."""
     stored = [x if isinstance(x, Stored) and kernels is not None else None for x in (a64, b64)]
     a64, b64 = (x if s is not None else
                 np.ascontiguousarray(x.values() if isinstance(x, Stored) else x,
@@ -180,12 +182,18 @@ def reference_and_scale(blas: Cublas, a64: np.ndarray, b64: np.ndarray, alpha: f
                              abs(beta), abs_c).astype(np.float32)
         else:
             a_buf, b_buf, c_buf = buffers
+            if twins is not None:  # the reference kept before its buffer holds the scale
+                buffers.append(Buffer(m * n * 8))
+                buffers[-1].copy_from(c_buf, blas.stream)
             kernels.magnitudes(a_buf, m * k, blas.stream)
             kernels.magnitudes(b_buf, k * n, blas.stream)
             _product(blas, buffers, (m, n, k), None, None, abs(alpha), abs(beta), abs_c, read=False)
             buffers.append(Buffer(m * n * 4))
             kernels.narrowed(c_buf, buffers[-1], m * n, blas.stream)
             scale = buffers[-1].download(np.float32, (m, n), blas.stream)
+            if twins is not None:
+                twins.append((buffers[-2], buffers[-1]))
+                del buffers[-2:]
     finally:
         for buffer in buffers:
             buffer.close()
