@@ -354,7 +354,8 @@ s.print_callees(r'time_sustained|time_interleaved|warm_up|_replayed|\(checked\)|
     ab-warm)  # issue 37: warm default runs on one host, one per variant of $VARIANTS, after
       # one run that fills the caches: HEAD; omp=N (OMP_NUM_THREADS=N: the host's comparison
       # threads and OpenBLAS's); threads=N (HARNESS_COMPARE_THREADS: the comparisons'
-      # alone); rev=SHA (that commit, from a git worktree, on the same caches); hosts differ
+      # alone); host-sums (HARNESS_HOST_SUMS: the timed size's comparisons on the host, as
+      # before 2026-11-28); rev=SHA (that commit, from a git worktree, on the same caches); hosts differ
       # by up to 20% (issue 37), so that what differs is the variant alone
       fill_caches ab
       i=0
@@ -365,6 +366,8 @@ s.print_callees(r'time_sustained|time_interleaved|warm_up|_replayed|\(checked\)|
                    --report-dir "$REP" > "$OUT/ab-$name.log" 2>&1 ;;
           threads=*) env HARNESS_COMPARE_THREADS="${variant#threads=}" timeout 300 python3 \
                    -m harness run --report-dir "$REP" > "$OUT/ab-$name.log" 2>&1 ;;
+          host-sums) env HARNESS_HOST_SUMS=1 timeout 300 python3 -m harness run \
+                   --report-dir "$REP" > "$OUT/ab-$name.log" 2>&1 ;;
           rev=*) rev=${variant#rev=}
                  git worktree add -f "/tmp/ab-$rev" "$rev" > /dev/null 2>&1
                  (cd "/tmp/ab-$rev" && PYTHONPATH="/tmp/ab-$rev:/tmp/site" timeout 300 \
