@@ -129,7 +129,8 @@ def test_the_devices_sums_are_the_hosts(device, c_type, layout):
 @pytest.mark.gpu_shared
 def test_a_sessions_timed_size_is_compared_on_its_device():
     """At 512^3 and more the reference is made on the device and kept there: the size's own
-    check takes its sums from the device, the host's sums agree, and it passes."""
+    check and cuBLAS's take their sums from the device, the host's sums agree, and it
+    passes."""
     from harness.bench import measure
     from harness.bench.session import BenchSession
     from harness.kernels.registry import DEFAULT_KERNEL_DIRS, load_registry
@@ -140,6 +141,8 @@ def test_a_sessions_timed_size_is_compared_on_its_device():
         res, ready = measure.checked(session, prep, 640, 576, 512, defer=True)
         size = ready.size
         assert all(total is not None for total in size.totals)
+        assert size.baseline is not None and size.baseline_total is not None  # cuBLAS's too
+        assert size.baseline_total.bad == 0 and size.baseline_total.unwritten == 0
         ref, scale, _ = size.known
         assert session.twins.of(ref) is not None
         out = size.runs[0][0]

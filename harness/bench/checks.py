@@ -3,13 +3,13 @@
 Each check draws fresh inputs from a seed, fills C with the sentinel (beta = 0) or random start
 values (beta != 0) and a guard past its end, launches once and compares with float64
 (numerics.compare names the finding: unwritten, non-finite, wrong values, ignores beta, ignores
-alpha). A check may run the same launch again on the same inputs: identical runs must agree bit
-for bit (a race; a kernel that keeps state between launches; a nondeterministic kernel that did
-not say so), on an idle GPU and behind a crowd that holds most of its SMs (gpu/crowd.py). The
-guard after C catches stores without bounds checks. Two launches are probes: NaN in C at beta =
-0 (a kernel that computes beta * C there reads C when beta = 0: a note, a failure under BLAS
-strictness) and new inputs with C still holding the last result (a kernel that skips work where
-C looks computed). plan.py says which checks a kernel gets.
+alpha). A check may run the same launch again on the same inputs: identical runs must agree bit for
+bit (a race; a kernel that keeps state between launches; a nondeterministic kernel that did not say
+so), on an idle GPU and behind a crowd that holds most of its SMs (gpu/crowd.py). The guard after C
+catches stores without bounds checks. Two launches are probes: NaN in C at beta = 0 (a kernel that
+computes beta * C there reads C when beta = 0: a note, a failure under BLAS strictness) and new
+inputs with C still holding the last result (a kernel that skips work where C looks computed).
+plan.py says which checks a kernel gets.
 """
 
 from __future__ import annotations
@@ -137,8 +137,7 @@ def compare_to_reference(gemm: LoadedGemm, ops: operands.Operands, out: np.ndarr
     """``out`` (C after a launch on ``ops``) against the float64 reference of ``ops``, its
     error also as a multiple of FP32 accumulation's on the same inputs; ``deep`` (K >= 2048,
     or a timed size): a kernel that claims FP32 fails above numerics.FP32_MULTIPLE_MAX.
-    ``known``: :func:`known_of` already made (on another thread than the device's, nothing
-    may compute on the GPU); ``total``: the comparison's sums, made on the device."""
+    ``known``: :func:`known_of`, made on the device's thread; ``total``: the device's sums."""
     spec = gemm.kernel.spec
     k = ops.k
     ref, scale, walked = known if known is not None else known_of(gemm, ops, seed, alpha, beta)
@@ -325,9 +324,11 @@ def baseline_output(blas: Cublas, gemm: LoadedGemm, ops: operands.Operands, stre
 
 
 def judge_baseline(gemm: LoadedGemm, ops: operands.Operands, out: np.ndarray, seed: int,
-                   alpha: float = 1.0, beta: float = 0.0, known: tuple | None = None) -> None:
+                   alpha: float = 1.0, beta: float = 0.0, known: tuple | None = None,
+                   total: chunked.Sums | None = None) -> None:
     """:func:`check_baseline`'s host part: an error when cuBLAS's ``out`` fails."""
-    base = compare_to_reference(gemm, ops, out, seed, alpha, beta, None, known=known)
+    base = compare_to_reference(gemm, ops, out, seed, alpha, beta, None, known=known,
+                                total=total)
     if not base.passed:
         raise HarnessError(f"cuBLAS itself failed the check at {ops.m}x{ops.n}x{ops.k}: "
                            f"{base.message}; the reference or the operands are wrong")

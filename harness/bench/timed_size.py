@@ -59,6 +59,8 @@ class SizeCheck:
     totals: tuple[chunked.Sums | None, ...] = (None, None)
     """Each output's comparison sums, made on the device where its reference has a device
     copy (gpu/compare_sums.py); None: the host makes them."""
+    baseline_total: chunked.Sums | None = None
+    """cuBLAS's output's, likewise."""
 
     def start(self, res: Result) -> Future:
         """:meth:`judged` on a thread of its own, at once: beside the size's own timing, not
@@ -90,7 +92,8 @@ class SizeCheck:
             results.append(found)
         results.append(first.result)
         if self.baseline is not None:
-            judge_baseline(gemm, ops, self.baseline, seed, known=self.known)
+            judge_baseline(gemm, ops, self.baseline, seed, known=self.known,
+                           total=self.baseline_total)
         passed, max_rel, finding, failure, of_bound = summary_of(results)
         notes = tuple(self.battery.notes) + ((found.message,) if found and found.passed
                                              else ())
@@ -117,22 +120,25 @@ def launched(session, gemm: LoadedGemm, ops: operands.Operands, known: tuple,
         gemm_launch(gemm, ops, stream)()
         runs.append(ops.result(stream))
         took.append((time.perf_counter() - t0) * 1e3)
-        totals.append(sums() if sums is not None else None)
+        totals.append(sums(True) if sums is not None else None)
     key = (ops.m, ops.n, ops.k, seed, spec.precision, spec.layout_a, spec.layout_b,
            spec.layout_c, spec.c_type, *operands.fp8_key(spec))
-    baseline = None
+    baseline = baseline_total = None
     if key not in session.baseline_checked:
         baseline = baseline_output(session.blas, gemm, ops, stream)
         session.baseline_checked.add(key)
+        if baseline is not None and sums is not None:  # judged with no initial C
+            baseline_total = sums(False)
     return SizeCheck(gemm, ops, seed, session.run_seed, battery, screen, known, runs,
-                     baseline, tuple(totals)), took[0]
+                     baseline, tuple(totals), baseline_total), took[0]
 
 
 def _device_sums(session, gemm: LoadedGemm, ops: operands.Operands, known: tuple):
     """What makes the sums of the output in ``ops.out`` against ``known``'s reference on the
-    device, where the reference has a device copy (made there), C starts as the sentinel, and
-    the check is not an FP8 GEMM's (its bound is the walk's); None: the host makes them (and
-    always with ``HARNESS_HOST_SUMS`` set: the experiments' before and after)."""
+    device (given whether to count the elements still holding the sentinel), where the
+    reference has a device copy (made there), C starts as the sentinel, and the check is not
+    an FP8 GEMM's (its bound is the walk's); None: the host makes them (and always with
+    ``HARNESS_HOST_SUMS`` set: the experiments' before and after)."""
     spec = gemm.kernel.spec
     if os.environ.get("HARNESS_HOST_SUMS") or ops.fp8 is not None or spec.c_type not in KINDS or (
             ops.c_start is not None and ops.d is None):
@@ -141,6 +147,7 @@ def _device_sums(session, gemm: LoadedGemm, ops: operands.Operands, known: tuple
     if twin is None:
         return None
     factor = chunked.element_factor(ops.k, chunked.input_unit(spec, ops))
-    return lambda: chunked.of_device(session.compare_sums.sums(
-        ops.out, spec.c_type, ops.layout_c, *twin, numerics.SENTINEL[spec.c_type], factor,
-        ops.m, ops.n))
+    word = numerics.SENTINEL[spec.c_type]
+    return lambda initial: chunked.of_device(session.compare_sums.sums(
+        ops.out, spec.c_type, ops.layout_c, *twin, word if initial else None, factor, ops.m,
+        ops.n))
