@@ -31,13 +31,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from harness.bench import chunked, contents, fp8_check, numerics
+from harness.bench import chunked, contents, fp8_check, keyed, numerics
 from harness.bench.numerics import CheckResult
 from harness.bench.operands import GUARD_ELEMENTS, Operands
 from harness.compiler.screen import Screen
 from harness.errors import HarnessError
 from harness.gpu import own_kernels
 from harness.gpu.driver import Buffer, LaunchShape, Stream
+from harness.gpu.graph import on_replay
 
 SAMPLE = 64
 """Rows and columns of a kept output compared with float64 (the whole output is scanned)."""
@@ -63,6 +64,9 @@ the host, 128 at K = 4096; spent only on a wrong one)."""
 CHANGES_INPUTS = "changes its inputs"
 MEMOISES = "memoises"
 WRITES_OUTSIDE = "writes outside C"
+MISCOUNTED = "writes the harness's state"
+KEPT_PART = 0x100
+"""The part (keyed.content_key) of a timing's reservoir secret, apart from its operands'."""
 
 
 FRESH_SOURCE = own_kernels.Source(contents.SOURCE.encode(), "fresh_inputs.cu",
@@ -82,8 +86,16 @@ class FreshKernels:
         self.copy = self.module.function("fresh_capture")
         self.scan = self.module.function("fresh_scan")
         self.gather = self.module.function("fresh_gather")
+        self._fill = self.module.function("keyed_fill")
         self.one = LaunchShape((1, 1, 1), (1, 1, 1), 0)
         """A launch of one thread (the counter, the decision)."""
+
+    def fill(self, buf: Buffer, count: int, kind: str, key: int) -> None:
+        """``count`` elements of the content whose key is ``key`` (contents.content_key)
+        into ``buf``, as contents.draw gives them on the host: the device's draw for launches
+        outside a timing."""
+        self._fill.launch(self.shape(count), self.stream, (
+            _u64(buf.address), _u32(count), _u32(contents.KIND[kind]), _u64(key)))
 
     def shape(self, count: int) -> LaunchShape:
         blocks = max(1, min(self.blocks_max, -(-count // THREADS)))
@@ -130,7 +142,13 @@ class TimedOutputs:
         self.word_bytes = numerics.c_bytes(spec.c_type)
         self.out_bytes = (self.m * self.n + GUARD_ELEMENTS) * self.word_bytes
         self.stride = -(-self.out_bytes // 256) * 256
-        self.secret = contents.derive(seed, salt, "kept")
+        self.inputs = keyed.run_secret()
+        """What the fresh contents' keys come from (keyed.py): launch arguments only."""
+        self.secret = contents.content_key(self.inputs, self.salt, 0, KEPT_PART) & 0xFFFFFFFF
+        """The reservoir's secret (which repetitions are kept)."""
+        self.keeps = 0
+        """Timed repetitions made (keep calls, each replay of a captured one counted): what
+        the reservoir's own count on the device must equal."""
         self.state = Buffer(contents.STATE_WORDS * 8)
         self.state.fill_u32(0, self.stream)
         self.kept_buffer = Buffer(self.slots * self.stride)
@@ -148,8 +166,9 @@ class TimedOutputs:
         for operand, buf, count, kind in (("A", ops.a, self.m * self.k, self.kinds[0]),
                                           ("B", ops.b, self.k * self.n, self.kinds[1])):
             f.draw.launch(f.shape(count), self.stream, (
-                _u64(buf.address), _u32(count), _u32(contents.KIND[kind]), _u32(self.seed),
-                _u32(self.salt), _u32(contents.OPERAND[operand]), _u64(self.state.address),
+                _u64(buf.address), _u32(count), _u32(contents.KIND[kind]),
+                *map(_u32, self.inputs.words), _u32(self.salt),
+                _u32(contents.OPERAND[operand]), _u64(self.state.address),
                 _u32(int(verify)), _u64(self.changed.address + 4 * contents.OPERAND[operand])))
 
     def refresh(self, index: int) -> None:
@@ -161,12 +180,17 @@ class TimedOutputs:
         """After a timed repetition on copy ``index``: kept or not (reservoir sampling); when
         kept, its output copied to its slot and its A and B compared with what was drawn."""
         f, out = self.fresh, self.copies[index].out
+        if not on_replay(self._kept_one):
+            self._kept_one()
         f.decide.launch(f.one, self.stream, (_u64(self.state.address), _u32(self.slots),
                                               _u32(self.secret)))
         f.copy.launch(f.shape(self.out_bytes // 16), self.stream, (
             _u64(out.address), _u64(self.out_bytes), _u64(self.kept_buffer.address),
             _u64(self.stride), _u64(self.state.address)))
         self._draw(index, verify=True)
+
+    def _kept_one(self) -> None:
+        self.keeps += 1
 
     def befores(self, befores: Sequence[Callable[[], None]]) -> list[Callable[[], None]]:
         """Each copy's ``before`` (C poisoned, workspace prepared) after its fresh draw."""
@@ -245,9 +269,9 @@ class TimedOutputs:
                  ) -> tuple[np.ndarray, np.ndarray]:
         """Rows ``rows`` of A and columns ``cols`` of B drawn for ``content``, as float64."""
         spec = self.spec
-        a = contents.a_rows(self.seed, self.salt, content, self.kinds[0], spec.layout_a, self.m,
+        a = contents.a_rows(self.inputs, self.salt, content, self.kinds[0], spec.layout_a, self.m,
                             self.k, rows)
-        b = contents.b_cols(self.seed, self.salt, content, self.kinds[1], spec.layout_b, self.k,
+        b = contents.b_cols(self.inputs, self.salt, content, self.kinds[1], spec.layout_b, self.k,
                             self.n, cols)
         return a, b
 
@@ -293,6 +317,9 @@ class Gathered:
     changed: tuple[int, int]
     d_changes: list[tuple[int, int]]
     """A kernel that writes D: (placement, elements of C changed) where any were."""
+    made: int = -1
+    """Timed repetitions the host made (TimedOutputs.keeps): ``total``, the reservoir's count
+    on the device, must equal it; -1: not known (the check is not made)."""
 
 
 def gather(timed: TimedOutputs) -> Gathered:
@@ -316,7 +343,7 @@ def gather(timed: TimedOutputs) -> Gathered:
             same, _, moved = timed.scan(ops.c.address, m * n, GUARD_ELEMENTS)
             if same != m * n or moved:
                 d_changes.append((index, m * n - same + moved))
-    return Gathered(timed, total, scanned, timed.changed_inputs(), d_changes)
+    return Gathered(timed, total, scanned, timed.changed_inputs(), d_changes, timed.keeps)
 
 
 def verify(timed: TimedOutputs, initial: Operands, screen: Screen | None
@@ -332,6 +359,13 @@ def finish(gathered: Gathered, initial: Operands, screen: Screen | None
     on another thread while the device times the next launch."""
     timed, checked = gathered.timed, len(gathered.scanned)
     m, n, k = timed.m, timed.n, timed.k
+    if gathered.made >= 0 and gathered.total != gathered.made:
+        return CheckResult.finding_only(
+            MISCOUNTED, m, n, k, timed.seed, 1.0, 0.0,
+            f"{MISCOUNTED}: the reservoir on the device counted {gathered.total} timed "
+            f"repetitions where {gathered.made} were launched: its state (device memory the "
+            "kernel shares) was written by something other than the harness; a kernel that "
+            "writes outside its buffers is not measured", 1), 0
     # each kept repetition on a thread of its own (numpy lets go of the GIL); the first
     # failure in the order they ran is the finding
     for found in _VERIFYING.map(lambda one: _verify_one(timed, initial, screen, one,

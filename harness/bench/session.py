@@ -14,8 +14,9 @@ from functools import cached_property, partial
 from harness.bench import checks
 from harness.bench.capture import FRESH_SOURCE, FreshKernels, TimedOutputs
 from harness.bench.ceiling import Ceilings
-from harness.bench.contents import derive, new_seed
+from harness.bench.contents import content_key, derive, new_seed
 from harness.bench.gemm import LoadedGemm
+from harness.bench.keyed import run_secret
 from harness.bench.limits import Limits
 from harness.bench.operands import Operands, for_kernel, fp8_key, prefetch
 from harness.compiler.compile import compile_kernel
@@ -38,6 +39,8 @@ from harness.gpu.timing.kernels import SOURCE as TIMER_SOURCE
 from harness.kernels.registry import Kernel
 
 TIMING_OPERAND_BYTES = 4 << 30
+TWIN_STREAM = 0xFFFFFFFC
+"""The salt (contents.content_key) of the reference twins' checksum key."""
 BASELINE_PLACEMENTS = 16
 """cuBLAS and the kernel on a small GEMM are timed on this many copies of its operands (the
 kernel's and fresh allocations of the same values), one per round in turn, both on the same
@@ -121,8 +124,14 @@ class BenchSession:
         ref, scale = reference_and_scale(self.blas, a64, b64, alpha, beta, c64,
                                          self.reference_kernels, kept)
         for ref_buf, scale_buf in kept:
-            self.twins.keep(ref, ref_buf, scale_buf)
+            self.twins.keep(ref, ref_buf, scale_buf,
+                            self.compare_sums.checksum((ref_buf, scale_buf), self.twin_key))
         return ref, scale
+
+    @cached_property
+    def twin_key(self) -> int:
+        """The key of the twins' checksums (gpu/compare_sums.py): from the run secret."""
+        return content_key(run_secret(), TWIN_STREAM, 0, 0)
 
     @cached_property
     def compare_sums(self) -> SumsKernels:
