@@ -7,9 +7,8 @@ import subprocess
 import numpy as np
 import pytest
 
-from harness.errors import HarnessError
-
 from harness.bench import contents, keyed
+from harness.errors import HarnessError
 
 SECRET = keyed.Secret((0x01234567, 0x89ABCDEF, 0xDEADBEEF, 0x0BADF00D))
 KAT = [  # Random123's kat_vectors: counter[4], key[2] -> output[4]
