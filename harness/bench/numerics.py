@@ -331,9 +331,7 @@ def random_operand(rng: np.random.Generator, shape: tuple[int, int], precision: 
                    draw: str = "uniform"):
     """A random operand in the device's storage format and its exact float64 value: uniform
     in [-1, 1), or with ``draw = "wide"`` spread over exponents (:data:`WIDE_EXPONENT`; TF32
-    operands then unrounded FP32 values, which a TF32 kernel must round or truncate itself).
-    Uniform values lie on the timed draws' grid of 2^-23 (contents.py); the harness's own
-    checks draw from the run secret instead (contents.check_operand), this is for tests."""
+    operands then unrounded FP32 values), on the 2^-23 grid (contents.check_operand: runs')."""
     values = rng.integers(0, 1 << 24, size=shape) * 2.0**-23 - 1.0
     if draw == "wide":
         e = WIDE_EXPONENT[precision]
