@@ -226,3 +226,16 @@ def test_the_fixtures_build_offline_for_sm_90(path: Path, private_cache):
         assert compiled.cubin[:4] == b"\x7fELF"
         res = compiled.resources
         assert 0 < res.registers <= 255 and res.spill_store_bytes == 0, (kernel.name, res)
+
+
+def test_a_buffers_kernels_draw_is_keyed_by_the_run_secret_too(monkeypatch):
+    """The buffers kernels' inputs (memory/draw.py) come from the same generator: under
+    another run secret the same seed, salt and content give other values."""
+    from harness.bench.memory.draw import drawn
+
+    monkeypatch.setattr(keyed, "_RUN", [keyed.Secret((1, 2, 3, 4))])
+    first = drawn(5, 6, 1, 0, 4096, "f32", -1.0, 2.0)
+    assert np.array_equal(first, drawn(5, 6, 1, 0, 4096, "f32", -1.0, 2.0))
+    monkeypatch.setattr(keyed, "_RUN", [keyed.Secret((1, 2, 3, 5))])
+    other = drawn(5, 6, 1, 0, 4096, "f32", -1.0, 2.0)
+    assert np.count_nonzero(first == other) < 16

@@ -48,15 +48,6 @@ __host__ __device__ inline u32 mix32(u32 x) {
     x ^= x >> 16; x *= 0x7feb352dU; x ^= x >> 15; x *= 0x846ca68bU; x ^= x >> 16;
     return x;
 }
-__host__ __device__ inline u32 content_key(u32 seed, u32 salt, u64 content, u32 operand) {
-    u32 h = mix32(seed ^ 0x9e3779b9U);
-    h = mix32(h ^ salt);
-    h = mix32(h ^ (u32)content);
-    return mix32(h ^ (u32)(content >> 32) ^ (operand * 0x85ebca6bU));
-}
-__host__ __device__ inline u32 element_hash(u32 key, u32 index) {
-    return mix32(mix32(index ^ key) + key);
-}
 @KEYED@__host__ __device__ inline u32 value_bits(u64 key, u32 index) {
     // a float in [-1, 1) on a grid of 2^-23: u * 2^-23 - 1 is exact in FP32
     return as_bits((float)(keyed_word(key, index) >> 8) * 1.1920928955078125e-07f - 1.0f);
@@ -102,8 +93,9 @@ __host__ __device__ inline u32 stored_bits(u64 key, u32 index, u32 kind) {
 """
 
 FUNCTIONS = _FUNCTIONS.replace("@KEYED@", keyed.SOURCE)
-"""The element functions, the device's and the host build's: the legacy 32-bit mix (the
-buffers kernels' draws, memory/draw.py) and the keyed ones every GEMM operand comes from."""
+"""The element functions, the device's and the host build's: keyed.py's Philox, which every
+input of a GEMM and of a buffers kernel (memory/draw.py) comes from, and a 32-bit mix for
+what needs no secret (the reservoir's pick from its keyed secret, a seed's own mixing)."""
 
 KERNELS = r"""
 #define MAX_SLOTS @MAX_SLOTS@
@@ -268,13 +260,6 @@ def content_key(secret: keyed.Secret, salt: int, content: int, operand: str | in
     return keyed.content_key(secret, salt, content, part)
 
 
-def element_hash(key: int, index: np.ndarray) -> np.ndarray:
-    """The legacy 32-bit mix's ``element_hash`` (the buffers kernels' draws, memory/draw.py)."""
-    index = np.asarray(index, dtype=np.uint32)
-    k = np.uint32(key & MASK)
-    return mix32(mix32(index ^ k) + k)
-
-
 def _grid(h: np.ndarray) -> np.ndarray:
     """FP32 bits of the family's values for words ``h``: [-1, 1) on a grid of 2^-23."""
     values = ((h >> np.uint32(8)).astype(np.float64) * 2.0**-23 - 1.0).astype(np.float32)
@@ -385,9 +370,7 @@ def draw(key: int, shape: tuple[int, ...], kind: str) -> np.ndarray:
     """The storage codes of the content whose key is ``key`` (:func:`content_key`), elements
     in storage order: what the device's ``keyed_fill`` writes (uint32 words for FP32/TF32,
     uint16 for BF16/FP16, uint8 for FP8)."""
-    count = int(np.prod(shape))
-    return stored_of_words(keyed.words(key, np.arange(count, dtype=np.uint64)),
-                           kind).reshape(shape)
+    return stored_of_words(keyed.run(key, 0, int(np.prod(shape))), kind).reshape(shape)
 
 
 def check_operand(seed: int, which: str, shape: tuple[int, int], precision: str,

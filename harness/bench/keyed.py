@@ -17,8 +17,8 @@ key at their index. So
   number (a counter on the device) enters only through the secret's PRF.
 
 The API other modules use (and issue 58's primer decoys): :func:`content_key` (host) /
-``keyed_content_key`` (device) to name a content, :func:`words` / ``keyed_word`` for its raw
-32-bit words at element indices, and ``contents.draw`` / ``keyed_fill`` (the device kernel)
+``keyed_content_key`` (device) to name a content, :func:`words` / :func:`run` /
+``keyed_word`` for its raw 32-bit words at element indices, and ``contents.draw`` / ``keyed_fill`` (the device kernel)
 for its values in the one value family every launch shares.
 """
 
@@ -161,8 +161,7 @@ def words(key: int, index: np.ndarray) -> np.ndarray:
     index = np.asarray(index, dtype=np.uint64)
     flat = index.reshape(-1)
     if flat.size and _consecutive(flat):  # a whole buffer: its blocks once each, in order
-        first = int(flat[0])
-        return _run(key, first, flat.size).reshape(index.shape)
+        return run(key, int(flat[0]), flat.size).reshape(index.shape)
     unique, where = np.unique(flat >> np.uint64(2), return_inverse=True)
     out = philox(_counters(unique), (key, key >> 32))
     return out[where.reshape(-1), (flat & np.uint64(3)).astype(np.int64)].reshape(index.shape)
@@ -173,7 +172,9 @@ RUN_CHUNK = 1 << 20
 of the GIL): an 8192 x 8192 operand is 16M blocks."""
 
 
-def _run(key: int, first: int, count: int) -> np.ndarray:
+def run(key: int, first: int, count: int) -> np.ndarray:
+    """The content's words ``first .. first + count`` (a whole buffer's draw), long runs in
+    pieces side by side."""
     lo, hi = first >> 2, (first + count - 1) >> 2
     pieces = [(b, min(b + RUN_CHUNK, hi + 1)) for b in range(lo, hi + 1, RUN_CHUNK)]
 
