@@ -18,8 +18,9 @@ key at their index. So
 
 The API other modules use (and issue 58's primer decoys): :func:`content_key` (host) /
 ``keyed_content_key`` (device) to name a content, :func:`words` / :func:`run` /
-``keyed_word`` for its raw 32-bit words at element indices, and ``contents.draw`` / ``keyed_fill`` (the device kernel)
-for its values in the one value family every launch shares.
+``keyed_word`` for its raw 32-bit words at element indices, and ``contents.draw`` /
+``keyed_fill`` (the device kernel, capture.FreshKernels.fill) for its values in the one
+value family every launch shares.
 """
 
 from __future__ import annotations
