@@ -40,7 +40,7 @@ from harness.bench.result import (
 )
 from harness.bench.session import BenchSession
 from harness.bench.timed_checks import Pending, finished, memo_probe, verify_timed
-from harness.bench.timed_size import DECOYS_MOST, SizeCheck, launched
+from harness.bench.timed_size import AMONG, SizeCheck, launched
 from harness.compiler.compile import cache_dir
 from harness.compiler.sass import disassemble, opcodes
 from harness.compiler.screen import Screen, screen
@@ -218,7 +218,7 @@ def checked(session: BenchSession, prep: Prepared, m: int, n: int, k: int,
     say("computing the reference", limit_s=reference_limit_s(m, n, k))
     known = known_of(gemm, ops, ops.seed, 1.0, 0.0)
     say("checking the timed size on the timed operands",  # its decoys too (timed_size.py)
-        limit_s=launches_limit_s(m, n, k, 3 + 2 * DECOYS_MOST))
+        limit_s=launches_limit_s(m, n, k, 1 + AMONG))
     with PHASES(TIMED_SIZE):
         size, launch_ms = launched(session, gemm, ops, known, prep.checks, prep.screen)
         if defer:

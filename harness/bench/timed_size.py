@@ -178,12 +178,13 @@ def _device_sums(session, gemm: LoadedGemm, ops: operands.Operands, known: tuple
         ops.n))
 
 
-DECOYS_MOST = 3
-"""Launches before the size's first checked launch, and between its two, at most: each count
-uniform in 0..DECOYS_MOST, secret (:func:`checked_positions`). A kernel that counts its
-launches at a shape finds its checked ones anywhere among the first 2 + 2 DECOYS_MOST, the
-very first included, and no launch checked in every run; every later one is a timed
-repetition, each as likely as any to be kept (capture.py)."""
+AMONG = 8
+"""The size's two checked launches are a pair drawn uniformly from its first AMONG launches
+(secret, :func:`checked_positions`), the launches before and between them decoys: a kernel
+that counts its launches at a shape finds each of the first AMONG checked in a quarter of the
+runs (2 / AMONG), the very first included, and its first two both in one run in 28; every
+later launch is a timed repetition, each as likely as any to be kept (capture.py)."""
+PAIRS = tuple((i, j) for i in range(AMONG) for j in range(i + 1, AMONG))
 POSITIONS_STREAM = 0xFFFFFFFD
 DECOY_STREAM = 0xFFFFFFFE
 _DECOYS = itertools.count(1)
@@ -196,9 +197,8 @@ def checked_positions(secret: keyed.Secret, kernel: str, m: int, n: int, k: int,
     0 (the first launch at the shape): drawn from the run secret, so they change from run to
     run and no launch can know them; the launches before and between are decoys."""
     name = contents.derive(0, kernel, m, n, k, precision)
-    w = keyed.words(contents.content_key(secret, POSITIONS_STREAM, name, 0), [0, 1])
-    first = int(w[0]) % (DECOYS_MOST + 1)
-    return first, first + 1 + int(w[1]) % (DECOYS_MOST + 1)
+    word = keyed.words(contents.content_key(secret, POSITIONS_STREAM, name, 0), [0])
+    return PAIRS[int(word[0]) % len(PAIRS)]  # a bias of 2^32 mod 28 in 2^32: none that shows
 
 
 def _decoy(session, gemm: LoadedGemm, ops: operands.Operands) -> None:
@@ -206,6 +206,7 @@ def _decoy(session, gemm: LoadedGemm, ops: operands.Operands) -> None:
     content of their own (the same family, keyed.py), C poisoned, the output read back as a
     check reads it; its output is not judged."""
     stream, secret, count = session.stream, keyed.run_secret(), next(_DECOYS)
+    ops.restore(stream)  # as before a checked launch: the same copy and wait, then new values
     for part, (buf, elements, kind) in enumerate(((ops.a, ops.m * ops.k, ops.kinds[0]),
                                                   (ops.b, ops.k * ops.n, ops.kinds[1]))):
         session.fresh.fill(buf, elements, kind,
