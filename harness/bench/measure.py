@@ -39,7 +39,13 @@ from harness.bench.result import (
     Result,
 )
 from harness.bench.session import BenchSession
-from harness.bench.timed_checks import Pending, finished, memo_probe, verify_timed
+from harness.bench.timed_checks import (
+    Pending,
+    finished,
+    kept_count_changed,
+    memo_probe,
+    verify_timed,
+)
 from harness.bench.timed_size import SizeCheck, launched
 from harness.compiler.compile import cache_dir
 from harness.compiler.sass import disassemble, opcodes
@@ -234,6 +240,14 @@ def timed(session: BenchSession, prep: Prepared, res: Result, kernel_timing: Tim
     Tensor-core rows carry the issue ceiling of the instruction family the kernel uses."""
     device, precision, c_type = session.device, res.kernel.precision, res.kernel.c_type
     via = prep.kernel.spec.fp32_via
+    if baseline_timing.findings:  # the timer's books (timing/account.py) on cuBLAS's side
+        return res.ended("error", f"cuBLAS's timing: {baseline_timing.findings[0]}; no figure "
+                                  "of this size is reported")
+    if kernel_timing.findings:
+        first = kernel_timing.findings[0]
+        return _with_failure(res, CheckResult.finding_only(
+            first.split(":", 1)[0], res.m, res.n, res.k, 0, 1.0, 0.0,
+            f"{first}; its timing is not a figure"))
     for who, timing, family in (("cuBLAS", baseline_timing, "unknown"),
                                 (res.kernel.name, kernel_timing,
                                  limits.claimed_family(precision, via))):
@@ -323,7 +337,8 @@ def measure(session: BenchSession, prep: Prepared, m: int, n: int, k: int,
         checked_res, (found, kept) = judged
         if checked_res.status == "FAIL":  # the size's own check: no figure
             return checked_res
-        found = found or probe  # the kept launches' finding first, as it was found first
+        # the kept launches' finding first, as it was found first
+        found = found or probe or kept_count_changed(gathered.total, kernel_timing, res)
         if found is not None:
             return _with_failure(checked_res, found)
         figure = timed(session, prep, checked_res, kernel_timing, baseline_timing)

@@ -322,6 +322,10 @@ class Timing:
     warmup_ms: float = math.nan
     """GPU time of the warm-up this timing had (TimingOptions.warmup_steady_pct); NaN where
     not recorded (every report written before 2026-11-27 04:00 UTC)."""
+    findings: tuple[str, ...] = ()
+    """What the timing's books found (timing/account.py): untimed parts that took more than
+    they are known to cost, the launch slower alone than timed, the timer's device state
+    changed under it. Not empty: the launch's figure is not one (measure.timed)."""
 
     @property
     def energy_j(self) -> float:
