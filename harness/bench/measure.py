@@ -51,7 +51,7 @@ from harness.compiler.compile import cache_dir
 from harness.compiler.sass import disassemble, opcodes
 from harness.compiler.screen import Screen, screen
 from harness.errors import HarnessError, LaunchError
-from harness.gpu.cublas import compute_name, library_name
+from harness.gpu.cublas import compute_name, library_name, scheme_via
 from harness.gpu.timing import ISOLATED_MAX_REPS, Timing, TimingOptions
 from harness.kernels.registry import Kernel
 from harness.stats import Summary, peak_gflops
@@ -233,7 +233,7 @@ def checked(session: BenchSession, prep: Prepared, m: int, n: int, k: int,
 
 
 def timed(session: BenchSession, prep: Prepared, res: Result, kernel_timing: Timing,
-          baseline_timing: Timing) -> Result:
+          baseline_timing: Timing, plain_timing: Timing | None = None) -> Result:
     """``res`` completed with the kernel's and cuBLAS's timings: passed, unless a figure is
     past what the hardware allows for the precision the kernel claims (an FP32 kernel is
     held to the FP32 FMA peak whatever its SASS holds, unless it declares fp32_via).
@@ -253,7 +253,7 @@ def timed(session: BenchSession, prep: Prepared, res: Result, kernel_timing: Tim
                                  limits.claimed_family(precision, via))):
         why = limits.violation(session.limits, res.m, res.n, res.k, precision, c_type, family,
                                timing.median_ms, timing.sm_clock_max_mhz, timing.cold_l2,
-                               fp32_via=via if who != "cuBLAS" else "")
+                               fp32_via=via if who != "cuBLAS" else scheme_via(via))
         if why and who == "cuBLAS":
             return res.ended("error", f"cuBLAS timed {why}: the timer is wrong here; no "
                                       "figure of this size is reported")
@@ -266,6 +266,9 @@ def timed(session: BenchSession, prep: Prepared, res: Result, kernel_timing: Tim
                                   c_type, library_name(precision)),
              "peak_gflops_at_clock": peak_gflops(per_clock, device.sm_count,
                                                  kernel_timing.sm_clock_mhz)}
+    if plain_timing is not None:  # an fp32_via kernel: plain SGEMM beside its like-for-like
+        parts["baseline_fp32"] = Baseline(compute_name(precision), plain_timing, c_type,
+                                          library_name(precision))
     with PHASES("ceiling"):
         ceiling = session.ceilings.get(precision, prep.kernel.mma_family)
     if ceiling is not None:  # bf16/fp16: the share of what its instruction can issue here
@@ -292,6 +295,7 @@ def measure(session: BenchSession, prep: Prepared, m: int, n: int, k: int,
     timer, ops = session.timer, ready.ops
     copies = [ops] if reuse_baseline else session.placements(prep.kernel, ops)
     outputs = session.timed_outputs(prep.kernel, copies, slots=_slots(prep))
+    plain_timing: list[Timing] = []
     try:
         launch, before = kernel_timed(prep.gemm, ops, session, copies, outputs)
         if reuse_baseline:
@@ -300,12 +304,16 @@ def measure(session: BenchSession, prep: Prepared, m: int, n: int, k: int,
                 kernel_timing = timer.time(launch, before=before, after=launch.after)
         else:
             blas, poison = session.baseline_timed(prep.kernel, ops)
+            # an FP32 kernel on tensor cores: plain SGEMM beside cuBLAS in its scheme
+            plain = ([session.baseline_timed(prep.kernel, ops, plain=True)]
+                     if prep.kernel.spec.fp32_via else [])
             say("timing the kernel and cuBLAS interleaved",
-                limit_s=timing_limit_s(timer.options, ready.launch_ms, 2))
+                limit_s=timing_limit_s(timer.options, ready.launch_ms, 2 + len(plain)))
             with PHASES("timing"):
-                (kernel_timing, baseline_timing), _ = timer.time_interleaved(
-                    [launch, blas], [before, poison], after=[launch.after, None],
-                    pairs=[(0, 1)])
+                (kernel_timing, baseline_timing, *plain_timing), _ = timer.time_interleaved(
+                    [launch, blas, *(p[0] for p in plain)],
+                    [before, poison, *(p[1] for p in plain)],
+                    after=[launch.after, None, *(None for _ in plain)], pairs=[(0, 1)])
                 kernel_timing = timer.with_power(kernel_timing, launch)
         say("checking the timed launches", limit_s=launches_limit_s(m, n, k, 4)
             + timing_limit_s(timer.options, ready.launch_ms, 2))
@@ -341,7 +349,8 @@ def measure(session: BenchSession, prep: Prepared, m: int, n: int, k: int,
         found = found or probe or kept_count_changed(gathered.total, kernel_timing, res)
         if found is not None:
             return _with_failure(checked_res, found)
-        figure = timed(session, prep, checked_res, kernel_timing, baseline_timing)
+        figure = timed(session, prep, checked_res, kernel_timing, baseline_timing,
+                       plain_timing[0] if plain_timing else None)
         return _kept(figure, kept, launch.count)
 
     return finished(judge, row, beside)
