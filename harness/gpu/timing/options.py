@@ -315,7 +315,9 @@ class Timing:
     launch_overhead_ms: float = 0.0
     """The launch's own overhead, calibrated in the same rounds (median of the calibration
     launch less the span a spin measured of itself), subtracted from every repetition
-    (TimingOptions.subtract_launch_overhead); 0 when nothing was subtracted."""
+    (TimingOptions.subtract_launch_overhead); 0 when nothing was subtracted. Once per
+    repetition, whatever the launch runs: a cuBLAS call of two kernels keeps its second
+    kernel's launch in its time (notes/timing.md, "Nothing off the clock", 7)."""
     rest: float = 0.0
     """The rest before each repetition, in multiples of the launch's own time
     (TimingOptions.rest); 0, full duty (every report written before 2026-11-26 14:30 UTC)."""
