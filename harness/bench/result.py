@@ -260,11 +260,8 @@ class Result:
     checks: CheckSummary | None = None
     timing: Timing | None = None
     baseline: Baseline | None = None
-    """cuBLAS in the kernel's own arithmetic (an FP32 kernel on tensor cores: the same
-    scheme, cublas.SCHEMES): what "% of cuBLAS" is of."""
     baseline_fp32: Baseline | None = None
-    """Beside it, for an FP32 kernel on tensor cores (``fp32_via``): plain SGEMM
-    (``CUBLAS_COMPUTE_32F``), timed in the same rounds; None for every other kernel."""
+    """``fp32_via``: plain SGEMM timed beside ``baseline`` (cuBLAS in its scheme); else None."""
     peak_gflops_at_clock: float = math.nan
     """The precision's dense peak at the SM clock measured during the timing."""
     ceiling: CeilingRef | None = None
@@ -378,9 +375,6 @@ class Result:
                 "pct_baseline": self.pct_baseline, "pct_peak": self.pct_peak,
                 "pct_ceiling": self.pct_ceiling, "pj_per_flop": self.pj_per_flop(self.timing),
                 "baseline_pj_per_flop": self.pj_per_flop(base),
-                **({"pct_baseline_fp32": _pct(self.gflops, _rate(
-                    self.m, self.n, self.k, self.baseline_fp32.timing.median_ms))}
-                   if self.baseline_fp32 is not None and self.gflops is not None else {}),
                 "power_gflops": self.power_gflops(self.timing),
                 **({"gbps": self.gbps, "baseline_gbps": self.baseline_gbps,
                     "pct_copy": self.pct_copy} if self.memory else {})}
