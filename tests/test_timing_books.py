@@ -97,7 +97,8 @@ def test_rests_and_calibration_spans_changed_under_a_timing_are_findings():
     assert found.startswith(account.TIMER_STATE) and "launch 1" in found
     spin = 10_000
     assert account.spans_changed([spin + 300, spin + 5, 0, 0], 2, spin) == ""
-    for spans in ([spin - 1, spin, 0], [spin, 0, 0], [spin, spin, 7], [spin, 5 * spin, 0]):
+    assert account.spans_changed([spin, 0, 0], 2, spin) == ""  # a capture never replayed
+    for spans in ([spin - 1, spin, 0], [0, 0, 0], [spin, spin, 7], [spin, 2_000_000, 0]):
         assert account.spans_changed(spans, 2, spin).startswith(account.TIMER_STATE), spans
 
 
@@ -184,3 +185,29 @@ def test_a_kept_output_of_the_primers_decoy_is_named_a_replay():
     assert found == "the decoy inputs its untimed primer ran on"
     assert capture._replayed(timed, initial, one, ("real", 29), rows, cols) == \
         "the inputs of the repetition before it"
+
+
+def test_a_buffers_kernels_primer_runs_on_decoys_of_its_own_key():
+    """The buffers kind primes the same way: its primer fills the drawn buffers with a seed
+    and salt of their own, poisons the outputs, launches; the timed content is drawn after."""
+    from harness.bench.memory import timed
+
+    calls = []
+    draws = SimpleNamespace(reset=lambda content: None, tick=lambda: calls.append("tick"),
+                            fill=lambda d, seed, salt, verify=False: calls.append(
+                                ("fill", d, seed, salt)))
+    inst = SimpleNamespace(
+        draws=draws, spec=SimpleNamespace(outputs=[SimpleNamespace(name="y")]),
+        drawn=lambda: ["x"], prepare=lambda: calls.append("poison"),
+        launch=lambda: calls.append("launch"),
+        draw=lambda seed: calls.append(("fill", "x", seed, "salt")))
+    before, _, prime = timed.hooks(inst, 1234, None, 8, 64)
+    prime()
+    before()
+    (_, _, decoy_seed, decoy_salt), *rest = calls
+    assert rest == ["poison", "launch", "tick", ("fill", "x", 1234, "salt"), "poison"]
+    assert decoy_seed != 1234 and isinstance(decoy_salt, int)
+    _, _, again = timed.hooks(inst, 1234, None, 8, 64)
+    calls.clear()
+    again()
+    assert calls[0][2:] != (decoy_seed, decoy_salt)  # a key of their own, every timing
