@@ -211,3 +211,49 @@ def test_a_buffers_kernels_primer_runs_on_decoys_of_its_own_key():
     calls.clear()
     again()
     assert calls[0][2:] != (decoy_seed, decoy_salt)  # a key of their own, every timing
+
+
+@pytest.mark.parametrize("hidden_ms", [0.0, 0.4])
+def test_a_kernel_and_its_baseline_on_copies_with_draws_are_booked(line, monkeypatch,  # noqa: F811
+                                                                   hidden_ms):
+    """As a run times them: the kernel and cuBLAS on copies in turn, fresh draws before every
+    repetition and decoys before every primer (20 us each on the line), the overhead
+    calibrated. Honest, nothing is found; a primer with 0.4 ms more untimed, the kernel is
+    named, not cuBLAS."""
+    from harness.bench import launches, measure
+    from harness.bench.session import in_turn
+
+    monkeypatch.setattr(Timer, "kernels", Kernels(line))
+    line.launch_overhead_ms = 0.003
+    draw_ms, kernel_ms = 0.02, 0.1
+    calls = []
+
+    def kernel_on(gemm, ops, session):
+        def launch():
+            primer = calls[-1:] == ["decoy"]
+            calls.append("kernel")
+            line.kernel(line.launch_host_ms, kernel_ms + (hidden_ms if primer else 0.0))
+        return launch
+
+    def draw(what):
+        calls.append(what)
+        line.kernel(line.launch_host_ms, draw_ms)
+
+    monkeypatch.setattr(launches, "launcher", kernel_on)
+    copies = [SimpleNamespace(name=i, poison_c=lambda stream: None) for i in range(4)]
+    timed = SimpleNamespace(
+        decoy=lambda i: draw("decoy"),
+        befores=lambda bs: [lambda b=b: (draw("draw"), b()) for b in bs],
+        afters=lambda: [lambda: None] * 4)
+    launch, before = measure.kernel_timed(None, copies[0], SimpleNamespace(stream=None), copies,
+                                          timed)
+    blas, poison = in_turn([lambda: line.kernel(line.launch_host_ms, 0.05)] * 4,
+                           [lambda: None] * 4)
+    timer = _timer(line, subtract_launch_overhead=True)
+    (kernel, base), _ = timer.time_interleaved([launch, blas], [before, poison],
+                                               after=[launch.after, None], pairs=[(0, 1)])
+    assert kernel.median_ms == pytest.approx(kernel_ms, abs=1e-9) and base.findings == ()
+    if hidden_ms:
+        assert len(kernel.findings) == 1 and kernel.findings[0].startswith(account.HIDES_WORK)
+    else:
+        assert kernel.findings == ()
