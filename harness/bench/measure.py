@@ -399,21 +399,25 @@ def compare(session: BenchSession, preps: Sequence[Prepared], m: int, n: int, k:
     copies = [session.placements(prep.kernel, ready.ops) for prep, ready in live]
     kept_outputs = [session.timed_outputs(prep.kernel, placed, slots=_slots(prep))
                     for (prep, _), placed in zip(live, copies, strict=True)]
-    launches, before, after, counted = [], [], [], []
+    launches, before, after, counted, at = [], [], [], [], []
     try:
         for (prep, ready), placed, outputs in zip(live, copies, kept_outputs, strict=True):
             launch, prepare = kernel_timed(prep.gemm, ready.ops, session, placed, outputs)
             blas, poison = session.baseline_timed(prep.kernel, ready.ops)
-            launches += [launch, blas]
-            before += [prepare, poison]
-            after += [launch.after, None]
+            # an fp32_via kernel: plain SGEMM too, after its cuBLAS in its scheme
+            plain = ([session.baseline_timed(prep.kernel, ready.ops, plain=True)]
+                     if prep.kernel.spec.fp32_via else [])
+            at.append(len(launches))  # the kernel's index; its cuBLAS, then SGEMM, follow
+            launches += [launch, blas, *(p[0] for p in plain)]
+            before += [prepare, poison, *(p[1] for p in plain)]
+            after += [launch.after, None, *(None for _ in plain)]
             counted.append(launch)
         with PHASES("timing"):
             # each pair gets the budget a run would give it: over 18 pairs at 512 one budget
             # ended at 125 rounds, where cuBLAS's median has a 1% standard error
             timings, per_round = session.timer.time_interleaved(
                 launches, before, budget_scale=len(live), after=after,
-                pairs=[(2 * i, 2 * i + 1) for i in range(len(live))])
+                pairs=[(j, j + 1) for j in at])
         done = {}
         first_name = live[0][0].kernel.name
         for i, ((prep, ready), count, outputs) in enumerate(
@@ -426,9 +430,10 @@ def compare(session: BenchSession, preps: Sequence[Prepared], m: int, n: int, k:
                 done[id(ready.result)] = _with_failure(ready.result, found)
                 continue
             # per-round ratios: drift between rounds cancels, so their spread is the noise
-            ratios = Summary.of([r[0] / r[2 * i] for r in per_round])
-            res = timed(session, prep, _kept(ready.result, kept, count.count), timings[2 * i],
-                        timings[2 * i + 1])
+            j = at[i]
+            ratios = Summary.of([r[0] / r[j] for r in per_round])
+            res = timed(session, prep, _kept(ready.result, kept, count.count), timings[j],
+                        timings[j + 1], timings[j + 2] if prep.kernel.spec.fp32_via else None)
             if res.status == "pass":
                 res = res.with_parts(comparison=Comparison(
                     first_name, ratios.median, ratios.p20, ratios.p80,
