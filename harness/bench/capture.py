@@ -25,6 +25,7 @@ timing, or replays an earlier result when its output is the product of earlier i
 from __future__ import annotations
 
 import ctypes
+import secrets
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -155,21 +156,45 @@ class TimedOutputs:
         self.counts = Buffer(16)
         self.changed = Buffer(8)
         self.changed.fill_u32(0, self.stream)
+        # the primers' decoys: keys of their own under the run's secret (a stream number of
+        # their own, from the operating system, never the timed one's nor a reserved one; never
+        # recorded: no verdict reads a decoy), and a counter of their own
+        self.decoy_salt = self.salt
+        while self.decoy_salt == self.salt or self.decoy_salt >= 0xFFFFFF00:
+            self.decoy_salt = secrets.randbits(32)
+        self.decoy_state = Buffer(contents.STATE_WORDS * 8)
+        self.decoy_state.fill_u32(0, self.stream)
+        self.decoys_drawn = 0
+        """Decoy contents drawn on the device, read after the timing (``gather``)."""
 
     def close(self) -> None:
-        for buf in (self.state, self.kept_buffer, self.counts, self.changed):
+        for buf in (self.state, self.kept_buffer, self.counts, self.changed, self.decoy_state):
             buf.close()
 
     # --- enqueued around every repetition ------------------------------------------------
-    def _draw(self, index: int, verify: bool) -> None:
+    def _draw(self, index: int, verify: bool, decoy: bool = False) -> None:
         ops, f = self.copies[index], self.fresh
+        salt, state = ((self.decoy_salt, self.decoy_state) if decoy
+                       else (self.salt, self.state))
         for operand, buf, count, kind in (("A", ops.a, self.m * self.k, self.kinds[0]),
                                           ("B", ops.b, self.k * self.n, self.kinds[1])):
             f.draw.launch(f.shape(count), self.stream, (
                 _u64(buf.address), _u32(count), _u32(contents.KIND[kind]),
-                *map(_u32, self.inputs.words), _u32(self.salt),
-                _u32(contents.OPERAND[operand]), _u64(self.state.address),
+                *map(_u32, self.inputs.words), _u32(salt),
+                _u32(contents.OPERAND[operand]), _u64(state.address),
                 _u32(int(verify)), _u64(self.changed.address + 4 * contents.OPERAND[operand])))
+
+    def decoy(self, index: int) -> None:
+        """Before a primer on copy ``index``: A and B drawn for a content of the decoys' own
+        key (their own seed, salt and counter), so that the kernel's untimed launch never
+        sees a content of the timed sequence, and the timed repetition's content is drawn
+        after it (``refresh``, in its ``before``): nothing a primer computes from what it
+        reads, or stashes, bears on the repetition timed next (notes/timing.md, "The
+        primer"). The one place a primer's draw is made: when the unpredictable generator
+        (issue 57) replaces contents.py's draw, this is the call to point at it, with a key
+        of its own."""
+        self.fresh.tick.launch(self.fresh.one, self.stream, (_u64(self.decoy_state.address),))
+        self._draw(index, verify=False, decoy=True)
 
     def refresh(self, index: int) -> None:
         """Before a repetition on copy ``index``: the next content drawn into its A and B."""
@@ -209,7 +234,10 @@ class TimedOutputs:
         return self.state.download(np.uint64, (contents.STATE_WORDS,), self.stream)
 
     def kept(self) -> tuple[int, list[Kept]]:
-        """How many timed repetitions ran, and the kept ones in the order they ran."""
+        """How many timed repetitions ran, and the kept ones in the order they ran (and the
+        count of decoys drawn read into ``decoys_drawn``)."""
+        decoy = self.decoy_state.download(np.uint64, (contents.STATE_WORDS,), self.stream)
+        self.decoys_drawn = int(decoy[contents.STATE_CONTENT])
         words = self._state()
         timed = int(words[contents.STATE_TIMED])
         kept = [Kept(j, int(words[contents.STATE_SLOT_REP + j]),
@@ -265,13 +293,15 @@ class TimedOutputs:
         a, b = self.changed.download(np.uint32, (2,), self.stream)
         return int(a), int(b)
 
-    def operands(self, content: int, rows: np.ndarray, cols: np.ndarray
+    def operands(self, content: int, rows: np.ndarray, cols: np.ndarray, decoy: bool = False
                  ) -> tuple[np.ndarray, np.ndarray]:
-        """Rows ``rows`` of A and columns ``cols`` of B drawn for ``content``, as float64."""
+        """Rows ``rows`` of A and columns ``cols`` of B drawn for ``content`` (of the decoys'
+        key with ``decoy``), as float64."""
         spec = self.spec
-        a = contents.a_rows(self.inputs, self.salt, content, self.kinds[0], spec.layout_a, self.m,
+        salt = self.decoy_salt if decoy else self.salt
+        a = contents.a_rows(self.inputs, salt, content, self.kinds[0], spec.layout_a, self.m,
                             self.k, rows)
-        b = contents.b_cols(self.inputs, self.salt, content, self.kinds[1], spec.layout_b, self.k,
+        b = contents.b_cols(self.inputs, salt, content, self.kinds[1], spec.layout_b, self.k,
                             self.n, cols)
         return a, b
 
@@ -455,6 +485,11 @@ def _replayed(timed: TimedOutputs, initial: Operands, one: Kept, out: np.ndarray
         tried.add(content)
         if timed.compare(out, *timed.operands(content, rows, cols), 0, rows, cols).passed:
             return what
+    # the primers' decoys, the latest first: a kernel that keeps what its primer computed
+    for content in range(timed.decoys_drawn, max(0, timed.decoys_drawn - lookback), -1):
+        if timed.compare(out, *timed.operands(content, rows, cols, decoy=True), 0, rows,
+                         cols).passed:
+            return "the decoy inputs its untimed primer ran on"
     a = numerics.to_float64(initial.codes[0][rows], timed.kinds[0])
     b = numerics.to_float64(initial.codes[1][:, cols], timed.kinds[1])
     if timed.compare(out, a, b, 0, rows, cols).passed:

@@ -27,7 +27,7 @@ from harness.gpu.compare_sums import SumsKernels, Twins
 from harness.gpu.compilers import compiler_versions
 from harness.gpu.crowd import SOURCE as CROWD_SOURCE
 from harness.gpu.crowd import Crowd
-from harness.gpu.cublas import Cublas
+from harness.gpu.cublas import Cublas, baseline_precision
 from harness.gpu.cublas import available as cublas_available
 from harness.gpu.driver import Device, Stream
 from harness.gpu.fp8_walk import SOURCE as FP8_WALK_SOURCE
@@ -223,11 +223,15 @@ class BenchSession:
         if key not in self._timing_operands:
             prefetch(executor, kernel.spec, m, n, k, seed)
 
-    def baseline_launcher(self, kernel: Kernel, ops: Operands):
+    def baseline_launcher(self, kernel: Kernel, ops: Operands, plain: bool = False):
         """A no-argument cuBLAS launch with ``kernel``'s types and layout on ``ops`` (alpha 1,
-        beta 0)."""
+        beta 0), in the kernel's arithmetic: an FP32 kernel on tensor cores (``fp32_via``)
+        against cuBLAS in the same scheme (cublas.baseline_precision); ``plain``, plain SGEMM
+        (``COMPUTE_32F``) whatever it declares."""
         spec = kernel.spec
-        return partial(self.blas.gemm, spec.precision, ops.m, ops.n, ops.k, 1.0, ops.a.address,
+        precision = spec.precision if plain else baseline_precision(spec.precision,
+                                                                    spec.fp32_via)
+        return partial(self.blas.gemm, precision, ops.m, ops.n, ops.k, 1.0, ops.a.address,
                        ops.b.address, 0.0, ops.blas_out.address, spec.layout_b, spec.c_type,
                        layout_a=ops.layout_a, layout_c=ops.layout_c, fp8=ops.blas_fp8)
 
@@ -246,14 +250,14 @@ class BenchSession:
         return [ops, *self._placements[key]]
 
     def baseline_timed(self, kernel: Kernel, ops: Operands,
-                       copies: Sequence[Operands] | None = None
+                       copies: Sequence[Operands] | None = None, plain: bool = False
                        ) -> tuple[Callable[[], None], Callable[[], None]]:
         """cuBLAS for the timer: its launch and what goes before every repetition (its own
         output poisoned: ``Operands.blas_out``). On ``ops``, or, for a small GEMM, on ``ops``
         and copies of them elsewhere in memory, one per round in turn (``placements``;
         ``copies`` names others)."""
         copies = copies or self.placements(kernel, ops)
-        return in_turn([self.baseline_launcher(kernel, c) for c in copies],
+        return in_turn([self.baseline_launcher(kernel, c, plain) for c in copies],
                        [partial(c.poison_blas, self.stream) for c in copies])
 
     def time_baseline(self, kernel: Kernel, ops: Operands, reuse: bool = False) -> Timing:
@@ -261,8 +265,8 @@ class BenchSession:
         kernel is (C poisoned before every repetition); with ``reuse``, once per shape and
         types in the session (tuning sweeps of many points)."""
         spec = kernel.spec
-        key = (spec.precision, ops.layout_a, spec.layout_b, ops.layout_c, spec.c_type, ops.m,
-               ops.n, ops.k, *fp8_key(spec))
+        key = (spec.precision, spec.fp32_via, ops.layout_a, spec.layout_b, ops.layout_c,
+               spec.c_type, ops.m, ops.n, ops.k, *fp8_key(spec))
         if not (reuse and key in self._baselines):
             launch, before = self.baseline_timed(kernel, ops)
             self._baselines[key] = self.timer.time(launch, before=before)

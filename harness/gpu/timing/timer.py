@@ -313,6 +313,9 @@ class Timer:
                 raise HarnessError("timing: the median repetition took no time; the launch "
                                    "enqueued nothing on the timer's stream")
         overhead, overhead_se = 0.0, 0.0
+        # the timer's own device state, after the stream's work: a change names every launch
+        # of the timing (which of them wrote it cannot be told)
+        state = tuple(self._kernels.state_findings()) if self._kernels is not None else ()
         if rounds.calibrated:
             calibration = Summary.of_ticks([r[-1] for r in per_round])
             overhead = max(calibration.median - self._own_ms(), 0.0)
@@ -329,5 +332,5 @@ class Timer:
                                   clocks.limits, stop=stop,
                                   median_rel_se_pct=100.0 * se / summary.median
                                   if summary.median > 0 else math.inf,
-                                  launch_overhead_ms=overhead, **regime))
+                                  launch_overhead_ms=overhead, findings=state, **regime))
         return timings, corrected
