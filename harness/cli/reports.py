@@ -89,11 +89,13 @@ def _report(args) -> int:
         print("written:", *(f"  {p}" for p in (md, ladder_png, roof_png) if p is not None),
               sep="\n")
     if args.readme:
+        doc = ladder.document_of(args.section)
         section = ladder.readme_section(args.run_json, None if args.all_sizes else
                                         size or ladder.default_size(ladder.napkin_rows(run)),
-                                        args.section)
-        ladder.update_readme(PROJECT_ROOT / "README.md", section, args.section)
-        print(f"README.md results section regenerated from {args.run_json}")
+                                        args.section, doc)
+        ladder.update_readme(doc, section, args.section)
+        print(f"{doc.relative_to(PROJECT_ROOT)} {args.section} section regenerated from "
+              f"{args.run_json}")
     return common.EXIT_OK
 
 
