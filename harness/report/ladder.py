@@ -224,7 +224,7 @@ def write(run_path: Path, size: tuple[int, int, int] | None,
         asked = "x".join(map(str, size)) if size else "any size"
         raise HarnessError(f"{run_path} has no passing results at {asked}; it has "
                            f"{', '.join(have) or 'none'}: pass one with --size")
-    stem = run_path.with_name(run_path.name.rsplit(".", 1)[0])
+    stem = run_path.with_name(run_path.name.removesuffix(".gz").rsplit(".", 1)[0])
     out = Path(folder) if folder is not None else stem.parent
     md = out / f"{stem.name}-ladder.md"
     ladder_png = out / f"{stem.name}-ladder.png"
