@@ -104,3 +104,29 @@ def test_a_section_lives_in_one_page(tmp_path, monkeypatch):
     in_readme = ladder.readme_section(run_path, (4096,) * 3, "x")
     assert "[ladder](../reports/h100/run-20261122-184214-ladder.png)" in in_docs
     assert "[ladder](reports/h100/run-20261122-184214-ladder.png)" in in_readme
+
+
+def test_readme_command_rewrites_the_page_that_holds_the_section(tmp_path, monkeypatch, capsys):
+    """`harness report RUN --readme --section x` rewrites docs/x.md's section, its links up
+    one folder, and leaves the README alone."""
+    from harness import cli
+    from harness.cli import reports as reports_cli
+
+    run_path = tmp_path / "reports" / "h100" / "run-20261122-184214.json"
+    run_path.parent.mkdir(parents=True)
+    shutil.copy(PROJECT_ROOT / "reports" / "h100" / run_path.name, run_path)
+    (tmp_path / "docs").mkdir()
+    readme = tmp_path / "README.md"
+    readme.write_text("# r\n\n<!-- results:start -->\n<!-- results:end -->\n")
+    page = tmp_path / "docs" / "x.md"
+    page.write_text("# x\n\n<!-- x:start -->\nold\n<!-- x:end -->\nafter\n")
+    monkeypatch.setattr(ladder, "PROJECT_ROOT", tmp_path)
+    monkeypatch.setattr(reports_cli, "PROJECT_ROOT", tmp_path)
+    assert cli.main(["report", str(run_path), "--readme", "--section", "x", "--size",
+                     "4096"]) == 0
+    assert "docs/x.md x section regenerated" in capsys.readouterr().out
+    text = page.read_text()
+    assert "\nold\n" not in text and text.endswith("<!-- x:end -->\nafter\n")
+    assert "[ladder](../reports/h100/run-20261122-184214-ladder.png)" in text
+    assert "| 11_mma_sync" in text
+    assert readme.read_text() == "# r\n\n<!-- results:start -->\n<!-- results:end -->\n"
