@@ -119,3 +119,13 @@ def test_every_committed_report_is_cited():
         if not {path.name, path.name.removesuffix(".gz"), key} & cited:
             uncited.append(_rel(path))
     assert uncited == [], "commit a report with the text that cites it (DEVELOPING.md)"
+
+
+def test_the_readme_links_every_page_of_docs_and_stays_short():
+    """The README is read in ten minutes (at most 300 lines); the rest is in docs/, each page
+    linked from it."""
+    readme = (PROJECT_ROOT / "README.md").read_text()
+    linked = {target.partition("#")[0] for target in LINK.findall(readme)}
+    pages = {f"docs/{p.name}" for p in (PROJECT_ROOT / "docs").glob("*.md")}
+    assert pages and pages - linked == set()
+    assert len(readme.splitlines()) <= 300
