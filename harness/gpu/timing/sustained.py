@@ -40,7 +40,7 @@ BATCH_ROUNDS = 32
 """A batch of BATCH_MS that would hold more rounds than this holds this many, or those of
 BATCH_LEAST_MS where that is more: a capture costs the host about 0.7 ms a round, and at 512
 and 1024 a timing's batch of 48 short rounds took 25-90 ms to capture while the GPU waited,
-2.7 s of a warm default run (reports/h100/timing-trace-warm-3c94270.txt; issue 37)."""
+2.7 s of a warm default run (reports/h100/timing-trace-warm-3c94270.txt.gz; issue 37)."""
 BATCH_LEAST_MS = 5.0
 REST_ABOVE_MS = 0.01
 """Launches shorter than this get no rest (``TimingOptions.rest``): they draw little power, and
@@ -59,7 +59,7 @@ time, not two in flight: each begins with the GPU idle for its rest anyway, and 
 reply to the last one's end only lengthens that rest by a little. Two in flight, a timing of
 such rounds ran one more than its stopping rule asked for: 01_naive's 0.55 s round at 4096
 (a 0.28 s launch behind its rest) four times where the rule stopped at three (issue 37,
-reports/h100/timing-trace-warm-3c94270.txt: eight timings, 0.84 s of GPU time)."""
+reports/h100/timing-trace-warm-3c94270.txt.gz: eight timings, 0.84 s of GPU time)."""
 GRAPH_IDLE_TOLERANCE_MS = 0.02
 """Graphs: an idle time between batches above this is the GPU waiting on the host (one graph
 launch after another in a stream starts within a few microseconds)."""

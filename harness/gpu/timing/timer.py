@@ -109,7 +109,7 @@ class Timer:
         beside the battery's comparisons, a session's first timing estimated a 0.15 ms round
         at 1.89 ms, three flushes of about 0.58 ms each by my reading, and every timing of the
         session counted them, its batches sized and its budget spent by them (issue 37,
-        reports/h100/fp8-sampled-ec74544.txt)."""
+        reports/h100/fp8-sampled-ec74544.txt.gz)."""
         if self._flush_ms is None:
             self.cost(self.flush, 3)
             self._flush_ms = self.host_free_ms(self.flush, count=10)
