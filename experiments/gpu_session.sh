@@ -456,7 +456,7 @@ nbformat.write(nb, p)" 2>&1 | tail -20 | tee "$OUT/notebook.log"
       SMALL=(--size 512 --size 1024 --size 512,4096,4096 --size 4096,4096,512 --budget-ms 150
         --report-dir "$REP")
       timeout 280 python3 -m harness compare 19_wgmma_epi_bf16:s4e64 19_wgmma_epi_bf16:s4e64r \
-        19_wgmma_epi_bf16:m128n128 19_wgmma_epi_bf16:m128n128c2 19_wgmma_epi_bf16:m128n64 \
+        19_wgmma_epi_bf16:s4e64rp 19_wgmma_epi_bf16:m128n128 19_wgmma_epi_bf16:m128n128c2 19_wgmma_epi_bf16:m128n64 \
         19_wgmma_epi_bf16:m64n128 19_wgmma_epi_bf16:m64n64 22_wgmma_splitk_bf16 "${SMALL[@]}" \
         2>&1 | tee "$OUT/small-bf16.log" | grep -v "^      "
       timeout 150 python3 -m harness compare 20_wgmma_fp8:s4e64 20_wgmma_fp8:n128s6r \
