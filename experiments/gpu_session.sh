@@ -456,13 +456,13 @@ nbformat.write(nb, p)" 2>&1 | tail -20 | tee "$OUT/notebook.log"
       SMALL=(--size 512 --size 1024 --size 512,4096,4096 --size 4096,4096,512 --budget-ms 150
         --report-dir "$REP")
       timeout 280 python3 -m harness compare 19_wgmma_epi_bf16:s4e64 19_wgmma_epi_bf16:s4e64r \
-        19_wgmma_epi_bf16:s4e64rp 19_wgmma_epi_bf16:m128n128 19_wgmma_epi_bf16:m128n128c2 19_wgmma_epi_bf16:m128n64 \
-        19_wgmma_epi_bf16:m64n128 19_wgmma_epi_bf16:m64n64 22_wgmma_splitk_bf16 "${SMALL[@]}" \
-        2>&1 | tee "$OUT/small-bf16.log" | grep -v "^      "
-      timeout 150 python3 -m harness compare 20_wgmma_fp8:s4e64 20_wgmma_fp8:n128s6r \
+        19_wgmma_epi_bf16:s4e64rp 19_wgmma_epi_bf16:m128n128 19_wgmma_epi_bf16:m128n128c2 \
+        19_wgmma_epi_bf16:m128n64 19_wgmma_epi_bf16:m64n128 19_wgmma_epi_bf16:m64n64 \
+        22_wgmma_splitk_bf16 "${SMALL[@]}" 2>&1 | tee "$OUT/small-bf16.log" | grep -v "^      "
+      timeout 130 python3 -m harness compare 20_wgmma_fp8:s4e64 20_wgmma_fp8:n128s6r \
         20_wgmma_fp8:m64n128 20_wgmma_fp8:n128k2 20_wgmma_fp8:n128k4 "${SMALL[@]}" 2>&1 \
         | tee "$OUT/small-fp8.log" | grep -v "^      "
-      timeout 150 python3 -m harness compare 10_hoisted 10_hoisted_small "${SMALL[@]}" 2>&1 \
+      timeout 130 python3 -m harness compare 10_hoisted 10_hoisted_small "${SMALL[@]}" 2>&1 \
         | tee "$OUT/small-fp32.log" | grep -v "^      " ;;
     tc-compare)  # rungs side by side, interleaved with cuBLAS, per input precision
       python3 -m harness compare 11_mma_sync_bf16:m128n256k32s4 11_mma_sync_bf16:m128n256k32s2 \
