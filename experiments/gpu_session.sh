@@ -9,7 +9,7 @@
 #   (issue 35), minute, minute-after, minute-all, all-before, cold-once, profiled, replay,
 #   some-tests, timing-cost, sampled, sampled-warm, traced-warm, blas-threads, stamped, traced,
 #   round-cost, graph-replicas, ab-warm (issue 37), fp8,
-#   fp8-block (issue 36)
+#   fp8-block (issue 36), small-sizes (issue 62)
 set -uo pipefail
 OUT=${OUT:-/tmp/out}
 # reports of this session's runs: outside $OUT (a device call brings back few files), packed
@@ -450,6 +450,20 @@ nbformat.write(nb, p)" 2>&1 | tail -20 | tee "$OUT/notebook.log"
         run_json=$(ls -t reports/h100/run-*.json | head -1)
         python3 experiments/ncu_timing.py "$OUT/ncu-${k/:/-}.csv" "$run_json" "$k" --size 4096
       done ;;
+    small-sizes)  # issue 62 (notes/small_sizes.md): the current best rung first, then the
+      # small-tile and split-K variants, interleaved with cuBLAS at 512, 1024 and the thin
+      # shapes; BF16 (19, 22), FP8 (20) and FP32 (10, 10_hoisted_small)
+      SMALL=(--size 512 --size 1024 --size 512,4096,4096 --size 4096,4096,512 --budget-ms 150
+        --report-dir "$REP")
+      timeout 280 python3 -m harness compare 19_wgmma_epi_bf16:s4e64 19_wgmma_epi_bf16:s4e64r \
+        19_wgmma_epi_bf16:s4e64rp 19_wgmma_epi_bf16:m128n128 19_wgmma_epi_bf16:m128n128c2 \
+        19_wgmma_epi_bf16:m128n64 19_wgmma_epi_bf16:m64n128 19_wgmma_epi_bf16:m64n64 \
+        22_wgmma_splitk_bf16 "${SMALL[@]}" 2>&1 | tee "$OUT/small-bf16.log" | grep -v "^      "
+      timeout 130 python3 -m harness compare 20_wgmma_fp8:s4e64 20_wgmma_fp8:n128s6r \
+        20_wgmma_fp8:m64n128 20_wgmma_fp8:n128k2 20_wgmma_fp8:n128k4 "${SMALL[@]}" 2>&1 \
+        | tee "$OUT/small-fp8.log" | grep -v "^      "
+      timeout 130 python3 -m harness compare 10_hoisted 10_hoisted_small "${SMALL[@]}" 2>&1 \
+        | tee "$OUT/small-fp32.log" | grep -v "^      " ;;
     tc-compare)  # rungs side by side, interleaved with cuBLAS, per input precision
       python3 -m harness compare 11_mma_sync_bf16:m128n256k32s4 11_mma_sync_bf16:m128n256k32s2 \
         11_mma_sync_bf16:w32x64 11_mma_sync_bf16:mbar_k64s4l2c1 12_mma_tma_bf16:m256n128c2 \

@@ -37,6 +37,14 @@ def test_good_spec_parses():
     assert spec.layout_b == "row" and spec.carveout_pct is None
 
 
+def test_a_cu_file_including_a_kernel_file_of_its_own_names_an_entry_it_includes():
+    # cu/sgemm/10_hoisted_small.cu: 10_hoisted.cu's kernel at other tiles, included whole
+    spec = spec_of(GOOD, '#include "10_hoisted.cu"\n')
+    assert spec.entry == "k" and spec.language == "cu"
+    with pytest.raises(SpecError, match="entry symbol 'k' is not defined in the file"):
+        spec_of(GOOD, "#include <cstdint>\n")
+
+
 def test_ptx_entry_is_found():
     text = GOOD.replace('"TILE", "TILE"', '"32"').replace("[variants]\nt16 = { TILE = 16 }\n", "")
     spec = spec_of(text, ".visible .entry k(\n.param .u32 M\n)\n{}\n", "k.ptx")

@@ -144,6 +144,8 @@ def line_of(source: str, number: int) -> str:
 def check_entry_defined(body: str, entry: str, path: Path) -> None:
     if path.suffix == ".ptx" and re.search(r"^\s*#\s*include\b", body, re.MULTILINE):
         return  # the entry may be in the included body; compiling finds it or says it is missing
+    if re.search(r'^\s*#\s*include\s*"', body, re.MULTILINE):
+        return  # a .cu including a kernel file of its own ("..."): the same, found by compiling
     if path.suffix == ".ptx":
         pattern = rf"\.entry\s+{re.escape(entry)}\b"
         how = f"'.visible .entry {entry}(...)'"
