@@ -36,7 +36,8 @@ def add_parsers(sub) -> None:
     p = sub.add_parser("build", help="compile to cubin and report resources (no GPU needed)")
     p.add_argument("kernels", nargs="*", metavar="KERNEL")
     p.add_argument("--arch", default="sm_90", choices=sorted(ARCHS))
-    p.add_argument("--size", default=",".join(map(str, DEFAULT_SIZE)), help=_SIZE_HELP)
+    p.add_argument("--size", default=None, help=_SIZE_HELP + "; a buffers kernel's: its dims "
+                   "(default: its spec's largest size)")
     p.add_argument("--json", action="store_true", help="print a JSON list")
     p.add_argument("--jobs", type=int, default=None,
                    help="compiles at a time, each in a process of its own (default: every core)")
@@ -133,10 +134,9 @@ def build_progress(what: str = "building") -> Progress:
 
 def _build(args) -> int:
     compile_limit_s(args.compile_limit_s)  # a bad limit is bad input, before any work
-    chosen = common.kernels(args)
+    chosen = common.gemms_and_buffers(args, "build") if args.kernels else common.kernels(args)
     try:
-        rows = build_all(chosen, args.arch, parse_size(args.size), limit_s=args.compile_limit_s,
-                         jobs=args.jobs, progress=build_progress())
+        rows = _build_rows(args, chosen)
     except KeyboardInterrupt:
         print("harness: build interrupted: every compile in flight was stopped; the kernels "
               "compiled before are in the compile cache", file=sys.stderr)
@@ -155,6 +155,36 @@ def _build(args) -> int:
                 print(f"- {r['kernel']} ({r['arch']}): {r['status']}: {r['message']}")
     ok = all(r["status"] in ("ok", "skipped") for r in rows)
     return common.EXIT_OK if ok else common.EXIT_FAILED
+
+
+def _build_size(args, kernel) -> tuple[int, int, int]:
+    """The size ``kernel``'s launch shape is built for: --size (a GEMM's N or M,N,K, a buffers
+    kernel's dims), else a GEMM's default and a buffers kernel's largest spec size."""
+    if kernel.spec.kind != "buffers":
+        return parse_size(args.size or ",".join(map(str, DEFAULT_SIZE)))
+    from harness.bench.memory.launch import parse_dims
+    from harness.bench.memory.measure import padded
+
+    if args.size:
+        return padded(parse_dims(kernel, args.size))
+    return max((padded(d) for d in kernel.spec.buffers.default_sizes()),
+               key=lambda s: s[0] * s[1] * s[2])
+
+
+def _build_rows(args, chosen) -> list[dict]:
+    """``build_all`` over ``chosen``, each kernel at its own size (:func:`_build_size`)."""
+    if args.size and len({k.spec.kind == "buffers" for k in chosen}) > 1:
+        common.one_size_rank(list(chosen), "build")
+    sizes = [_build_size(args, k) for k in chosen]
+    rows: list[dict | None] = [None] * len(chosen)
+    for size in dict.fromkeys(sizes):
+        at = [i for i, s in enumerate(sizes) if s == size]
+        built = build_all([chosen[i] for i in at], args.arch, size,
+                          limit_s=args.compile_limit_s, jobs=args.jobs,
+                          progress=build_progress())
+        for i, row in zip(at, built, strict=True):
+            rows[i] = row
+    return rows
 
 
 def _occupancy(args) -> int:
