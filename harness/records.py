@@ -15,6 +15,7 @@ from harness.bench.plan import Plan
 from harness.bench.result import Result
 from harness.errors import HarnessError
 from harness.report import tables
+from harness.report.width import WIDTH
 
 
 class KernelFailed(HarnessError):
@@ -122,7 +123,10 @@ class Builds(_Rendered, list[Build]):
     def _render(self, fmt: str) -> str:
         notes = "\n".join(f"- {b.kernel} ({b.arch}): {b.status}: {b.message}"
                           for b in self if b.status != "ok")
-        return _with_notes(tables.build_table(self.to_rows(), fmt=fmt), notes, fmt)
+        # the terminal's str() fits 100 columns, as `harness build` prints; markdown and
+        # HTML (a notebook's) keep every column
+        width = WIDTH if fmt == "simple" else None
+        return _with_notes(tables.build_table(self.to_rows(), fmt=fmt, width=width), notes, fmt)
 
 
 class Plans(_Rendered, list[Plan]):
@@ -177,10 +181,13 @@ class Results(_Rendered, list[Result]):
             columns = (memory_table.COMPARE_COLUMNS if self.mode == "compare"
                        else memory_table.MEMORY_COLUMNS)
             return _with_notes(tables.table(self, columns, fmt=fmt), self.failures(), fmt)
+        width = WIDTH if fmt == "simple" else None  # the terminal's: within 100 columns
         if self.mode == "compare":
-            table = tables.compare_table(self, fmt="github" if fmt == "simple" else fmt)
+            table = tables.compare_table(self, fmt=fmt, width=width)
         elif self.mode == "check":
-            table = tables.check_table(self, fmt=fmt)
+            table = tables.check_table(self, fmt=fmt, width=width)
+        elif width is not None:
+            table = tables.console_table(self, width=width)
         else:
             table = tables.table(self, fmt=fmt)
         return _with_notes(table, self.failures(), fmt)

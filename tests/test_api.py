@@ -66,11 +66,13 @@ def test_done_means_build_prints_registers_and_occupancy():
     assert proc.returncode == 0, proc.stderr
     (kernel,) = [k for k in discover() if k.name == "10_hoisted"]
     row = build_row(kernel, "sm_90")
-    header, _, line = proc.stdout.splitlines()[:3]
-    assert "regs" in header and "occ %" in header and "limiter" in header
+    header, titles, _, line = proc.stdout.splitlines()[:4]
+    assert "regs" in header and "(occ)" in titles and "limiter" in header
+    assert max(map(len, proc.stdout.splitlines())) <= 100  # the terminal's width, as the CLI
     cells = line.split()
     assert cells[0] == "10_hoisted" and str(row["registers"]) in cells
-    assert f"{row['occupancy_pct']:.1f}" in cells and row["limiter"] in line
+    limiter = row["limiter"].replace("registers", "regs").replace("shared memory", "smem")
+    assert f"({row['occupancy_pct']:.1f}%)" in line and limiter in line
 
 
 def test_a_key_a_path_and_a_variant_name_the_registry_kernels():

@@ -204,3 +204,37 @@ def test_a_child_that_loads_another_compiler_is_refused(monkeypatch):
     source = b'extern "C" __global__ void k() {}\n'
     with pytest.raises(CompileError, match=r"loaded nvrtc 13\.\d+ where this process has 12\.9"):
         child.run("nvrtc", (source, "/tmp/k.cu", ["-arch=sm_80"], ()), "k (k.cu)")
+
+
+def test_the_child_is_told_where_the_parent_found_the_libraries():
+    """The child starts with -S: in a virtual environment it would search the base
+    interpreter's site-packages, not the venv's wheels. The parent names each library's file
+    in the child's environment instead (and so in the compile cache's key)."""
+    from cuda import pathfinder
+
+    env = child._child_env()
+    named = dict(item.split("=", 1) for item in env[child._LIBS_ENV].split(os.pathsep))
+    assert set(named) == {"nvrtc", "nvjitlink"}
+    assert named["nvrtc"] == os.path.realpath(pathfinder.load_nvidia_dynamic_lib("nvrtc").abs_path)
+    assert all(Path(path).is_file() for path in named.values())
+
+
+def test_the_child_compiles_with_the_file_the_parent_found(monkeypatch):
+    loaded = []
+    same = child._same_library
+    monkeypatch.setattr(child, "_same_library",
+                        lambda name, path, what: (loaded.append((name, path)),
+                                                  same(name, path, what)))
+    source = b'extern "C" __global__ void k() {}\n'
+    assert child.run("nvrtc", (source, "/tmp/k.cu", ["-arch=sm_80"], ()), "k (k.cu)").ok
+    assert [(n, os.path.realpath(p)) for n, p in loaded] == [("nvrtc",
+                                                              child._libraries()["nvrtc"])]
+
+
+def test_a_child_that_loads_another_file_is_refused():
+    wanted = child._libraries()["nvjitlink"]
+    with pytest.raises(CompileError, match=r"k: the compile process loaded nvJitLink from "
+                       r"/elsewhere/libnvJitLink\.so\.13 where this process found it at "
+                       + wanted.replace(".", r"\.")):
+        child._same_library("nvjitlink", "/elsewhere/libnvJitLink.so.13", "k")
+    child._same_library("nvjitlink", wanted, "k")  # the same file: no error

@@ -156,6 +156,30 @@ def test_the_api_the_package_and_the_commands_reach_nothing_of_the_cli():
         assert not {d for d in graph[name] if d.startswith("harness.cli")}, name
 
 
+def outside_imports(package: Path) -> dict[str, list[str]]:
+    """Each module under ``package`` -> the modules of the checkout's other top-level folders
+    (experiments, tests) it imports, anywhere in its text (a function's import too)."""
+    found: dict[str, list[str]] = {}
+    for path in sorted(package.rglob("*.py")):
+        tree = ast.parse(path.read_text())
+        names = [a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names]
+        names += [n.module or "" for n in ast.walk(tree)
+                  if isinstance(n, ast.ImportFrom) and not n.level]
+        bad = sorted(n for n in names if n.split(".")[0] in ("experiments", "tests"))
+        if bad:
+            found[str(path.relative_to(package.parent))] = bad
+    return found
+
+
+def test_the_package_stands_alone(tmp_path):
+    """An installed package holds harness/ only: nothing in it may import experiments/ or
+    tests/ (a worker that did ran from a checkout alone)."""
+    assert outside_imports(PACKAGE) == {}
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "m.py").write_text("def f():\n    from experiments.x import y\n")
+    assert outside_imports(tmp_path / "pkg") == {"pkg/m.py": ["experiments.x"]}
+
+
 # --- module size -----------------------------------------------------------------------------
 
 MOST_LINES = 500

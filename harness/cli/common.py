@@ -72,7 +72,8 @@ def _dims_size(text: str) -> bool:
         return False
 
 
-WIDE_COMMANDS = ("run", "check", "compare", "tune", "list", "build", "report", "diff", "index")
+WIDE_COMMANDS = ("run", "check", "compare", "tune", "list", "build", "report", "diff", "index",
+                 "sass", "occupancy")
 """The commands whose tables fit 100 columns unless ``--wide``."""
 
 

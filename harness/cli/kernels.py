@@ -19,7 +19,7 @@ from harness.errors import HarnessError, LaunchError
 from harness.kernels.registry import DEFAULT_KERNEL_DIRS, load_registry, project_relative
 from harness.kernels.spec import budget_problems
 from harness.report import files, tables
-from harness.report.width import NAME, TEXT, fit_table
+from harness.report.width import NAME, TEXT, fit_table, fit_text
 from harness.run.runner import parse_size
 
 _SIZE_HELP = "problem size for the launch shape: N or M,N,K (default 4096)"
@@ -36,7 +36,8 @@ def add_parsers(sub) -> None:
     p = sub.add_parser("build", help="compile to cubin and report resources (no GPU needed)")
     p.add_argument("kernels", nargs="*", metavar="KERNEL")
     p.add_argument("--arch", default="sm_90", choices=sorted(ARCHS))
-    p.add_argument("--size", default=",".join(map(str, DEFAULT_SIZE)), help=_SIZE_HELP)
+    p.add_argument("--size", default=None, help=_SIZE_HELP + "; a buffers kernel's: its dims "
+                   "(default: its spec's largest size)")
     p.add_argument("--json", action="store_true", help="print a JSON list")
     p.add_argument("--jobs", type=int, default=None,
                    help="compiles at a time, each in a process of its own (default: every core)")
@@ -49,7 +50,8 @@ def add_parsers(sub) -> None:
     p.add_argument("kernels", nargs="*", metavar="KERNEL")
     p.add_argument("--arch", choices=sorted(ARCHS),
                    help="predict for this arch (default: the GPU's, else sm_90)")
-    p.add_argument("--size", default=",".join(map(str, DEFAULT_SIZE)), help=_SIZE_HELP)
+    p.add_argument("--size", default=None, help=_SIZE_HELP + "; a buffers kernel's: its dims "
+                   "(default: its spec's largest size)")
     p.add_argument("--carveout", type=int, metavar="PCT",
                    help="preferred shared-memory carve-out in percent (default: the spec's, "
                         "else the driver's)")
@@ -133,10 +135,9 @@ def build_progress(what: str = "building") -> Progress:
 
 def _build(args) -> int:
     compile_limit_s(args.compile_limit_s)  # a bad limit is bad input, before any work
-    chosen = common.kernels(args)
+    chosen = common.gemms_and_buffers(args, "build") if args.kernels else common.kernels(args)
     try:
-        rows = build_all(chosen, args.arch, parse_size(args.size), limit_s=args.compile_limit_s,
-                         jobs=args.jobs, progress=build_progress())
+        rows = _build_rows(args, chosen)
     except KeyboardInterrupt:
         print("harness: build interrupted: every compile in flight was stopped; the kernels "
               "compiled before are in the compile cache", file=sys.stderr)
@@ -157,8 +158,37 @@ def _build(args) -> int:
     return common.EXIT_OK if ok else common.EXIT_FAILED
 
 
+def _build_size(args, kernel) -> tuple[int, int, int]:
+    """The size ``kernel``'s launch shape is built for: --size (a GEMM's N or M,N,K, a buffers
+    kernel's dims), else a GEMM's default and a buffers kernel's largest spec size."""
+    if kernel.spec.kind != "buffers":
+        return parse_size(args.size or ",".join(map(str, DEFAULT_SIZE)))
+    from harness.bench.memory.launch import parse_dims
+    from harness.bench.memory.measure import padded
+
+    if args.size:
+        return padded(parse_dims(kernel, args.size))
+    return max((padded(d) for d in kernel.spec.buffers.default_sizes()),
+               key=lambda s: s[0] * s[1] * s[2])
+
+
+def _build_rows(args, chosen) -> list[dict]:
+    """``build_all`` over ``chosen``, each kernel at its own size (:func:`_build_size`)."""
+    if args.size and len({k.spec.kind == "buffers" for k in chosen}) > 1:
+        common.one_size_rank(list(chosen), "build")
+    sizes = [_build_size(args, k) for k in chosen]
+    rows: list[dict | None] = [None] * len(chosen)
+    for size in dict.fromkeys(sizes):
+        at = [i for i, s in enumerate(sizes) if s == size]
+        built = build_all([chosen[i] for i in at], args.arch, size,
+                          limit_s=args.compile_limit_s, jobs=args.jobs,
+                          progress=build_progress())
+        for i, row in zip(at, built, strict=True):
+            rows[i] = row
+    return rows
+
+
 def _occupancy(args) -> int:
-    m, n, k = parse_size(args.size)
     if not args.kernels and not args.sweep:
         raise HarnessError("name at least one KERNEL (see `harness list`), or pass --sweep")
     status = common.has_gpu()
@@ -166,20 +196,23 @@ def _occupancy(args) -> int:
         status.require("--sweep compares with the driver's occupancy; without --sweep, "
                        "`harness occupancy KERNEL` predicts it offline")
         return _occupancy_sweep(args, common.kernels(args))
-    chosen = common.kernels(args)
+    chosen = common.gemms_and_buffers(args, "occupancy")
+    if args.size and len({k.spec.kind == "buffers" for k in chosen}) > 1:
+        common.one_size_rank(list(chosen), "occupancy")
     if status.found:
         from harness.bench.session import BenchSession
 
         with BenchSession(carveout_pct=args.carveout) as session:
-            out = [_occupancy_entry(args, kernel, (m, n, k), session) for kernel in chosen]
+            out = [_occupancy_entry(args, kernel, _build_size(args, kernel), session)
+                   for kernel in chosen]
     else:
-        out = [_occupancy_entry(args, kernel, (m, n, k), None, status.reason)
+        out = [_occupancy_entry(args, kernel, _build_size(args, kernel), None, status.reason)
                for kernel in chosen]
     if args.json:
         print(json.dumps(out, indent=1))
     else:
         for entry in out:
-            _print_occupancy(entry)
+            _print_occupancy(entry, common.width(args))
     blocked = any(entry["launch_problems"] for entry in out)
     return common.EXIT_FAILED if blocked else common.EXIT_OK
 
@@ -241,7 +274,7 @@ def _occupancy_entry(args, kernel, size, session, why: str = "") -> dict:
     return entry
 
 
-def _print_occupancy(entry: dict) -> None:
+def _print_occupancy(entry: dict, width: int | None = None) -> None:
     p = entry["offline"]
     if p is None:  # not built for an arch below its min_arch
         print(f"{entry['kernel']} at {'x'.join(map(str, entry['size']))}")
@@ -276,7 +309,7 @@ def _print_occupancy(entry: dict) -> None:
         rows.append(("Driver", driver))
     carveout = "" if p["carveout_pct"] is None else f", carve-out {p['carveout_pct']}%"
     print(f"{entry['kernel']} at {'x'.join(map(str, entry['size']))} on {p['arch']}{carveout}")
-    print(tabulate(rows, tablefmt="plain"))
+    print(fit_text(tabulate(rows, tablefmt="plain"), width, indent=" " * 34))
     for problem in entry["launch_problems"]:
         print(f"cannot launch: {problem}")
     print()
@@ -332,10 +365,30 @@ def _sass(args) -> int:
         print(json.dumps(rows, indent=1))
     else:
         columns = ["kernel", *[name for name, _, _ in CATEGORIES], "total"]
-        print(tabulate([[r[c] for c in columns] for r in rows], headers=columns))
-        print("static counts: instructions in the code (an unrolled loop counts each copy), "
-              "not instructions executed")
+        print(_column_groups(columns, [[r[c] for c in columns] for r in rows],
+                             common.width(args)))
+        print(fit_text("static counts: instructions in the code (an unrolled loop counts each "
+                       "copy), not instructions executed", common.width(args)))
     return common.EXIT_OK
+
+
+def _column_groups(columns: list[str], rows: list[list], width: int | None) -> str:
+    """A table of many numeric columns within ``width``: as many columns as fit beside the
+    first (the kernel), then the next ones under it, each group a table of its own."""
+    if width is None:
+        return tabulate(rows, headers=columns)
+    groups: list[list[int]] = []
+    for i in range(1, len(columns)):
+        trial = [*(groups[-1] if groups else []), i]
+        text = tabulate([[r[0], *(r[j] for j in trial)] for r in rows],
+                        headers=[columns[0], *(columns[j] for j in trial)])
+        if groups and max(map(len, text.splitlines())) <= width:
+            groups[-1] = trial
+        else:
+            groups.append([i])
+    return "\n\n".join(tabulate([[r[0], *(r[j] for j in g)] for r in rows],
+                                headers=[columns[0], *(columns[j] for j in g)])
+                       for g in groups)
 
 
 def _ptx(args) -> int:

@@ -119,6 +119,7 @@ def run(compiler: str, args: tuple, what: str, limit_s: float | None = None) -> 
              once="random layout")
     if status == "ok":
         version = value.pop("version", None)
+        _same_library(compiler, value.pop("library", None), what)
         here = compiler_versions()[compiler]
         if version is not None and version != here:
             raise CompileError(
@@ -132,6 +133,19 @@ def run(compiler: str, args: tuple, what: str, limit_s: float | None = None) -> 
         raise CompileError(f"{what}: {value}")
     raise CompileError(f"{what}: the {compiler} process {_ended(proc.returncode)}"
                        f"{_tail(err)}")
+
+
+def _same_library(compiler: str, loaded: str | None, what: str) -> None:
+    """A compile process that loaded ``compiler``'s library from another file than this
+    process found is an error: its output would be cached under this process's library."""
+    wanted = _libraries().get(compiler)
+    if wanted is None or loaded is None or os.path.realpath(loaded) == wanted:
+        return
+    raise CompileError(
+        f"{what}: the compile process loaded {_LIBRARIES[compiler]} from {loaded} where this "
+        f"process found it at {wanted}: two installs of NVIDIA's libraries (a wheel and a "
+        "toolkit, or two wheels?) and one of them first on LD_LIBRARY_PATH; keep one, or put "
+        "the one to use first on LD_LIBRARY_PATH")
 
 
 _PASSED_ENV = ("LD_LIBRARY_PATH", "CUDA_HOME", "CUDA_PATH", "CONDA_PREFIX")
@@ -151,8 +165,39 @@ def _child_env() -> dict[str, str]:
     caller's."""
     env = {name: os.environ[name] for name in _PASSED_ENV if os.environ.get(name)}
     env["PYTHONPATH"] = os.pathsep.join(_import_roots())
+    libraries = _libraries()
+    if libraries:
+        env[_LIBS_ENV] = os.pathsep.join(f"{name}={path}" for name, path in libraries.items())
     env["PYTHONHASHSEED"] = "0"
     return env
+
+
+_LIBS_ENV = "HARNESS_CHILD_LIBS"
+"""Where this process found NVIDIA's compiler libraries (``nvrtc=/abs/libnvrtc.so.13:...``):
+the child loads those files before cuda.bindings asks for them."""
+_LIBRARIES = {"nvrtc": "nvrtc", "nvjitlink": "nvJitLink"}
+"""Each compiler's library, by cuda.pathfinder's name."""
+
+
+@functools.cache
+def _libraries() -> dict[str, str]:
+    """Each compiler library's file as cuda.pathfinder finds it in this process, where the
+    site start-up has run: in a virtual environment, under ``pip install --target`` with
+    PYTHONPATH, in a conda prefix. The child starts with -S, so it would search the base
+    interpreter's site-packages and miss a venv's wheels (DynamicLibNotFoundError); it loads
+    these files instead, so it compiles with the libraries this process names in the cache
+    key. A library not found here is left out: the child's own search then says why."""
+    try:
+        from cuda import pathfinder
+    except ImportError:
+        return {}
+    found = {}
+    for compiler, libname in _LIBRARIES.items():
+        try:
+            found[compiler] = os.path.realpath(pathfinder.load_nvidia_dynamic_lib(libname).abs_path)
+        except Exception:  # noqa: BLE001 - not found (or unloadable): the child says why
+            continue
+    return found
 
 
 @functools.cache
@@ -294,6 +339,31 @@ def _fixed_layout() -> str:
     return "unreachable"  # pragma: no cover - execv does not return
 
 
+def _load_libraries() -> None:
+    """Load the compiler libraries the parent found (:func:`_libraries`), by their paths:
+    cuda.pathfinder then finds them loaded and searches no further. NVRTC's builtins library
+    beside it first, as cuda.pathfinder does for a wheel's NVRTC 13.0."""
+    import ctypes
+
+    for item in filter(None, os.environ.get(_LIBS_ENV, "").split(os.pathsep)):
+        _, _, path = item.partition("=")
+        if Path(path).name.startswith("libnvrtc."):
+            builtins = sorted(Path(path).parent.glob("libnvrtc-builtins.so.*.*"))
+            if len(builtins) == 1:
+                ctypes.CDLL(str(builtins[0]), mode=os.RTLD_NOW | os.RTLD_GLOBAL)
+        ctypes.CDLL(path, mode=os.RTLD_NOW | os.RTLD_GLOBAL)
+
+
+def _loaded(compiler: str) -> str | None:
+    """The file this process loaded ``compiler``'s library from (cuda.pathfinder's record)."""
+    try:
+        from cuda import pathfinder
+
+        return pathfinder.load_nvidia_dynamic_lib(_LIBRARIES[compiler]).abs_path
+    except Exception:  # noqa: BLE001 - an older cuda.pathfinder: nothing to compare
+        return None
+
+
 def main() -> None:
     signal.signal(signal.SIGINT, signal.SIG_DFL)  # Ctrl-C ends the compile at once
     random_layout = _fixed_layout()
@@ -301,6 +371,7 @@ def main() -> None:
     reply = os.fdopen(os.dup(1), "wb")
     os.dup2(2, 1)  # anything a library prints goes to stderr, not into the reply
     compiler, args = pickle.load(sys.stdin.buffer)
+    _load_libraries()
     from harness.gpu import compilers
 
     call = compilers.nvrtc_compile if compiler == "nvrtc" else compilers.nvjitlink_ptx
@@ -311,7 +382,8 @@ def main() -> None:
     else:
         pickle.dump(("ok", {"ok": out.ok, "cubin": out.cubin, "log": out.log,
                             "status": out.status, "lowered": out.lowered,
-                            "version": compilers.compiler_versions()[compiler]}, random_layout),
+                            "version": compilers.compiler_versions()[compiler],
+                            "library": _loaded(compiler)}, random_layout),
                     reply)
     reply.close()
 

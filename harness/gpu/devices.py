@@ -41,8 +41,9 @@ def gpu_status() -> GpuStatus:
         return GpuStatus(reason="cuda-bindings is not installed (python3 -m pip install -e .)")
     try:
         (status,) = cu.cuInit(0)
-    except RuntimeError as exc:  # the bindings could not load libcuda
-        return GpuStatus(reason=f"no CUDA driver found ({exc})")
+    except RuntimeError:  # the bindings could not load libcuda
+        # one short line: cuda-pathfinder's own words run to three lines in a report's header
+        return GpuStatus(reason="no CUDA driver: libcuda.so.1 did not load")
     if status != cu.CUresult.CUDA_SUCCESS:
         return GpuStatus(reason=f"no usable CUDA GPU (cuInit: {status.name})")
     status, count = cu.cuDeviceGetCount()

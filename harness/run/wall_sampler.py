@@ -8,7 +8,8 @@ to the innermost project frame under it (where a wait or a library call was made
 
     HARNESS_WORKER_SAMPLE=DIR python3 -m harness run ...   # the worker writes DIR/sampled-PID.txt
 
-A one-off probe: harness/run/worker.py calls :func:`sampled` when the variable is set.
+A probe for experiments (experiments/gpu_session.sh): harness/run/worker.py calls
+:func:`sampled` when the variable is set.
 """
 
 from __future__ import annotations
