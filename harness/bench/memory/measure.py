@@ -28,8 +28,6 @@ SLOTS = 8
 """Timed repetitions' outputs kept per size (fewer where they would not fit in 4 GiB)."""
 VERIFIED = 4
 """Kept outputs checked at a timed size (each against its own draw)."""
-SAMPLE_ROWS = 32
-"""Rows of a softmax checked per kept output at a timed size."""
 WIDE = 128.0
 """The wide draw's range, as a multiple of the declared one: exp overflows past 88."""
 CHECK_SIZES = {1: [(1,), (7,), (255,), (257,), (4099,), (65537,), (1000003,)],
@@ -194,7 +192,8 @@ def judge_all(inst: Instance, want: dict) -> tuple[bool, float, str, dict]:
         worst = max(worst, j.worst)
         if not j.ok and ok:
             ok = False
-            what = ("unwritten" if j.unwritten else "not finite" if j.nonfinite else "wrong")
+            what = ("unwritten" if j.unwritten else "not finite" if j.nonfinite else
+                    "misnormalised" if j.misnormalised else "wrong")
             detail = (f"{b.name}: {what}: {j.unwritten} unwritten, {j.nonfinite} not finite, "
                       f"{j.outside} outside the bound of {j.elements} ({want[b.name].rule}); "
                       f"{j.detail}")
