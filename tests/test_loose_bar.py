@@ -10,6 +10,7 @@ import types
 
 import numpy as np
 import pytest
+from conftest import FIXTURE_KERNELS
 
 from harness.bench import capture, numerics
 
@@ -181,3 +182,32 @@ def test_the_timed_check_reads_every_row():
     assert timed._whole_softmax(inst, x32, softmax_kernel(x32, 2.0**-21, rng)).ok
     off = timed._whole_softmax(inst, x32, softmax_kernel(x32, off=1e-5))
     assert off.outside == 0 and "misnormalised: over 72 rows" in timed._story(off), off
+
+
+# --- the GPU fixtures build offline ------------------------------------------------------------
+
+@pytest.fixture
+def private_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("HARNESS_CACHE_DIR", str(tmp_path / "cache"))
+
+
+LOOSE_FILES = sorted((FIXTURE_KERNELS / "loose_bar").glob("*.cu"))
+
+
+@pytest.mark.parametrize("path", LOOSE_FILES, ids=lambda p: p.stem)
+def test_the_fixture_compiles_for_sm_90_without_spills(path, private_cache):
+    from harness.compiler.compile import compile_kernel
+    from harness.kernels.registry import kernels_in
+    from harness.kernels.spec import read_spec
+
+    spec = read_spec(path)
+    assert "issue 57" in spec.summary
+    for kernel in kernels_in(spec):
+        compiled = compile_kernel(kernel, "sm_90")
+        assert compiled.cubin[:4] == b"\x7fELF"
+        assert compiled.resources.spill_store_bytes == 0, compiled.resources
+
+
+def test_the_fixtures_are_there():
+    assert {p.stem for p in LOOSE_FILES} >= {"bf16x3_when_timed", "softmax_sum_off",
+                                             "softmax_fast_exp"}

@@ -1,0 +1,64 @@
+"""Issue 57's GPU fixtures (tests/kernels/loose_bar), each failing with its cause, and the
+right one passing (the CPU side: tests/test_loose_bar.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from conftest import FIXTURE_KERNELS
+
+from harness.gpu.timing import TimingOptions
+from harness.kernels.registry import discover, load_registry
+from harness.run.runner import RunOptions, run
+
+LOOSE = FIXTURE_KERNELS / "loose_bar"
+QUICK = TimingOptions(budget_ms=20, min_ms=5, warmup_ms=5)
+
+
+@pytest.mark.gpu
+def test_bf16x3_only_when_timed_fails_on_its_kept_outputs(tmp_path):
+    """Item 3: exact FP32 for 60 launches, BF16x3 after: only the kept timed repetitions,
+    now held to 2x FP32's error, see it."""
+    kernels = [k for k in discover([LOOSE]) if k.name == "bf16x3_when_timed"]
+    record = run(kernels, "sm_90", RunOptions(sizes=((1024, 1024, 1024),), timing=QUICK),
+                 tmp_path / "kept.jsonl", lambda _: None)
+    (r,) = record.results
+    assert r.status == "FAIL" and r.checks.finding == "keeps state between launches", r.message
+    assert "less accurate than FP32" in r.message and r.gflops is None, r.message
+
+
+@pytest.fixture(scope="module")
+def bench(device):
+    from harness.bench.memory.roofline import measure_ceiling
+    from harness.bench.session import BenchSession
+
+    with BenchSession(QUICK) as session:
+        yield session, measure_ceiling(session.device, session.stream, session.timer.options)
+
+
+def _measure(bench, path: Path, sizes, timed: bool = True):
+    from harness.bench.memory.timed import measure_kernel
+
+    session, ceiling = bench
+    (kernel,) = load_registry([], kind="buffers").select([str(path)])[:1]
+    return list(measure_kernel(session, kernel, sizes, ceiling, lambda *a, **k: None, timed))
+
+
+@pytest.mark.gpu
+def test_a_softmax_normalised_1e5_off_fails_at_16k_and_32k(bench):
+    """Item 8: every element within its bound; the rows, which must add up to one, fail."""
+    rows = _measure(bench, LOOSE / "softmax_sum_off.cu", [(8192, 16384), (4096, 32768)],
+                    timed=False)
+    for res in rows:
+        assert res.status == "FAIL" and res.checks.finding == "wrong", res.message
+        assert "misnormalised" in res.checks.failure, res.checks.failure
+
+
+@pytest.mark.gpu
+def test_a_fast_exponential_softmax_passes(bench):
+    """Item 10: __expf's error is in the bound: every battery shape, the timed sizes, timed."""
+    rows = _measure(bench, LOOSE / "softmax_fast_exp.cu", [(8192, 16384), (4096, 32768)])
+    for res in rows:
+        assert res.status == "pass", res.message
+        assert res.checks.timed_checked >= 2, res.checks
