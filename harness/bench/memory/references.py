@@ -7,7 +7,6 @@ verifier), and the comparison that names what is wrong (notes/buffers_kind.md).
 from __future__ import annotations
 
 import importlib.util
-import math
 import multiprocessing
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
@@ -15,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from harness.bench.memory import softmax_bound
+from harness.bench.memory import softmax_bound, sum_bound
 from harness.bench.memory.draw import as_float64
 from harness.errors import HarnessError
 from harness.kernels.buffers_spec import BuffersSpec
@@ -75,10 +74,10 @@ def expected(spec: BuffersSpec, inputs: dict[str, np.ndarray], dims: dict[str, i
     if spec.reference == "sum":
         (x,) = inputs.values()
         n = x.size
+        x = x.reshape(-1)
         r = np.array([x.sum(dtype=np.float64)])
-        bound = (UNIT[out.dtype] * abs(r) + 2.0 * math.sqrt(n) * UNIT["f32"]
-                 * np.abs(x).sum(dtype=np.float64))
-        return {out.name: Expected(r, bound, f"sum of {n}: u|r| + 2 sqrt(n) u32 sum|x|")}
+        bound = np.array([sum_bound.bound(x, float(r[0]), UNIT[out.dtype])])
+        return {out.name: Expected(r, bound, sum_bound.RULE.format(n=n))}
     if spec.reference == "softmax":
         (x,) = inputs.values()
         m = x.max(axis=1, keepdims=True)
