@@ -62,3 +62,12 @@ def test_a_fast_exponential_softmax_passes(bench):
     for res in rows:
         assert res.status == "pass", res.message
         assert res.checks.timed_checked >= 2, res.checks
+
+
+@pytest.mark.gpu
+def test_a_sum_skipping_a_thousandth_fails_at_2_24_to_2_30(bench):
+    """Item 6: right through the battery, one tile in 1024 skipped from 2^22 on."""
+    rows = _measure(bench, LOOSE / "sum_skips_a_thousandth.cu",
+                    [(1 << 24,), (1 << 26,), (1 << 28,), (1 << 30,)], timed=False)
+    for res in rows:
+        assert res.status == "FAIL" and res.checks.finding == "wrong", res.message
