@@ -284,3 +284,48 @@ def test_a_sampling_sum_fails_on_a_draw_of_mean_zero(log_n):
     mean = 0.5
     b = sum_bound.of_statistics(n, n * mean, mean**2 + 1 / 3.0, 1.5, n * 0.625, 2.0**-24)
     assert (spread > 2 * b) == (log_n < 26)
+
+
+# --- item 7: bytes derived from the buffers ------------------------------------------------------
+
+def test_bytes_come_from_the_buffers_and_a_declared_figure_needs_its_reason():
+    """Before issue 57 GB/s was the declared bytes over the time: 12 bytes an element for a
+    softmax that moves 8 read 1.5x. Now the buffers' bytes (each input and output once) are
+    the figure; a declared one that differs is an error, or used with its stated reason,
+    which the report shows."""
+    from dataclasses import replace
+
+    from harness.bench.memory import bytes_moved
+    from harness.errors import LaunchError
+    from harness.kernels.spec import read_spec
+    from harness.report.memory_table import MEMORY_COLUMNS
+
+    spec = read_spec(FIXTURE_KERNELS / "loose_bar" / "softmax_bytes_inflated.cu").buffers
+    rows, cols = 4096, 32768
+    nbytes = {"x": 4 * rows * cols, "y": 4 * rows * cols}
+    moved = bytes_moved.derived(spec, nbytes)
+    assert moved == 8 * rows * cols
+    declared = int(spec.bytes({"ROWS": rows, "COLS": cols}))
+    assert declared == 12 * rows * cols
+    with pytest.raises(LaunchError, match=r"declares bytes = 1610612736, but its buffers "
+                                          r"move 1073741824 .*bytes_reason"):
+        bytes_moved.settle(spec, declared, moved, "softmax_bytes_inflated at 4096x32768")
+    assert bytes_moved.settle(spec, moved, moved, "") == (moved, "buffers")
+    said = replace(spec, bytes_reason="the row is read twice by design")
+    got, source = bytes_moved.settle(said, declared, moved, "")
+    assert got == declared and source.endswith("the row is read twice by design")
+    column = next(c for c in MEMORY_COLUMNS if c.key == "bytes_source")
+    row = types.SimpleNamespace(memory=types.SimpleNamespace(bytes_source=source))
+    assert column.value(row) == source
+    row.memory.bytes_source = "buffers"
+    assert column.value(row) is None
+
+
+def test_bytes_reason_must_say_something():
+    from harness.errors import SpecError
+    from harness.kernels.spec import parse_spec
+
+    text = (FIXTURE_KERNELS / "loose_bar" / "softmax_bytes_inflated.cu").read_text()
+    text = text.replace('bytes = "3*4*ROWS*COLS"', 'bytes = "3*4*ROWS*COLS"\nbytes_reason = " "')
+    with pytest.raises(SpecError, match="bytes_reason must say in words why"):
+        parse_spec(text, FIXTURE_KERNELS / "k.cu")

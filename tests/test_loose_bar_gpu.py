@@ -71,3 +71,11 @@ def test_a_sum_skipping_a_thousandth_fails_at_2_24_to_2_30(bench):
                     [(1 << 24,), (1 << 26,), (1 << 28,), (1 << 30,)], timed=False)
     for res in rows:
         assert res.status == "FAIL" and res.checks.finding == "wrong", res.message
+
+
+@pytest.mark.gpu
+def test_a_softmax_declaring_more_bytes_than_its_buffers_gets_no_figure(bench):
+    """Item 7: 12 bytes an element declared, 8 moved, no reason: an error naming both."""
+    (res,) = _measure(bench, LOOSE / "softmax_bytes_inflated.cu", [(4096, 4096)])
+    assert res.status == "launch error" and res.gbps is None, (res.status, res.message)
+    assert "declares bytes = 201326592, but its buffers move 134217728" in res.message

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from harness.archs import can_run, get_arch
-from harness.bench.memory import references
+from harness.bench.memory import bytes_moved, references
 from harness.bench.memory.draw import Drawn, Draws, as_float64, drawn
 from harness.bench.memory.references import NUMPY, SENTINEL, Judged, PyReference
 from harness.compiler.compile import compile_kernel
@@ -116,7 +116,9 @@ class Instance:
                 args.append(ctypes.c_int32(value) if a.type == "i32" else ctypes.c_int64(value))
         self.args = tuple(args)
         self.spec = spec
-        self.bytes = int(kernel.evaluate(spec.bytes, env))
+        self.bytes, self.bytes_source = bytes_moved.settle(
+            spec, int(kernel.evaluate(spec.bytes, env)),
+            bytes_moved.derived(spec, self.nbytes), f"{kernel.name} at {size_text(dims)}")
         self.flops = float(kernel.evaluate(spec.flops, env)) if spec.flops else 0.0
         self.salt = 0
         self.wide = False

@@ -195,7 +195,8 @@ def row_of(session, loaded: Loaded, inst: Instance, dims, ceiling) -> Result:
         memory=MemoryFigures(
             dict(zip(inst.spec.dims, dims, strict=True)), inst.bytes, inst.flops,
             *((ceiling.gbps, ceiling.copy_gbps, ceiling.dram_peak_gbps) if ceiling
-              else (math.nan, math.nan, session.device.dram_bytes_per_s / 1e9))))
+              else (math.nan, math.nan, session.device.dram_bytes_per_s / 1e9)),
+            inst.bytes_source))
 
 
 def checked_at_size(session, inst: Instance, dims, found: Battery, say) -> int:
