@@ -329,3 +329,63 @@ def test_bytes_reason_must_say_something():
     text = text.replace('bytes = "3*4*ROWS*COLS"', 'bytes = "3*4*ROWS*COLS"\nbytes_reason = " "')
     with pytest.raises(SpecError, match="bytes_reason must say in words why"):
         parse_spec(text, FIXTURE_KERNELS / "k.cu")
+
+
+# --- item 4: FP32 at every depth -----------------------------------------------------------------
+
+def _f32_parts(parts_a, parts_b, pairs):
+    """A tensor-core style scheme: each pair of parts multiplied with FP32 accumulation
+    (float32 products), the partial products added in FP32."""
+    acc = None
+    for i, j in pairs:
+        p = parts_a[i].astype(np.float32) @ parts_b[j].astype(np.float32)
+        acc = p if acc is None else (acc + p).astype(np.float32)
+    return acc
+
+
+def _bf16x3_fp32_acc(a, b):
+    ah, bh = _bf16(a), _bf16(b)
+    return _f32_parts((ah, _bf16(a - ah)), (bh, _bf16(b - bh)), ((1, 0), (0, 1), (0, 0)))
+
+
+def _splitk(a, b, slices=8):
+    k = a.shape[1]
+    step = k // slices
+    return _f32_parts([a[:, i:i + step] for i in range(0, k, step)],
+                      [b[i:i + step] for i in range(0, k, step)],
+                      [(s, s) for s in range(slices)])
+
+
+@pytest.mark.parametrize("k", [256, 2048, 16384])
+def test_bf16x3_fails_at_every_depth_and_fp32_in_any_order_passes(k):
+    """The 2x-FP32 multiple fades as 1/sqrt(K) (BF16x3 with FP32 accumulation reads about
+    1.7x at 16384: a pass); regressed on BF16x3's own representation error
+    (narrow_inputs.py) it reads 1 at every K, FP32 sums in any order 0 within a few
+    deviations, far from the 0.5 and six deviations a failure needs."""
+    from harness.bench import narrow_inputs
+
+    rng = np.random.default_rng(k + 1)
+    a, b = device_grid(rng, (64, k)), device_grid(rng, (k, 64))
+    ref = a @ b
+    split = _bf16x3_fp32_acc(a, b)
+    got = capture.kept_compare(FP32_SPEC, split, a, b, k, seed=2)
+    assert not got.passed and got.finding == "less accurate than FP32", got.message
+    if k == 16384:
+        assert got.fp32_multiple < numerics.FP32_MULTIPLE_MAX  # what passed before
+        assert "its error is bf16x3's" in got.message, got.message
+    tf32 = _f32_parts([narrow_inputs._cut(a, 11, True)], [narrow_inputs._cut(b, 11, True)],
+                      [(0, 0)])
+    assert not capture.kept_compare(FP32_SPEC, tf32, a, b, k, seed=2).passed
+    rights = {"split-k": _splitk(a, b), "blocked": (a.astype(np.float32)
+                                                    @ b.astype(np.float32)),
+              "pairwise": _splitk(a, b, 64)}
+    if k <= 2048:
+        rights["sequential"] = sequential_fp32(a, b)
+    for order, out in rights.items():
+        judged = capture.kept_compare(FP32_SPEC, out, a, b, k, seed=2)
+        assert judged.passed, (order, judged.message)
+        err = out.astype(np.float64) - ref
+        exact = a @ b
+        for name, scheme in narrow_inputs.SCHEMES.items():
+            beta, sigma = narrow_inputs.regress(err, scheme(a, b) - exact)
+            assert abs(beta) < 4 * sigma + 1e-3 and beta < 0.1, (order, name, beta, sigma)

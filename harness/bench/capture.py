@@ -279,7 +279,8 @@ def kept_compare(spec, out: np.ndarray, a: np.ndarray, b: np.ndarray, k: int, se
                            beta=0.0, c_type=spec.c_type, initial=initial,
                            scale=np.abs(a).astype(np.float32) @ np.abs(b).astype(np.float32),
                            yardstick=numerics.fp32_yardstick(a, b),
-                           max_multiple=numerics.FP32_MULTIPLE_MAX if strict else None)
+                           max_multiple=numerics.FP32_MULTIPLE_MAX if strict else None,
+                           operands=(a, b))
 
 
 @dataclass
