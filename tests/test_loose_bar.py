@@ -211,7 +211,8 @@ def test_the_fixture_compiles_for_sm_90_without_spills(path, private_cache):
 
 def test_the_fixtures_are_there():
     assert {p.stem for p in LOOSE_FILES} >= {"bf16x3_when_timed", "softmax_sum_off",
-                                             "softmax_fast_exp", "sum_skips_a_thousandth"}
+                                             "softmax_fast_exp", "sum_skips_a_thousandth",
+                                             "bf16x3_deep_k", "softmax_bytes_inflated"}
 
 
 # --- item 6: a sum bound that sampling cannot meet --------------------------------------------

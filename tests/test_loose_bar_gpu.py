@@ -79,3 +79,15 @@ def test_a_softmax_declaring_more_bytes_than_its_buffers_gets_no_figure(bench):
     (res,) = _measure(bench, LOOSE / "softmax_bytes_inflated.cu", [(4096, 4096)])
     assert res.status == "launch error" and res.gbps is None, (res.status, res.message)
     assert "declares bytes = 201326592, but its buffers move 134217728" in res.message
+
+
+@pytest.mark.gpu
+def test_bf16x3_from_a_deep_k_on_fails_as_less_accurate_than_fp32(tmp_path):
+    """Item 4: BF16x3 from K = 8192 on, under 2x FP32's error there: the regression on
+    BF16x3's own error names it at the timed size's check."""
+    kernels = [k for k in discover([LOOSE]) if k.name == "bf16x3_deep_k"]
+    record = run(kernels, "sm_90", RunOptions(sizes=((512, 512, 16384),), timing=QUICK),
+                 tmp_path / "deep.jsonl", lambda _: None)
+    (r,) = record.results
+    assert r.status == "FAIL" and r.checks.finding == "less accurate than FP32", r.message
+    assert "bf16x3's" in r.message, r.message
