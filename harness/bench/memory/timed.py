@@ -126,6 +126,8 @@ def verify_kept(inst: Instance, seed: int, slots: Buffer, count: int, out_bytes:
     # every kept output against a whole reference costs a download and a float64 pass over
     # the inputs: four up to 2^24 input elements, two up to 2^28, then one
     verified = VERIFIED if elements <= 1 << 24 else 2 if elements <= 1 << 28 else 1
+    if _softmax(inst):  # as many as when 32 rows of each were read (blocks on the pool)
+        verified = VERIFIED
     for j in range(min(kept, verified)):
         content = int(state[3 + j])
         inst.draws.set_content(content)
