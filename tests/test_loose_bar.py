@@ -322,6 +322,23 @@ def test_bytes_come_from_the_buffers_and_a_declared_figure_needs_its_reason():
     assert column.value(row) is None
 
 
+def test_a_kernel_whose_declared_bytes_differ_fails_before_its_battery():
+    """Every size of it ends in a launch error naming both figures (the battery would skip a
+    size whose buffers cannot be made, as it does a constraint's)."""
+    from harness.bench.memory.measure import _declared_bytes
+    from harness.errors import LaunchError
+    from harness.kernels.registry import kernels_in
+    from harness.kernels.spec import read_spec
+
+    loose = FIXTURE_KERNELS / "loose_bar"
+    (kernel,) = kernels_in(read_spec(loose / "softmax_bytes_inflated.cu"))
+    with pytest.raises(LaunchError, match=r"softmax_bytes_inflated at 8192x16384: the spec "
+                                          r"declares bytes = 1610612736, but its buffers move"):
+        _declared_bytes(kernel, 132)
+    (right,) = kernels_in(read_spec(loose / "softmax_fast_exp.cu"))
+    _declared_bytes(right, 132)
+
+
 def test_bytes_reason_must_say_something():
     from harness.errors import SpecError
     from harness.kernels.spec import parse_spec

@@ -66,6 +66,7 @@ def load(session, kernel: Kernel) -> Loaded:
     if not can_run(need, session.device.arch):
         raise LaunchError(f"{kernel.name} needs {need.name} (min_arch); this GPU is "
                           f"{session.device.arch.name}")
+    _declared_bytes(kernel, session.device.sm_count)
     compiled = compile_kernel(kernel, arch)
     problem = kernel.spec.parameter_problem(compiled.cubin, compiled.symbol)
     if problem:
@@ -77,6 +78,21 @@ def load(session, kernel: Kernel) -> Loaded:
     spec = kernel.spec.buffers
     ref = PyReference(kernel.spec.path, spec) if spec.reference.startswith("py:") else None
     return Loaded(kernel, module, function, compiled.resources, ref)
+
+
+def _declared_bytes(kernel: Kernel, sm_count: int) -> None:
+    """A LaunchError (every size of the kernel fails with it) where its declared bytes differ
+    from its buffers' at one of its sizes or the battery's, with no reason given: before the
+    battery, which skips a size whose Instance cannot be made."""
+    spec = kernel.spec.buffers
+    for dims in spec.default_sizes() + CHECK_SIZES[len(spec.dims)]:
+        env = {**kernel.env(*padded(dims)), "SMS": sm_count}
+        if not all(kernel.evaluate(c, env) for c in kernel.spec.constraints):
+            continue
+        nbytes = {b.name: math.prod(int(kernel.evaluate(e, env)) for e in b.shape)
+                  * references.SENTINEL[b.dtype][1] for b in spec.buffers.values()}
+        bytes_moved.settle(spec, int(kernel.evaluate(spec.bytes, env)),
+                           bytes_moved.derived(spec, nbytes), f"{kernel.name} at {size_text(dims)}")
 
 
 class Instance:
