@@ -148,7 +148,7 @@ def compare_to_reference(gemm: LoadedGemm, ops: operands.Operands, out: np.ndarr
     strict = deep and spec.precision == "fp32" and not via
     return chunked.compare(
         out, ref, spec.precision, k=k, seed=seed, alpha=alpha, beta=beta, c_type=spec.c_type,
-        initial=initial, c64=ops.c64, scale=scale,
+        initial=initial, c64=ops.c64, scale=scale, operands=(ops.a64, ops.b64) if strict else None,
         yardstick=(numerics.fp32_yardstick(ops.a64, ops.b64, alpha, ops.product_norm())
                    if beta == 0.0 and ops.draw == "uniform" else None),
         max_multiple=numerics.FP32_MULTIPLE_MAX if strict else None, input_unit=unit,

@@ -13,11 +13,11 @@ import math
 import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
-from harness.bench import numerics
+from harness.bench import narrow_inputs, numerics
 from harness.bench.numerics import (
     ELEMENT_SAFETY,
     CheckResult,
@@ -190,15 +190,22 @@ def compare(out: np.ndarray, ref: np.ndarray, precision: str, *, scale: np.ndarr
             initial: np.ndarray | None = None, c64: np.ndarray | None = None,
             yardstick: float | None = None, max_multiple: float | None = None,
             input_unit: float = 0.0, input_norm: float = 0.0,
-            total: Sums | None = None) -> CheckResult:
+            total: Sums | None = None, operands: tuple | None = None) -> CheckResult:
     """:func:`harness.bench.numerics.compare` (its arguments and result): a pass from
     :func:`passed_quickly` (``total``: its sums, made on the device), anything else compared
-    whole, by the path that names the cause."""
-    quick = passed_quickly(out, ref, precision, scale, k, seed, alpha, beta, c_type, initial,
-                           yardstick, max_multiple, input_unit, input_norm, total)
-    if quick is not None:
-        return quick
-    return numerics.compare(out, ref, precision, scale=scale, k=k, seed=seed, alpha=alpha,
-                            beta=beta, c_type=c_type, initial=initial, c64=c64,
-                            yardstick=yardstick, max_multiple=max_multiple,
-                            input_unit=input_unit, input_norm=input_norm)
+    whole, by the path that names the cause. ``operands`` (A and B, float64), with
+    ``max_multiple``: a pass is also held to narrow_inputs.verdict (FP32 at every K)."""
+    got = passed_quickly(out, ref, precision, scale, k, seed, alpha, beta, c_type, initial,
+                         yardstick, max_multiple, input_unit, input_norm, total)
+    if got is None:
+        got = numerics.compare(out, ref, precision, scale=scale, k=k, seed=seed, alpha=alpha,
+                               beta=beta, c_type=c_type, initial=initial, c64=c64,
+                               yardstick=yardstick, max_multiple=max_multiple,
+                               input_unit=input_unit, input_norm=input_norm)
+    if got.passed and yardstick and max_multiple is not None and operands is not None:
+        name, slope, sigma = narrow_inputs.verdict(to_float64(out, c_type), ref, *operands,
+                                                   alpha, seed)
+        if name:
+            return replace(got, passed=False, finding="less accurate than FP32",
+                           message=narrow_inputs.story(name, slope, sigma))
+    return got

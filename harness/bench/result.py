@@ -178,7 +178,7 @@ class MemoryFigures:
 
     dims: dict[str, int]
     bytes: int
-    """The compulsory bytes the spec declares at these dims."""
+    """The compulsory bytes at these dims: the buffers' (``bytes_source``)."""
     flops: float
     ceiling_gbps: float
     """The memory ceiling measured in the same run (roofline.py): the faster of a device
@@ -186,6 +186,9 @@ class MemoryFigures:
     copy_gbps: float
     dram_peak_gbps: float
     """From the device's memory clock and bus width."""
+    bytes_source: str = "buffers"
+    """Where ``bytes`` comes from: ``buffers`` (each input and output once), or the declared
+    figure with the spec's reason (bench/memory/bytes_moved.py)."""
 
 
 @dataclass(frozen=True)

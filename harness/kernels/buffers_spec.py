@@ -35,7 +35,8 @@ of the kernel's ``.py`` file instead."""
 BASELINES = ("copy", "cub_sum", "torch_softmax", "none")
 ARG_TYPES = {"i32": 4, "i64": 8}
 KEYS = ("kind", "entry", "summary", "predicted", "min_arch", "dims", "sizes", "args", "block",
-        "grid", "dynamic_smem_bytes", "constraints", "reference", "bytes", "flops", "baseline",
+        "grid", "dynamic_smem_bytes", "constraints", "reference", "bytes", "bytes_reason",
+        "flops", "baseline",
         "nondeterministic", "tolerance", "buffers", "params", "variants", "representative",
         "macros", "carveout_pct", "budget", "tune", "tuned")
 REQUIRED = ("entry", "summary", "min_arch", "dims", "sizes", "args", "block", "grid",
@@ -107,6 +108,9 @@ class BuffersSpec:
     flops: expr.Expr | None
     baseline: str
     tolerance: Tolerance
+    bytes_reason: str = ""
+    """Why ``bytes`` differs from the buffers' bytes (bench/memory/bytes_moved.py); empty:
+    it must not."""
 
     @property
     def inputs(self) -> list[BufferDecl]:
@@ -207,8 +211,12 @@ def parse_buffers(table: dict, params: frozenset[str], fail) -> BuffersSpec:
     nbytes = expr.parse_using(table["bytes"], names, fail, "bytes")
     flops = (expr.parse_using(table["flops"], names, fail, "flops") if "flops" in table
              else None)
+    reason = table.get("bytes_reason", "")
+    if not isinstance(reason, str) or ("bytes_reason" in table and not reason.strip()):
+        raise fail(f"bytes_reason must say in words why bytes differs from the buffers' bytes "
+                   f"(each input and output once), found {reason!r}")
     return BuffersSpec(dims, sizes, tuple(args), buffers, reference, nbytes, flops, baseline,
-                       tolerance)
+                       tolerance, reason.strip())
 
 
 def _buffer(name: str, raw, names: frozenset[str], fail) -> BufferDecl:

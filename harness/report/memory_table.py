@@ -29,6 +29,9 @@ MEMORY_COLUMNS: tuple[Column, ...] = (
            only_when_present=True),
     Column("baseline", "baseline", lambda r: r.baseline.library if r.baseline else None,
            only_when_present=True),
+    Column("bytes_source", "bytes",
+           lambda r: r.memory.bytes_source if r.memory and r.memory.bytes_source != "buffers"
+           else None, only_when_present=True),
     Column("status", "status", lambda r: r.status),
 )
 NARROW = ("kernel", "dims", "precision", "gbps", "pct_baseline", "pct_ceiling", "pct_peak",

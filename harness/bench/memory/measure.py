@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from harness.archs import can_run, get_arch
-from harness.bench.memory import references
+from harness.bench.memory import bytes_moved, references
 from harness.bench.memory.draw import Drawn, Draws, as_float64, drawn
 from harness.bench.memory.references import NUMPY, SENTINEL, Judged, PyReference
 from harness.compiler.compile import compile_kernel
@@ -28,8 +28,6 @@ SLOTS = 8
 """Timed repetitions' outputs kept per size (fewer where they would not fit in 4 GiB)."""
 VERIFIED = 4
 """Kept outputs checked at a timed size (each against its own draw)."""
-SAMPLE_ROWS = 32
-"""Rows of a softmax checked per kept output at a timed size."""
 WIDE = 128.0
 """The wide draw's range, as a multiple of the declared one: exp overflows past 88."""
 CHECK_SIZES = {1: [(1,), (7,), (255,), (257,), (4099,), (65537,), (1000003,)],
@@ -68,6 +66,7 @@ def load(session, kernel: Kernel) -> Loaded:
     if not can_run(need, session.device.arch):
         raise LaunchError(f"{kernel.name} needs {need.name} (min_arch); this GPU is "
                           f"{session.device.arch.name}")
+    _declared_bytes(kernel, session.device.sm_count)
     compiled = compile_kernel(kernel, arch)
     problem = kernel.spec.parameter_problem(compiled.cubin, compiled.symbol)
     if problem:
@@ -79,6 +78,21 @@ def load(session, kernel: Kernel) -> Loaded:
     spec = kernel.spec.buffers
     ref = PyReference(kernel.spec.path, spec) if spec.reference.startswith("py:") else None
     return Loaded(kernel, module, function, compiled.resources, ref)
+
+
+def _declared_bytes(kernel: Kernel, sm_count: int) -> None:
+    """A LaunchError (every size of the kernel fails with it) where its declared bytes differ
+    from its buffers' at one of its sizes or the battery's, with no reason given: before the
+    battery, which skips a size whose Instance cannot be made."""
+    spec = kernel.spec.buffers
+    for dims in spec.default_sizes() + CHECK_SIZES[len(spec.dims)]:
+        env = {**kernel.env(*padded(dims)), "SMS": sm_count}
+        if not all(kernel.evaluate(c, env) for c in kernel.spec.constraints):
+            continue
+        nbytes = {b.name: math.prod(int(kernel.evaluate(e, env)) for e in b.shape)
+                  * references.SENTINEL[b.dtype][1] for b in spec.buffers.values()}
+        bytes_moved.settle(spec, int(kernel.evaluate(spec.bytes, env)),
+                           bytes_moved.derived(spec, nbytes), f"{kernel.name} at {size_text(dims)}")
 
 
 class Instance:
@@ -118,7 +132,9 @@ class Instance:
                 args.append(ctypes.c_int32(value) if a.type == "i32" else ctypes.c_int64(value))
         self.args = tuple(args)
         self.spec = spec
-        self.bytes = int(kernel.evaluate(spec.bytes, env))
+        self.bytes, self.bytes_source = bytes_moved.settle(
+            spec, int(kernel.evaluate(spec.bytes, env)),
+            bytes_moved.derived(spec, self.nbytes), f"{kernel.name} at {size_text(dims)}")
         self.flops = float(kernel.evaluate(spec.flops, env)) if spec.flops else 0.0
         self.salt = 0
         self.wide = False
@@ -194,7 +210,8 @@ def judge_all(inst: Instance, want: dict) -> tuple[bool, float, str, dict]:
         worst = max(worst, j.worst)
         if not j.ok and ok:
             ok = False
-            what = ("unwritten" if j.unwritten else "not finite" if j.nonfinite else "wrong")
+            what = ("unwritten" if j.unwritten else "not finite" if j.nonfinite else
+                    "misnormalised" if j.misnormalised else "wrong")
             detail = (f"{b.name}: {what}: {j.unwritten} unwritten, {j.nonfinite} not finite, "
                       f"{j.outside} outside the bound of {j.elements} ({want[b.name].rule}); "
                       f"{j.detail}")

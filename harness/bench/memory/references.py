@@ -7,7 +7,6 @@ verifier), and the comparison that names what is wrong (notes/buffers_kind.md).
 from __future__ import annotations
 
 import importlib.util
-import math
 import multiprocessing
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
@@ -15,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
+from harness.bench.memory import softmax_bound, sum_bound
 from harness.bench.memory.draw import as_float64
 from harness.errors import HarnessError
 from harness.kernels.buffers_spec import BuffersSpec
@@ -38,6 +38,9 @@ class Expected:
     value: np.ndarray
     bound: np.ndarray | None
     rule: str
+    rows_unit: float | None = None
+    """A softmax's output unit roundoff: its rows are judged together too (their outputs add
+    up to one, softmax_bound.rows_verdict); None for the other references."""
 
 
 @dataclass(frozen=True)
@@ -53,10 +56,13 @@ class Judged:
     first: int
     """The flat index of the first element that is wrong (-1: none)."""
     detail: str
+    misnormalised: str = ""
+    """A softmax whose rows add up to other than one (softmax_bound.rows_verdict)."""
 
     @property
     def ok(self) -> bool:
-        return self.unwritten == 0 and self.nonfinite == 0 and self.outside == 0
+        return (self.unwritten == 0 and self.nonfinite == 0 and self.outside == 0
+                and not self.misnormalised)
 
 
 def expected(spec: BuffersSpec, inputs: dict[str, np.ndarray], dims: dict[str, int],
@@ -68,20 +74,18 @@ def expected(spec: BuffersSpec, inputs: dict[str, np.ndarray], dims: dict[str, i
     if spec.reference == "sum":
         (x,) = inputs.values()
         n = x.size
+        x = x.reshape(-1)
         r = np.array([x.sum(dtype=np.float64)])
-        bound = (UNIT[out.dtype] * abs(r) + 2.0 * math.sqrt(n) * UNIT["f32"]
-                 * np.abs(x).sum(dtype=np.float64))
-        return {out.name: Expected(r, bound, f"sum of {n}: u|r| + 2 sqrt(n) u32 sum|x|")}
+        bound = np.array([sum_bound.bound(x, float(r[0]), UNIT[out.dtype])])
+        return {out.name: Expected(r, bound, sum_bound.RULE.format(n=n))}
     if spec.reference == "softmax":
         (x,) = inputs.values()
         m = x.max(axis=1, keepdims=True)
         e = np.exp(x - m)
         r = e / e.sum(axis=1, keepdims=True)
-        cols = x.shape[1]
-        rel = (UNIT[out.dtype] + (2.0 * math.sqrt(cols) + 4.0) * UNIT["f32"]
-               + 1.2 * np.abs(x - m) * UNIT["f32"])
-        return {out.name: Expected(r, r * rel + SMALLEST_NORMAL,
-                                   "r (u + (2 sqrt(COLS) + 4) u32 + 1.2 |x - max| u32)")}
+        unit = UNIT[out.dtype]
+        return {out.name: Expected(r, softmax_bound.element_bound(x, r, unit),
+                                   softmax_bound.RULE, unit)}
     if spec.reference == "copy":
         (x,) = inputs.values()
         return {out.name: Expected(x, None, "exact")}
@@ -126,13 +130,21 @@ def judge(raw: np.ndarray, dtype: str, want: Expected) -> Judged:
     outside &= ~unwritten & ~nonfinite
     wrong = unwritten | nonfinite | outside
     first = int(np.argmax(wrong)) if wrong.any() else -1
-    detail = ""
+    detail = misnormalised = ""
     if first >= 0:
         detail = (f"element {first}: got {got[first]!r}, expected {ref[first]!r}"
                   + (f" (bound {bound[first]:.3g})"
                      if want.bound is not None else " (exact)"))
+    elif want.rows_unit is not None:
+        shape = want.value.shape
+        r = want.value.reshape(shape[0], -1)
+        _, ratio, misnormalised = softmax_bound.rows_verdict(
+            float(softmax_bound.row_excess(got.reshape(r.shape), r).sum()),
+            float(softmax_bound.row_variance(r, want.rows_unit).sum()), r.shape[0])
+        worst = max(worst, ratio)
+        detail = misnormalised
     return Judged(ref.size, int(unwritten.sum()), int(nonfinite.sum()), int(outside.sum()),
-                  worst, first, detail)
+                  worst, first, detail, misnormalised)
 
 
 def _rounded(ref: np.ndarray, dtype: str) -> np.ndarray:

@@ -9,15 +9,16 @@ from __future__ import annotations
 import math
 import secrets
 from collections.abc import Iterator
+from dataclasses import replace
 
 import numpy as np
 
+from harness.bench import chunked
 from harness.bench.contents import derive, new_seed
-from harness.bench.memory import baselines, roofline
+from harness.bench.memory import baselines, roofline, softmax_bound
 from harness.bench.memory.checks import Battery, battery
 from harness.bench.memory.draw import Draws, as_float64
 from harness.bench.memory.measure import (
-    SAMPLE_ROWS,
     SLOTS,
     VERIFIED,
     Instance,
@@ -27,7 +28,7 @@ from harness.bench.memory.measure import (
     padded,
     size_text,
 )
-from harness.bench.memory.references import NUMPY, expected, judge
+from harness.bench.memory.references import NUMPY, UNIT, Judged, expected, judge
 from harness.bench.phases import PHASES
 from harness.bench.result import (
     Baseline,
@@ -46,25 +47,49 @@ KEEP_BYTES = 4 << 30
 """Device memory the kept outputs may take at one size."""
 
 
-def _rows(inst: Instance, seed: int) -> np.ndarray | None:
-    """A softmax's rows checked at a timed size (None: every element, the other references)."""
-    if inst.spec.reference != "softmax":
-        return None
-    rows = inst.dims[0]
-    if rows <= SAMPLE_ROWS:
-        return None
-    pick = np.random.default_rng(derive(seed, "rows")).choice(rows, SAMPLE_ROWS, replace=False)
-    return np.sort(pick)
+def _softmax(inst: Instance) -> bool:
+    return inst.spec.reference == "softmax"
 
 
-def _row_values(inst: Instance, buffer, name: str, rows: np.ndarray, slot_offset: int = 0
-                ) -> np.ndarray:
-    decl = inst.spec.buffers[name]
-    cols = inst.shapes[name][1]
-    size = inst.nbytes[name] // inst.counts[name]
-    out = [buffer.download_at(slot_offset + int(r) * cols * size, NUMPY[decl.dtype], cols,
-                              inst.session.stream) for r in rows]
-    return np.stack(out)
+def _whole_softmax(inst: Instance, raw_x: np.ndarray, raw_y: np.ndarray) -> Judged:
+    """Every row of a softmax's output ``raw_y`` against its input ``raw_x`` (as downloaded),
+    in blocks of rows on the comparing pool, then the rows together (softmax_bound): the
+    element bound and the whole-output scan for the sentinel and NaN on every row (issue 57
+    item 8; before it 32 random rows were read)."""
+    (x,), (y,) = inst.spec.inputs, inst.spec.outputs
+    rows, cols = inst.shapes[x.name]
+    xs, ys = raw_x.reshape(rows, cols), raw_y.reshape(rows, cols)
+    step = max(1, (1 << 20) // max(cols, 1))
+    unit = UNIT[y.dtype]
+
+    def block(lo: int) -> tuple[Judged, float, float]:
+        x64 = as_float64(xs[lo:lo + step], x.dtype)
+        want = expected(inst.spec, {x.name: x64}, {})[y.name]
+        j = judge(ys[lo:lo + step], y.dtype, replace(want, rows_unit=None))
+        r = want.value
+        got = as_float64(ys[lo:lo + step], y.dtype)
+        return (j, float(softmax_bound.row_excess(got, r).sum()),
+                float(softmax_bound.row_variance(r, unit).sum()))
+
+    parts = list(chunked.pool().map(block, range(0, rows, step)))
+    counts = [sum(getattr(p[0], f) for p in parts) for f in ("unwritten", "nonfinite",
+                                                              "outside")]
+    worst = max(p[0].worst for p in parts)
+    for lo, (j, _, _) in zip(range(0, rows, step), parts, strict=True):
+        if not j.ok:
+            first = lo * cols + j.first
+            return Judged(rows * cols, *counts, worst, first,
+                          f"row {first // cols}: {j.detail}")
+    _, ratio, story = softmax_bound.rows_verdict(sum(p[1] for p in parts),
+                                                 sum(p[2] for p in parts), rows)
+    return Judged(rows * cols, *counts, max(worst, ratio), -1, story, story)
+
+
+def _story(j: Judged) -> str:
+    what = ("unwritten" if j.unwritten else "not finite" if j.nonfinite else
+            "misnormalised" if j.misnormalised else "wrong")
+    return (f"{what}: {j.unwritten} unwritten, {j.nonfinite} not finite, {j.outside} outside "
+            f"the bound of {j.elements} (every row read); {j.detail}")
 
 
 def check_timed_size(inst: Instance, seed: int, found: Battery) -> None:
@@ -75,18 +100,14 @@ def check_timed_size(inst: Instance, seed: int, found: Battery) -> None:
     inst.prepare()
     inst.launch()
     inst.session.stream.synchronize(f"{loaded.kernel.name} at {size_text(inst.dims)}")
-    rows = _rows(inst, seed)
     dims = dict(zip(inst.spec.dims, inst.dims, strict=True))
-    if rows is None:
+    if not _softmax(inst):
         want = expected(inst.spec, inst.inputs64(), dims, loaded.reference)
         ok, worst, detail, _ = judge_all(inst, want)
     else:
         (x,), (y,) = inst.spec.inputs, inst.spec.outputs
-        xs = as_float64(_row_values(inst, inst.buffers[x.name], x.name, rows), x.dtype)
-        want = expected(inst.spec, {x.name: xs}, dims)
-        got = _row_values(inst, inst.buffers[y.name], y.name, rows)
-        j = judge(got, y.dtype, want[y.name])
-        ok, worst, detail = j.ok, j.worst, j.detail
+        j = _whole_softmax(inst, inst.download(x.name), inst.download(y.name))
+        ok, worst, detail = j.ok, j.worst, _story(j)
     found.worst = max(found.worst, worst if np.isfinite(worst) else 0.0)
     if ok:
         found.ok()
@@ -107,27 +128,25 @@ def verify_kept(inst: Instance, seed: int, slots: Buffer, count: int, out_bytes:
     # every kept output against a whole reference costs a download and a float64 pass over
     # the inputs: four up to 2^24 input elements, two up to 2^28, then one
     verified = VERIFIED if elements <= 1 << 24 else 2 if elements <= 1 << 28 else 1
-    if _rows(inst, seed) is not None:
+    if _softmax(inst):  # as many as when 32 rows of each were read (blocks on the pool)
         verified = VERIFIED
     for j in range(min(kept, verified)):
         content = int(state[3 + j])
         inst.draws.set_content(content)
         inst.draw(seed)
-        rows = _rows(inst, seed ^ content)
-        if rows is None:
+        raw = slots.download_at(j * out_bytes, NUMPY[y.dtype], inst.counts[y.name],
+                                inst.session.stream)
+        if not _softmax(inst):
             want = expected(inst.spec, inst.inputs64(), dims, inst.loaded.reference)
-            raw = slots.download_at(j * out_bytes, NUMPY[y.dtype], inst.counts[y.name],
-                                    inst.session.stream)
+            got = judge(raw, y.dtype, want[y.name])
+            detail = got.detail
         else:
-            (x,) = inst.spec.inputs
-            xs = as_float64(_row_values(inst, inst.buffers[x.name], x.name, rows), x.dtype)
-            want = expected(inst.spec, {x.name: xs}, dims)
-            raw = _row_values(inst, slots, y.name, rows, slot_offset=j * out_bytes)
-        got = judge(raw, y.dtype, want[y.name])
+            got = _whole_softmax(inst, inst.download(inst.spec.inputs[0].name), raw)
+            detail = _story(got)
         checked += 1
         if not got.ok:
             found.fail("wrong when timed", f"at {size_text(inst.dims)}: timed repetition kept "
-                       f"in slot {j} (content {content}) of {seen}: {got.detail}")
+                       f"in slot {j} (content {content}) of {seen}: {detail}")
             return checked
     return checked
 
@@ -180,7 +199,8 @@ def row_of(session, loaded: Loaded, inst: Instance, dims, ceiling) -> Result:
         memory=MemoryFigures(
             dict(zip(inst.spec.dims, dims, strict=True)), inst.bytes, inst.flops,
             *((ceiling.gbps, ceiling.copy_gbps, ceiling.dram_peak_gbps) if ceiling
-              else (math.nan, math.nan, session.device.dram_bytes_per_s / 1e9))))
+              else (math.nan, math.nan, session.device.dram_bytes_per_s / 1e9)),
+            inst.bytes_source))
 
 
 def checked_at_size(session, inst: Instance, dims, found: Battery, say) -> int:
