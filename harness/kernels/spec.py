@@ -12,6 +12,7 @@ import re
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from harness.archs import ARCHS
 from harness.errors import SpecError
@@ -162,6 +163,9 @@ class KernelSpec:
     """The ``[ceiling]`` table (kind = "ceiling" only)."""
     buffers: BuffersSpec | None = None
     """Buffers, dims, args, reference and bytes (kind = "buffers" only)."""
+    kind_spec: Any = None
+    """What a kind parses from its own keys (harness.kinds.base.Kind.parse_table): its dims,
+    buffers, reference; None for a kind that keeps nothing there."""
     budget: dict[str, int] = field(default_factory=dict)
     """``[budget]``: key of :data:`BUDGET_KEYS` -> its limit (an integer); the build must stay
     within every one declared (checked by the pytest plugin and ``harness.testing``)."""

@@ -1,0 +1,60 @@
+"""The kinds of kernel the harness knows, found by name: ``kinds.get("gemm")``.
+
+A kind is a folder: ``harness/kinds/<name>/__init__.py`` binds ``KIND``, an instance of
+:class:`harness.kinds.base.Kind` whose ``name`` is the folder's. :func:`get` imports the folder
+the first time a name is asked for, so the registry names no kind and imports none at module
+level (which keeps the core free of import circles through the kinds). :func:`names` lists the
+folders. A spec without a ``kind`` key is of kind :data:`DEFAULT`.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+import re
+from pathlib import Path
+
+from harness.errors import HarnessError
+from harness.kinds.base import Baseline, Baselines, Column, Kind, Problem, parse_dims
+
+__all__ = ["DEFAULT", "Baseline", "Baselines", "Column", "Kind", "Problem", "all_kinds", "get",
+           "names", "of", "parse_dims"]
+
+DEFAULT = "gemm"
+"""The kind of a kernel whose spec names none."""
+
+_HERE = Path(__file__).parent
+_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
+_FOUND: dict[str, Kind] = {}
+
+
+def names() -> tuple[str, ...]:
+    """Every kind's name: the packages beside this module, sorted."""
+    return tuple(sorted(m.name for m in pkgutil.iter_modules([str(_HERE)])
+                        if m.ispkg and _NAME.match(m.name)))
+
+
+def get(name: str) -> Kind:
+    """The kind called ``name``; HarnessError naming the kinds there are otherwise."""
+    kind = _FOUND.get(name)
+    if kind is not None:
+        return kind
+    if not isinstance(name, str) or not _NAME.match(name) or name not in names():
+        raise HarnessError(f"no kind {name!r}; the kinds are {', '.join(names())}")
+    module = importlib.import_module(f"{__name__}.{name}")
+    kind = getattr(module, "KIND", None)
+    if not isinstance(kind, Kind) or kind.name != name:
+        raise HarnessError(f"harness/kinds/{name}/__init__.py must bind KIND to a Kind "
+                           f"named {name!r}, found {kind!r}")
+    _FOUND[name] = kind
+    return kind
+
+
+def all_kinds() -> tuple[Kind, ...]:
+    """Every kind, in the order of :func:`names`."""
+    return tuple(get(n) for n in names())
+
+
+def of(spec) -> Kind:
+    """The kind of a KernelSpec (its ``kind`` field)."""
+    return get(getattr(spec, "kind", None) or DEFAULT)
