@@ -1,0 +1,83 @@
+"""Attention kernels compiled offline (NVRTC, no GPU): the cubin, ptxas's resource report and
+the launch shape at a problem, for ``harness build`` and the notes' ptxas tables."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from harness.archs import get_arch
+from harness.compiler import headers
+from harness.compiler.compile import CompileOptions, nvrtc_cubin
+from harness.compiler.ptxas import Resources, parse_report
+from harness.errors import CompileError, HarnessError
+from harness.kernels.spec import KernelSpec
+from harness.kinds.attention import spec as attention_spec
+from harness.kinds.attention.problem import AttentionProblem
+
+
+def load(path) -> KernelSpec:
+    """The KernelSpec of the attention kernel file at ``path``."""
+    return KernelSpec(**attention_spec.read(path))
+
+
+def params_of(spec: KernelSpec, variant: str | None = None) -> dict[str, int]:
+    if variant is not None and variant not in spec.variants:
+        raise HarnessError(f"{spec.path}: no variant {variant!r}; the variants are "
+                           f"{', '.join(spec.variants) or 'none'}")
+    chosen = variant or spec.representative or next(iter(spec.variants), None)
+    return {**spec.params, **(spec.variants.get(chosen, {}) if chosen else {})}
+
+
+@dataclass(frozen=True)
+class Built:
+    """One compile: the cubin and what ptxas reported for the entry."""
+
+    cubin: bytes
+    resources: Resources
+    arch: str
+    params: dict
+
+
+def build(spec: KernelSpec, arch: str, variant: str | None = None,
+          limit_s: float | None = None) -> Built:
+    """Compile ``spec``'s kernel (its variant's parameters as ``-D``) for ``arch``."""
+    get_arch(arch)
+    params = params_of(spec, variant)
+    options = CompileOptions(arch=arch, defines=tuple(f"-D{k}={v}" for k, v in params.items()),
+                             include_paths=headers.include_paths())
+    source = Path(spec.path).read_bytes()
+    cubin, log, _ = nvrtc_cubin(source, str(spec.path), options.nvrtc_flags(),
+                                what=f"{Path(spec.path).stem} ({spec.path})", limit_s=limit_s)
+    report = parse_report(log)
+    if spec.entry not in report:
+        raise CompileError(f"{spec.path}: ptxas reported no entry {spec.entry!r} (found "
+                           f"{', '.join(report) or 'none'}); the kernel must be extern \"C\"")
+    return Built(cubin, report[spec.entry], arch, params)
+
+
+def launch_shape(spec: KernelSpec, problem: AttentionProblem, params: dict[str, int],
+                 sms: int = 132) -> dict:
+    """Grid, block and dynamic shared memory at ``problem``; HarnessError when a constraint
+    does not hold (constraints choose the shapes, never the checks)."""
+    env = {**problem.as_dict(), **params, "SMS": sms}
+    for constraint in spec.constraints:
+        if not constraint(env):
+            raise HarnessError(f"{spec.path}: {problem.text} breaks the constraint "
+                               f"{constraint.text} (parameters {params})")
+    kind_spec = spec.kind_spec
+    if kind_spec.head_dims and problem["D"] not in kind_spec.head_dims:
+        raise HarnessError(f"{spec.path}: D={problem['D']} is not one of its head_dims "
+                           f"{list(kind_spec.head_dims)}")
+    if problem.causal and not kind_spec.causal:
+        raise HarnessError(f"{spec.path}: the kernel declares no causal mask (causal = false)")
+    return {"grid": [int(e(env)) for e in spec.grid], "block": [int(e(env)) for e in spec.block],
+            "dynamic_smem_bytes": int(spec.dynamic_smem_bytes(env))}
+
+
+def fits(spec: KernelSpec, problem: AttentionProblem, params: dict[str, int]) -> bool:
+    try:
+        launch_shape(spec, problem, params)
+    except HarnessError:
+        return False
+    return True
