@@ -14,7 +14,8 @@ A buffers kernel (notes/buffers_kind.md) runs at its spec's sizes, or at sizes r
 (``1 << 28``, ``"4096x1024"``, ``(4096, 1024)``); its results carry ``.gbps`` and ``.memory``.
 
 Every call runs the commands the CLI runs (harness/commands/: the registry,
-``harness.compiler.offline``, ``harness.bench.plan``, ``harness.commands.measure``), its options
+``harness.compiler.offline``, ``harness.kinds.gemm.plan``, ``harness.commands.measure``), its
+options
 named as the CLI's flags (or ``timing=``: TimingOptions or a dict of its fields) and its bad
 input refused with the CLI's message (a :class:`~harness.errors.HarnessError`, raised by the
 options themselves) before a GPU is looked for; a call that needs a GPU where there is none
@@ -38,14 +39,11 @@ from pathlib import Path
 from typing import Any
 
 from harness.archs import get_arch
-from harness.bench.memory.measure import padded
-from harness.bench.plan import plan
 from harness.commands import measure, place
 from harness.commands.measure import DEFAULT_RUN_SIZES
 from harness.compiler.offline import DEFAULT_SIZE, build_all
 from harness.errors import HarnessError, NoGpu
 from harness.gpu.timing import ISOLATED_GAP_MS, POWER_PASS_S, TimingOptions
-from harness.kernels.buffers_spec import size_formulas
 from harness.kernels.registry import (
     DEFAULT_KERNEL_DIRS,
     KERNEL_SUFFIXES,
@@ -53,6 +51,9 @@ from harness.kernels.registry import (
     Registry,
     load_registry,
 )
+from harness.kinds.buffers.measure import padded
+from harness.kinds.buffers.spec import size_formulas
+from harness.kinds.gemm.plan import plan
 from harness.knobs import CARVEOUT
 from harness.records import Build, Builds, KernelFailed, Plans, Results
 from harness.report import files, runs

@@ -141,7 +141,7 @@ def _settings(config: pytest.Config) -> _Settings | None:
 def _gemm_size(text: str | None) -> tuple[int, int, int]:
     """The GEMMs' size: ``text`` as N or M,N,K; the default where ``text`` is None or only a
     buffers kernel's dims (as 1<<20 or 4096x1024); neither, a HarnessError."""
-    from harness.kernels.buffers_spec import size_formulas
+    from harness.kinds.buffers.spec import size_formulas
     from harness.run.runner import parse_size
 
     if text is None:
@@ -166,7 +166,7 @@ def _kernel_size(kernel, settings: _Settings) -> tuple[tuple[int, int, int], str
     if kernel.spec.kind != "buffers":
         return settings.size, "x".join(map(str, settings.size))
     from harness.api import dims_of, smallest_dims
-    from harness.bench.memory.measure import padded
+    from harness.kinds.buffers.measure import padded
 
     dims = None
     if settings.size_text is not None:
@@ -412,9 +412,10 @@ class KernelCheckTest(_HarnessTest):
 
 
 def _finding(result) -> str:
-    """A buffers kernel's finding ("wrong: "), which its failure text does not say; "" for a
-    GEMM's (its message starts with it) and where there is none."""
-    finding = result.checks.finding if result.checks and result.memory else "ok"
+    """The finding ("wrong: ") of a kind whose failure text does not say it; "" where the
+    message starts with it (a GEMM's) and where there is none."""
+    finding = (result.checks.finding if result.checks
+               and not result.kind_of.message_names_finding() else "ok")
     return "" if finding in ("ok", "") or result.message.startswith(finding) else f"{finding}: "
 
 

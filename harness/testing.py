@@ -63,7 +63,7 @@ def _build_size(kernel, size) -> tuple[int, int, int]:
     if kernel.spec.kind != "buffers":
         return tuple(DEFAULT_SIZE if size is None else size)
     from harness.api import dims_of, smallest_dims
-    from harness.bench.memory.measure import padded
+    from harness.kinds.buffers.measure import padded
 
     return padded(smallest_dims(kernel) if size is None else dims_of(kernel, size))
 

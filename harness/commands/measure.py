@@ -8,10 +8,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
 
-from harness.bench.memory.measure import padded
 from harness.bench.result import Result
 from harness.commands.place import Target
 from harness.kernels.registry import Kernel
+from harness.kinds.buffers.measure import padded
 from harness.run.runner import RunOptions, RunRecord
 
 Say = Callable[[str], None]
