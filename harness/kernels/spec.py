@@ -438,21 +438,7 @@ def gemm_shaped_fields(table: dict, source: str, match, path: Path, fail, *, kin
              for key, value in raw_model.items()}
 
     def formulas(key: str, *, names: frozenset[str], compare: bool = False) -> tuple:
-        raw = table.get(key, [])
-        if not isinstance(raw, list):
-            raise fail(f"{key} must be a list, found {raw!r}")
-        parsed = []
-        for item in raw:
-            try:
-                e = expr.parse(item, allow_compare=compare)
-            except SpecError as exc:
-                raise fail(f"{key}: {exc}") from None
-            unknown_names = sorted(e.names - names)
-            if unknown_names:
-                raise fail(f"{key}: formula {e.text!r} uses {', '.join(unknown_names)}; it may "
-                           f"use only {', '.join(sorted(names))}")
-            parsed.append(e)
-        return tuple(parsed)
+        return expr.formula_list(table, key, names, fail, compare)
 
     param_names = frozenset(params)
     block = formulas("block", names=param_names)

@@ -51,8 +51,8 @@ def get(name: str) -> Kind:
 
 
 def all_kinds() -> tuple[Kind, ...]:
-    """Every kind, in the order of :func:`names`."""
-    return tuple(get(n) for n in names())
+    """Every kind: the default first, then the others in the order of :func:`names`."""
+    return tuple(get(n) for n in (DEFAULT, *(n for n in names() if n != DEFAULT)))
 
 
 def of(spec) -> Kind:

@@ -175,6 +175,8 @@ class Kind(ABC):
 
     name: str = ""
     """The spec's ``kind = "..."`` value and the folder's name."""
+    title: str = ""
+    """How messages name the kind (``GEMM``); its :attr:`name` when empty."""
     summary: str = ""
     """One line for ``harness list`` and the docs."""
     dims: tuple[str, ...] = ()
@@ -391,6 +393,9 @@ class Kind(ABC):
         """Whether ``harness <command>`` (and the API's and plugin's equivalent) takes this
         kind's kernels."""
         return command in self.commands
+
+    def __init__(self) -> None:
+        self.title = self.title or self.name
 
     def runs_it(self) -> str:
         """The command a user runs this kind's kernels with, for messages (``harness run or

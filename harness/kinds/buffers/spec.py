@@ -14,9 +14,9 @@ import re
 from dataclasses import dataclass
 
 from harness.archs import ARCHS
-from harness.errors import SpecError
 from harness.kernels import expr
 from harness.kernels.budget import parse_budget
+from harness.kernels.expr import size_formulas  # noqa: F401 (its old home)
 from harness.kernels.spec_tables import int_table, macros_of, param_sets, tune_tables
 from harness.kernels.spec_text import NAME, check_entry_defined, with_nearest
 
@@ -40,7 +40,6 @@ KEYS = ("kind", "entry", "summary", "predicted", "min_arch", "dims", "sizes", "a
         "macros", "carveout_pct", "budget", "tune", "tuned")
 REQUIRED = ("entry", "summary", "min_arch", "dims", "sizes", "args", "block", "grid",
             "reference", "bytes", "buffers")
-_SIZE_SPLIT = re.compile(r"(?<=[\d)])\s*x\s*(?=[\d(])")
 
 
 @dataclass(frozen=True)
@@ -118,25 +117,6 @@ class BuffersSpec:
 
     def default_sizes(self) -> list[tuple[int, ...]]:
         return [tuple(int(e({})) for e in size) for size in self.sizes]
-
-
-def size_formulas(raw, dims: tuple[str, ...], fail, where: str) -> tuple[expr.Expr, ...]:
-    """One size: ``"1<<28"``, ``"4096x1024"`` or a list of formulas, one per dim (constants)."""
-    parts = raw if isinstance(raw, list) else (_SIZE_SPLIT.split(raw) if isinstance(raw, str)
-                                                else [raw])
-    if len(parts) != len(dims):
-        example = "x".join("4096" for _ in dims)
-        raise fail(f"{where}: {raw!r} gives {len(parts)} value(s) for the {len(dims)} dim(s) "
-                   f"{' x '.join(dims)}; write one per dim, as \"{example}\"")
-    out = tuple(expr.parse_using(p, frozenset(), fail, where) for p in parts)
-    for e in out:
-        try:
-            value = int(e({}))
-        except SpecError as exc:
-            raise fail(f"{where}: {exc}") from None
-        if value < 1:
-            raise fail(f"{where}: {e.text!r} is below 1")
-    return out
 
 
 def parse_buffers(table: dict, params: frozenset[str], fail) -> BuffersSpec:
@@ -329,23 +309,7 @@ def buffers_kernel_spec(table: dict, source: str, match, path, fail) -> dict:
     names = frozenset(spec.dims) | frozenset(params)
 
     def formulas(key: str, allowed: frozenset[str], compare: bool = False) -> tuple:
-        raw = table.get(key, [])
-        if not isinstance(raw, list):
-            raise fail(f"{key} must be a list, found {raw!r}")
-        out = []
-        for item in raw:
-            e = expr.parse_using(item, allowed, fail, key) if not compare else None
-            if compare:
-                try:
-                    e = expr.parse(item, allow_compare=True)
-                except Exception as exc:  # SpecError: the grammar's own message
-                    raise fail(f"{key}: {exc}") from None
-                extra = sorted(e.names - allowed)
-                if extra:
-                    raise fail(f"{key}: formula {e.text!r} uses {', '.join(extra)}; it may "
-                               f"use only {', '.join(sorted(allowed))}")
-            out.append(e)
-        return tuple(out)
+        return expr.formula_list(table, key, allowed, fail, compare)
 
     block = formulas("block", frozenset(params))
     grid = formulas("grid", names | {"SMS"})

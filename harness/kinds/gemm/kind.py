@@ -16,6 +16,7 @@ from harness.kinds.gemm.limits import compulsory_bytes
 
 class GemmKind(Kind):
     name = "gemm"
+    title = "GEMM"
     summary = "C = alpha A B + beta C, the common GEMM ABI (or a declared signature)"
     dims = ("M", "N", "K")
     square = True
