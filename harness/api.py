@@ -14,7 +14,8 @@ A buffers kernel (notes/buffers_kind.md) runs at its spec's sizes, or at sizes r
 (``1 << 28``, ``"4096x1024"``, ``(4096, 1024)``); its results carry ``.gbps`` and ``.memory``.
 
 Every call runs the commands the CLI runs (harness/commands/: the registry,
-``harness.compiler.offline``, ``harness.bench.plan``, ``harness.commands.measure``), its options
+``harness.compiler.offline``, ``harness.kinds.gemm.plan``, ``harness.commands.measure``), its
+options
 named as the CLI's flags (or ``timing=``: TimingOptions or a dict of its fields) and its bad
 input refused with the CLI's message (a :class:`~harness.errors.HarnessError`, raised by the
 options themselves) before a GPU is looked for; a call that needs a GPU where there is none
@@ -37,15 +38,13 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from harness import kinds
 from harness.archs import get_arch
-from harness.bench.memory.measure import padded
-from harness.bench.plan import plan
 from harness.commands import measure, place
 from harness.commands.measure import DEFAULT_RUN_SIZES
 from harness.compiler.offline import DEFAULT_SIZE, build_all
 from harness.errors import HarnessError, NoGpu
 from harness.gpu.timing import ISOLATED_GAP_MS, POWER_PASS_S, TimingOptions
-from harness.kernels.buffers_spec import size_formulas
 from harness.kernels.registry import (
     DEFAULT_KERNEL_DIRS,
     KERNEL_SUFFIXES,
@@ -53,6 +52,8 @@ from harness.kernels.registry import (
     Registry,
     load_registry,
 )
+from harness.kinds import sizes as kernel_sizes
+from harness.kinds.dims import Problem
 from harness.knobs import CARVEOUT
 from harness.records import Build, Builds, KernelFailed, Plans, Results
 from harness.report import files, runs
@@ -137,19 +138,21 @@ class KernelHandle:
         sizes); ``carveout`` as ``harness occupancy --carveout`` (percent)."""
         CARVEOUT.check(carveout)
         get_arch(arch)
-        if self.spec.kind == "buffers":
-            at = padded(smallest_dims(self.kernels[0]) if size is None
-                        else dims_of(self.kernels[0], size))
+        if kernel_sizes.has_own_sizes(self.kernels[0]):
+            first = self.kernels[0]
+            at = kernel_sizes.slots(first, smallest_dims(first) if size is None
+                                    else dims_of(first, size))
         else:
             at = _size(DEFAULT_SIZE if size is None else size)
         return Builds(Build.from_row(row) for row in build_all(self.kernels, arch, at, carveout))
 
     def plan(self) -> Plans:
         """``harness check --plan``: each kernel's check battery (no GPU)."""
-        if self.spec.kind == "buffers":
-            raise HarnessError(f"{self.name} is a buffers kernel: its battery is the one "
-                               "notes/buffers_kind.md lists (.check() runs it)")
-        return Plans(plan(k) for k in self.kernels)
+        kind = kinds.of(self.spec)
+        if not kind.takes("plan"):
+            raise HarnessError(f"{self.name} is a {kind.title} kernel: its battery is the same "
+                               "for every one (notes/buffers_kind.md lists it; .check() runs it)")
+        return Plans(kind.plan(k) for k in self.kernels)
 
     def check(self, sizes: Sequence[SizeLike] | SizeLike | None = None, *,
               timeout_s: float | None = None, blas_strict: bool = False,
@@ -273,9 +276,12 @@ def _registry(kernel_dir: Sequence[str | os.PathLike], no_builtin: bool) -> Regi
 def _measurable(kernels: list[Kernel]) -> list[Kernel]:
     """``kernels``, GEMMs and buffers kernels; another kind (a ceiling kernel) is refused."""
     for k in kernels:
-        if k.spec.kind not in ("gemm", "buffers"):
-            raise HarnessError(f"{k.name} is a {k.spec.kind!r} kernel; the API takes GEMM and "
-                               f"buffers kernels (`harness {k.spec.kind}` runs it)")
+        kind = kinds.of(k.spec)
+        if not kind.takes("run"):
+            raise HarnessError(f"{k.name} is a {kind.name!r} kernel; the API takes "
+                               + " and ".join(o.title for o in kinds.all_kinds()
+                                              if o.takes("run"))
+                               + f" kernels (`{kind.runs_it()}` runs it)")
     return kernels
 
 
@@ -345,27 +351,29 @@ def _sizes(sizes: Sequence[SizeLike] | SizeLike, read: Callable = _size,
     return tuple(read(s) for s in sizes)
 
 
-def dims_of(kernel: Kernel, value: SizeLike) -> tuple[int, ...]:
-    """One size of a buffers kernel read as its dims, as ``--size`` is: ``1 << 28``,
+def dims_of(kernel: Kernel, value: SizeLike) -> Problem:
+    """One size of a kernel of its own dims read by its kind, as ``--size`` is: ``1 << 28``,
     ``"1<<28"``, ``"4096x1024"`` (or ``"4096,1024"``), ``(4096, 1024)``."""
-    dims = kernel.spec.buffers.dims
+    dims = kernel_sizes.dims_of(kernel)
     whole = lambda v: isinstance(v, int) and not isinstance(v, bool)  # noqa: E731
     raw = (value.replace(",", "x") if isinstance(value, str) else str(value) if whole(value)
-           else [str(v) for v in value] if isinstance(value, Sequence) and all(
+           else "x".join(str(v) for v in value) if isinstance(value, Sequence) and all(
                whole(v) for v in value) else None)
-
-    def fail(message: str) -> HarnessError:
-        return HarnessError(f"{message} ({kernel.name} is a buffers kernel: its size is its "
-                            f"dims, {' x '.join(dims)}, not a GEMM's N or M,N,K)")
-
+    why = (f"{kernel.name} is a {kinds.of(kernel.spec).title} kernel: its size is its dims, "
+           f"{' x '.join(dims)}, not a GEMM's N or M,N,K")
     if raw is None:
-        raise fail(f"size {value!r}: expected an int per dim, as {'x'.join(['4096'] * len(dims))}")
-    return tuple(int(e({})) for e in size_formulas(raw, dims, fail, f"size {value!r}"))
+        raise HarnessError(f"size {value!r}: expected an int per dim, as "
+                           f"{'x'.join(['4096'] * len(dims))} ({why})")
+    try:
+        return kernel_sizes.read(kernel, raw)
+    except HarnessError as exc:
+        message = str(exc).replace("--size", f"size {value!r}", 1)
+        raise HarnessError(f"{message.split(' (the dims of')[0]} ({why})") from None
 
 
-def smallest_dims(kernel: Kernel) -> tuple[int, ...]:
-    """The smallest of a buffers kernel's spec sizes (by elements)."""
-    return min(kernel.spec.buffers.default_sizes(), key=math.prod)
+def smallest_dims(kernel: Kernel) -> Problem:
+    """The smallest of a kernel's own spec sizes (by elements)."""
+    return min(kernel_sizes.own_problems(kernel), key=lambda p: math.prod(p.values))
 
 
 # a call's sizes (a buffers kernel's dims padded with 1), whether buffers kernels run at their
@@ -377,8 +385,8 @@ def _sizes_for(kernels: Sequence[Kernel], sizes, default: tuple[str, ...],
                together: bool = False) -> Chosen:
     """The sizes ``kernels`` run at: ``sizes``, else ``default`` for GEMMs and their spec's
     for buffers kernels; ``together`` (compare): buffers kernels of one set of dims only."""
-    buffers = [k for k in kernels if k.spec.kind == "buffers"]
-    gemms = [k for k in kernels if k.spec.kind != "buffers"]
+    buffers = [k for k in kernels if kernel_sizes.has_own_sizes(k)]
+    gemms = [k for k in kernels if not kernel_sizes.has_own_sizes(k)]
     if buffers and gemms and (together or sizes is not None):
         raise HarnessError(f"{buffers[0].name} is a buffers kernel, {gemms[0].name} a GEMM: " + (
             "compare them apart (compare times GEMMs or buffers kernels against each other)"
@@ -386,15 +394,18 @@ def _sizes_for(kernels: Sequence[Kernel], sizes, default: tuple[str, ...],
             "sizes to them apart (without sizes, each runs at its own)"))
     if not buffers or sizes is None and gemms:
         return _sizes(default if sizes is None else sizes), True, 3
-    shapes = {k.spec.buffers.dims for k in buffers}
+    shapes = {kernel_sizes.dims_of(k) for k in buffers}
     if len({len(d) for d in shapes}) > 1 or (together and len(shapes) > 1):
         raise HarnessError(("compare needs buffers kernels of the same dims" if together else
                             "sizes for buffers kernels of different dims: run them apart")
-                           + "; found " + ", ".join(f"{k.name} ({' x '.join(k.spec.buffers.dims)})"
-                                                    for k in buffers))
-    dims = (buffers[0].spec.buffers.default_sizes() if sizes is None else
-            _sizes(sizes, lambda s: dims_of(buffers[0], s), "a buffers kernel's dims"))
-    return tuple(padded(d) for d in dims), sizes is None, len(buffers[0].spec.buffers.dims)
+                           + "; found " + ", ".join(
+                               f"{k.name} ({' x '.join(kernel_sizes.dims_of(k))})"
+                               for k in buffers))
+    first = buffers[0]
+    problems = (kernel_sizes.own_problems(first) if sizes is None else
+                _sizes(sizes, lambda s: dims_of(first, s), "a buffers kernel's dims"))
+    return (tuple(kernel_sizes.slots(first, p) for p in problems), sizes is None,
+            kernel_sizes.rank(first))
 
 
 def _flags(function: Callable, given: dict[str, Any]) -> dict[str, Any]:

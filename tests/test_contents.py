@@ -7,7 +7,7 @@ import subprocess
 import numpy as np
 import pytest
 
-from harness.bench import contents
+from harness.kinds.gemm import contents
 
 MAIN = r"""
 #include <cstdio>
@@ -122,7 +122,7 @@ def test_derived_seeds_differ_by_part_and_run():
 
 @pytest.mark.parametrize("precision", ["e4m3", "e5m2"])
 def test_fp8_draws_are_normal_values_over_their_spread_of_either_sign(precision):
-    from harness.bench.fp8 import FORMATS
+    from harness.kinds.gemm.fp8.formats import FORMATS
 
     key = contents.content_key(5, 6, 7, "A")
     index = np.arange(200000, dtype=np.uint32)

@@ -252,5 +252,5 @@ def test_the_reference_reader_finds_what_is_stale():
     assert _resolves("mod", "harness.kernels.expr", "harness.kernels.ptxpp", "")
     assert not _resolves("mod", "harness.expr", "harness.kernels.ptxpp", "")
     assert _resolves("meth", "Timer.time_interleaved", "harness.gpu.timing.timer", "")
-    assert _resolves("attr", "Operands.out", "harness.bench.operands", "")
-    assert not _resolves("attr", "Operands.nowhere", "harness.bench.operands", "")
+    assert _resolves("attr", "Operands.out", "harness.kinds.gemm.operands", "")
+    assert not _resolves("attr", "Operands.nowhere", "harness.kinds.gemm.operands", "")

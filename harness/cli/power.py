@@ -7,13 +7,13 @@ from __future__ import annotations
 import json
 import sys
 
-from harness.bench.ceiling import CeilingOptions
-from harness.bench.memory.launch import default_dims, parse_dims
 from harness.cli import common, flags
 from harness.commands import ceiling as ceilings
 from harness.commands import energy as energies
 from harness.commands import launch as launches
 from harness.commands.params import parse_setting
+from harness.kinds.buffers.launch import default_dims, parse_dims
+from harness.kinds.ceiling.probe import CeilingOptions
 from harness.report import files, power, tables
 from harness.run.runner import parse_size
 

@@ -1,5 +1,5 @@
 """``harness profile``: its flags, what it prints and its exit status; the work is
-harness/commands/profile.py's, the report report/profile.py's (report/profile_buffers.py's
+harness/commands/profile.py's, the report report/profile.py's (kinds/buffers/profile.py's
 for buffers kernels)."""
 
 from __future__ import annotations
@@ -8,12 +8,12 @@ import sys
 from pathlib import Path
 
 from harness.bench import ncu
-from harness.bench.memory.launch import default_dims, parse_dims
-from harness.bench.memory.measure import padded
 from harness.cli import common
 from harness.commands.profile import TIMINGS, ProfileOptions, profile
 from harness.gpu.timing import ISOLATED_GAP_MS
 from harness.kernels.registry import Kernel
+from harness.kinds.buffers.launch import default_dims, parse_dims
+from harness.kinds.buffers.measure import padded
 from harness.report import profile as report
 from harness.run.runner import parse_size
 

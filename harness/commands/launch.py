@@ -1,7 +1,7 @@
 """``harness launch``: a kernel checked, then launched (and cuBLAS beside it) a few times
 between cuProfilerStart and cuProfilerStop, for a profiler started with ``--profile-from-start
 off`` (Nsight Compute under ``harness profile``). A buffers kernel is launched at its dims,
-alone (bench/memory/launch.py)."""
+alone (kinds/buffers/launch.py)."""
 
 from __future__ import annotations
 
@@ -44,15 +44,15 @@ def launch(kernel: Kernel, options: LaunchOptions) -> Kernel:
     import time
 
     if kernel.spec.kind == "buffers":
-        from harness.bench.memory.launch import launch_buffers
+        from harness.kinds.buffers.launch import launch_buffers
 
         return launch_buffers(kernel, tuple(options.size), options.repeats,
                               checked=not options.setting, gap_ms=options.gap_ms)
 
-    from harness.bench.checks import check_one
-    from harness.bench.launches import launcher
     from harness.bench.session import BenchSession
     from harness.gpu.driver import profiler_range
+    from harness.kinds.gemm.checks import check_one
+    from harness.kinds.gemm.launches import launcher
 
     m, n, k = options.size
     with BenchSession() as session:

@@ -4,7 +4,7 @@ For each kernel: its harness timings first (sustained and isolated regimes, thro
 runner: checked, then timed), then one ncu run of ``harness launch`` per size (checked again,
 then launched; cuBLAS once per precision and size), then the report (report/profile.py).
 Buffers kernels (``kind = "buffers"``) go the same way at their dims (``sizes`` holds them
-padded with 1), alone under ncu (no baseline), their rows report/profile_buffers.py's.
+padded with 1), alone under ncu (no baseline), their rows kinds/buffers/profile.py's.
 """
 
 from __future__ import annotations
@@ -20,8 +20,9 @@ from harness.bench.result import KernelInfo, Result
 from harness.errors import HarnessError
 from harness.gpu.timing import ISOLATED_GAP_MS, TimingOptions
 from harness.kernels.registry import DEFAULT_KERNEL_DIRS, Kernel
+from harness.kinds.buffers import profile as profile_buffers
 from harness.knobs import GAP_MS, REPEATS, TIMEOUT_S, check_knobs, knob
-from harness.report import files, napkin, profile_buffers
+from harness.report import files, napkin
 from harness.report import profile as report
 from harness.run.runner import RunOptions, run
 

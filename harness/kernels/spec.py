@@ -15,14 +15,13 @@ from pathlib import Path
 from typing import Any
 
 from harness.archs import ARCHS
-from harness.errors import SpecError
+from harness.errors import HarnessError, SpecError
 from harness.kernels import expr
 from harness.kernels.budget import (  # noqa: F401 (BUDGET_KEYS, budget_problems: their old home)
     BUDGET_KEYS,
     budget_problems,
     parse_budget,
 )
-from harness.kernels.buffers_spec import BuffersSpec, buffers_kernel_spec
 from harness.kernels.fp8_spec import Fp8Spec, fp8_table
 from harness.kernels.hostsetup import missing_setup
 from harness.kernels.signature import (
@@ -83,11 +82,6 @@ MODEL_WAVEFRONT_KEYS = ("smem_ld_requests", "smem_ld_wavefronts", "smem_st_reque
 the wavefronts its layout predicts they take, over any one stretch of the kernel (a k step,
 a tile); their ratio is the predicted wavefronts per request (1 = no bank conflicts), which
 ``harness profile`` sets beside Nsight Compute's."""
-KINDS = ("gemm", "ceiling", "buffers")
-"""``gemm``: the common GEMM ABI (every GEMM command). ``ceiling``: a register-only
-microbenchmark of one instruction's issue rate, ABI ``(u64 sink, u32 iterations)``
-(``harness ceiling``; see harness/bench/ceiling.py). ``buffers``: its own parameters, named
-buffers and dims, with a reference (buffers_spec.py, notes/buffers_kind.md)."""
 _REQUIRED = ("entry", "summary", "precision", "min_arch", "block", "grid")
 _OPTIONAL = ("layout_b", "c_type", "blas_strict", "nondeterministic", "representative",
              "dynamic_smem_bytes", "constraints", "carveout_pct", "predicted", "params",
@@ -157,11 +151,11 @@ class KernelSpec:
     once per block column, each B tile once per block row), smem_loads and fmas (shared-load
     instructions and FMAs per thread per k step), and optionally the shared-memory wavefront
     pairs of :data:`MODEL_WAVEFRONT_KEYS`."""
-    kind: str = "gemm"
-    """One of :data:`KINDS`; only ``gemm`` kernels take the GEMM ABI."""
+    kind: str = ""
+    """The kind's name (``kind = "..."``; harness.kinds finds it); every kind sets it."""
     ceiling: CeilingSpec | None = None
     """The ``[ceiling]`` table (kind = "ceiling" only)."""
-    buffers: BuffersSpec | None = None
+    buffers: Any = None
     """Buffers, dims, args, reference and bytes (kind = "buffers" only)."""
     kind_spec: Any = None
     """What a kind parses from its own keys (harness.kinds.base.Kind.parse_table): its dims,
@@ -261,7 +255,7 @@ class KernelSpec:
         """What a launch passes the kernel, in order: each parameter's label (``M i32``) and
         bytes. A ceiling kernel's ``(u64 sink, u32 iterations)``; the declared signature; or the
         common ABI followed by the [tma] maps (A, B, C order)."""
-        if self.kind == "ceiling":
+        if self.ceiling is not None:
             return (("sink u64", 8), ("iterations u32", 4))
         if self.buffers is not None:
             return tuple((a.label, a.nbytes) for a in self.buffers.args)
@@ -289,7 +283,7 @@ class KernelSpec:
         difference = parameter_mismatch(declared, found)
         if difference is None:
             return None
-        origin = ("the ceiling ABI" if self.kind == "ceiling"
+        origin = ("the ceiling ABI" if self.ceiling is not None
                   else "its args = [...]" if self.buffers is not None
                   else "its signature = [...]" if self.signature is not None
                   else "the common GEMM ABI" + (" and its [tma] maps" if self.tma else "")
@@ -336,18 +330,27 @@ def parse_spec(source: str, path: Path) -> KernelSpec:
     def fail(message: str) -> SpecError:
         return SpecError(f"{path}: spec: {message}")
 
-    if table.get("kind") == "buffers":
-        return KernelSpec(**buffers_kernel_spec(table, source, match, path, fail))
+    from harness import kinds
+
+    try:
+        kind = kinds.get(table.get("kind", kinds.DEFAULT))
+    except HarnessError as exc:
+        raise fail(f"kind: {exc}") from None
+    return KernelSpec(**kind.parse_table(table, source, match, path, fail))
+
+
+def gemm_shaped_fields(table: dict, source: str, match, path: Path, fail, *, kind: str,
+                       ceiling: bool = False) -> dict:
+    """The KernelSpec fields of a kernel launched as a GEMM is (block and grid formulas in the
+    problem's M, N, K; the common keys): what the GEMM kind parses, and with ``ceiling`` a
+    ceiling probe (no grid, no problem size, its ``[ceiling]`` table)."""
     unknown = sorted(set(table) - set(_REQUIRED) - set(_OPTIONAL))
     if unknown:
         raise fail("unknown key(s) " + ", ".join(with_nearest(k, _REQUIRED + _OPTIONAL)
                                                  for k in unknown)
                    + f"; allowed keys: {', '.join(_REQUIRED + _OPTIONAL)}")
-    kind = table.get("kind", "gemm")
-    if kind not in KINDS:
-        raise fail(f"kind must be one of {', '.join(KINDS)}, found {kind!r}")
     required = _REQUIRED
-    if kind == "ceiling":
+    if ceiling:
         required = tuple(k for k in _REQUIRED if k != "grid") + ("ceiling",)
         gemm_only = sorted(set(table) - set(_CEILING_KEYS))
         if gemm_only:
@@ -376,7 +379,7 @@ def parse_spec(source: str, path: Path) -> KernelSpec:
     if precision not in CEILING_PRECISIONS:
         raise fail(f"precision must be one of {', '.join(CEILING_PRECISIONS)}, found "
                    f"{precision!r}")
-    fp8 = fp8_table(table, precision, fail) if kind == "gemm" else None
+    fp8 = None if ceiling else fp8_table(table, precision, fail)
     layout_b = table.get("layout_b", "row")
     if layout_b not in LAYOUTS:
         raise fail(f"layout_b must be 'row' or 'col', found {layout_b!r}")
@@ -435,26 +438,12 @@ def parse_spec(source: str, path: Path) -> KernelSpec:
              for key, value in raw_model.items()}
 
     def formulas(key: str, *, names: frozenset[str], compare: bool = False) -> tuple:
-        raw = table.get(key, [])
-        if not isinstance(raw, list):
-            raise fail(f"{key} must be a list, found {raw!r}")
-        parsed = []
-        for item in raw:
-            try:
-                e = expr.parse(item, allow_compare=compare)
-            except SpecError as exc:
-                raise fail(f"{key}: {exc}") from None
-            unknown_names = sorted(e.names - names)
-            if unknown_names:
-                raise fail(f"{key}: formula {e.text!r} uses {', '.join(unknown_names)}; it may "
-                           f"use only {', '.join(sorted(names))}")
-            parsed.append(e)
-        return tuple(parsed)
+        return expr.formula_list(table, key, names, fail, compare)
 
     param_names = frozenset(params)
     block = formulas("block", names=param_names)
     grid = formulas("grid", names=param_names | SHAPE_NAMES | {"SMS"})
-    for key, dims in (("block", block), ("grid", grid))[: 1 if kind == "ceiling" else 2]:
+    for key, dims in (("block", block), ("grid", grid))[: 1 if ceiling else 2]:
         if not 1 <= len(dims) <= 3:
             raise fail(f"{key} must list 1 to 3 dimensions (x, y, z), found {len(dims)}")
     constraints = formulas("constraints", names=param_names | SHAPE_NAMES, compare=True)
@@ -475,7 +464,7 @@ def parse_spec(source: str, path: Path) -> KernelSpec:
     macros, template_params, macro_tested = macros_of(table, entry, params,
                                                     source[match.end():], path, fail)
 
-    return KernelSpec(
+    return dict(
         path=path, entry=entry, summary=table["summary"].strip(), precision=precision,
         min_arch=table["min_arch"], block=block, grid=grid, dynamic_smem_bytes=dynamic_smem,
         layout_b=layout_b, c_type=c_type, blas_strict=table.get("blas_strict", False),
@@ -486,7 +475,7 @@ def parse_spec(source: str, path: Path) -> KernelSpec:
         representative=representative,
         tune=tune, tuned=tuned, model=model, kind=kind,
         ceiling=(ceiling_table(table["ceiling"], precision, source[match.end():], fail)
-                 if kind == "ceiling" else None),
+                 if ceiling else None),
         tma=tma,
         budget=parse_budget(table.get("budget", {}), fail),
         layout_a=table.get("layout_a", "row"), layout_c=table.get("layout_c", "row"),

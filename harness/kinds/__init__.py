@@ -18,7 +18,7 @@ from harness.errors import HarnessError
 from harness.kinds.base import Baseline, Baselines, Column, Kind, Problem, parse_dims
 
 __all__ = ["DEFAULT", "Baseline", "Baselines", "Column", "Kind", "Problem", "all_kinds", "get",
-           "names", "of", "parse_dims"]
+           "names", "of", "of_result", "parse_dims", "split"]
 
 DEFAULT = "gemm"
 """The kind of a kernel whose spec names none."""
@@ -51,10 +51,32 @@ def get(name: str) -> Kind:
 
 
 def all_kinds() -> tuple[Kind, ...]:
-    """Every kind, in the order of :func:`names`."""
-    return tuple(get(n) for n in names())
+    """Every kind: the default first, then the others in the order of :func:`names`."""
+    return tuple(get(n) for n in (DEFAULT, *(n for n in names() if n != DEFAULT)))
 
 
 def of(spec) -> Kind:
     """The kind of a KernelSpec (its ``kind`` field)."""
     return get(getattr(spec, "kind", None) or DEFAULT)
+
+
+def of_result(result) -> Kind:
+    """The kind of a result: the one its kernel names (schema 3), else the first that
+    recognises it (older reports), else :data:`DEFAULT`."""
+    named = getattr(result.kernel, "kind", "")
+    if named:
+        return get(named)
+    for kind in all_kinds():
+        if kind.name != DEFAULT and kind.recognises(result):
+            return kind
+    return get(DEFAULT)
+
+
+def split(results) -> list[tuple[Kind, list]]:
+    """``results`` by kind, each kind's rows in order; the default kind first, then the others
+    as :func:`names` orders them; kinds with no rows left out."""
+    groups: dict[str, list] = {}
+    for r in results:
+        groups.setdefault(of_result(r).name, []).append(r)
+    order = [DEFAULT, *(n for n in names() if n != DEFAULT)]
+    return [(get(n), groups[n]) for n in order if n in groups]

@@ -175,6 +175,8 @@ class Kind(ABC):
 
     name: str = ""
     """The spec's ``kind = "..."`` value and the folder's name."""
+    title: str = ""
+    """How messages name the kind (``GEMM``); its :attr:`name` when empty."""
     summary: str = ""
     """One line for ``harness list`` and the docs."""
     dims: tuple[str, ...] = ()
@@ -192,6 +194,13 @@ class Kind(ABC):
     kind that sets none, is empty and must not be added to)."""
     schema: int = 1
     """Version of this kind's part of the result JSON (its ``figures``); bump on a change."""
+    headline_against: str = "of its baseline"
+    """What a report index's headline says the % of baseline is of."""
+    compare_mode: str = ""
+    """How ``harness compare`` times this kind's baseline, replacing the report's "followed by
+    cuBLAS of its types, its baseline" ("" keeps it)."""
+    tune_baseline: str = ""
+    """What a tune report says the baseline is ("" keeps the core's phrase)."""
 
     # --- spec ---------------------------------------------------------------------------
     @abstractmethod
@@ -214,6 +223,21 @@ class Kind(ABC):
 
     def default_sizes(self, spec: Any, *, quick: bool = False) -> tuple[Problem, ...]:
         """The sizes a kernel is run at when the user gives none."""
+        return ()
+
+    def dims_of(self, spec: Any) -> tuple[str, ...]:
+        """The dims of a kernel of ``spec`` (a kind whose kernels name their own overrides
+        this; by default the kind's :attr:`dims`)."""
+        return self.dims
+
+    def slots(self, spec: Any, problem: Problem) -> tuple[int, int, int]:
+        """A problem as a run's ``(m, n, k)`` slots carry it to the worker and into a result
+        (the transport of schema 2): its first three dims, padded with 1."""
+        return (*problem.values, 1, 1, 1)[:3]  # type: ignore[return-value]
+
+    def session_sources(self) -> tuple[str, ...]:
+        """CUDA sources of the kernels this kind's session part needs, built beside a
+        session's start-up (BenchSession ``ahead``)."""
         return ()
 
     def problem_of(self, result: Any) -> Problem:
@@ -243,6 +267,46 @@ class Kind(ABC):
         raise HarnessError(f"kind {self.name!r} has no measurement; "
                            f"use {self.own_command or 'its own command'}")
 
+    # --- before the worker (run/runner.py) ---------------------------------------------
+    launch_checked_offline: bool = False
+    """Whether the runner refuses sizes a kernel of this kind cannot launch at before a
+    worker sees it (from its grid and block formulas at the run's sizes)."""
+
+    def compile_ahead(self, kernel: Any, arch: str, pool: Any) -> None:
+        """Host work (on ``pool``, an executor) the worker would otherwise wait for, for a
+        kernel that compiled: a SASS read, say. Errors are the worker's to report."""
+        return None
+
+    def compiled_ahead(self, kernels: list[Any], arch: str, pool: Any) -> None:
+        """After every kernel of this kind went to :meth:`compile_ahead`: work for all of
+        them (kernels they are held to, compiled)."""
+        return None
+
+    # --- in the worker (run/worker.py) ---------------------------------------------------
+    # ``ctx`` is the worker's context: ``progress(name, size=None)`` (a ``say``), ``emit``,
+    # ``rows()`` (an in-order row queue: ``add``, ``wait``), ``ended_well(ran)``,
+    # ``kind_of(kernel)``, and the ``beside`` and ``prefetch`` executors. A "ran" is
+    # ``(kernel name, rows)``; None tells the worker to end (a failed check or a fault).
+    def open_for(self, session: Any, job: Any) -> None:
+        """What a job of this kind opens in the session before its first kernel."""
+        return None
+
+    def run_kernel(self, session: Any, kernel: Any, job: Any, ctx: Any, after: Any = None,
+                   before: Any = None) -> Any:
+        """Every size of ``kernel`` (``job.sizes``, the run's slots), its rows emitted in
+        order; ``before`` (the kernel before's ran) is waited for with
+        ``ctx.ended_well(before)`` before this kernel's first launch."""
+        raise HarnessError(f"a {self.name} kernel is not measured by the worker; "
+                           f"{self.runs_it()} runs it")
+
+    def compare_kernels(self, session: Any, kernels: list[Any], job: Any, ctx: Any) -> None:
+        """``harness compare``: ``kernels`` (all of this kind) timed interleaved."""
+        raise HarnessError(f"{self.name} kernels cannot be compared")
+
+    def draw_ahead(self, kernel: Any, job: Any, sizes: Any, session: Any, ctx: Any) -> None:
+        """On ``ctx.prefetch``, beside other work: the inputs ``kernel`` will need first."""
+        return None
+
     # --- reading results ----------------------------------------------------------------
     @abstractmethod
     def figures(self, result: Any) -> dict[str, float | None]:
@@ -254,6 +318,73 @@ class Kind(ABC):
     def columns(self) -> tuple[Column, ...]:
         """The columns a result table shows for this kind, after the common ones."""
 
+    def recognises(self, result: Any) -> bool:
+        """Whether a result that does not name its kind (reports before schema 3) is one of
+        this kind's; the registry tries each kind, the default kind last."""
+        return False
+
+    def power_gflops(self, result: Any, ms: float) -> float:
+        """GFLOP/s at ``ms`` per launch (a power pass's); NaN where the kind counts none."""
+        return math.nan
+
+    def report_notes(self, results: list[Any]) -> list[str]:
+        """Markdown bullet lines a run report says about this kind's rows (what the baseline
+        is, what a % is of); none by default."""
+        return []
+
+    def table(self, results: list[Any], *, mode: str = "run", fmt: str = "github",
+              wide: bool = False, width: int | None = None, console: bool = False,
+              drop: tuple[str, ...] = ()) -> str:
+        """This kind's rows as a table: ``mode`` run, check, compare or side (a compare
+        report's side-by-side); ``fmt`` a tabulate
+        format (``github`` for markdown); ``console`` the terminal's narrow table unless
+        ``wide``; ``drop`` column keys to leave out. The default is a plain table of the
+        kernel, its size, its status and :meth:`columns`."""
+        header = ["kernel", "size", "status", *(c.header.replace(
+            "{baseline}", "baseline") for c in self.columns())]
+        lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+        for r in results:
+            figures = self.figures(r)
+            cells = [r.kernel.name, self.problem_of(r).short, r.status]
+            for c in self.columns():
+                value = figures.get(c.key)
+                cells.append("" if value is None or value != value else f"{value:.{c.digits}f}")
+            lines.append("| " + " | ".join(cells) + " |")
+        return "\n".join(lines)
+
+    def size_text(self, result: Any) -> str:
+        """A result's size as tables and logs print it (``4096x4096x4096``)."""
+        return self.problem_of(result).short
+
+    def rank(self, result: Any) -> float:
+        """How a result ranks among results of the same problem (higher is faster): its
+        GFLOP/s by default; a kind judged in bytes, its GB/s."""
+        value = self.figures(result).get("gflops")
+        return value if value is not None and value == value else 0.0
+
+    def rate_text(self, result: Any) -> str:
+        """A passing, timed result's speed in words (``512.3 TFLOP/s``, ``3012 GB/s``)."""
+        gflops = self.figures(result).get("gflops") or 0.0
+        return f"{gflops / 1e3:.1f} TFLOP/s"
+
+    def describe(self, result: Any) -> str | None:
+        """One line for a progress log of a passing, timed result (None: the core's line)."""
+        return None
+
+    def message_names_finding(self) -> bool:
+        """Whether a failed result's message begins with its finding (else the plugin says
+        it first)."""
+        return True
+
+    def plan(self, kernel: Any) -> Any:
+        """The check battery of ``kernel`` derived from its spec alone (``harness check
+        --plan``): an object with ``checks``, ``to_json()`` and ``table(width)``. A kind
+        whose battery is the same for every kernel has none (``"plan"`` not in
+        :attr:`commands`)."""
+        raise HarnessError(f"a {self.name} kernel's battery is the same for every one: "
+                           "--plan lists the batteries of kernels that derive theirs from "
+                           "their spec")
+
     def baseline_name(self, spec: Any) -> str | None:
         """The baseline a kernel of ``spec`` is compared with, as tables name it."""
         return self.baselines.default_for(spec)
@@ -262,6 +393,16 @@ class Kind(ABC):
         """Whether ``harness <command>`` (and the API's and plugin's equivalent) takes this
         kind's kernels."""
         return command in self.commands
+
+    def __init__(self) -> None:
+        self.title = self.title or self.name
+
+    def runs_it(self) -> str:
+        """The command a user runs this kind's kernels with, for messages (``harness run or
+        check``, ``harness ceiling``)."""
+        if self.own_command:
+            return self.own_command
+        return "harness " + " or ".join(self.commands[:2]) if self.commands else "no command"
 
     def __repr__(self) -> str:
         return f"<kind {self.name}>"

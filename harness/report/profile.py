@@ -16,7 +16,7 @@ Per kernel and size, from the metrics of one profile (``bench/ncu.py``, one valu
   clock the sustained time implies for the cycles ncu counted.
 
 Every comparison is measured / predicted; one off by more than the stated factor is flagged.
-Buffers kernels' rows (a ``dims`` key) have tables of their own, report/profile_buffers.py's:
+Buffers kernels' rows (a ``dims`` key) have tables of their own, kinds/buffers/profile.py's:
 the spec's bytes beside DRAM's, GB/s, no GEMM figure; what both use is report/profile_parts.py.
 """
 
@@ -34,7 +34,8 @@ from harness.archs import get_arch
 from harness.bench.ncu import CACHE_CONTROL, CLOCK_CONTROL
 from harness.bench.result import KernelInfo
 from harness.gpu.timing import Timing, TimingOptions
-from harness.report import files, plots, profile_buffers
+from harness.kinds.buffers import profile as profile_buffers
+from harness.report import files, plots
 from harness.report.profile_parts import (
     REGIMES,
     _div,
@@ -231,7 +232,7 @@ def size_label(r: dict) -> str:
 
 def sections(rows: Sequence[dict], factor: float, fmt: str = "github") -> list[str]:
     """The report's tables, a set per size (GEMMs; buffers kernels' rows have tables of their
-    own, report/profile_buffers.py), then the flags and the failures."""
+    own, kinds/buffers/profile.py), then the flags and the failures."""
     gemms = [r for r in rows if "dims" not in r]
     out = []
     for size in sorted({tuple(r["size"]) for r in gemms}):

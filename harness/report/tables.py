@@ -218,29 +218,6 @@ def check_table(results: Sequence[Result], fmt: str = "simple",
                           if notes else "")
 
 
-def plan_table(plan, width: int | None = WIDTH) -> str:
-    """``harness check --plan``: a kernel's battery, a row per launch configuration; its prose
-    wrapped to ``width`` (None: not)."""
-    from harness.bench.plan import WHAT
-
-    rows = [["x".join(map(str, c.shape)), c.alpha, c.beta, c.seed, c.repeats, c.kind]
-            for c in plan.checks]
-    lines = [f"{plan.kernel}: {plan.summary()}"]
-    if plan.constraints:
-        lines.append(f"constraints: {', '.join(plan.constraints)}")
-    if rows:
-        lines.append(tabulate(rows, headers=["shape", "alpha", "beta", "seed", "repeats",
-                                             "check"], disable_numparse=True))
-        lines += [f"  {kind}: {what}" for kind, what in WHAT.items()
-                  if any(c.kind == kind for c in plan.checks)]
-    lines += [f"skipped: {why}" for why in plan.skipped]
-    lines.append("at each timed size: a check on the operands drawn for it (run twice, "
-                 "identical bits; an FP32 claim within 2x FP32's error from K = 256), then "
-                 "every timed repetition on inputs drawn afresh with C poisoned, and a random "
-                 "sample of them kept and checked after the timing")
-    return fit_text("\n".join(lines), width) + "\n"
-
-
 def failures(results: Sequence[Result], width: int | None = None) -> str:
     """The message of every result that did not pass, one block each; ``width``: its lines
     wrapped to fit."""

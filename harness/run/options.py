@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from harness.bench.contents import new_seed
+from harness.bench.seeds import new_seed
 from harness.compiler.occupancy import abi_problems
 from harness.errors import HarnessError
 from harness.gpu.timing import TimingOptions

@@ -1,0 +1,280 @@
+"""A buffers kernel at one timed size: checked there, timed interleaved with its baseline (cold
+L2, the inputs drawn afresh on the device before every repetition, the outputs poisoned), a
+secret sample of the timed repetitions' outputs kept and checked against their own draws, the
+figure held to the memory ceiling, and its Result; :func:`measure_kernel` does every size.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+
+import numpy as np
+
+from harness.bench.phases import PHASES
+from harness.bench.result import (
+    Baseline,
+    CheckSummary,
+    KernelInfo,
+    LaunchInfo,
+    MemoryFigures,
+    Result,
+)
+from harness.bench.seeds import derive
+from harness.errors import HarnessError, LaunchError
+from harness.gpu.driver import Buffer
+from harness.kernels.registry import Kernel
+from harness.kinds.buffers import baselines, named, roofline
+from harness.kinds.buffers.checks import Battery, battery
+from harness.kinds.buffers.draw import Draws, as_float64
+from harness.kinds.buffers.measure import (
+    SAMPLE_ROWS,
+    SLOTS,
+    VERIFIED,
+    Instance,
+    Loaded,
+    judge_all,
+    load,
+    padded,
+    size_text,
+)
+from harness.kinds.buffers.references import NUMPY, expected, judge
+
+KEEP_BYTES = 4 << 30
+"""Device memory the kept outputs may take at one size."""
+
+
+def _rows(inst: Instance, seed: int) -> np.ndarray | None:
+    """A softmax's rows checked at a timed size (None: every element, the other references)."""
+    if inst.spec.reference != "softmax":
+        return None
+    rows = inst.dims[0]
+    if rows <= SAMPLE_ROWS:
+        return None
+    pick = np.random.default_rng(derive(seed, "rows")).choice(rows, SAMPLE_ROWS, replace=False)
+    return np.sort(pick)
+
+
+def _row_values(inst: Instance, buffer, name: str, rows: np.ndarray, slot_offset: int = 0
+                ) -> np.ndarray:
+    decl = inst.spec.buffers[name]
+    cols = inst.shapes[name][1]
+    size = inst.nbytes[name] // inst.counts[name]
+    out = [buffer.download_at(slot_offset + int(r) * cols * size, NUMPY[decl.dtype], cols,
+                              inst.session.stream) for r in rows]
+    return np.stack(out)
+
+
+def check_timed_size(inst: Instance, seed: int, found: Battery) -> None:
+    """The kernel once on the timed size's own inputs, against the reference."""
+    loaded = inst.loaded
+    inst.draws.reset(1)
+    inst.draw(seed)
+    inst.prepare()
+    inst.launch()
+    inst.session.stream.synchronize(f"{loaded.kernel.name} at {size_text(inst.dims)}")
+    rows = _rows(inst, seed)
+    dims = dict(zip(inst.spec.dims, inst.dims, strict=True))
+    if rows is None:
+        want = expected(inst.spec, inst.inputs64(), dims, loaded.reference)
+        ok, worst, detail, _ = judge_all(inst, want)
+    else:
+        (x,), (y,) = inst.spec.inputs, inst.spec.outputs
+        xs = as_float64(_row_values(inst, inst.buffers[x.name], x.name, rows), x.dtype)
+        want = expected(inst.spec, {x.name: xs}, dims)
+        got = _row_values(inst, inst.buffers[y.name], y.name, rows)
+        j = judge(got, y.dtype, want[y.name])
+        ok, worst, detail = j.ok, j.worst, j.detail
+    found.worst = max(found.worst, worst if np.isfinite(worst) else 0.0)
+    if ok:
+        found.ok()
+    else:
+        found.fail("wrong", f"at {size_text(inst.dims)} (seed {seed}, the timed size): {detail}")
+
+
+def verify_kept(inst: Instance, seed: int, slots: Buffer, count: int, out_bytes: int,
+                found: Battery) -> int:
+    """The kept timed outputs, each against its own draw; returns how many were checked."""
+    state = inst.draws.read_state()
+    seen = int(state[1])
+    kept = min(count, seen)
+    (y,) = inst.spec.outputs[:1]
+    dims = dict(zip(inst.spec.dims, inst.dims, strict=True))
+    checked = 0
+    elements = sum(inst.counts[b.name] for b in inst.spec.inputs)
+    # every kept output against a whole reference costs a download and a float64 pass over
+    # the inputs: four up to 2^24 input elements, two up to 2^28, then one
+    verified = VERIFIED if elements <= 1 << 24 else 2 if elements <= 1 << 28 else 1
+    if _rows(inst, seed) is not None:
+        verified = VERIFIED
+    for j in range(min(kept, verified)):
+        content = int(state[3 + j])
+        inst.draws.set_content(content)
+        inst.draw(seed)
+        rows = _rows(inst, seed ^ content)
+        if rows is None:
+            want = expected(inst.spec, inst.inputs64(), dims, inst.loaded.reference)
+            raw = slots.download_at(j * out_bytes, NUMPY[y.dtype], inst.counts[y.name],
+                                    inst.session.stream)
+        else:
+            (x,) = inst.spec.inputs
+            xs = as_float64(_row_values(inst, inst.buffers[x.name], x.name, rows), x.dtype)
+            want = expected(inst.spec, {x.name: xs}, dims)
+            raw = _row_values(inst, slots, y.name, rows, slot_offset=j * out_bytes)
+        got = judge(raw, y.dtype, want[y.name])
+        checked += 1
+        if not got.ok:
+            found.fail("wrong when timed", f"at {size_text(inst.dims)}: timed repetition kept "
+                       f"in slot {j} (content {content}) of {seen}: {got.detail}")
+            return checked
+    return checked
+
+
+def keep_slots(inst: Instance) -> tuple[Buffer, int, int]:
+    """Device memory for the kept timed outputs of ``inst``'s first output: the buffer, the
+    slots it holds, and the bytes between two (a multiple of 16)."""
+    (y,) = inst.spec.outputs[:1]
+    out_bytes = -(-inst.nbytes[y.name] // 16) * 16
+    count = max(2, min(SLOTS, KEEP_BYTES // out_bytes))
+    return Buffer(count * out_bytes), count, out_bytes
+
+
+def measure_kernel(session, kernel: Kernel, sizes: list[tuple[int, ...]], ceiling, say,
+                   timed: bool = True) -> Iterator[Result]:
+    """Every size of one buffers kernel, each Result as it comes: its battery once, then each
+    size checked and (``timed``) timed against ``ceiling`` (roofline.MemoryCeiling; None
+    only where nothing is timed)."""
+    info = KernelInfo.of(kernel)
+    try:
+        loaded = load(session, kernel)
+    except LaunchError as exc:
+        yield from (Result.of(info, *padded(s)).ended("launch error", str(exc)) for s in sizes)
+        return
+    draws = Draws(session.stream, session.arch, session.device.sm_count)
+    try:
+        with PHASES("checks"):
+            found = battery(session, loaded, draws, say)
+        for dims in sizes:
+            yield _one(session, loaded, draws, dims, found, ceiling, say, timed)
+    finally:
+        draws.close()
+        loaded.close()
+
+
+def _summary(found: Battery, kept: int = 0, launches: int = 0) -> CheckSummary:
+    return CheckSummary(found.passed, found.total, found.worst, tuple(found.skipped),
+                        found.finding, found.failure, tuple(found.notes), timed_checked=kept,
+                        launches=launches)
+
+
+def row_of(session, loaded: Loaded, inst: Instance, dims, ceiling) -> Result:
+    """The row of ``inst`` before it is checked or timed: its launch and its memory figures
+    (the ceiling's NaN where nothing is timed)."""
+    kernel = loaded.kernel
+    return Result.of(KernelInfo.of(kernel), *padded(dims)).with_parts(
+        resources=loaded.resources, seed=session.run_seed,
+        launch=LaunchInfo(kernel.block_threads, list(inst.shape.grid),
+                          inst.shape.dynamic_smem_bytes),
+        memory=MemoryFigures(
+            dict(zip(inst.spec.dims, dims, strict=True)), inst.bytes, inst.flops,
+            *((ceiling.gbps, ceiling.copy_gbps, ceiling.dram_peak_gbps) if ceiling
+              else (math.nan, math.nan, session.device.dram_bytes_per_s / 1e9))))
+
+
+def checked_at_size(session, inst: Instance, dims, found: Battery, say) -> int:
+    """The timed size's seed (its salt set on ``inst``), after the check there when the
+    battery passed."""
+    seed = derive(session.run_seed, inst.loaded.kernel.name, "timed", *dims)
+    inst.salt = derive(seed, "salt")
+    if found.finding == "ok":
+        say(f"check {size_text(dims)}", limit_s=120)
+        with PHASES("checks"):
+            check_timed_size(inst, seed, found)
+    return seed
+
+
+def hooks(inst: Instance, seed: int, slots: Buffer, count: int, out_bytes: int):
+    """The work before every timed repetition of ``inst`` (the next content drawn, outputs
+    poisoned) and after it (the reservoir's decision, the output kept), the draws reset."""
+    secret = derive(seed, "secret")
+    inst.draws.reset(1000)
+    y = inst.spec.outputs[0]
+
+    def before() -> None:
+        inst.draws.tick()
+        inst.draw(seed)
+        inst.prepare()
+
+    def after() -> None:
+        inst.draws.decide(secret, count)
+        inst.draws.keep(inst.buffers[y.name], slots, inst.nbytes[y.name], out_bytes)
+
+    return before, after
+
+
+def baseline_of(session, inst: Instance):
+    """The library baseline of ``inst``'s spec on its buffers (None for "none")."""
+    y = inst.spec.outputs[0]
+    ins = [baselines.Operand(inst.buffers[b.name], b.dtype, inst.shapes[b.name])
+           for b in inst.spec.inputs]
+    out = baselines.Operand(inst.buffers[y.name], y.dtype, inst.shapes[y.name])
+    return named.make_baseline(inst.spec.baseline, ins, out, inst.bytes, session.stream)
+
+
+def finished(res: Result, found: Battery, kept: int, timing, base_timing, base, base_type: str,
+             ceiling) -> Result:
+    """A timed row's verdict: its kept outputs' findings, then the memory ceiling;
+    ``base_type`` is the baseline's output type."""
+    res = res.with_parts(timing=timing, checks=_summary(found, kept, timing.reps))
+    if base is not None:
+        res = res.with_parts(baseline=Baseline("", base_timing, base_type, base.label))
+    if found.finding != "ok":
+        return res.ended("FAIL", found.failure)
+    why = roofline.above_ceiling(res.gbps, ceiling)
+    if why:
+        found.fail("faster than the memory allows", why)
+        return res.with_parts(checks=_summary(found, kept, timing.reps)).ended("FAIL", why)
+    return res.ended("pass", "")
+
+
+def _one(session, loaded: Loaded, draws: Draws, dims, battery_found: Battery, ceiling, say,
+         timed: bool = True) -> Result:
+    found = battery_found.copy()
+    res = Result.of(KernelInfo.of(loaded.kernel), *padded(dims)).with_parts(
+        resources=loaded.resources, seed=session.run_seed)
+    try:
+        inst = Instance(session, loaded, draws, dims)
+    except LaunchError as exc:
+        return res.ended("launch error", str(exc))
+    base = None
+    try:
+        res = row_of(session, loaded, inst, dims, ceiling)
+        seed = checked_at_size(session, inst, dims, found, say)
+        if found.finding != "ok":
+            return res.with_parts(checks=_summary(found)).ended("FAIL", found.failure)
+        if not timed:
+            return res.with_parts(checks=_summary(found)).ended(
+                "pass", f"checked ({found.passed} of {found.total}), not timed")
+        slots, count, out_bytes = keep_slots(inst)
+        try:
+            base = baseline_of(session, inst)
+            before, after = hooks(inst, seed, slots, count, out_bytes)
+            say(f"time {size_text(dims)}")
+            launches = [inst.launch] + ([base.launch] if base is not None else [])
+            with PHASES("timing"):
+                timings, _ = session.timer.time_interleaved(
+                    launches, before=[before] + [None] * (len(launches) - 1),
+                    after=[after] + [None] * (len(launches) - 1))
+            say(f"verify {size_text(dims)}", limit_s=120)
+            with PHASES("references"):
+                kept = verify_kept(inst, seed, slots, count, out_bytes, found)
+        finally:
+            slots.close()
+        return finished(res, found, kept, timings[0], timings[-1], base,
+                        inst.spec.outputs[0].dtype, ceiling)
+    except HarnessError as exc:
+        return res.ended("error", str(exc))
+    finally:
+        if base is not None:
+            base.close()
+        inst.close()
