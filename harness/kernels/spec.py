@@ -254,7 +254,11 @@ class KernelSpec:
     def launch_parameters(self) -> tuple[tuple[str, int], ...]:
         """What a launch passes the kernel, in order: each parameter's label (``M i32``) and
         bytes. A ceiling kernel's ``(u64 sink, u32 iterations)``; the declared signature; or the
-        common ABI followed by the [tma] maps (A, B, C order)."""
+        common ABI followed by the [tma] maps (A, B, C order); a kind whose spec part fixes
+        its own ABI (``kind_spec.launch_parameters``, attention's) gives that."""
+        own = getattr(self.kind_spec, "launch_parameters", None)
+        if own is not None:
+            return tuple(own)
         if self.ceiling is not None:
             return (("sink u64", 8), ("iterations u32", 4))
         if self.buffers is not None:
@@ -283,7 +287,8 @@ class KernelSpec:
         difference = parameter_mismatch(declared, found)
         if difference is None:
             return None
-        origin = ("the ceiling ABI" if self.ceiling is not None
+        origin = (f"the {self.kind} ABI" if getattr(self.kind_spec, "launch_parameters", None)
+                  else "the ceiling ABI" if self.ceiling is not None
                   else "its args = [...]" if self.buffers is not None
                   else "its signature = [...]" if self.signature is not None
                   else "the common GEMM ABI" + (" and its [tma] maps" if self.tma else "")

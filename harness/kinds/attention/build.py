@@ -11,14 +11,16 @@ from harness.compiler import headers
 from harness.compiler.compile import CompileOptions, nvrtc_cubin
 from harness.compiler.ptxas import Resources, parse_report
 from harness.errors import CompileError, HarnessError
-from harness.kernels.spec import KernelSpec
-from harness.kinds.attention import spec as attention_spec
+from harness.kernels.spec import KernelSpec, read_spec
 from harness.kinds.attention.problem import AttentionProblem
 
 
 def load(path) -> KernelSpec:
     """The KernelSpec of the attention kernel file at ``path``."""
-    return KernelSpec(**attention_spec.read(path))
+    spec = read_spec(Path(path))
+    if spec.kind != "attention":
+        raise HarnessError(f"{path} is a {spec.kind!r} kernel, not an attention kernel")
+    return spec
 
 
 def params_of(spec: KernelSpec, variant: str | None = None) -> dict[str, int]:

@@ -13,7 +13,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from harness.bench.numerics import bf16_bits, bf16_to_float
 from harness.errors import HarnessError
 from harness.kinds.attention.problem import AttentionProblem
 
@@ -21,6 +20,16 @@ LAYOUTS = ("bhsd", "bshd")
 PRECISIONS = ("bf16", "fp16")
 ROWS_PER_BLOCK = 256
 """Query rows the reference holds at once per head (bounds its memory at S_kv = 16K)."""
+
+
+def bf16_bits(x: np.ndarray) -> np.ndarray:
+    """float32 rounded to BF16 (to nearest, ties to even), as its 16-bit patterns."""
+    raw = np.ascontiguousarray(x, dtype=np.float32).view(np.uint32)
+    return ((raw + ((raw >> 16) & 1) + 0x7FFF) >> 16).astype(np.uint16)
+
+
+def bf16_to_float(raw: np.ndarray) -> np.ndarray:
+    return (np.asarray(raw, dtype=np.uint16).astype(np.uint32) << 16).view(np.float32)
 
 
 def stored(values: np.ndarray, precision: str) -> np.ndarray:

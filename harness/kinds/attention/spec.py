@@ -51,6 +51,11 @@ class AttentionSpec:
     """``input``: P is rounded to the input type before P V (mma.sync); ``fp32``: kept."""
     baseline: str
 
+    @property
+    def launch_parameters(self) -> tuple[tuple[str, int], ...]:
+        """The attention ABI (:data:`ABI`), which KernelSpec.launch_parameters reports."""
+        return ABI
+
     def p_precision(self, precision: str) -> str:
         return precision if self.p_type == "input" else "fp32"
 
@@ -111,29 +116,12 @@ def parse_table(table, source: str, match, path, fail) -> dict:
                    f"({', '.join(variants) or 'none declared'})")
     names = frozenset(DIMS) | frozenset(params)
 
-    def formulas(key: str, allowed: frozenset[str], compare: bool = False) -> tuple:
-        raw = table.get(key, [])
-        if not isinstance(raw, list):
-            raise fail(f"{key} must be a list, found {raw!r}")
-        out = []
-        for item in raw:
-            try:
-                e = expr.parse(item, allow_compare=compare)
-            except Exception as exc:  # SpecError: the grammar's own message
-                raise fail(f"{key}: {exc}") from None
-            extra = sorted(e.names - allowed)
-            if extra:
-                raise fail(f"{key}: formula {e.text!r} uses {', '.join(extra)}; it may use "
-                           f"only {', '.join(sorted(allowed))}")
-            out.append(e)
-        return tuple(out)
-
-    block = formulas("block", frozenset(params))
-    grid = formulas("grid", names | {"SMS"})
+    block = expr.formula_list(table, "block", frozenset(params), fail)
+    grid = expr.formula_list(table, "grid", names | {"SMS"}, fail)
     for key, dims in (("block", block), ("grid", grid)):
         if not 1 <= len(dims) <= 3:
             raise fail(f"{key} must list 1 to 3 dimensions (x, y, z), found {len(dims)}")
-    constraints = formulas("constraints", names, compare=True)
+    constraints = expr.formula_list(table, "constraints", names, fail, compare=True)
     dynamic_smem = expr.parse_using(table.get("dynamic_smem_bytes", "0"), names, fail,
                                     "dynamic_smem_bytes")
     macros, template_params, macro_tested = macros_of(table, entry, params, body, path, fail)
@@ -149,28 +137,3 @@ def parse_table(table, source: str, match, path, fail) -> dict:
         macros=macros, template_params=template_params, macro_tested=macro_tested,
         c_type=precision)
 
-
-def read(path) -> dict:
-    """The KernelSpec fields of the attention kernel file at ``path`` (its own reader, for
-    use before the core's parse_spec dispatches by kind)."""
-    import tomllib
-    from pathlib import Path
-
-    from harness.errors import SpecError
-    from harness.kernels.spec_text import SPEC_BLOCK, normalize_text, read_source
-
-    path = Path(path)
-    source = normalize_text(read_source(path))
-    match = SPEC_BLOCK.match(source)
-    if not match:
-        raise SpecError(f"{path}: no spec block (/* harness ... */) at the top of the file")
-    try:
-        table = tomllib.loads(match["body"])
-    except tomllib.TOMLDecodeError as exc:
-        raise SpecError(f"{path}: the spec block is not valid TOML: {exc}") from None
-    if table.get("kind") != "attention":
-        raise SpecError(f"{path}: spec: kind must be \"attention\", found {table.get('kind')!r}")
-
-    def fail(message: str) -> SpecError:
-        return SpecError(f"{path}: spec: {message}")
-    return parse_table(table, source, match, path, fail)
