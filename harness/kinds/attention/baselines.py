@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from harness.errors import HarnessError
-from harness.kinds.base import Baseline, Baselines
 from harness.kinds.attention.problem import AttentionProblem
+from harness.kinds.base import Baseline, Baselines
 
 
 @dataclass(frozen=True)

@@ -83,3 +83,34 @@ def fits(spec: KernelSpec, problem: AttentionProblem, params: dict[str, int]) ->
     except HarnessError:
         return False
     return True
+
+
+def report_row(spec: KernelSpec, arch: str, problem: AttentionProblem,
+               variant: str | None = None, limit_s: float | None = None) -> dict:
+    """What ``harness build`` shows for one kernel: ptxas's resources for ``arch`` and the
+    predicted occupancy and launch at ``problem`` (a compile error or a launch that cannot
+    be is a row saying so, not an exception)."""
+    from harness.compiler import occupancy
+
+    row = {"kernel": Path(spec.path).stem + (f"[{variant}]" if variant else ""), "arch": arch,
+           "size": problem.text}
+    try:
+        built = build(spec, arch, variant, limit_s)
+    except HarnessError as exc:
+        return {**row, "status": "compile error", "message": str(exc)}
+    res = built.resources
+    try:
+        shape = launch_shape(spec, problem, built.params)
+    except HarnessError as exc:
+        return {**row, "status": "skipped", "message": str(exc), "registers": res.registers}
+    threads = 1
+    for b in shape["block"]:
+        threads *= b
+    occ = occupancy.predict(get_arch(arch), threads, res.registers, res.static_smem_bytes,
+                            shape["dynamic_smem_bytes"], spec.carveout_pct)
+    return {**row, "status": "ok" if occ.blocks_per_sm else "cannot launch",
+            "registers": res.registers, "static_smem_bytes": res.static_smem_bytes,
+            "spill_store_bytes": res.spill_store_bytes, "spill_load_bytes": res.spill_load_bytes,
+            "stack_frame_bytes": res.stack_frame_bytes, **shape, "block_threads": threads,
+            "blocks_per_sm": occ.blocks_per_sm, "occupancy_pct": occ.occupancy_pct,
+            "limiter": occ.limiter}

@@ -1,4 +1,5 @@
-"""The attention kind: forward attention ``O = softmax(scale Q K^T + mask) V`` (docs/attention.md)."""
+"""The attention kind: forward attention ``O = softmax(scale Q K^T + mask) V``
+(docs/attention.md)."""
 
 from __future__ import annotations
 

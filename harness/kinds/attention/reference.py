@@ -14,7 +14,6 @@ from dataclasses import dataclass
 import numpy as np
 
 from harness.errors import HarnessError
-from harness.kinds.attention.problem import AttentionProblem
 
 LAYOUTS = ("bhsd", "bshd")
 PRECISIONS = ("bf16", "fp16")

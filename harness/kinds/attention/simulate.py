@@ -44,12 +44,13 @@ def _round(x: np.ndarray, precision: str) -> np.ndarray:
 
 def online(q, k, v, scale: float, causal: bool, precision: str, *, p_type: str | None = None,
            rng: np.random.Generator | None = None, tile: int | None = None,
-           mistakes: Mistakes = Mistakes()):
+           mistakes: Mistakes | None = None):
     """(o, lse, o_unwritten) as a tiled online-softmax kernel would write them: ``o`` float64
     of the output type's values ``[B, H, S_q, D]``, ``lse`` FP32 values, ``o_unwritten`` True
     where the poison stayed. ``rng`` shuffles the key order and picks tile sizes; ``p_type``
     (default: ``precision``) is the type P is rounded to before P V."""
     rng = rng or np.random.default_rng(0)
+    mistakes = mistakes or Mistakes()
     p_type = p_type or precision
     b, h, s_q, d = q.shape
     s_kv = k.shape[2]
