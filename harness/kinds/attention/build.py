@@ -114,3 +114,18 @@ def report_row(spec: KernelSpec, arch: str, problem: AttentionProblem,
             "stack_frame_bytes": res.stack_frame_bytes, **shape, "block_threads": threads,
             "blocks_per_sm": occ.blocks_per_sm, "occupancy_pct": occ.occupancy_pct,
             "limiter": occ.limiter}
+
+
+def fitted(case, spec, params: dict[str, int]):
+    """``case`` at a shape the kernel's constraints allow: its own, or with the head dim the
+    kernel takes (constraints change the shapes, never the checks); None when no head dim
+    fits (a causal case for a kernel without the mask)."""
+    from dataclasses import replace
+
+    p = case.problem
+    for d in dict.fromkeys((p["D"], *spec.kind_spec.head_dims, *params.values())):
+        moved = AttentionProblem.make(p["B"], p["H"], p["S_q"], p["S_kv"], d, p["H_kv"],
+                                      p.causal)
+        if fits(spec, moved, params):
+            return case if d == p["D"] else replace(case, problem=moved)
+    return None

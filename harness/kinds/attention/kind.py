@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
 
 import numpy as np
 
@@ -73,17 +72,14 @@ class AttentionKind(Kind):
         return chosen or self.baselines.default_for(spec)
 
     # --- the battery, on the host -------------------------------------------------------
-    def cases_for(self, spec) -> tuple[battery.Case, ...]:
-        """The battery's cases a kernel of ``spec`` takes (its head dims, causal or not)."""
-        ks = spec.kind_spec
-        out = []
-        for case in battery.CASES:
-            if case.problem.causal and not ks.causal:
-                continue
-            if ks.head_dims and case.problem["D"] not in ks.head_dims:
-                continue
-            out.append(case)
-        return tuple(out)
+    def cases_for(self, spec, variant: str | None = None) -> tuple[battery.Case, ...]:
+        """The battery's cases at shapes a kernel of ``spec`` (its ``variant``) takes: every
+        case, its head dim moved to one the kernel runs where needed; causal cases only for
+        a kernel with the mask."""
+        from harness.kinds.attention.build import fitted, params_of
+        params = params_of(spec, variant)
+        return tuple(c for c in (fitted(case, spec, params) for case in battery.CASES)
+                     if c is not None)
 
     def check_outputs(self, spec, case: battery.Case, drawn: battery.Drawn, o_raw: np.ndarray,
                       lse_raw: np.ndarray | None = None, scale: float | None = None
@@ -91,13 +87,6 @@ class AttentionKind(Kind):
         """Judge a launch's outputs as the device wrote them (``o_raw`` in the kernel's
         layout and storage type, ``lse_raw`` FP32), poison found bit for bit."""
         return judge_raw(spec, case, drawn, o_raw, lse_raw, scale)
-
-    def launches(self, spec, seeds: int = 3, seed: int = 0) -> Iterator[tuple]:
-        """(case, drawn) for every case and seed: fresh inputs from one generator per run."""
-        rng = np.random.default_rng(seed)
-        for case in self.cases_for(spec):
-            for _ in range(seeds):
-                yield case, battery.draw(case, spec.precision, rng)
 
 
 def judge_raw(spec, case, drawn, o_raw, lse_raw=None, scale=None) -> numerics.Verdict:
