@@ -20,7 +20,8 @@ ONLINE = "cu/attention/attention_02_online.cu"
 
 @pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
 @pytest.mark.parametrize("path, variant, d", [(NAIVE, None, 128), (ONLINE, "d64", 64),
-                                              (ONLINE, "d128", 128), (ONLINE, "d256", 256)])
+                                              (ONLINE, "d128", 128), (ONLINE, "d256", 256),
+                                              ("examples/attention_first.cu", None, 128)])
 def test_kernels_build_offline_without_spills(path, variant, d, arch):
     row = report_row(load(path), arch, read_size(f"B=4,H=16,S=4096,D={d}"), variant)
     assert row["status"] == "ok", row

@@ -72,7 +72,8 @@ def test_device_reference_at_sixteen_thousand_keys(device):
 @pytest.mark.parametrize("path, variant", [("cu/attention/attention_01_naive.cu", None),
                                            ("cu/attention/attention_02_online.cu", "d64"),
                                            ("cu/attention/attention_02_online.cu", "d128"),
-                                           ("cu/attention/attention_02_online.cu", "d256")])
+                                           ("cu/attention/attention_02_online.cu", "d256"),
+                                           ("examples/attention_first.cu", None)])
 def test_our_kernels_pass_the_battery(device, path, variant):
     from harness.gpu.own_kernels import current_arch
     verdicts = list(battery_verdicts(load(path), current_arch(), seeds=3, seed=20261205,
