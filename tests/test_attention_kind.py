@@ -215,3 +215,17 @@ def test_cases_follow_the_kernels_constraints():
     assert {c.problem["D"] for c in KIND.cases_for(online, "d64")} == {64}
     no_causal = _spec(GOOD)
     assert not any(c.problem.causal for c in KIND.cases_for(no_causal))
+
+
+def test_plan_lists_the_battery_at_the_kernels_shapes():
+    from harness.kernels.registry import Kernel
+    online = read_spec("cu/attention/attention_02_online.cu")
+    kernel = Kernel("attention_02_online[d64]", online, (("HEAD_DIM", 64),), "d64")
+    assert KIND.takes("plan")
+    plan = KIND.plan(kernel)
+    assert len(plan.checks) == 11 and {c.problem["D"] for c in plan.checks} == {64}
+    data = plan.to_json()
+    assert data["checks"][0] == {"name": "ragged", "size": "B=2,H=3,H_kv=3,S_q=77,S_kv=77,D=64",
+                                 "exposes": plan.checks[0].exposes, "values": [-1.0, 1.0]}
+    text = plan.table(80)
+    assert "large_logits" in text and all(len(line) <= 80 for line in text.splitlines())

@@ -137,3 +137,28 @@ def _stack(parts, b, h, d) -> Reference:
     return Reference(field("o", (d,), 0.0), field("lse", (), -np.inf), field("m", (), -np.inf),
                      field("abs_pv", (d,), 0.0), field("spread_pv", (d,), 0.0),
                      field("spread_p", (), 0.0))
+
+
+SEEDS = 3
+"""Fresh draws per case and kernel (each from the run's one generator)."""
+
+
+@dataclass(frozen=True)
+class Plan:
+    """A kernel's battery as its spec derives it (``harness check --plan``)."""
+
+    kernel: str
+    checks: tuple[Case, ...]
+    seeds: int = SEEDS
+
+    def to_json(self) -> dict:
+        return {"kernel": self.kernel, "seeds": self.seeds,
+                "checks": [{"name": c.name, "size": c.problem.text, "exposes": c.exposes,
+                            "values": list(c.values)} for c in self.checks]}
+
+    def table(self, width: int | None = None) -> str:
+        lines = [f"{self.kernel}: {len(self.checks)} checks x {self.seeds} seeds (fresh inputs "
+                 "each, outputs poisoned)"]
+        lines += [f"  {c.name:<20} {c.problem.short:<28} {c.exposes}" for c in self.checks]
+        return "\n".join(line if width is None or len(line) <= width
+                         else line[:width - 3] + "..." for line in lines)

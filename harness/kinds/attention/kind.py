@@ -21,6 +21,7 @@ class AttentionKind(Kind):
     dims = problem.DIMS
     square = False
     baselines = BASELINES
+    commands = ("run", "check", "plan")
 
     def parse_table(self, table, source, match, path, fail):
         return attention_spec.parse_table(table, source, match, path, fail)
@@ -80,6 +81,15 @@ class AttentionKind(Kind):
         params = params_of(spec, variant)
         return tuple(c for c in (fitted(case, spec, params) for case in battery.CASES)
                      if c is not None)
+
+    def plan(self, kernel) -> battery.Plan:
+        """``harness check --plan``: the battery of ``kernel`` (a registry Kernel: its spec
+        and parameters) at the shapes its constraints allow."""
+        from harness.kinds.attention.build import fitted
+        params = dict(kernel.params)
+        cases = tuple(c for c in (fitted(case, kernel.spec, params) for case in battery.CASES)
+                      if c is not None)
+        return battery.Plan(kernel.name, cases)
 
     def check_outputs(self, spec, case: battery.Case, drawn: battery.Drawn, o_raw: np.ndarray,
                       lse_raw: np.ndarray | None = None, scale: float | None = None
