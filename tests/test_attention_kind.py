@@ -196,13 +196,16 @@ def test_kind_registry_napkin_and_figures():
     assert KIND.default_sizes(spec)[0] == timed_first()[0]
     assert len(KIND.default_sizes(spec, quick=True)) == 1
 
-    class Result:
-        problem = p.to_json()
-        ms, baseline_ms = 1.0, 0.5
-    figures = KIND.figures(Result())
-    assert figures["tflops"] == pytest.approx(napkin.flops(p) / 1e9)
-    assert figures["pct_baseline"] == pytest.approx(50.0)
-    assert [c.key for c in KIND.columns()] == ["tflops", "pct_baseline", "gbps"]
+    from types import SimpleNamespace as NS
+    result = NS(problem=p.to_json(), timing=NS(median_ms=1.0),
+                baseline=NS(timing=NS(median_ms=0.5)))
+    figures = KIND.figures(result)
+    assert figures["gflops"] == pytest.approx(napkin.flops(p) / 1e6)
+    assert figures["baseline_gflops"] == pytest.approx(2 * napkin.flops(p) / 1e6)
+    assert figures["pct_baseline"] == pytest.approx(50.0)  # half the baseline's speed
+    unmeasured = KIND.figures(NS(problem=p.to_json(), timing=None, baseline=None))
+    assert unmeasured["gflops"] is None and unmeasured["pct_baseline"] is None
+    assert [c.key for c in KIND.columns()] == ["gflops", "pct_baseline", "gbps"]
 
 
 def test_cases_follow_the_kernels_constraints():

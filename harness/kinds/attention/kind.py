@@ -55,16 +55,23 @@ class AttentionKind(Kind):
         return float(napkin.compulsory_bytes(problem, precision, lse))
 
     def figures(self, result) -> dict[str, float | None]:
+        """FLOP/s on the exact count (causal pairs counted), the baseline's, % of it, and the
+        compulsory bytes' rate; None where a time was not measured."""
         p = self.problem_of(result)
-        ms = getattr(result, "ms", None)
-        base_ms = getattr(result, "baseline_ms", None)
-        tflops = rate(napkin.flops(p), ms) / 1e3
-        base = rate(napkin.flops(p), base_ms) / 1e3
-        return {"tflops": tflops, "pct_baseline": percent(tflops, base),
-                "gbps": rate(napkin.compulsory_bytes(p), ms)}
+        timing = getattr(result, "timing", None)
+        baseline = getattr(result, "baseline", None)
+        ms = timing.median_ms if timing else None
+        base_ms = baseline.timing.median_ms if baseline and baseline.timing else None
+        flops = float(napkin.flops(p))
+        return {"flops": flops,
+                "gflops": rate(flops, ms) if ms is not None else None,
+                "baseline_gflops": rate(flops, base_ms) if base_ms is not None else None,
+                "pct_baseline": (percent(base_ms, ms) if ms is not None and base_ms is not None
+                                 else None),
+                "gbps": rate(napkin.compulsory_bytes(p), ms) if ms is not None else None}
 
     def columns(self) -> tuple[Column, ...]:
-        return (Column("tflops", "TFLOP/s", 1, "TFLOP/s"),
+        return (Column("gflops", "GFLOP/s", 0, "GFLOP/s"),
                 Column("pct_baseline", "% of {baseline}", 1, "%"),
                 Column("gbps", "GB/s (compulsory)", 0, "GB/s"))
 
