@@ -78,7 +78,7 @@ def test_our_kernels_pass_the_battery(device, path, variant):
     from harness.gpu.own_kernels import current_arch
     verdicts = list(battery_verdicts(load(path), current_arch(), seeds=3, seed=20261205,
                                      variant=variant))
-    assert len(verdicts) == 3 * len(battery.CASES)
+    assert len(verdicts) == 3 * (len(battery.CASES) - (2 if variant else 0))
     failed = [f"{case.name}: {verdict}" for case, verdict in verdicts if not verdict.ok]
     assert not failed, "\n".join(failed)
 

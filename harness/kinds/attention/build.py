@@ -119,10 +119,13 @@ def report_row(spec: KernelSpec, arch: str, problem: AttentionProblem,
 def fitted(case, spec, params: dict[str, int]):
     """``case`` at a shape the kernel's constraints allow: its own, or with the head dim the
     kernel takes (constraints change the shapes, never the checks); None when no head dim
-    fits (a causal case for a kernel without the mask)."""
+    fits (a causal case for a kernel without the mask) or the case is about a head dim the
+    kernel does not run (``pins_d``)."""
     from dataclasses import replace
 
     p = case.problem
+    if case.pins_d:
+        return case if fits(spec, p, params) else None
     for d in dict.fromkeys((p["D"], *spec.kind_spec.head_dims, *params.values())):
         moved = AttentionProblem.make(p["B"], p["H"], p["S_q"], p["S_kv"], d, p["H_kv"],
                                       p.causal)
