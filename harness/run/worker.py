@@ -279,11 +279,11 @@ def main() -> int:
         return 0
     job = Job.from_json(line)
     profile_dir = os.environ.get("HARNESS_WORKER_PROFILE")  # experiments: where the time goes
-    sample_dir = os.environ.get("HARNESS_WORKER_SAMPLE")  # experiments/wall_sampler.py
+    sample_dir = os.environ.get("HARNESS_WORKER_SAMPLE")  # bench/wall_sampler.py
     try:
         try:
             if sample_dir:
-                from experiments.wall_sampler import sampled
+                from harness.bench.wall_sampler import sampled
 
                 sampled(lambda: run_job(job), f"{sample_dir}/sampled-{os.getpid()}.txt")
             elif profile_dir:

@@ -19,7 +19,6 @@ import json
 import sys
 from collections.abc import Callable, Sequence
 from concurrent.futures import Executor, ThreadPoolExecutor
-from dataclasses import dataclass
 
 from harness.bench.phases import BATTERY, PHASES, TIMED_LAUNCHES, TIMED_SIZE
 from harness.bench.result import (
@@ -41,13 +40,14 @@ from harness.gpu.cublas import compute_name, library_name
 from harness.gpu.timing import ISOLATED_MAX_REPS, Timing, TimingOptions
 from harness.kernels.registry import Kernel
 from harness.kinds.gemm import capture, limits, operands
-from harness.kinds.gemm.checks import KernelChecks, kernel_checks, known_of
+from harness.kinds.gemm.checks import kernel_checks, known_of
 from harness.kinds.gemm.gemm import LoadedGemm
 from harness.kinds.gemm.launches import kernel_timed
 from harness.kinds.gemm.numerics import CheckResult
 from harness.kinds.gemm.plan import plan
+from harness.kinds.gemm.prepared import Prepared, Ready
 from harness.kinds.gemm.timed_checks import Pending, finished, memo_probe, verify_timed
-from harness.kinds.gemm.timed_size import SizeCheck, launched
+from harness.kinds.gemm.timed_size import launched
 from harness.stats import Summary, peak_gflops
 
 Say = Callable[..., None]
@@ -82,24 +82,6 @@ def timing_limit_s(options: TimingOptions, launch_ms: float, launches: int = 1) 
         expected_ms += ISOLATED_MAX_REPS * (options.isolated_gap_ms + per_rep_ms)
     expected_s = launches * (expected_ms / 1e3 + options.power_s)
     return QUIET_FLOOR_S + 3 * expected_s
-
-
-@dataclass
-class Prepared:
-    """A kernel loaded, with the results of its check battery."""
-
-    gemm: LoadedGemm
-    info: KernelInfo
-    checks: KernelChecks
-    family: str = "unknown"
-    """``simt`` or ``tensor``: the instruction family its SASS uses, ``unknown`` when the
-    SASS could not be read (reported; the peak it is held to follows its claim)."""
-    screen: Screen | None = None
-    """What its cubin could keep state in or read time from (screen.py); None unread."""
-
-    @property
-    def kernel(self) -> Kernel:
-        return self.gemm.kernel
 
 
 def screened(gemm: LoadedGemm) -> tuple[str, Screen | None]:
@@ -166,18 +148,6 @@ def prepare(session: BenchSession, kernel: Kernel, strict_blas: bool = False,
         checks.note("its SASS holds tensor-core instructions though it claims FP32 and "
                     "declares no fp32_via: held to FP32's accuracy and the FP32 FMA peak")
     return Prepared(gemm, KernelInfo.of(gemm.kernel), checks, family, found)
-
-
-@dataclass
-class Ready:
-    """A size checked on the operands it is timed on, ready to be timed."""
-
-    result: Result
-    ops: operands.Operands
-    launch_ms: float
-    """Host wall time of the checked launch (with its synchronisation): a timing estimate."""
-    size: SizeCheck | None = None
-    """The size's check launched, not yet judged (``checked``'s ``defer``)."""
 
 
 def _with_failure(res: Result, found: CheckResult) -> Result:

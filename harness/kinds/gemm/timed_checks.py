@@ -23,7 +23,7 @@ from harness.kinds.gemm.numerics import CheckResult
 
 if TYPE_CHECKING:
     from harness.bench.session import BenchSession
-    from harness.kinds.gemm.measure import Prepared, Ready
+    from harness.kinds.gemm.prepared import Prepared, Ready
 
 Verdict = tuple[CheckResult | None, int]
 """The kept launches' first failure (None when all is right), and how many were checked."""
