@@ -1,7 +1,7 @@
 """Kernel specs: the TOML block at the top of every kernel file, parsed and validated.
 
 A kernel file starts with a block comment whose first line is ``/* harness``; its body is TOML
-(see README "Adding a kernel"). Formulas are parsed by ``harness.kernels.expr``, never evaluated
+(see docs/spec.md). Formulas are parsed by ``harness.kernels.expr``, never evaluated
 as code. The block is found (and what is wrong with it said) by spec_text.py, its harder tables
 read by spec_tables.py, its ``[budget]`` by budget.py.
 """
@@ -267,7 +267,7 @@ class KernelSpec:
                 f"  declared {show_parameters(declared)}\n"
                 f"  found    {show_parameters(found)} ({where})\n"
                 "Make the kernel take the declared parameters, or declare its own in order "
-                "with signature = [...] (README, 'Other signatures'); a launch with the wrong "
+                "with signature = [...] (docs/gemm.md#other-signatures); a launch with the wrong "
                 "parameters reads garbage.")
 
 

@@ -71,7 +71,7 @@ def run(kernels: Sequence[Kernel], arch: str, options: RunOptions, jsonl_path: P
     # worker starts and checks its first kernel beside them. With the first compile alone and
     # the worker started ahead, the first kernel's battery began 1.6 s after the header at
     # 3759deb, against 3.3 s at 86d7164 with 32 compiles at once
-    # (reports/h100/default-run-cold-3759deb.log, default-run-stamped-86d7164.log)
+    # (reports/h100/default-run-cold-3759deb.log.gz, default-run-stamped-86d7164.log.gz)
     threads = host_threads() // 2 if started is not None and mode != "compare" else 0
     pool = ThreadPoolExecutor(max_workers=max(1, threads or host_threads()),
                               thread_name_prefix="harness-prepare")
@@ -144,7 +144,7 @@ def prepared(kernels: Sequence[Kernel], arch: str, sizes: Sequence[Size],
     alone, and its SASS read is queued ahead of the others' compiles: its row is the first a
     user sees, and among 32 compile children started at once on a fresh H100 (16 cores, the
     worker starting beside them) the compiles up to the first kernel took 1.9 s
-    (reports/h100/default-run-cold-ef6439f.log), where 01_naive's alone took 0.4 s on a
+    (reports/h100/default-run-cold-ef6439f.log.gz), where 01_naive's alone took 0.4 s on a
     two-core development host (issue 37)."""
     def screened(k: Kernel) -> tuple[Kernel, list[Result]]:
         return screen(k, arch, sizes)

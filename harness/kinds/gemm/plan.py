@@ -22,7 +22,7 @@ check on the timed operands (held to FP32's error too) and checks a random sampl
 timed launches themselves (capture.py).
 
 The seeds here are offsets: a run draws its inputs from its own seed and these
-(``contents.derive``), so no kernel can know them in advance.
+(``contents.derive``) under its secret (keyed.py), so no kernel can know them in advance.
 
 A declared signature without beta (it computes beta = 0 and never reads C) gets no beta check
 and no reads-C probe; one without alpha (alpha = 1) gets no alpha check, and its beta check
