@@ -2,7 +2,7 @@
 every row both hold that passed with a cuBLAS timing, the relative difference of the kernel's
 % of cuBLAS (cuBLAS's median over the kernel's), the largest first.
 
-    python3 experiments/agreement.py OLD.json NEW.json [--top N]
+    python3 experiments/agreement.py OLD.json NEW.json [--top N]    (or .json.gz)
 
 A run and a compare (whose rows are a subset) pair by kernel name and size. ``harness diff``
 judges each median against its own error; this answers the issue's one question per row. Then,
@@ -17,6 +17,8 @@ import json
 import math
 from pathlib import Path
 
+from harness.report.reading import read_text
+
 LIMIT_PCT = 2.0
 
 
@@ -24,7 +26,7 @@ def pct_of_cublas(path: Path) -> dict[tuple[str, int], tuple[float, float]]:
     """(kernel name, M) -> the kernel's % of cuBLAS and the sum of the squares of its two
     medians' relative errors (percent), for the passing rows with a baseline."""
     out = {}
-    for row in json.loads(path.read_text())["rows"]:
+    for row in json.loads(read_text(path))["rows"]:  # a committed .json.gz too
         timing, baseline = row.get("timing"), row.get("baseline")
         if row.get("status") != "pass" or not timing or not baseline:
             continue

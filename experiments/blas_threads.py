@@ -3,7 +3,7 @@
 The worker compares on the host with a dozen Python threads at once (chunked.pool, the
 battery's, the kept launches'); the FP8 bound's walk calls numpy's matmul (OpenBLAS) in small
 pieces from each of them. A sampled warm default run spent 60 s of thread time in the walk
-(reports/h100/sampled-warm-aa3caf3.txt), where one core of a development host walks the
+(reports/h100/sampled-warm-aa3caf3.txt.gz), where one core of a development host walks the
 battery's largest FP8 shape in 0.3 s. Each setting runs in a process of its own (OpenBLAS reads
 its variable when it loads):
 

@@ -4,7 +4,7 @@
 
 The sustained timer captured three graphs of a batch each (sustained.Batches: a finished
 batch's events are read before its graph runs again), at about half a millisecond of host
-time per round and graph (0.47 ms, the median of 79 timings in timing-trace-b7d688f.txt);
+time per round and graph (0.47 ms, the median of 79 timings in timing-trace-b7d688f.txt.gz);
 since each launch's rest is its own time (6b5f97c), a batch at 512 holds some 80 rounds, and
 the three captures cost about as much host time as the batch's GPU time.
 This times, for one kernel's round as a run enqueues it (experiments/round_cost.py):

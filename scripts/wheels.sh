@@ -19,7 +19,7 @@
 # (debugpy, jedi) and those the host's matplotlib brings (packaging, python-dateutil).
 #
 # --cluster (before any extra requirement; with --notebook or alone) also downloads Dask
-# distributed for `harness run --cluster` (README, "Several GPUs and several hosts"), about
+# distributed for `harness run --cluster` (docs/multi-gpu.md), about
 # 5 MB: dask, distributed and their dependencies, pinned to the versions it was tested with,
 # less importlib_metadata (Python < 3.12 only) and packaging (the host's matplotlib brings it).
 set -euo pipefail

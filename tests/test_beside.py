@@ -240,7 +240,7 @@ def test_a_replay_is_named_however_far_back_the_result_it_returns_was_computed()
             self.passed = passed
 
     timed = SimpleNamespace(
-        copies=[0, 1], k=k, kinds=("fp32", "fp32"),
+        copies=[0, 1], k=k, kinds=("fp32", "fp32"), decoys_drawn=0,
         operands=lambda content, r, c: drawn(content),
         compare=lambda out, a, b, seed, r, c: Compared(np.allclose(out, a @ b)))
     initial = SimpleNamespace(codes=(np.ones((8, k), np.float32), np.ones((k, 8), np.float32)))

@@ -168,7 +168,7 @@ def test_ceiling_spec_parses():
     ("edit", "match"),
     [
         (lambda t: t.replace('kind = "ceiling"', 'kind = "roofline"'),
-         "kind must be one of gemm, ceiling, buffers, found 'roofline'"),
+         "kind must be one of gemm, buffers, ceiling, found 'roofline'"),
         (lambda t: t.replace("[ceiling]", 'grid = ["1"]\nlayout_b = "col"\n[ceiling]'),
          "a ceiling kernel takes no grid, layout_b: it has no problem size"),
         (lambda t: t.replace("[ceiling]", "[params]\nX = 1\n[ceiling]"),

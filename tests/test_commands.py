@@ -77,6 +77,7 @@ def stand_in(monkeypatch):
     _Session.log = []
     monkeypatch.setattr(driver, "gpu_status", lambda: driver.GpuStatus("NVIDIA H100 80GB HBM3"))
     monkeypatch.setattr("harness.bench.session.BenchSession", _Session)
+    monkeypatch.setattr("harness.kinds.gemm.session.GemmSession.open", _Session)
     monkeypatch.setattr("harness.kinds.gemm.checks.check_one", lambda gemm, stream, m, n, k, seed: [
         SimpleNamespace(passed=True, message="ok")] * 3)
     monkeypatch.setattr("harness.kinds.gemm.launches.launcher",

@@ -7,20 +7,37 @@ import subprocess
 import numpy as np
 import pytest
 
+from harness.bench import keyed
+from harness.errors import HarnessError
 from harness.kinds.gemm import contents
+
+SECRET = keyed.Secret((0x01234567, 0x89ABCDEF, 0xDEADBEEF, 0x0BADF00D))
+KAT = [  # Random123's kat_vectors: counter[4], key[2] -> output[4]
+    ((0, 0, 0, 0), (0, 0), (0x6627E8D5, 0xE169C58D, 0xBC57AC4C, 0x9B00DBD8)),
+    ((0xFFFFFFFF,) * 4, (0xFFFFFFFF,) * 2, (0x408F276D, 0x41C83B0E, 0xA20BC7C6, 0x6D5451FD)),
+    ((0x243F6A88, 0x85A308D3, 0x13198A2E, 0x03707344), (0xA4093822, 0x299F31D0),
+     (0xD16CFE09, 0x94FDCCEB, 0x5001E420, 0x24126EA1)),
+]
 
 MAIN = r"""
 #include <cstdio>
 #include <cstdlib>
 int main(int argc, char** argv) {
-    if (argv[1][0] == 'g') {  // g seed salt content operand kind count stride
-        const u32 seed = strtoul(argv[2], 0, 10), salt = strtoul(argv[3], 0, 10);
-        const u64 content = strtoull(argv[4], 0, 10);
-        const u32 operand = strtoul(argv[5], 0, 10), kind = strtoul(argv[6], 0, 10);
-        const u32 count = strtoul(argv[7], 0, 10), stride = strtoul(argv[8], 0, 10);
-        const u32 key = content_key(seed, salt, content, operand);
-        printf("%u\n", key);
+    if (argv[1][0] == 'g') {  // g s0 s1 s2 s3 salt content operand kind count stride
+        u32 s[4];
+        for (int j = 0; j < 4; ++j) s[j] = strtoul(argv[2 + j], 0, 10);
+        const u32 salt = strtoul(argv[6], 0, 10);
+        const u64 content = strtoull(argv[7], 0, 10);
+        const u32 operand = strtoul(argv[8], 0, 10), kind = strtoul(argv[9], 0, 10);
+        const u32 count = strtoul(argv[10], 0, 10), stride = strtoul(argv[11], 0, 10);
+        const u64 key = keyed_content_key(s[0], s[1], s[2], s[3], salt, content, operand);
+        printf("%llu\n", key);
         for (u32 i = 0; i < count; ++i) printf("%u\n", stored_bits(key, i * stride, kind));
+    } else if (argv[1][0] == 'p') {  // p c0 c1 c2 c3 k0 k1: one Philox4x32-10 block
+        u32 c[4], o[4];
+        for (int j = 0; j < 4; ++j) c[j] = strtoul(argv[2 + j], 0, 16);
+        philox4x32_10(c, strtoul(argv[6], 0, 16), strtoul(argv[7], 0, 16), o);
+        printf("%u\n%u\n%u\n%u\n", o[0], o[1], o[2], o[3]);
     } else {  // h: FP32 bits on stdin, FP16 bits out
         unsigned int bits;
         while (scanf("%u", &bits) == 1) printf("%u\n", round_fp16(bits));
@@ -49,14 +66,15 @@ def _run(binary, *args, stdin=None) -> np.ndarray:
 
 
 @pytest.mark.parametrize("precision", ["fp32", "tf32", "bf16", "fp16", "e4m3", "e5m2"])
-@pytest.mark.parametrize("seed, salt, content, operand",
-                         [(1, 2, 3, "A"), (987654321, 55, 2**33 + 5, "B"), (0, 0, 1, "A")])
-def test_device_and_host_draw_the_same_bits(host_build, precision, seed, salt, content,
+@pytest.mark.parametrize("secret, salt, content, operand",
+                         [(SECRET, 2, 3, "A"), (keyed.Secret((1, 2, 3, 4)), 55, 2**33 + 5, "B"),
+                          (keyed.Secret((0, 0, 0, 0)), 0, 1, "A")])
+def test_device_and_host_draw_the_same_bits(host_build, precision, secret, salt, content,
                                             operand):
     count, stride = 20000, 104729  # indices spread over 2^31
-    got = _run(host_build, "g", seed, salt, content, contents.OPERAND[operand],
+    got = _run(host_build, "g", *secret.words, salt, content, contents.OPERAND[operand],
                contents.KIND[precision], count, stride)
-    key = contents.content_key(seed, salt, content, operand)
+    key = contents.content_key(secret, salt, content, operand)
     assert int(got[0]) == key
     index = (np.arange(count, dtype=np.uint64) * stride).astype(np.uint32)
     want = contents.stored_bits(key, index, precision).astype(np.uint64)
@@ -82,8 +100,8 @@ def test_fp16_rounding_matches_numpy_on_ties_subnormals_and_overflow(host_build)
 
 
 def test_contents_are_uniform_in_minus_one_to_one_and_differ_by_content():
-    key1 = contents.content_key(7, 1, 1, "A")
-    key2 = contents.content_key(7, 1, 2, "A")
+    key1 = contents.content_key(SECRET, 1, 1, "A")
+    key2 = contents.content_key(SECRET, 1, 2, "A")
     index = np.arange(1 << 16, dtype=np.uint32)
     a, b = contents.elements(key1, index, "fp32"), contents.elements(key2, index, "fp32")
     assert a.min() >= -1.0 and a.max() < 1.0 and abs(a.mean()) < 0.01
@@ -96,7 +114,7 @@ def test_blocks_follow_the_storage_layout():
     """Rows of A and columns of B drawn for a block are the logical ones, whatever the
     storage layout (a col-major A is stored K x M)."""
     m, k, n = 6, 5, 7
-    seed, salt, content = 3, 4, 5
+    seed, salt, content = SECRET, 4, 5
     key_a = contents.content_key(seed, salt, content, "A")
     stored = contents.elements(key_a, np.arange(m * k, dtype=np.uint32), "bf16")
     rows = np.array([4, 1])
@@ -124,7 +142,7 @@ def test_derived_seeds_differ_by_part_and_run():
 def test_fp8_draws_are_normal_values_over_their_spread_of_either_sign(precision):
     from harness.kinds.gemm.fp8.formats import FORMATS
 
-    key = contents.content_key(5, 6, 7, "A")
+    key = contents.content_key(SECRET, 6, 7, "A")
     index = np.arange(200000, dtype=np.uint32)
     codes = contents.stored_bits(key, index, precision)
     values = contents.elements(key, index, precision)
@@ -134,3 +152,36 @@ def test_fp8_draws_are_normal_values_over_their_spread_of_either_sign(precision)
     assert set(exponents.tolist()) == set(range(-spread, spread + 1))
     assert 0.49 < (values < 0).mean() < 0.51
     assert (FORMATS[precision].encode(values) == codes).all()
+
+
+@pytest.mark.parametrize("counter, key, want", KAT)
+def test_philox_meets_its_known_answers(counter, key, want):
+    got = keyed.philox(np.array([counter], dtype=np.uint32), key)[0]
+    assert tuple(int(x) for x in got) == want
+
+
+@pytest.mark.parametrize("counter, key, want", KAT)
+def test_the_device_source_meets_the_known_answers_too(host_build, counter, key, want):
+    got = _run(host_build, "p", *(f"{x:x}" for x in counter), *(f"{x:x}" for x in key))
+    assert tuple(int(x) for x in got) == want
+
+
+def test_words_at_any_indices_are_those_of_the_whole_run():
+    key = contents.content_key(SECRET, 9, 1, "B")
+    whole = keyed.words(key, np.arange(4099, dtype=np.uint64))
+    picks = np.array([4098, 0, 7, 5, 5, 1024, 3], dtype=np.uint64)
+    assert np.array_equal(keyed.words(key, picks), whole[picks.astype(np.int64)])
+    assert np.array_equal(keyed.words(key, np.arange(5, 4099)), whole[5:])
+    long = keyed.words(key, np.arange(3, 3 + 4 * keyed.RUN_CHUNK + 9))  # in pieces, on threads
+    assert np.array_equal(long[:4096], whole[3:4099])
+
+
+def test_a_secret_never_shows_its_words_and_a_bad_one_is_refused():
+    secret = keyed.Secret.fresh()
+    assert all(f"{w}" not in repr(secret) and f"{w:x}" not in repr(secret)
+               for w in secret.words if w > 0xFFFF)
+    assert keyed.Secret.fresh() != secret  # os.urandom: 128 bits each time
+    again = keyed.Secret.from_hex("00112233445566778899aabbccddeeff")
+    assert again.replayed and again.words[0] == 0x33221100
+    with pytest.raises(HarnessError, match="expected 32 hex digits"):
+        keyed.Secret.from_hex("1234")

@@ -38,8 +38,8 @@ def test_bounds():
 
 
 def test_report_and_readme_from_a_run(tmp_path):
-    run_path = ladder.readme_source(PROJECT_ROOT / "README.md")
-    assert run_path is not None and run_path.exists(), "README names no run report"
+    run_path = next((p for d in ladder.documents() if (p := ladder.readme_source(d))), None)
+    assert run_path is not None and run_path.exists(), "README and docs/ name no run report"
     run = ladder.load(run_path)
     rows = ladder.napkin_rows(run)
     modelled = [r for r in rows if "global_bytes" in r]
@@ -69,14 +69,64 @@ def test_report_of_a_tensor_core_run(tmp_path):
 
 
 def test_readme_results_are_generated_not_typed():
-    """Every generated section of the README is what `harness report --readme` writes from
-    the committed run it names."""
-    readme = PROJECT_ROOT / "README.md"
-    text = readme.read_text()
-    sources = ladder.readme_sources(readme)
-    assert [name for _, name, _ in sources][0] == "results" and len(sources) >= 2
-    for run_path, name, every in sources:
-        start, end = ladder.markers(name)
-        section = text[text.index(start):text.index(end) + len(end)]
-        assert section == ladder.readme_section(run_path, None if every else (4096,) * 3,
-                                                name), name
+    """Every generated section of the README and docs/*.md is what `harness report --readme`
+    writes from the committed run it names, its links relative to its page."""
+    found = []
+    for doc in ladder.documents():
+        text = doc.read_text()
+        for run_path, name, every in ladder.readme_sources(doc):
+            start, end = ladder.markers(name)
+            section = text[text.index(start):text.index(end) + len(end)]
+            assert ladder.document_of(name) == doc, name
+            assert section == ladder.readme_section(run_path, None if every else (4096,) * 3,
+                                                    name, doc), name
+            found.append(name)
+    assert "results" in found and len(found) >= 2
+
+
+def test_a_section_lives_in_one_page(tmp_path, monkeypatch):
+    """`harness report --readme --section NAME` writes into the one page that holds NAME's
+    markers; none or two is an error that says where it looked, and links from docs/ go up."""
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "README.md").write_text("<!-- a:start -->\n<!-- a:end -->\n")
+    (tmp_path / "docs" / "x.md").write_text("<!-- b:start -->\n<!-- b:end -->\n"
+                                            "<!-- a:start -->\n<!-- a:end -->\n")
+    monkeypatch.setattr(ladder, "PROJECT_ROOT", tmp_path)
+    assert ladder.document_of("b") == tmp_path / "docs" / "x.md"
+    with pytest.raises(HarnessError, match=r"--section a: .* exactly one .* found in README.md, "
+                                           r"docs/x.md"):
+        ladder.document_of("a")
+    with pytest.raises(HarnessError, match=r"--section c: .* found in none of them"):
+        ladder.document_of("c")
+    monkeypatch.undo()
+    run_path = PROJECT_ROOT / "reports" / "h100" / "run-20261122-184214.json"
+    in_docs = ladder.readme_section(run_path, (4096,) * 3, "x", PROJECT_ROOT / "docs" / "x.md")
+    in_readme = ladder.readme_section(run_path, (4096,) * 3, "x")
+    assert "[ladder](../reports/h100/run-20261122-184214-ladder.png)" in in_docs
+    assert "[ladder](reports/h100/run-20261122-184214-ladder.png)" in in_readme
+
+
+def test_readme_command_rewrites_the_page_that_holds_the_section(tmp_path, monkeypatch, capsys):
+    """`harness report RUN --readme --section x` rewrites docs/x.md's section, its links up
+    one folder, and leaves the README alone."""
+    from harness import cli
+    from harness.cli import reports as reports_cli
+
+    run_path = tmp_path / "reports" / "h100" / "run-20261122-184214.json"
+    run_path.parent.mkdir(parents=True)
+    shutil.copy(PROJECT_ROOT / "reports" / "h100" / run_path.name, run_path)
+    (tmp_path / "docs").mkdir()
+    readme = tmp_path / "README.md"
+    readme.write_text("# r\n\n<!-- results:start -->\n<!-- results:end -->\n")
+    page = tmp_path / "docs" / "x.md"
+    page.write_text("# x\n\n<!-- x:start -->\nold\n<!-- x:end -->\nafter\n")
+    monkeypatch.setattr(ladder, "PROJECT_ROOT", tmp_path)
+    monkeypatch.setattr(reports_cli, "PROJECT_ROOT", tmp_path)
+    assert cli.main(["report", str(run_path), "--readme", "--section", "x", "--size",
+                     "4096"]) == 0
+    assert "docs/x.md x section regenerated" in capsys.readouterr().out
+    text = page.read_text()
+    assert "\nold\n" not in text and text.endswith("<!-- x:end -->\nafter\n")
+    assert "[ladder](../reports/h100/run-20261122-184214-ladder.png)" in text
+    assert "| 11_mma_sync" in text
+    assert readme.read_text() == "# r\n\n<!-- results:start -->\n<!-- results:end -->\n"

@@ -3,7 +3,7 @@ names, executed end to end on the CPU (its GPU cells print one line each and do 
 
 The GPU is hidden from the notebook's kernel (``CUDA_VISIBLE_DEVICES=""``), so this test takes
 the same path with or without one and stays well under a minute; the GPU cells themselves are
-run where the notebook is executed on the H100 (README, "Three ways in").
+run where the notebook is executed on the H100 (docs/python.md).
 """
 
 from __future__ import annotations

@@ -3,6 +3,7 @@
 holds; report names never collide and files are written atomically."""
 
 import copy
+import gzip
 import json
 import os
 
@@ -19,7 +20,8 @@ RUN = H100 / "run-20261124-130116.json"
 """A schema-2 run: every kernel of its day at two sizes."""
 FLAT = H100 / "run-20261122-132342.json"
 """A schema-1 run (flat rows)."""
-COMMITTED = sorted(REPORTS.rglob("*.json")) + sorted(REPORTS.rglob("*.jsonl"))
+COMMITTED = sorted(REPORTS.rglob("*.json")) + sorted(REPORTS.rglob("*.json.gz")) + sorted(
+    REPORTS.rglob("*.jsonl"))
 
 
 def _is_run_kind(path) -> bool:
@@ -338,3 +340,34 @@ def test_index_leaves_a_report_s_companion_folders_to_its_line():
     assert any(p.is_dir() for p in H100.glob("profile-*-ncu"))
     assert index.index_folders(H100) == [H100]
     assert [p.name for p in index.index_folders(REPORTS)] == ["reports", "h100", "h200"]
+
+
+def test_a_compressed_report_reads_as_its_json(tmp_path):
+    """Committed reports may be kept as .json.gz (DEVELOPING.md): read through gzip, the same
+    results; a file that is not gzip says so in one line."""
+    packed = tmp_path / f"{RUN.name}.gz"
+    packed.write_bytes(gzip.compress(RUN.read_bytes()))
+    plain, read = load_report(RUN), load_report(packed)
+    assert read.meta == plain.meta and read.results == plain.results
+    bad = tmp_path / "run-20260101-000000.json.gz"
+    bad.write_text("{}")
+    with pytest.raises(ReportError, match=r"cannot read the run report .*run-20260101-000000"
+                                          r"\.json\.gz: Not a gzipped file"):
+        load_report(bad)
+
+
+def test_the_index_reads_compressed_reports_and_logs(tmp_path):
+    """A .json.gz run gets its headline and a .log.gz its date and command in INDEX.md, as
+    they would plain."""
+    folder = tmp_path / "h100"
+    folder.mkdir()
+    (folder / f"{RUN.stem}.json.gz").write_bytes(gzip.compress(RUN.read_bytes()))
+    (folder / "default-run-cold-0000000.log.gz").write_bytes(gzip.compress(
+        b"2026-01-06T00:00:00Z\nNVIDIA H100\ncommand: python3 -m harness run\n"))
+    by_key = {e.key: e for e in index.entries(folder)}
+    run = by_key[RUN.stem]
+    plain = {e.key: e for e in index.entries(H100)}[RUN.stem]
+    assert run.headline == plain.headline and run.headline.startswith("fastest at")
+    log = by_key["default-run-cold-0000000"]
+    assert log.command == "python3 -m harness run" and log.date.year == 2026
+    assert f"[{RUN.stem}]({RUN.stem}.json.gz)" in index.render(folder, by_key.values())

@@ -18,7 +18,8 @@ from harness.report.reading import load_report
 from harness.report.width import WIDTH
 
 REPORTS = PROJECT_ROOT / "reports"
-COMMITTED = sorted(REPORTS.rglob("*.json")) + sorted(REPORTS.rglob("*.jsonl"))
+COMMITTED = sorted(REPORTS.rglob("*.json")) + sorted(REPORTS.rglob("*.json.gz")) + sorted(
+    REPORTS.rglob("*.jsonl"))
 RUN_KINDS = ("run", "compare", "tune")
 
 

@@ -106,3 +106,58 @@ def test_a_spin_on_its_own_stream_is_replayed_from_graphs(spin):
                             budget_ms=20, warmup_ms=5)
     assert isolated.timing.regime == "isolated"
     assert isolated.median_ms == pytest.approx(0.005, abs=0.0004), isolated.timing
+
+
+# --- the wall pass: work off the timer's stream (issue 58) -----------------------------------
+
+def test_a_wall_time_the_median_explains_is_no_finding():
+    from harness.commands import wall
+
+    assert wall.unseen(wall.Wall(100, 0.024, 0.006), 0.020, 0.003) == ""
+    # launch-bound: the host's pace explains the wall time
+    assert wall.unseen(wall.Wall(100, 0.011, 0.010), 0.002, 0.003) == ""
+
+
+def test_a_wall_time_past_the_median_and_the_host_is_work_the_events_missed():
+    from harness.commands import wall
+
+    found = wall.unseen(wall.Wall(100, 0.205, 0.006), 0.005, 0.003)
+    assert found.startswith(wall.UNSEEN_WORK) and "205.0 us" in found and "stream=" in found
+    with pytest.raises(HarnessError, match="never in the replays"):
+        raise wall.refused_in_graph(found)
+
+
+def test_the_wall_pass_waits_for_the_whole_context_around_its_calls():
+    from harness.commands import wall
+
+    log = []
+    got = wall.wall_pass(lambda: log.append("call"), lambda: log.append("sync"), 4)
+    assert log == ["sync", "call", "call", "call", "call", "sync"]
+    assert got.calls == 4 and got.wall_ms >= got.host_ms >= 0
+    assert wall.calls_for(0.005, 0.01) == 2000 and wall.calls_for(50.0, 0.01) == 3
+    assert wall.calls_for(1.0, 0.01) == 30
+
+
+@pytest.mark.gpu
+def test_side_stream_work_in_graph_mode_is_refused(spin):
+    """A callable that puts 200 us on a stream of its own beside 5 us on the timed one: the
+    capture runs the side work once and the replays never; the wall pass sees it."""
+    from harness.gpu.driver import Stream
+
+    own, side = Stream(), Stream()
+    with pytest.raises(HarnessError, match="work the events did not see.*never in the replays"):
+        harness.time(lambda: (spin(own, 5.0), spin(side, 200.0)), stream=own,
+                     budget_ms=20, min_ms=5, warmup_ms=5)
+
+
+@pytest.mark.gpu
+def test_side_stream_work_beside_the_default_stream_is_a_finding(spin):
+    """On the legacy default stream (no graphs), a non-blocking stream's work runs outside
+    the events: the median reads 5 us, the wall pass 200 us a call, and the finding says so."""
+    from harness.gpu.driver import Stream
+
+    default, side = Stream.of(0), Stream()
+    timed = harness.time(lambda: (spin(default, 5.0), spin(side, 200.0)), budget_ms=20,
+                         min_ms=5, warmup_ms=5)
+    assert timed.median_ms < 0.05 and timed.wall.wall_ms > 0.15
+    assert timed.findings and timed.findings[0].startswith("work the events did not see")

@@ -265,6 +265,8 @@ class Result:
     checks: CheckSummary | None = None
     timing: Timing | None = None
     baseline: Baseline | None = None
+    baseline_fp32: Baseline | None = None
+    """``fp32_via``: plain SGEMM timed beside ``baseline`` (cuBLAS in its scheme); else None."""
     peak_gflops_at_clock: float = math.nan
     """The precision's dense peak at the SM clock measured during the timing."""
     ceiling: CeilingRef | None = None

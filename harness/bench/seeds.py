@@ -1,5 +1,5 @@
 """A run's seed and what every input is drawn from: the hash the device's draws share
-(``mix32``, ``element_hash``, as the kernels in kinds/gemm/contents.py compute them), a new
+(``mix32``, as the kernels in kinds/gemm/contents.py compute it), a new
 seed, and seeds derived from it (pure numpy).
 
 Kind-neutral: every kind draws its inputs from :func:`derive` of the run's seed, so one
@@ -28,13 +28,6 @@ def mix32(x: np.ndarray) -> np.ndarray:
 
 def mix(x: int) -> int:
     return int(mix32(np.array([x & MASK], dtype=np.uint32))[0])
-
-
-def element_hash(key: int, index: np.ndarray) -> np.ndarray:
-    """The device's ``element_hash`` at storage indices ``index``."""
-    index = np.asarray(index, dtype=np.uint32)
-    k = np.uint32(key & MASK)
-    return mix32(mix32(index ^ k) + k)
 
 
 def new_seed() -> int:

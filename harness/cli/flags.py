@@ -62,8 +62,10 @@ def spread_flags(p: argparse.ArgumentParser, what: str) -> None:
 
 def seed_flag(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", type=_seed, metavar="N",
-                   help="draw every input from this seed (default: a new one per run, which "
-                        "the report records): replays a run's inputs")
+                   help="derive every check's seed, shape and sample from this seed "
+                        "(default: a new one per run, which the report records); the input "
+                        "values also need the run's secret, never recorded: set "
+                        "HARNESS_INPUT_SECRET (32 hex digits) in both runs to replay them")
 
 
 def _seed(text: str) -> int:

@@ -26,8 +26,9 @@ _REPORT_HELP = ("a run's ladder with its napkin model, printed (nothing written)
 
 def add_parsers(sub) -> None:
     p = sub.add_parser("report", help=_REPORT_HELP, description=_REPORT_HELP + "; --out-dir "
-                       "writes them into another folder; --readme rewrites the README's "
-                       "results section (and writes the files it links, as --write).")
+                       "writes them into another folder; --readme rewrites a generated "
+                       "section of the README or docs/ (and writes the files it links, as "
+                       "--write).")
     p.add_argument("run_json", type=Path, help="a run, compare or tune report "
                    "(reports/<gpu>/run-*.json), or the .jsonl stream of an interrupted one")
     p.add_argument("--size", help="only this size (N or M,N,K); with --write, the plots' size "
@@ -39,12 +40,13 @@ def add_parsers(sub) -> None:
                    help="write those files into DIR instead (made if missing; no INDEX.md)")
     p.add_argument("--section", default="results", metavar="NAME",
                    help="with --readme: the generated section to rewrite, between "
-                        "<!-- NAME:start --> and <!-- NAME:end --> (default results)")
+                        "<!-- NAME:start --> and <!-- NAME:end --> in README.md or the one "
+                        "docs/*.md page that holds them (default results)")
     p.add_argument("--all-sizes", action="store_true",
                    help="with --readme: a table for every size of the run, not only --size")
     p.add_argument("--readme", action="store_true",
-                   help="rewrite the README's results section from this run (and write the "
-                        "ladder files it links, as --write)")
+                   help="rewrite the section --section names (in README.md or docs/) from this "
+                        "run (and write the ladder files it links, as --write)")
     p.set_defaults(run=_report)
 
     help_text = ("two saved runs side by side per kernel and size, with a verdict from the "
@@ -89,11 +91,13 @@ def _report(args) -> int:
         print("written:", *(f"  {p}" for p in (md, ladder_png, roof_png) if p is not None),
               sep="\n")
     if args.readme:
+        doc = ladder.document_of(args.section)
         section = ladder.readme_section(args.run_json, None if args.all_sizes else
                                         size or ladder.default_size(ladder.napkin_rows(run)),
-                                        args.section)
-        ladder.update_readme(PROJECT_ROOT / "README.md", section, args.section)
-        print(f"README.md results section regenerated from {args.run_json}")
+                                        args.section, doc)
+        ladder.update_readme(doc, section, args.section)
+        print(f"{doc.relative_to(PROJECT_ROOT)} {args.section} section regenerated from "
+              f"{args.run_json}")
     return common.EXIT_OK
 
 

@@ -8,9 +8,12 @@ from dataclasses import asdict, dataclass, field
 
 from harness.gpu.timing import TimingOptions
 from harness.kernels.registry import Kernel
+from harness.kinds.ceiling.kind import CeilingKind
 from harness.kinds.ceiling.probe import CeilingOptions
 
 Say = Callable[[str], None]
+KIND = CeilingKind.name
+"""The kind of the kernels ``harness ceiling`` measures (its own command)."""
 
 
 @dataclass(frozen=True)

@@ -14,6 +14,17 @@ captured once in a CUDA graph and replayed, so that no repetition waits on the h
 legacy default stream cannot be captured, and a callable that refuses capture is enqueued from
 the host instead (``Timing.graph`` says which). A callable that changes what it launches from
 one call to the next (a counter, buffers in turn) must be timed with ``graph=False``.
+
+The callable is called more often than it is timed, and every call has its effects: its first
+call and the ones that time it alone, the warm-up's, and with cold L2 (the default), where a
+repetition takes less than ``prime_below_ms`` (1 ms), an untimed call before each timed one
+(the primer: it runs before the L2 flush, so that the SMs hold the callable's code as in a
+loop of it). A callable that alternates by call count, ping-pongs buffers or pipelines steps
+can move half its work into the primer: time it with ``prime_below_ms=0`` (one call per
+repetition) or make each call whole. Then the wall pass (wall.py): ``Timed.wall`` calls back
+to back between context-wide synchronisations, whose time per call is set beside the median:
+work the timer's events did not see (another stream) is ``Timed.findings``; with graphs, a
+refusal (HarnessError), as that work never ran in the replays.
 """
 
 from __future__ import annotations
@@ -22,6 +33,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from harness.commands.wall import Wall, calls_for, refused_in_graph, unseen, wall_pass
 from harness.errors import HarnessError
 from harness.gpu.timing import Timing, TimingOptions
 from harness.stats import tick_percentile
@@ -42,6 +54,11 @@ class Timed:
     times_ms: tuple[float, ...]
     timing: Timing
     options: TimingOptions
+    wall: Wall | None = None
+    """The wall pass (wall.py): calls, wall and host ms per call."""
+    findings: tuple[str, ...] = ()
+    """What the timing's books (timing/account.py) and the wall pass found: not empty, the
+    median is not the callable's time."""
 
     def __float__(self) -> float:
         return self.median_ms
@@ -73,11 +90,17 @@ def time(launch: Callable[[], Any], *, stream: Any = None,
         try:
             timings, per_round = timer.time_interleaved([launch])
             measured = timer.with_power(timings[0], launch)
+            wall = wall_pass(launch, device.synchronize,
+                             calls_for(measured.median_ms, timer.cost(launch, 1)[1]))
         finally:
             timer.flush_buffer.close()
+    found = unseen(wall, measured.median_ms, measured.launch_overhead_ms)
+    if found and measured.graph:
+        raise refused_in_graph(found)
     times = tuple(r[0] for r in per_round)
     return Timed(measured.median_ms, asked, tuple(tick_percentile(times, 100 * q)
-                                                   for q in asked), times, measured, opts)
+                                                   for q in asked), times, measured, opts,
+                 wall, measured.findings + ((found,) if found else ()))
 
 
 def _quantiles(quantiles: Sequence[float]) -> tuple[float, ...]:

@@ -114,6 +114,23 @@ compare_sums(const void* out, int kind, int col_major, const double* ref, const 
     }
     if (threadIdx.x < 8) partial[blockIdx.x * 8 + threadIdx.x] = shared[threadIdx.x][0];
 }
+// a keyed checksum of ``count`` 32-bit words (a twin's reference and scale): the sum of each
+// (index, word) pair mixed under ``key`` (splitmix64's finaliser); order-free, so the atomics'
+// order does not change it, and a kernel that writes into the words cannot keep the sum
+// without the key (a launch argument it never sees)
+extern "C" __global__ void __launch_bounds__(THREADS)
+twin_checksum(const unsigned int* words, unsigned long long count, unsigned long long key,
+              unsigned long long* out) {
+    unsigned long long s = 0;
+    for (unsigned long long i = blockIdx.x * (unsigned long long)THREADS + threadIdx.x;
+         i < count; i += (unsigned long long)gridDim.x * THREADS) {
+        unsigned long long x = ((i << 32) | words[i]) ^ key;
+        x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+        x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+        s += x ^ (x >> 31);
+    }
+    atomicAdd(out, s);
+}
 """
 THREADS = 256
 KINDS = {"fp32": 0, "fp16": 1, "bf16": 2}
@@ -134,6 +151,23 @@ class SumsKernels:
         self._sums = self.module.function("compare_sums")
         self.blocks = 4 * sm_count
         self.partial = Buffer(self.blocks * 8 * 8)
+        self._checksum = self.module.function("twin_checksum")
+        self.sum = Buffer(8)
+
+    def checksum(self, buffers: tuple[Buffer, ...], key: int) -> int:
+        """The keyed checksum (``twin_checksum``) of ``buffers``' words, each its own sum
+        mixed into the next; ordered after the work on the stream, waits for it."""
+        total = 0
+        for buf in buffers:
+            self.sum.fill_u32(0, self.stream)
+            count = buf.nbytes // 4
+            blocks = max(1, min(self.blocks, -(-count // THREADS)))
+            self._checksum.launch(LaunchShape((blocks, 1, 1), (THREADS, 1, 1), 0), self.stream, (
+                ctypes.c_uint64(buf.address), ctypes.c_uint64(count),
+                ctypes.c_uint64((key ^ total) & 0xFFFFFFFFFFFFFFFF),
+                ctypes.c_uint64(self.sum.address)))
+            total = int(self.sum.download_at(0, np.uint64, 1, self.stream)[0])
+        return total
 
     def sums(self, out: Buffer, c_type: str, layout_c: str, ref: Buffer, scale: Buffer,
              initial: int | None, factor: float, m: int, n: int) -> np.ndarray:
@@ -163,11 +197,16 @@ class Twins:
     def __init__(self, budget: int = TWIN_BYTES):
         self.budget = budget
         self._kept: dict[int, tuple[weakref.ref, Buffer, Buffer]] = {}
+        self._sealed: dict[int, int | None] = {}
 
-    def keep(self, ref: np.ndarray, ref_buf: Buffer, scale_buf: Buffer) -> None:
+    def keep(self, ref: np.ndarray, ref_buf: Buffer, scale_buf: Buffer,
+             checksum: int | None = None) -> None:
+        """``checksum``: the twin's keyed checksum as made (SumsKernels.checksum), what
+        :meth:`sealed` gives to compare it with around every launch that shares the device."""
         self._prune()
         self._drop(id(ref))
         self._kept[id(ref)] = (weakref.ref(ref), ref_buf, scale_buf)
+        self._sealed[id(ref)] = checksum
         while sum(r.nbytes + s.nbytes for _, r, s in self._kept.values()) > self.budget \
                 and len(self._kept) > 1:
             self._drop(next(iter(self._kept)))
@@ -179,6 +218,15 @@ class Twins:
             return None
         return found[1], found[2]
 
+    def sealed(self, ref: np.ndarray) -> int | None:
+        """The checksum ``ref``'s twin had when it was made (None: none was made)."""
+        return self._sealed.get(id(ref)) if self.of(ref) is not None else None
+
+    def forget(self, ref: np.ndarray) -> None:
+        """``ref``'s twin given up (it changed: the host's reference serves from now on)."""
+        if self.of(ref) is not None:
+            self._drop(id(ref))
+
     def close(self) -> None:
         for key in list(self._kept):
             self._drop(key)
@@ -189,6 +237,7 @@ class Twins:
 
     def _drop(self, key: int) -> None:
         found = self._kept.pop(key, None)
+        self._sealed.pop(key, None)
         if found is not None:
             found[1].close()
             found[2].close()

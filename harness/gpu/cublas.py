@@ -40,7 +40,29 @@ _TYPES = {
     "tf32": ("CUDA_R_32F", "COMPUTE_32F_FAST_TF32"),
     "bf16": ("CUDA_R_16BF", "COMPUTE_32F"),
     "fp16": ("CUDA_R_16F", "COMPUTE_32F"),
+    "fp32_fast_bf16": ("CUDA_R_32F", "COMPUTE_32F_FAST_16BF"),
+    "fp32_bf16x9": ("CUDA_R_32F", "COMPUTE_32F_EMULATED_16BFX9"),
 }
+SCHEMES = {"tf32": "tf32", "tf32x3": "tf32", "bf16": "fp32_fast_bf16",
+           "bf16x3": "fp32_fast_bf16", "bf16x6": "fp32_fast_bf16", "bf16x9": "fp32_bf16x9"}
+"""An FP32 kernel's ``fp32_via`` -> the cuBLAS scheme it is compared with (a key of _TYPES): FP32
+data on tensor cores with the same rounding of the inputs. cuBLAS has no split (x3, x6) form of
+TF32 or BF16: a split kernel is held to cuBLAS's one pass of the same rounding, the fastest
+cuBLAS computes FP32 data that way (its figure is never flattered by the split's extra passes);
+BF16x9 has cuBLAS's own emulation (``COMPUTE_32F_EMULATED_16BFX9``, cuBLAS 12.9 on)."""
+
+
+def scheme_via(fp32_via: str) -> str:
+    """The ``fp32_via`` cuBLAS's like-for-like GEMM computes as (its peak is that one's):
+    one pass of the split's rounding, BF16x9 its own."""
+    return fp32_via if fp32_via in ("", "bf16x9") else fp32_via.split("x")[0]
+
+
+def baseline_precision(precision: str, fp32_via: str = "") -> str:
+    """The precision key of the cuBLAS GEMM a kernel is compared with like for like: its own,
+    or for an FP32 kernel on tensor cores (``fp32_via``) cuBLAS in the same scheme
+    (:data:`SCHEMES`)."""
+    return SCHEMES[fp32_via] if precision == "fp32" and fp32_via else precision
 
 
 def library_name(precision: str) -> str:
@@ -56,7 +78,8 @@ def compute_name(precision: str, spec=None) -> str:
         return ("cuBLASLt FP8, CUBLAS_COMPUTE_32F" if scales == "tensor" else
                 "cuBLASLt FP8 with scales of 1 per tensor (it takes no 128-element FP32 block "
                 "scales), CUBLAS_COMPUTE_32F")
-    return "CUBLAS_" + _TYPES[precision][1]
+    via = getattr(spec, "fp32_via", "") if precision == "fp32" else ""
+    return "CUBLAS_" + _TYPES[baseline_precision(precision, via)][1]
 
 
 @dataclass(frozen=True)

@@ -86,7 +86,7 @@ def missing_setup(kernel_path: Path, keys: tuple[str, ...]) -> str | None:
     wants = ", ".join(repr(k) for k in keys)
     return (f"its signature needs host set-up ({wants}) but {path.name} is not beside "
             f"{Path(kernel_path).name}: write {path} with def {FUNCTION}(launch) returning a "
-            f"dict with {wants} (README, 'Host set-up')")
+            f"dict with {wants} (docs/gemm.md, 'Host set-up')")
 
 
 _MODULES: dict[tuple[Path, str], object] = {}
@@ -109,7 +109,7 @@ def _load(path: Path):
     function = getattr(module, FUNCTION, None)
     if not callable(function):
         raise SpecError(f"{path}: host set-up defines no function {FUNCTION}(launch); define "
-                        f"def {FUNCTION}(launch) returning a dict (README, 'Host set-up')")
+                        f"def {FUNCTION}(launch) returning a dict (docs/gemm.md, 'Host set-up')")
     _MODULES[key] = function
     return function
 

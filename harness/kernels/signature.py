@@ -3,7 +3,7 @@
 A spec without ``signature`` takes the common GEMM ABI, :data:`DEFAULT_SIGNATURE`
 ``(int M, int N, int K, float alpha, const T* A, const T* B, float beta, float* C)``, and packs
 byte for byte as before. A declared signature lists the kernel's parameters in order from a
-fixed vocabulary (README "Other signatures"); :func:`pack` turns it and the launch's values
+fixed vocabulary (docs/gemm.md, "Other signatures"); :func:`pack` turns it and the launch's values
 into the ctypes values a launch passes. Tensor-map descriptions (``[tmaps.NAME]``) are parsed
 here too. Pure Python: no driver import (tensor maps come from an injected function).
 """

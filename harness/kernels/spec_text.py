@@ -113,7 +113,7 @@ def no_spec_block(source: str, path: Path) -> str:
                    "mangles it otherwise).")
     return (f"{path}: no spec block: a kernel file starts with a block comment whose first "
             "line is '/* harness' and whose body is TOML, ended by '*/'. A minimal one to paste "
-            "at the top (README, 'Adding a kernel', has every key):\n\n"
+            "at the top (docs/spec.md has every key):\n\n"
             "/* harness\n"
             f'entry = "{entry}"{seen}\n'
             'summary = "What this kernel does."\n'

@@ -18,7 +18,8 @@ from harness.errors import HarnessError
 from harness.kinds.base import Baseline, Baselines, Column, Kind, Problem, parse_dims
 
 __all__ = ["DEFAULT", "Baseline", "Baselines", "Column", "Kind", "Problem", "all_kinds", "get",
-           "names", "of", "of_result", "parse_dims", "split"]
+           "names", "of", "of_result", "of_row", "parse_dims", "split",
+           "split_rows"]
 
 DEFAULT = "gemm"
 """The kind of a kernel whose spec names none."""
@@ -29,9 +30,11 @@ _FOUND: dict[str, Kind] = {}
 
 
 def names() -> tuple[str, ...]:
-    """Every kind's name: the packages beside this module, sorted."""
-    return tuple(sorted(m.name for m in pkgutil.iter_modules([str(_HERE)])
-                        if m.ispkg and _NAME.match(m.name)))
+    """Every kind's name: the packages beside this module, :data:`DEFAULT` first, then the
+    others sorted."""
+    found = sorted(m.name for m in pkgutil.iter_modules([str(_HERE)])
+                   if m.ispkg and _NAME.match(m.name))
+    return tuple(sorted(found, key=lambda n: n != DEFAULT))
 
 
 def get(name: str) -> Kind:
@@ -51,8 +54,8 @@ def get(name: str) -> Kind:
 
 
 def all_kinds() -> tuple[Kind, ...]:
-    """Every kind: the default first, then the others in the order of :func:`names`."""
-    return tuple(get(n) for n in (DEFAULT, *(n for n in names() if n != DEFAULT)))
+    """Every kind, in the order of :func:`names` (the default first)."""
+    return tuple(get(n) for n in names())
 
 
 def of(spec) -> Kind:
@@ -72,11 +75,29 @@ def of_result(result) -> Kind:
     return get(DEFAULT)
 
 
+def of_row(row: dict) -> Kind:
+    """The kind of a profile report's row (a dict): the one it names, else the first that
+    recognises it, else :data:`DEFAULT`."""
+    if row.get("kind"):
+        return get(row["kind"])
+    for kind in all_kinds():
+        if kind.name != DEFAULT and kind.recognises_row(row):
+            return kind
+    return get(DEFAULT)
+
+
+def split_rows(rows) -> list[tuple[Kind, list]]:
+    """Profile rows by kind, as :func:`split` does results."""
+    groups: dict[str, list] = {}
+    for r in rows:
+        groups.setdefault(of_row(r).name, []).append(r)
+    return [(k, groups[k.name]) for k in all_kinds() if k.name in groups]
+
+
 def split(results) -> list[tuple[Kind, list]]:
     """``results`` by kind, each kind's rows in order; the default kind first, then the others
     as :func:`names` orders them; kinds with no rows left out."""
     groups: dict[str, list] = {}
     for r in results:
         groups.setdefault(of_result(r).name, []).append(r)
-    order = [DEFAULT, *(n for n in names() if n != DEFAULT)]
-    return [(get(n), groups[n]) for n in order if n in groups]
+    return [(get(n), groups[n]) for n in names() if n in groups]

@@ -36,131 +36,14 @@ from __future__ import annotations
 import math
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from harness.errors import HarnessError
 from harness.kinds.dims import Problem, parse_dims
+from harness.kinds.parts import Baseline, Baselines, Column, percent, rate
 
 __all__ = ["Baseline", "Baselines", "Column", "Kind", "Problem", "parse_dims", "percent",
            "rate"]
-
-# --- baselines -------------------------------------------------------------------------------
-
-class Baseline(ABC):
-    """What a kernel is measured against, timed by the same code on the same operands.
-
-    A baseline is made by its kind for one kernel (its precision, layouts) and one problem,
-    then: :meth:`prepare` once with the operands (allocating any workspace, building plans),
-    :meth:`launch` once per timed repetition (asynchronous, on the stream the operands name:
-    the timer owns the events), :meth:`close` once (freeing what prepare took; safe to call
-    twice, and after a failed prepare). It is a context manager that closes on exit.
-
-    ``name`` is what tables print ("cuBLAS", "cuBLASLt FP8", "CUB", "torch softmax",
-    "driver copy"); ``compute`` names its arithmetic exactly (``CUBLAS_COMPUTE_32F``);
-    :meth:`version` the library's version, recorded with every result.
-    """
-
-    name: str = ""
-    compute: str = ""
-
-    @abstractmethod
-    def version(self) -> str:
-        """The library's version as it reports it (``"cuBLAS 12.8.4"``); "" if unknown."""
-
-    def unavailable(self) -> str:
-        """Why this baseline cannot run here (a library missing, an arch too old); "" when it
-        can. A kind skips an unavailable baseline with this reason, never silently."""
-        return ""
-
-    @abstractmethod
-    def prepare(self, operands: Any) -> None:
-        """Bind the kind's operands (device buffers, dims, stream) and set up to launch."""
-
-    @abstractmethod
-    def launch(self) -> None:
-        """Enqueue one run on the operands' stream; no synchronisation."""
-
-    @abstractmethod
-    def close(self) -> None:
-        """Free what :meth:`prepare` took; idempotent."""
-
-    def __enter__(self) -> Baseline:
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
-
-
-class Baselines:
-    """A kind's baselines by name: name -> a factory ``(spec, problem) -> Baseline``.
-
-    The first registered is the default unless :meth:`default_for` is overridden by the kind
-    through ``choose``. Names are matched without regard to case.
-    """
-
-    def __init__(self, factories: Mapping[str, Any] | None = None, *, choose=None) -> None:
-        self._factories: dict[str, Any] = {}
-        self._choose = choose
-        for name, factory in (factories or {}).items():
-            self.add(name, factory)
-
-    def add(self, name: str, factory) -> None:
-        if not name or name.lower() in (n.lower() for n in self._factories):
-            raise HarnessError(f"baseline name {name!r} is empty or taken")
-        self._factories[name] = factory
-
-    def names(self) -> tuple[str, ...]:
-        return tuple(self._factories)
-
-    def __contains__(self, name: object) -> bool:
-        return isinstance(name, str) and name.lower() in (n.lower() for n in self._factories)
-
-    def factory(self, name: str):
-        for key, factory in self._factories.items():
-            if key.lower() == name.lower():
-                return factory
-        raise HarnessError(f"no baseline {name!r}; this kind has "
-                           f"{', '.join(self._factories) or 'none'}")
-
-    def default_for(self, spec: Any) -> str | None:
-        """The name of the baseline a kernel of ``spec`` is compared with (None: none)."""
-        if self._choose is not None:
-            return self._choose(spec)
-        return next(iter(self._factories), None)
-
-    def make(self, name: str, spec: Any, problem: Problem) -> Baseline:
-        return self.factory(name)(spec, problem)
-
-
-# --- figures and columns ---------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class Column:
-    """One column a kind adds to a result table.
-
-    ``key`` names a figure of :meth:`Kind.figures`; ``header`` is printed (it may say
-    ``"% of {baseline}"``, filled with the baseline's name by the table); ``digits`` the
-    decimals shown; ``unit`` for CSV headers and docs.
-    """
-
-    key: str
-    header: str
-    digits: int = 1
-    unit: str = ""
-
-
-def rate(amount: float, ms: float | None) -> float:
-    """Giga-units per second of ``amount`` done in ``ms``; NaN for no time or one not > 0."""
-    return amount / (ms * 1e6) if ms is not None and ms > 0 else math.nan
-
-
-def percent(value: float | None, of: float | None) -> float:
-    """``value`` in percent of ``of``; NaN where either is unknown or ``of`` is not > 0."""
-    if value is None or of is None or not of > 0:
-        return math.nan
-    return 100.0 * value / of
-
 
 # --- the kind --------------------------------------------------------------------------------
 
@@ -235,10 +118,41 @@ class Kind(ABC):
         (the transport of schema 2): its first three dims, padded with 1."""
         return (*problem.values, 1, 1, 1)[:3]  # type: ignore[return-value]
 
+    def library_facts(self, session: Any) -> dict:
+        """Its baselines' libraries opened in ``session`` and their versions, for a report's
+        facts (``{"cublas_version": ...}``)."""
+        return {}
+
+    def load(self, session: Any, kernel: Any, carveout_pct: int | None = None) -> Any:
+        """``kernel`` compiled and loaded in ``session`` (once per session), as the kind
+        launches it; its ``function``, ``registers``, ``static_smem_bytes`` and
+        ``occupancy(*size)``."""
+        raise HarnessError(f"a {self.name} kernel is loaded by its own measurement")
+
     def session_sources(self) -> tuple[str, ...]:
         """CUDA sources of the kernels this kind's session part needs, built beside a
         session's start-up (BenchSession ``ahead``)."""
         return ()
+
+    launches_baseline: bool = False
+    """Whether ``harness launch`` (and ``profile``) launches the baseline beside a kernel of
+    this kind under the profiler (else the kernel alone)."""
+
+    def launch_size(self, spec: Any) -> Problem:
+        """The size ``harness launch`` uses without ``--size``: the largest of the spec's own
+        sizes by default."""
+        own = self.default_sizes(spec)
+        if not own:
+            raise HarnessError(f"a {self.name} kernel needs --size (its dims: "
+                               f"{', '.join(self.dims_of(spec))})")
+        return own[-1]
+
+    def launch(self, kernel: Any, options: Any) -> Any:
+        """``harness launch``: ``kernel`` checked, then launched ``options.repeats`` times
+        between cuProfilerStart and cuProfilerStop (``options``: commands/launch.py's
+        LaunchOptions, its ``size`` this kind's dims in order)."""
+        raise HarnessError(f"a {self.name} kernel is not launched for a profiler; "
+                           f"{self.runs_it()} runs it")
 
     def problem_of(self, result: Any) -> Problem:
         """The problem of a result (a ``Result`` of this kind, read from a report): its
@@ -322,6 +236,29 @@ class Kind(ABC):
         """Whether a result that does not name its kind (reports before schema 3) is one of
         this kind's; the registry tries each kind, the default kind last."""
         return False
+
+    def recognises_row(self, row: dict) -> bool:
+        """Whether a profile row (a dict) that does not name its kind is of this kind."""
+        return False
+
+    def napkin(self, kernel: Any, size: tuple[int, int, int]) -> dict:
+        """``harness profile``'s prediction of a kernel at the run's slots ``size``: its
+        napkin model's figures (compulsory and global bytes, ...); none by default."""
+        return {}
+
+    def profile_sections(self, rows: list[dict], fmt: str = "github") -> list[str]:
+        """A profile report's tables of this kind's rows (markdown lines)."""
+        return []
+
+    def profile_row(self, name: str, info: dict, size: tuple[int, int, int], predicted: dict,
+                    measured: dict, timings: dict, factor: float, **extra) -> dict:
+        """One profiled kernel's report row (commands/profile.py): its napkin ``predicted``
+        beside ncu's ``measured`` and the harness's ``timings`` per regime."""
+        raise HarnessError(f"a {self.name} kernel is not profiled")
+
+    def profile_legend(self) -> list[str]:
+        """What this kind's profile tables' columns mean, beside the common legend."""
+        return []
 
     def power_gflops(self, result: Any, ms: float) -> float:
         """GFLOP/s at ``ms`` per launch (a power pass's); NaN where the kind counts none."""

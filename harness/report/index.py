@@ -30,7 +30,7 @@ from harness.report.names import (  # noqa: F401 (their home before names.py)
     kind_of,
     report_key,
 )
-from harness.report.reading import RunReport, load_report
+from harness.report.reading import RunReport, load_report, read_text
 
 _ISO = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2})?(Z|[+-]\d{2}:\d{2})?")
 COMMAND_CHARS = 110
@@ -124,18 +124,18 @@ def _entry(folder: Path, key: str, names: list[str]) -> Entry:
 def _read(folder: Path, key: str, names: list[str]) -> tuple[dict, str]:
     """The report's JSON (``{}`` without one) and the text of its first text file."""
     data: dict = {}
-    if f"{key}.json" in names:
+    if (name := _json_name(key, names)) and name.endswith((".json", ".json.gz")):
         try:
-            loaded = json.loads((folder / f"{key}.json").read_text())
+            loaded = json.loads(read_text(folder / name))
             data = loaded if isinstance(loaded, dict) else {}
-        except (OSError, ValueError):
+        except (OSError, ValueError, EOFError):
             data = {}
     text = ""
-    own = [f"{key}{ext}" for ext in (".md", ".txt", ".log")]
+    own = [f"{key}{ext}" for ext in (".md", ".txt", ".log", ".txt.gz", ".log.gz")]
     for name in [n for n in own if n in names] + [n for n in names if n.endswith(".txt")]:
         try:
-            text = (folder / name).read_text(errors="replace")
-        except OSError:
+            text = read_text(folder / name, errors="replace")
+        except (OSError, EOFError):
             continue
         break
     return data, text
@@ -205,7 +205,7 @@ def _cell(text: str) -> str:
 
 def _links(e: Entry) -> str:
     """The report's name linked to its markdown (else its first file), then its other files."""
-    own = [f"{e.key}{ext}" for ext in (".md", ".json", ".txt", ".log")]
+    own = [f"{e.key}{ext}" for ext in (".md", ".json", ".txt", ".log", ".json.gz", ".log.gz")]
     main = next((n for n in own if n in e.files), e.files[0])
     rest = [n for n in e.files if n != main]
     out = f"[{e.key}]({main})"
@@ -225,9 +225,16 @@ def _tflops(gflops: float) -> str:
     return f"{gflops / 1e3:.1f} TFLOP/s"
 
 
+def _json_name(key: str, names: list[str]) -> str | None:
+    """The file that holds a report's rows: its JSON (kept compressed or not), else the stream
+    of an interrupted run; None without any."""
+    return next((f"{key}{e}" for e in (".json", ".json.gz", ".jsonl") if f"{key}{e}" in names),
+                None)
+
+
 def _load(folder: Path, key: str, names: list[str]) -> RunReport:
     """A run, compare or tune report: its JSON, else the stream of an interrupted run."""
-    return load_report(folder / (f"{key}.json" if f"{key}.json" in names else f"{key}.jsonl"))
+    return load_report(folder / _json_name(key, names))
 
 
 def _state(report: RunReport, headline: str) -> str:
@@ -270,7 +277,7 @@ def _fastest(results: list[Result], what: str) -> str:
 
 def _rows_kept(key: str, names: list[str]) -> bool:
     """Whether the report's results are in a file of it: its JSON, or its stream."""
-    return f"{key}.json" in names or f"{key}.jsonl" in names
+    return _json_name(key, names) is not None
 
 
 def _run_headline(folder, key, names, data, text) -> str:

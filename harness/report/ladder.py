@@ -8,6 +8,7 @@ and leaves the model's blank.
 from __future__ import annotations
 
 import math
+import os
 import re
 from pathlib import Path
 
@@ -223,7 +224,7 @@ def write(run_path: Path, size: tuple[int, int, int] | None,
         asked = "x".join(map(str, size)) if size else "any size"
         raise HarnessError(f"{run_path} has no passing results at {asked}; it has "
                            f"{', '.join(have) or 'none'}: pass one with --size")
-    stem = run_path.with_name(run_path.name.rsplit(".", 1)[0])
+    stem = run_path.with_name(run_path.name.removesuffix(".gz").rsplit(".", 1)[0])
     out = Path(folder) if folder is not None else stem.parent
     md = out / f"{stem.name}-ladder.md"
     ladder_png = out / f"{stem.name}-ladder.png"
@@ -248,10 +249,13 @@ def markers(section: str) -> tuple[str, str]:
 
 
 def readme_section(run_path: Path, size: tuple[int, int, int] | None,
-                   section: str = "results") -> str:
+                   section: str = "results", doc: Path | None = None) -> str:
     """A README section generated from ``run_path``: its table at ``size``, or at every size
-    it has (``None``) with a heading per size."""
+    it has (``None``) with a heading per size. ``doc``: the page it goes in (default the
+    README), which its links are written relative to (``docs/results.md`` links
+    ``../reports/...``)."""
     run = load(run_path)
+    up = Path(os.path.relpath(PROJECT_ROOT, (doc or PROJECT_ROOT / "README.md").resolve().parent))
     try:
         rel = run_path.resolve().relative_to(PROJECT_ROOT)
     except ValueError:
@@ -263,7 +267,7 @@ def readme_section(run_path: Path, size: tuple[int, int, int] | None,
         raise HarnessError(f"--readme: {run_path} records no {', '.join(missing)} (a stream, "
                            "or a report cut short); the README's section names them: pass the "
                            "finished run's .json")
-    stem = rel.with_suffix("")
+    stem = (up / rel).with_suffix("")  # Path(".") / rel is rel: the README's own links
     rows = napkin_rows(run)
     sizes = [size] if size else sorted({(r["m"], r["n"], r["k"]) for r in rows})
     command = f"harness report {rel} --readme" + (f" --section {section}"
@@ -277,8 +281,8 @@ def readme_section(run_path: Path, size: tuple[int, int, int] | None,
         + (f"; {run.meta['mode'].split(';')[0]}" if run.meta.get("mode") else "")
         + f"): `{run.meta['command']}`; plots: "
         f"[ladder]({stem}-ladder.png)"
-        + (f", [roofline]({stem}-roofline.png)" if (PROJECT_ROOT / f"{stem}-roofline.png"
-                                                   ).exists() else "")
+        + (f", [roofline]({stem}-roofline.png)" if (
+            PROJECT_ROOT / f"{rel.with_suffix('')}-roofline.png").exists() else "")
         + f"; every size in [{stem.name}-ladder.md]({stem}-ladder.md).",
     ]
     for s in sizes:
@@ -304,6 +308,23 @@ def readme_sources(readme: Path) -> list[tuple[Path, str, bool]]:
                        readme.read_text())
     return [(PROJECT_ROOT / path, name or "results", bool(every))
             for path, _, name, every in found]
+
+
+def documents() -> list[Path]:
+    """The pages that may hold generated sections: the README and docs/*.md."""
+    return [PROJECT_ROOT / "README.md", *sorted((PROJECT_ROOT / "docs").glob("*.md"))]
+
+
+def document_of(name: str) -> Path:
+    """The page (README or docs/*.md) that holds the generated section ``name``."""
+    start, _ = markers(name)
+    found = [doc for doc in documents() if start in doc.read_text()]
+    if len(found) != 1:
+        where = ", ".join(str(d.relative_to(PROJECT_ROOT)) for d in found) or "none of them"
+        raise HarnessError(f"--section {name}: {start} should be in exactly one of README.md "
+                           f"and docs/*.md, found in {where}; add its start and end lines "
+                           "to the page it belongs in")
+    return found[0]
 
 
 def readme_source(readme: Path) -> Path | None:

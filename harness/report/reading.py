@@ -8,6 +8,7 @@ against the records' types (harness/typed_json.py).
 
 from __future__ import annotations
 
+import gzip
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -48,14 +49,23 @@ RUN_KINDS = ("run", "compare", "tune")
 """The reports ``load_report`` reads: those of harness run, compare and tune."""
 
 
+def read_text(path: Path, errors: str = "strict") -> str:
+    """A report file's text; a ``.gz`` one (``run-X.json.gz``, ``X.log.gz``: committed reports
+    kept compressed, DEVELOPING.md) is read through gzip."""
+    path = Path(path)
+    if path.name.endswith(".gz"):
+        return gzip.decompress(path.read_bytes()).decode("utf-8", errors=errors)
+    return path.read_text(errors=errors)
+
+
 def load_report(path: Path) -> RunReport:
     """The run, compare or tune report at ``path``: its ``.json``, or the ``.jsonl`` stream its
     rows were appended to as they came (read with the rows it holds; ``complete`` False where
     no finished report holds them). ReportError, in one line, for anything else."""
     path = Path(path)
     try:
-        text = path.read_text()
-    except (OSError, ValueError) as exc:
+        text = read_text(path)
+    except (OSError, ValueError, EOFError) as exc:
         raise ReportError(f"cannot read the run report {path}: {exc}") from None
     if path.suffix == ".jsonl":
         return _load_stream(path, text)

@@ -39,7 +39,7 @@ from harness.run.process import unrun
 from harness.run.record import ResultStream, RunRecord
 
 INSTALL = ("pip install -e '.[cluster]' (on a GPU host without a package registry: "
-           "scripts/wheels.sh --cluster, README \"Several GPUs and several hosts\")")
+           "scripts/wheels.sh --cluster, docs/multi-gpu.md)")
 START = ("start one with `dask scheduler`, then on each GPU host `dask worker ADDRESS "
          "--nworkers <its GPUs> --nthreads 1`")
 Say = Callable[[str], None]

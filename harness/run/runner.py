@@ -16,7 +16,6 @@ cluster.py does the same over a Dask cluster.
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -31,11 +30,11 @@ from harness.compiler.compile import compile_kernel
 from harness.compiler.occupancy import kernel_launch_problems
 from harness.errors import CompileError, HarnessError
 from harness.kernels.registry import Kernel
+from harness.run.gate import Gate
 from harness.run.gpus import GpuSlot
 from harness.run.multi import measure_spread
 from harness.run.options import RunOptions, Size, parse_size
 from harness.run.process import Started, WorkerProcess, drop_ahead, take_ahead, unrun
-from harness.run.protocol import GO, SKIP
 from harness.run.record import ResultStream, RunRecord, describe
 
 __all__ = ["RunOptions", "RunRecord", "Size", "describe", "parse_size", "run", "screen"]
@@ -72,7 +71,7 @@ def run(kernels: Sequence[Kernel], arch: str, options: RunOptions, jsonl_path: P
     # worker starts and checks its first kernel beside them. With the first compile alone and
     # the worker started ahead, the first kernel's battery began 1.6 s after the header at
     # 3759deb, against 3.3 s at 86d7164 with 32 compiles at once
-    # (reports/h100/default-run-cold-3759deb.log, default-run-stamped-86d7164.log)
+    # (reports/h100/default-run-cold-3759deb.log.gz, default-run-stamped-86d7164.log.gz)
     threads = host_threads() // 2 if started is not None and mode != "compare" else 0
     pool = ThreadPoolExecutor(max_workers=max(1, threads or host_threads()),
                               thread_name_prefix="harness-prepare")
@@ -129,57 +128,6 @@ COMPILE_BESIDE = "compile (beside the worker)"
 them: listed in the wall-time breakdown, not added to it."""
 
 
-class Gate:
-    """The screens of a gated worker's kernels (protocol.Job.gated), in the kernels' order as
-    they finish: the rows of a kernel that gets no worker kept, and the worker told ``go`` or
-    ``skip`` for each; stdin closed after the last. ``runnable``: the kernels released."""
-
-    def __init__(self, screens: Iterator[tuple[Kernel, list[Result]]],
-                 keep: Callable[[Result], None]):
-        self.screens, self.keep = screens, keep
-        self.runnable: list[Kernel] = []
-        self.first_s = self.last_s = 0.0
-        """When the first kernel's screen and the last one's were done (perf_counter)."""
-        self.error: BaseException | None = None
-        self.thread: threading.Thread | None = None
-
-    def start(self, stdin) -> None:
-        self.thread = threading.Thread(target=self._feed, args=(stdin,), daemon=True,
-                                       name="harness-gate")
-        self.thread.start()
-
-    def _feed(self, stdin) -> None:
-        try:
-            for kernel, rows in self.screens:
-                self.last_s = time.perf_counter()
-                self.first_s = self.first_s or self.last_s
-                for row in rows:
-                    self.keep(row)
-                if not rows:
-                    self.runnable.append(kernel)
-                try:
-                    stdin.write((SKIP if rows else GO) + "\n")
-                    stdin.flush()
-                except OSError:  # the worker ended (a fault, a retire): the rows go on
-                    pass
-        except BaseException as exc:  # a bug in a screen: the run raises it (join)
-            self.error = exc
-        finally:
-            self.last_s = self.last_s or time.perf_counter()
-            self.first_s = self.first_s or self.last_s
-            try:
-                stdin.close()
-            except OSError:
-                pass
-
-    def join(self) -> None:
-        """Wait for every screen; raise what stopped them, if anything did."""
-        if self.thread is not None:
-            self.thread.join()
-        if self.error is not None:
-            raise self.error
-
-
 def prepared(kernels: Sequence[Kernel], arch: str, sizes: Sequence[Size],
              pool: ThreadPoolExecutor, first_alone: bool = False
              ) -> Iterator[tuple[Kernel, list[Result]]]:
@@ -196,7 +144,7 @@ def prepared(kernels: Sequence[Kernel], arch: str, sizes: Sequence[Size],
     alone, and its SASS read is queued ahead of the others' compiles: its row is the first a
     user sees, and among 32 compile children started at once on a fresh H100 (16 cores, the
     worker starting beside them) the compiles up to the first kernel took 1.9 s
-    (reports/h100/default-run-cold-ef6439f.log), where 01_naive's alone took 0.4 s on a
+    (reports/h100/default-run-cold-ef6439f.log.gz), where 01_naive's alone took 0.4 s on a
     two-core development host (issue 37)."""
     def screened(k: Kernel) -> tuple[Kernel, list[Result]]:
         return screen(k, arch, sizes)

@@ -248,7 +248,7 @@ def _early_imports() -> None:
     """nvmath's cuBLAS and cuBLASLt bindings (the baselines and the GPU references) imported
     on a thread of their own while the worker waits for its job and opens its session: on a
     fresh host the import took about 2 s of the worker's main thread, in its first size
-    (reports/h100/default-run-sampled-7ec6307.txt). Nothing is reported here: the session
+    (reports/h100/default-run-sampled-7ec6307.txt.gz). Nothing is reported here: the session
     says why when it needs them and they are missing."""
     from harness.gpu.nvmath_libs import nvmath_bindings
 
@@ -279,11 +279,11 @@ def main() -> int:
         return 0
     job = Job.from_json(line)
     profile_dir = os.environ.get("HARNESS_WORKER_PROFILE")  # experiments: where the time goes
-    sample_dir = os.environ.get("HARNESS_WORKER_SAMPLE")  # experiments/wall_sampler.py
+    sample_dir = os.environ.get("HARNESS_WORKER_SAMPLE")  # bench/wall_sampler.py
     try:
         try:
             if sample_dir:
-                from experiments.wall_sampler import sampled
+                from harness.bench.wall_sampler import sampled
 
                 sampled(lambda: run_job(job), f"{sample_dir}/sampled-{os.getpid()}.txt")
             elif profile_dir:

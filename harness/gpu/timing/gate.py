@@ -7,7 +7,7 @@ A spin of fixed length (a lead) did that only when the host enqueued the work wi
 the comparisons of earlier sizes holding the interpreter beside it, the 0.5 ms lead was short
 and the work timed again behind 2, 8 and 32 ms ones. In a warm default run at 3c94270 the
 first launches timed alone took 25-75 ms a timing at 1024 and 2048 against 4-5 ms at 512
-(reports/h100/timing-trace-warm-3c94270.txt; issue 37). The gate spins for what the host
+(reports/h100/timing-trace-warm-3c94270.txt.gz; issue 37). The gate spins for what the host
 takes, once.
 
 The host's word is page-locked memory the device reads over the bus (``ld.relaxed.sys``);

@@ -78,6 +78,10 @@ class TimerKernels:
         self._spans = self.module.global_buffer("calibration_spans")
         self._slot = 0
         self._one = LaunchShape((1, 1, 1), (1, 1, 1), 0)
+        self._written_ns = np.zeros(0, dtype=np.uint64)
+        """The rests last written (``set_rests``), to set the device's against."""
+        self._spin_ns = 0
+        """The length of the calibration spins since the last reset."""
 
     def empty(self) -> None:
         self._empty.launch(self._one, self.stream, ())
@@ -99,6 +103,7 @@ class TimerKernels:
         ns = np.array([int(ms * 1e6) for ms in list(rests_ms)[:REST_SLOTS]], dtype=np.uint64)
         if ns.size:
             self._rests.upload_at(ns, 0, self.stream)
+        self._written_ns = ns
 
     def lead(self, ms: float) -> None:
         """A spin ahead of work the host enqueues behind it, so that the GPU does not wait on
@@ -117,6 +122,7 @@ class TimerKernels:
         (captured in a graph, a launch keeps its slot on every replay)."""
         slot = ctypes.c_uint32(self._slot % CALIBRATION_SLOTS)
         self._slot += 1
+        self._spin_ns = int(ms * 1e6)
         self._calibration.launch(self._one, self.stream,
                                  (ctypes.c_uint64(int(ms * 1e6)), slot))
 
@@ -124,6 +130,7 @@ class TimerKernels:
         """Forget the calibration spins' spans (enqueued on the stream)."""
         self._spans.fill_u32(0, self.stream)
         self._slot = 0
+        self._spin_ns = 0
 
     def calibration_spin_mean_ms(self) -> float:
         """The mean span the calibration spins since the last reset measured of themselves
@@ -131,3 +138,20 @@ class TimerKernels:
         spans = self._spans.download(np.uint64, (CALIBRATION_SLOTS,), self.stream)
         written = spans[spans > 0]
         return float(written.mean()) / 1e6 if written.size else 0.0
+
+    def state_findings(self) -> list[str]:
+        """After a timing (the stream's work done): what changed in the timer's device state
+        under it (timing.account: the rests against those written, the calibration spans
+        against the spins' length). Two reads of a few KB: about 50 us of host time."""
+        from harness.gpu.timing import account
+
+        found = []
+        if self._written_ns.size:
+            held = self._rests.download_at(0, np.uint64, self._written_ns.size, self.stream)
+            found.append(account.rests_changed([int(x) for x in self._written_ns],
+                                               [int(x) for x in held]))
+        if self._spin_ns:
+            spans = self._spans.download(np.uint64, (CALIBRATION_SLOTS,), self.stream)
+            found.append(account.spans_changed([int(x) for x in spans],
+                                               min(self._slot, CALIBRATION_SLOTS), self._spin_ns))
+        return [f for f in found if f]

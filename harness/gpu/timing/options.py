@@ -315,13 +315,19 @@ class Timing:
     launch_overhead_ms: float = 0.0
     """The launch's own overhead, calibrated in the same rounds (median of the calibration
     launch less the span a spin measured of itself), subtracted from every repetition
-    (TimingOptions.subtract_launch_overhead); 0 when nothing was subtracted."""
+    (TimingOptions.subtract_launch_overhead); 0 when nothing was subtracted. Once per
+    repetition, whatever the launch runs: a cuBLAS call of two kernels keeps its second
+    kernel's launch in its time (notes/timing.md, "Nothing off the clock", 7)."""
     rest: float = 0.0
     """The rest before each repetition, in multiples of the launch's own time
     (TimingOptions.rest); 0, full duty (every report written before 2026-11-26 14:30 UTC)."""
     warmup_ms: float = math.nan
     """GPU time of the warm-up this timing had (TimingOptions.warmup_steady_pct); NaN where
     not recorded (every report written before 2026-11-27 04:00 UTC)."""
+    findings: tuple[str, ...] = ()
+    """What the timing's books found (timing/account.py): untimed parts that took more than
+    they are known to cost, the launch slower alone than timed, the timer's device state
+    changed under it. Not empty: the launch's figure is not one (measure.timed)."""
 
     @property
     def energy_j(self) -> float:

@@ -11,14 +11,16 @@ is still busy with it when the host has enqueued the first two. With cold L2 eve
 from __future__ import annotations
 
 import math
+import statistics
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from harness.errors import HarnessError
 from harness.gpu.driver import Event
 from harness.gpu.graph import Graph
+from harness.gpu.timing import account
 from harness.gpu.timing.launches import with_before
 from harness.gpu.timing.options import FLOOR_REPS, WARMUP_STRETCH_MS, Timing
 from harness.gpu.timing.stop import Rounds, StopRule
@@ -26,7 +28,7 @@ from harness.gpu.timing.trace import Trace
 from harness.gpu.timing.warmup import alone_ms, warm_up
 
 if TYPE_CHECKING:
-    from harness.gpu.timing.timer import Timer
+    from harness.gpu.timing.handle import TimerHandle as Timer
 
 BATCH_MS = 10.0
 """GPU time of one batch of timed repetitions: the stopping rule is tested after each. Each
@@ -38,7 +40,7 @@ BATCH_ROUNDS = 32
 """A batch of BATCH_MS that would hold more rounds than this holds this many, or those of
 BATCH_LEAST_MS where that is more: a capture costs the host about 0.7 ms a round, and at 512
 and 1024 a timing's batch of 48 short rounds took 25-90 ms to capture while the GPU waited,
-2.7 s of a warm default run (reports/h100/timing-trace-warm-3c94270.txt; issue 37)."""
+2.7 s of a warm default run (reports/h100/timing-trace-warm-3c94270.txt.gz; issue 37)."""
 BATCH_LEAST_MS = 5.0
 REST_ABOVE_MS = 0.01
 """Launches shorter than this get no rest (``TimingOptions.rest``): they draw little power, and
@@ -57,7 +59,7 @@ time, not two in flight: each begins with the GPU idle for its rest anyway, and 
 reply to the last one's end only lengthens that rest by a little. Two in flight, a timing of
 such rounds ran one more than its stopping rule asked for: 01_naive's 0.55 s round at 4096
 (a 0.28 s launch behind its rest) four times where the rule stopped at three (issue 37,
-reports/h100/timing-trace-warm-3c94270.txt: eight timings, 0.84 s of GPU time)."""
+reports/h100/timing-trace-warm-3c94270.txt.gz: eight timings, 0.84 s of GPU time)."""
 GRAPH_IDLE_TOLERANCE_MS = 0.02
 """Graphs: an idle time between batches above this is the GPU waiting on the host (one graph
 launch after another in a stream starts within a few microseconds)."""
@@ -112,6 +114,7 @@ def time_sustained(timer: Timer, launches: Sequence[Callable[[], None]], before:
         # the first launches ran a round's work already (FIRST_KEPT_MS): it counts
         warmed_ms = warm_up(timer, round_, estimate_ms, ran_ms=known_ms, last_ms=known_ms)
         gpu_ms, host_per_round_ms = estimate_ms, 0.0
+        warmed = first_ms
     else:
         # replayed from graphs, a round takes what its parts take (its rounds enqueued from the
         # host read the host's pace: three more rounds, synchronised, to learn nothing)
@@ -165,14 +168,18 @@ def time_sustained(timer: Timer, launches: Sequence[Callable[[], None]], before:
     trace.mark("capture")
     rest = opts.rest if any(rests) else 0.0
     if batches.sets:
+        parts = _parts(timer, before, warmed, primers, rests)
+        trace.mark("parts")
         out = _replayed(timer, batches, rounds, estimate_ms * batches.per_batch, rest,
                         warmed_ms)
         trace.mark("batches")
         trace.write(reps=len(batches.times), per_batch=batches.per_batch,
                     replicas=batches.replica_error or True, estimate_ms=estimate_ms,
                     warmed_ms=warmed_ms, batch_gpu_ms=sum(batches.gpu_ms),
+                    explained_ms=sum(account.span_explained(t, parts, len(launches))
+                                     for t in batches.batch_times),
                     launches=len(launches), stop=batches.stop)
-        return out
+        return _booked(out, batches, parts, warmed, rounds.launches)
 
     # Work ahead of the first two batches: enough flushes to outlast the host's enqueueing
     # of them (about 4 driver calls per launch), with a 2x margin; later batches are
@@ -196,6 +203,33 @@ def time_sustained(timer: Timer, launches: Sequence[Callable[[], None]], before:
     ahead_ms = ahead_end.elapsed_ms(ahead_start) - host_ms
     return timer.timings(rounds, batches.times, clocks, ahead_ms, batches.stop, rest=rest,
                          warmup_ms=warmed_ms)
+
+
+def _parts(timer: Timer, before: Sequence, alone: Sequence[float], primers: Sequence,
+           rests: Sequence[float]) -> account.Parts:
+    """What each launch's untimed parts cost: its ``before`` measured now, one pass behind the
+    gate (a fresh draw more, outside any timed repetition: about a gate's 1.5 ms of host time
+    a timing), its primer at its time alone, its rest as written, the L2 flush as measured."""
+    measured = (timer.host_free_each([(b, None) for b in before])
+                if any(b is not None for b in before) else [None] * len(before))
+    flush_ms = timer.flush_ms() if timer.options.cold_l2 else 0.0
+    return account.Parts(tuple(rests), tuple(ms if p is not None else 0.0
+                                              for ms, p in zip(alone, primers, strict=True)),
+                         tuple(ms or 0.0 for ms in measured), flush_ms)
+
+
+def _booked(out: tuple[list[Timing], list[list[float]]], batches: Batches,
+            parts: account.Parts, alone: Sequence[float], launches: int
+            ) -> tuple[list[Timing], list[list[float]]]:
+    """The timings with what their books found (timing.account): each launch's gaps against
+    its parts, and its time alone (its rest's source) against its timed median."""
+    timings, per_round = out
+    gaps = account.unexplained(batches.gaps, parts, launches)
+    medians = [statistics.median(r[i] for r in batches.times) for i in range(launches)]
+    alone_found = account.slower_alone(alone[:launches], medians, parts.rests[:launches])
+    booked = [replace(t, findings=t.findings + tuple(f for f in (gap, slow) if f))
+              for t, gap, slow in zip(timings, gaps, alone_found, strict=True)]
+    return booked, per_round
 
 
 def _shape(primers: Sequence, rests: Sequence[float]) -> tuple:
@@ -264,6 +298,10 @@ class Batches:
         """Graphs: the GPU's idle time between one batch's end and the next one's start."""
         self.gpu_ms: list[float] = []
         """Graphs: each batch's GPU time, from its start to its last launch's end."""
+        self.gaps: list[list[float]] = []
+        """Graphs: each round's GPU time before each launch's start (timing.account.gaps)."""
+        self.batch_times: list[list[list[float]]] = []
+        """Graphs: each batch's rounds' times, as ``times`` holds them, batch by batch."""
         self._last: Captured | None = None
         self.graph_error = ""
         self.replica_error = ""
@@ -385,6 +423,8 @@ class Batches:
             if self.sets:
                 done = next(c for c in self.sets if c.batch is batch)
                 self.gpu_ms.append(batch[-1][-1][1].elapsed_ms(done.mark))
+                self.gaps += account.gaps(batch, done.mark)
+                self.batch_times.append(self.times[-len(batch):])
                 if self._last is not None and self.ahead > 1:
                     self.idle_ms.append(done.mark.elapsed_ms(self._last.batch[-1][-1][1]))
                 self._last = done

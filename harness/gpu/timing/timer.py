@@ -109,7 +109,7 @@ class Timer:
         beside the battery's comparisons, a session's first timing estimated a 0.15 ms round
         at 1.89 ms, three flushes of about 0.58 ms each by my reading, and every timing of the
         session counted them, its batches sized and its budget spent by them (issue 37,
-        reports/h100/fp8-sampled-ec74544.txt)."""
+        reports/h100/fp8-sampled-ec74544.txt.gz)."""
         if self._flush_ms is None:
             self.cost(self.flush, 3)
             self._flush_ms = self.host_free_ms(self.flush, count=10)
@@ -313,6 +313,9 @@ class Timer:
                 raise HarnessError("timing: the median repetition took no time; the launch "
                                    "enqueued nothing on the timer's stream")
         overhead, overhead_se = 0.0, 0.0
+        # the timer's own device state, after the stream's work: a change names every launch
+        # of the timing (which of them wrote it cannot be told)
+        state = tuple(self._kernels.state_findings()) if self._kernels is not None else ()
         if rounds.calibrated:
             calibration = Summary.of_ticks([r[-1] for r in per_round])
             overhead = max(calibration.median - self._own_ms(), 0.0)
@@ -329,5 +332,5 @@ class Timer:
                                   clocks.limits, stop=stop,
                                   median_rel_se_pct=100.0 * se / summary.median
                                   if summary.median > 0 else math.inf,
-                                  launch_overhead_ms=overhead, **regime))
+                                  launch_overhead_ms=overhead, findings=state, **regime))
         return timings, corrected

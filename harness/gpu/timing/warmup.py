@@ -15,7 +15,7 @@ from harness.gpu.timing.launches import warmup_rounds
 from harness.gpu.timing.options import WARMUP_STRETCH_MS
 
 if TYPE_CHECKING:
-    from harness.gpu.timing.timer import Timer
+    from harness.gpu.timing.handle import TimerHandle as Timer
 
 FIRST_KEPT_MS = 20.0
 """A timing's first launch of this long or longer is timed, not run untimed before it is
@@ -131,8 +131,8 @@ def _stretch_graph(timer: Timer, round_: Callable[[], None], rounds: int) -> Gra
     for the interpreter while other threads compare on the host: its events are recorded
     behind the gate (Timer.host_free_ms; a lead until b2620d5), else the FP8 rows' stretches,
     beside their host walks, read the host's stalls and ran long (277 and 272 ms at 512 and 1024 in
-    reports/h100/timing-trace-warm-aa3caf3.txt, about 35 ms for rows without that host work;
-    75 and 88 ms behind the lead, timing-trace-warm-a6d3ae4.txt: 4.6 s of warm-up in all
+    reports/h100/timing-trace-warm-aa3caf3.txt.gz, about 35 ms for rows without that host work;
+    75 and 88 ms behind the lead, timing-trace-warm-a6d3ae4.txt.gz: 4.6 s of warm-up in all
     against 6.1)."""
     if not timer.options.graph:
         return None

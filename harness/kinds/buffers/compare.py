@@ -11,6 +11,7 @@ from collections.abc import Iterator, Sequence
 from harness.bench.phases import PHASES
 from harness.bench.result import Comparison, KernelInfo, Result
 from harness.errors import HarnessError, LaunchError
+from harness.gpu.timing import Primed
 from harness.kernels.registry import Kernel
 from harness.kinds.buffers.checks import Battery, battery
 from harness.kinds.buffers.draw import Draws
@@ -93,8 +94,8 @@ def _timed(session, rows: list[Result], live, ceiling, say, dims) -> Iterator[Re
     base = None
     launches, before, after = [], [], []
     for _, inst, _, seed, slots, count, out_bytes in live:
-        draw, keep = hooks(inst, seed, slots, count, out_bytes)
-        launches.append(inst.launch)
+        draw, keep, prime = hooks(inst, seed, slots, count, out_bytes)
+        launches.append(Primed(inst.launch, prime))
         before.append(draw)
         after.append(keep)
     try:

@@ -3,13 +3,15 @@ here in numpy, and the timed repetitions' outputs kept by a secret reservoir.
 
 Element ``i`` of buffer ``b`` for content ``c`` is ``lo + span * u + shift``, all in FP32 with
 no contraction (``__fmul_rn``, ``__fadd_rn``; numpy's float32 operations round alike): ``u``
-in [0, 1) on a grid of 2^-24 from ``element_hash(key, i)``, ``shift`` in [0, span / 4) from
+in [0, 1) on a grid of 2^-24 from the content's word ``i``, ``shift`` in [0, span / 4) from
 the key alone, so that every content has its own mean (a sum kept from an earlier input is
 off by about N span / 8, far past its bound); then rounded to the buffer's type (BF16 and FP16
-to nearest even). ``key = content_key(seed, salt, c, b)`` (contents.py's hash). The content
+to nearest even). ``u`` and the shift are Philox words of the content's 64-bit key
+(keyed.py), ``key = content_key(seed, salt, c, b)`` under the run secret, which no launch
+sees: the values of one content say nothing of the next (issue 57). The content
 counter lives on the device (a graph replays the same launches; the device advances it), and
 so does the reservoir: after every timed repetition a one-thread kernel decides, with a secret
-derived from the run's seed, whether its output is kept, and in which slot.
+keyed from the run secret, whether its output is kept, and in which slot.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from harness.bench import keyed
 from harness.gpu import own_kernels
 from harness.gpu.driver import Buffer, LaunchShape, Stream
 from harness.kinds.gemm import contents
@@ -32,10 +35,13 @@ _F = contents.FUNCTIONS
 SOURCE = (_F[:_F.index("__host__ __device__ inline u32 value_bits")]
           + _F[_F.index("__host__ __device__ inline u32 round_fp16"):
                _F.index("__host__ __device__ inline u32 stored_bits")]) + r"""
-__device__ inline u32 drawn_bits(u32 key, u32 index, float lo, float span, u32 kind) {
-    const float u = (float)(element_hash(key, index) >> 8) * 5.9604644775390625e-08f;
+#define SHIFT_WORD (1ull << 40)
+#define BUFFER_PART 0x200u
+__device__ inline u32 drawn_bits(u64 key, u64 index, float lo, float span, u32 kind) {
+    const float u = (float)(keyed_word(key, index) >> 8) * 5.9604644775390625e-08f;
     const float shift = __fmul_rn(__fmul_rn(span, 0.25f),
-                                  (float)(mix32(key ^ 0x5bd1e995U) >> 8) * 5.9604644775390625e-08f);
+                                  (float)(keyed_word(key, SHIFT_WORD) >> 8)
+                                  * 5.9604644775390625e-08f);
     const float v = __fadd_rn(__fadd_rn(lo, __fmul_rn(span, u)), shift);
     const u32 b = __float_as_uint(v);
     if (kind == 2u) return (b + ((b >> 16) & 1u) + 0x7fffu) >> 16;
@@ -49,12 +55,14 @@ extern "C" __global__ void draw_tick(u64* state) { state[0] += 1ull; }
 // no longer hold them (verify = 1)
 extern "C" __global__ void draw_fill(void* dst, u64 count, u32 kind, u32 seed, u32 salt,
                                      u32 buffer, const u64* state, float lo, float span,
-                                     u32 verify, u32* mismatches) {
-    const u32 key = content_key(seed, salt, state[0], buffer);
+                                     u32 verify, u32* mismatches, u32 s0, u32 s1, u32 s2,
+                                     u32 s3) {
+    const u64 key = keyed_content_key(s0, s1, s2, s3, salt ^ mix32(seed), state[0],
+                                      BUFFER_PART + buffer);
     u32 bad = 0;
     const u64 step = (u64)gridDim.x * blockDim.x;
     for (u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x; i < count; i += step) {
-        const u32 v = drawn_bits(key, (u32)i, lo, span, kind);
+        const u32 v = drawn_bits(key, i, lo, span, kind);
         if (kind == 0u) {
             u32* p = (u32*)dst;
             if (verify) bad += p[i] != v; else p[i] = v;
@@ -98,11 +106,10 @@ def drawn(seed: int, salt: int, content: int, buffer: int, count: int, dtype: st
     """Elements ``start .. start + count`` of a buffer's draw, in its type (numpy's float32,
     bfloat16 as uint16 bits, float16): the device's ``draw_fill``."""
     key = content_key(seed, salt, content, buffer)
-    index = np.arange(start, start + count, dtype=np.uint64).astype(np.uint32)
-    u = _unit(contents.element_hash(key, index))
+    index = np.arange(start, start + count, dtype=np.uint64)
+    u = _unit(keyed.words(key, index))
     quarter = np.float32(np.float32(span) * np.float32(0.25))
-    shift = np.float32(quarter * _unit(contents.mix32(np.array([key ^ 0x5BD1E995],
-                                                               dtype=np.uint32)))[0])
+    shift = np.float32(quarter * _unit(keyed.words(key, np.array([SHIFT_WORD])))[0])
     v = (np.float32(lo) + np.float32(span) * u).astype(np.float32) + shift
     v = v.astype(np.float32)
     if dtype == "f32":
@@ -121,12 +128,18 @@ def as_float64(values: np.ndarray, dtype: str) -> np.ndarray:
     return values.astype(np.float64)
 
 
+SHIFT_WORD = 1 << 40
+"""The content's word that gives its shift (past every element's index)."""
+BUFFER_PART = 0x200
+"""Added to a buffer's index: its part in keyed.content_key, apart from a GEMM's operands."""
+KEPT_PART = 0x300
+
+
 def content_key(seed: int, salt: int, content: int, buffer: int) -> int:
-    h = contents._mix((seed & contents.MASK) ^ 0x9E3779B9)
-    h = contents._mix(h ^ (salt & contents.MASK))
-    h = contents._mix(h ^ (content & contents.MASK))
-    return contents._mix(h ^ ((content >> 32) & contents.MASK)
-                         ^ ((buffer * 0x85EBCA6B) & contents.MASK))
+    """The 64-bit key of buffer ``buffer``'s content ``content`` (the device's): keyed.py's,
+    under the run secret, named by the salt mixed with the seed."""
+    stream = (salt ^ int(contents.mix32(np.array([seed & contents.MASK]))[0])) & contents.MASK
+    return keyed.content_key(keyed.run_secret(), stream, content, BUFFER_PART + buffer)
 
 
 @dataclass(frozen=True)
@@ -183,11 +196,15 @@ class Draws:
             ctypes.c_uint32(KIND[d.dtype]), ctypes.c_uint32(seed & 0xFFFFFFFF),
             ctypes.c_uint32(salt & 0xFFFFFFFF), ctypes.c_uint32(d.index),
             ctypes.c_uint64(self.state.address), ctypes.c_float(d.lo), ctypes.c_float(d.span),
-            ctypes.c_uint32(int(verify)), ctypes.c_uint64(self.mismatches.address)))
+            ctypes.c_uint32(int(verify)), ctypes.c_uint64(self.mismatches.address),
+            *map(ctypes.c_uint32, keyed.run_secret().words)))
 
     def decide(self, secret: int, slots: int) -> None:
+        """``secret`` names the timing; the reservoir's own secret is keyed from the run
+        secret and it (a kernel that knows the run's seed still cannot tell the slots)."""
+        word = keyed.content_key(keyed.run_secret(), secret, 0, KEPT_PART) & 0xFFFFFFFF
         self._decide.launch(LaunchShape((1, 1, 1), (1, 1, 1), 0), self.stream, (
-            ctypes.c_uint64(self.state.address), ctypes.c_uint32(secret & 0xFFFFFFFF),
+            ctypes.c_uint64(self.state.address), ctypes.c_uint32(word),
             ctypes.c_uint32(slots)))
 
     def keep(self, source: Buffer, slots: Buffer, nbytes: int, stride: int) -> None:

@@ -63,6 +63,39 @@ class BuffersKind(Kind):
         return tuple(Problem(tuple(zip(dims, s, strict=True)))
                      for s in spec.buffers.default_sizes())
 
+    def launch(self, kernel: Any, options: Any) -> Any:
+        from harness.kinds.buffers.launch import launch_buffers
+
+        return launch_buffers(kernel, tuple(options.size), options.repeats,
+                              checked=not options.setting, gap_ms=options.gap_ms)
+
+    def recognises_row(self, row: dict) -> bool:
+        return "dims" in row
+
+    def napkin(self, kernel: Any, size: tuple[int, int, int]) -> dict:
+        """Its spec's ``bytes`` at its dims: compulsory and global bytes alike."""
+        nbytes = int(kernel.evaluate(kernel.spec.buffers.bytes, kernel.env(*size)))
+        return {"compulsory_bytes": nbytes, "global_bytes": nbytes}
+
+    def profile_row(self, name: str, info: dict, size: tuple[int, int, int], predicted: dict,
+                    measured: dict, timings: dict, factor: float, **extra) -> dict:
+        from harness.kinds.buffers import profile
+
+        info = dict(info)
+        dims = info.pop("dims")
+        return profile.row(name, info, size, dims, predicted, measured, timings, factor,
+                           **extra)
+
+    def profile_sections(self, rows: list[dict], fmt: str = "github") -> list[str]:
+        from harness.kinds.buffers import profile
+
+        return profile.sections(rows, fmt)
+
+    def profile_legend(self) -> list[str]:
+        from harness.kinds.buffers import profile
+
+        return list(profile.LEGEND)
+
     def slots(self, spec: Any, problem: Problem) -> tuple[int, int, int]:
         """A problem as a run's (m, n, k) slots carry it: its dims in order, padded with 1."""
         return (*problem.values, 1, 1)[:3]  # type: ignore[return-value]

@@ -7,6 +7,7 @@ figure held to the memory ceiling, and its Result; :func:`measure_kernel` does e
 from __future__ import annotations
 
 import math
+import secrets
 from collections.abc import Iterator
 
 import numpy as np
@@ -20,9 +21,10 @@ from harness.bench.result import (
     MemoryFigures,
     Result,
 )
-from harness.bench.seeds import derive
+from harness.bench.seeds import derive, new_seed
 from harness.errors import HarnessError, LaunchError
 from harness.gpu.driver import Buffer
+from harness.gpu.timing import Primed
 from harness.kernels.registry import Kernel
 from harness.kinds.buffers import baselines, named, roofline
 from harness.kinds.buffers.checks import Battery, battery
@@ -195,8 +197,14 @@ def checked_at_size(session, inst: Instance, dims, found: Battery, say) -> int:
 
 def hooks(inst: Instance, seed: int, slots: Buffer, count: int, out_bytes: int):
     """The work before every timed repetition of ``inst`` (the next content drawn, outputs
-    poisoned) and after it (the reservoir's decision, the output kept), the draws reset."""
+    poisoned) and after it (the reservoir's decision, the output kept), the draws reset; and
+    its primer (``timing.primer_of``): the launch on decoy contents, drawn with a seed and salt
+    of their own from the operating system (never recorded, never checked), so that its
+    untimed launch never runs on a content of the timed sequence and the next one is drawn
+    after it (notes/timing.md, "Nothing off the clock", 1: the seam for issue 57's
+    generator, as capture.TimedOutputs.decoy is the GEMM's)."""
     secret = derive(seed, "secret")
+    decoy_seed, decoy_salt = new_seed(), secrets.randbits(32)
     inst.draws.reset(1000)
     y = inst.spec.outputs[0]
 
@@ -209,7 +217,13 @@ def hooks(inst: Instance, seed: int, slots: Buffer, count: int, out_bytes: int):
         inst.draws.decide(secret, count)
         inst.draws.keep(inst.buffers[y.name], slots, inst.nbytes[y.name], out_bytes)
 
-    return before, after
+    def prime() -> None:
+        for d in inst.drawn():
+            inst.draws.fill(d, decoy_seed, decoy_salt)
+        inst.prepare()
+        inst.launch()
+
+    return before, after, prime
 
 
 def baseline_of(session, inst: Instance):
@@ -230,6 +244,12 @@ def finished(res: Result, found: Battery, kept: int, timing, base_timing, base, 
         res = res.with_parts(baseline=Baseline("", base_timing, base_type, base.label))
     if found.finding != "ok":
         return res.ended("FAIL", found.failure)
+    if base is not None and base_timing.findings:  # the timer's books (timing/account.py)
+        return res.ended("error", f"the baseline's timing: {base_timing.findings[0]}")
+    if timing.findings:
+        found.fail(timing.findings[0].split(":", 1)[0], timing.findings[0])
+        return res.with_parts(checks=_summary(found, kept, timing.reps)).ended(
+            "FAIL", f"{timing.findings[0]}; its timing is not a figure")
     why = roofline.above_ceiling(res.gbps, ceiling)
     if why:
         found.fail("faster than the memory allows", why)
@@ -258,9 +278,10 @@ def _one(session, loaded: Loaded, draws: Draws, dims, battery_found: Battery, ce
         slots, count, out_bytes = keep_slots(inst)
         try:
             base = baseline_of(session, inst)
-            before, after = hooks(inst, seed, slots, count, out_bytes)
+            before, after, prime = hooks(inst, seed, slots, count, out_bytes)
             say(f"time {size_text(dims)}")
-            launches = [inst.launch] + ([base.launch] if base is not None else [])
+            launches = [Primed(inst.launch, prime)] + ([base.launch] if base is not None
+                                                       else [])
             with PHASES("timing"):
                 timings, _ = session.timer.time_interleaved(
                     launches, before=[before] + [None] * (len(launches) - 1),

@@ -18,7 +18,7 @@ class CeilingKind(Kind):
     own_command = "harness ceiling"
 
     def parse_table(self, table, source, match, path, fail) -> dict[str, Any]:
-        from harness.kernels.spec import gemm_shaped_fields
+        from harness.kinds.gemm_shaped import gemm_shaped_fields
 
         return gemm_shaped_fields(table, source, match, path, fail, kind=self.name,
                                   ceiling=True)

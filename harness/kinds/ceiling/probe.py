@@ -31,9 +31,11 @@ from harness.gpu.driver import Buffer, Device, Function, LaunchShape, Module, St
 from harness.gpu.timing import Timer
 from harness.kernels.registry import DEFAULT_KERNEL_DIRS, Kernel, discover, project_relative
 from harness.kernels.spec import CEILING_PRECISIONS
-from harness.kinds.gemm import numerics
 from harness.knobs import check_knobs, knob
 from harness.stats import peak_gflops
+
+NAN_WORD = 0x7FC00000
+"""A quiet NaN as float32 bits: what the sink is filled with before a probe writes it."""
 
 PLAN_CLOCK_MHZ = 2000.0
 """Above any boost clock of the GPUs the harness knows: iterations planned at the dense peak
@@ -193,7 +195,7 @@ def check_sink(name: str, function: Function, shape: LaunchShape, sink: Buffer,
     threads = sink.nbytes // 4
     sums = []
     for iterations in (CHECK_ITERATIONS, 2 * CHECK_ITERATIONS):
-        sink.fill_u32(numerics.NAN_WORD, stream)
+        sink.fill_u32(NAN_WORD, stream)
         function.launch(shape, stream, (ctypes.c_uint64(sink.address),
                                         ctypes.c_uint32(iterations)))
         sums.append(sink.download(np.float32, (threads,), stream).astype(np.float64))

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from harness.gpu.cublas import Cublas
+from harness.gpu.cublas import Cublas, baseline_precision
 from harness.gpu.cublas import compute_name as cublas_compute_name
 from harness.kinds.base import Baseline, Baselines
 from harness.kinds.dims import Problem
@@ -19,8 +19,13 @@ class CublasGemm(Baseline):
     """cuBLAS (or cuBLASLt, for FP8) with a kernel's types and layouts on its operands, alpha
     1 and beta 0, writing the operands' own baseline output (``Operands.blas_out``)."""
 
-    def __init__(self, spec: Any, problem: Problem, blas: Cublas | None = None):
+    def __init__(self, spec: Any, problem: Problem, blas: Cublas | None = None,
+                 plain: bool = False):
         self.spec, self.problem = spec, problem
+        self.precision = (spec.precision if plain else
+                          baseline_precision(spec.precision, getattr(spec, "fp32_via", "")))
+        """What cuBLAS computes: the kernel's precision, or for an FP32 kernel on tensor cores
+        (``fp32_via``) the same scheme (cublas.baseline_precision); ``plain``: plain SGEMM."""
         self.name = _choose(spec)
         self.compute = compute_name(spec)
         self._blas, self._own_blas, self._ops = blas, blas is None, None
@@ -35,7 +40,7 @@ class CublasGemm(Baseline):
 
     def launch(self) -> None:
         ops, spec = self._ops, self.spec
-        self._blas.gemm(spec.precision, ops.m, ops.n, ops.k, 1.0, ops.a.address, ops.b.address,
+        self._blas.gemm(self.precision, ops.m, ops.n, ops.k, 1.0, ops.a.address, ops.b.address,
                         0.0, ops.blas_out.address, spec.layout_b, spec.c_type,
                         layout_a=ops.layout_a, layout_c=ops.layout_c, fp8=ops.blas_fp8)
 

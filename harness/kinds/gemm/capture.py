@@ -25,16 +25,19 @@ timing, or replays an earlier result when its output is the product of earlier i
 from __future__ import annotations
 
 import ctypes
+import secrets
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
 
+from harness.bench import keyed
 from harness.compiler.screen import Screen
 from harness.errors import HarnessError
 from harness.gpu import own_kernels
 from harness.gpu.driver import Buffer, LaunchShape, Stream
+from harness.gpu.graph import on_replay
 from harness.kinds.gemm import chunked, contents, numerics
 from harness.kinds.gemm.fp8 import check as fp8_check
 from harness.kinds.gemm.numerics import CheckResult
@@ -64,6 +67,9 @@ the host, 128 at K = 4096; spent only on a wrong one)."""
 CHANGES_INPUTS = "changes its inputs"
 MEMOISES = "memoises"
 WRITES_OUTSIDE = "writes outside C"
+MISCOUNTED = "writes the harness's state"
+KEPT_PART = 0x100
+"""The part (keyed.content_key) of a timing's reservoir secret, apart from its operands'."""
 
 
 FRESH_SOURCE = own_kernels.Source(contents.SOURCE.encode(), "fresh_inputs.cu",
@@ -83,8 +89,16 @@ class FreshKernels:
         self.copy = self.module.function("fresh_capture")
         self.scan = self.module.function("fresh_scan")
         self.gather = self.module.function("fresh_gather")
+        self._fill = self.module.function("keyed_fill")
         self.one = LaunchShape((1, 1, 1), (1, 1, 1), 0)
         """A launch of one thread (the counter, the decision)."""
+
+    def fill(self, buf: Buffer, count: int, kind: str, key: int) -> None:
+        """``count`` elements of the content whose key is ``key`` (contents.content_key)
+        into ``buf``, as contents.draw gives them on the host: the device's draw for launches
+        outside a timing."""
+        self._fill.launch(self.shape(count), self.stream, (
+            _u64(buf.address), _u32(count), _u32(contents.KIND[kind]), _u64(key)))
 
     def shape(self, count: int) -> LaunchShape:
         blocks = max(1, min(self.blocks_max, -(-count // THREADS)))
@@ -131,27 +145,58 @@ class TimedOutputs:
         self.word_bytes = numerics.c_bytes(spec.c_type)
         self.out_bytes = (self.m * self.n + GUARD_ELEMENTS) * self.word_bytes
         self.stride = -(-self.out_bytes // 256) * 256
-        self.secret = contents.derive(seed, salt, "kept")
+        self.inputs = keyed.run_secret()
+        """What the fresh contents' keys come from (keyed.py): launch arguments only."""
+        self.secret = contents.content_key(self.inputs, self.salt, 0, KEPT_PART) & 0xFFFFFFFF
+        """The reservoir's secret (which repetitions are kept)."""
+        self.keeps = 0
+        """Timed repetitions made (keep calls, each replay of a captured one counted): what
+        the reservoir's own count on the device must equal."""
         self.state = Buffer(contents.STATE_WORDS * 8)
         self.state.fill_u32(0, self.stream)
         self.kept_buffer = Buffer(self.slots * self.stride)
         self.counts = Buffer(16)
         self.changed = Buffer(8)
         self.changed.fill_u32(0, self.stream)
+        # the primers' decoys: keys of their own under the run's secret (a stream number of
+        # their own, from the operating system, never the timed one's nor a reserved one; never
+        # recorded: no verdict reads a decoy), and a counter of their own
+        self.decoy_salt = self.salt
+        while self.decoy_salt == self.salt or self.decoy_salt >= 0xFFFFFF00:
+            self.decoy_salt = secrets.randbits(32)
+        self.decoy_state = Buffer(contents.STATE_WORDS * 8)
+        self.decoy_state.fill_u32(0, self.stream)
+        self.decoys_drawn = 0
+        """Decoy contents drawn on the device, read after the timing (``gather``)."""
 
     def close(self) -> None:
-        for buf in (self.state, self.kept_buffer, self.counts, self.changed):
+        for buf in (self.state, self.kept_buffer, self.counts, self.changed, self.decoy_state):
             buf.close()
 
     # --- enqueued around every repetition ------------------------------------------------
-    def _draw(self, index: int, verify: bool) -> None:
+    def _draw(self, index: int, verify: bool, decoy: bool = False) -> None:
         ops, f = self.copies[index], self.fresh
+        salt, state = ((self.decoy_salt, self.decoy_state) if decoy
+                       else (self.salt, self.state))
         for operand, buf, count, kind in (("A", ops.a, self.m * self.k, self.kinds[0]),
                                           ("B", ops.b, self.k * self.n, self.kinds[1])):
             f.draw.launch(f.shape(count), self.stream, (
-                _u64(buf.address), _u32(count), _u32(contents.KIND[kind]), _u32(self.seed),
-                _u32(self.salt), _u32(contents.OPERAND[operand]), _u64(self.state.address),
+                _u64(buf.address), _u32(count), _u32(contents.KIND[kind]),
+                *map(_u32, self.inputs.words), _u32(salt),
+                _u32(contents.OPERAND[operand]), _u64(state.address),
                 _u32(int(verify)), _u64(self.changed.address + 4 * contents.OPERAND[operand])))
+
+    def decoy(self, index: int) -> None:
+        """Before a primer on copy ``index``: A and B drawn for a content of the decoys' own
+        key (their own seed, salt and counter), so that the kernel's untimed launch never
+        sees a content of the timed sequence, and the timed repetition's content is drawn
+        after it (``refresh``, in its ``before``): nothing a primer computes from what it
+        reads, or stashes, bears on the repetition timed next (notes/timing.md, "The
+        primer"). The one place a primer's draw is made: when the unpredictable generator
+        (issue 57) replaces contents.py's draw, this is the call to point at it, with a key
+        of its own."""
+        self.fresh.tick.launch(self.fresh.one, self.stream, (_u64(self.decoy_state.address),))
+        self._draw(index, verify=False, decoy=True)
 
     def refresh(self, index: int) -> None:
         """Before a repetition on copy ``index``: the next content drawn into its A and B."""
@@ -162,12 +207,17 @@ class TimedOutputs:
         """After a timed repetition on copy ``index``: kept or not (reservoir sampling); when
         kept, its output copied to its slot and its A and B compared with what was drawn."""
         f, out = self.fresh, self.copies[index].out
+        if not on_replay(self._kept_one):
+            self._kept_one()
         f.decide.launch(f.one, self.stream, (_u64(self.state.address), _u32(self.slots),
                                               _u32(self.secret)))
         f.copy.launch(f.shape(self.out_bytes // 16), self.stream, (
             _u64(out.address), _u64(self.out_bytes), _u64(self.kept_buffer.address),
             _u64(self.stride), _u64(self.state.address)))
         self._draw(index, verify=True)
+
+    def _kept_one(self) -> None:
+        self.keeps += 1
 
     def befores(self, befores: Sequence[Callable[[], None]]) -> list[Callable[[], None]]:
         """Each copy's ``before`` (C poisoned, workspace prepared) after its fresh draw."""
@@ -186,7 +236,10 @@ class TimedOutputs:
         return self.state.download(np.uint64, (contents.STATE_WORDS,), self.stream)
 
     def kept(self) -> tuple[int, list[Kept]]:
-        """How many timed repetitions ran, and the kept ones in the order they ran."""
+        """How many timed repetitions ran, and the kept ones in the order they ran (and the
+        count of decoys drawn read into ``decoys_drawn``)."""
+        decoy = self.decoy_state.download(np.uint64, (contents.STATE_WORDS,), self.stream)
+        self.decoys_drawn = int(decoy[contents.STATE_CONTENT])
         words = self._state()
         timed = int(words[contents.STATE_TIMED])
         kept = [Kept(j, int(words[contents.STATE_SLOT_REP + j]),
@@ -242,13 +295,15 @@ class TimedOutputs:
         a, b = self.changed.download(np.uint32, (2,), self.stream)
         return int(a), int(b)
 
-    def operands(self, content: int, rows: np.ndarray, cols: np.ndarray
+    def operands(self, content: int, rows: np.ndarray, cols: np.ndarray, decoy: bool = False
                  ) -> tuple[np.ndarray, np.ndarray]:
-        """Rows ``rows`` of A and columns ``cols`` of B drawn for ``content``, as float64."""
+        """Rows ``rows`` of A and columns ``cols`` of B drawn for ``content`` (of the decoys'
+        key with ``decoy``), as float64."""
         spec = self.spec
-        a = contents.a_rows(self.seed, self.salt, content, self.kinds[0], spec.layout_a, self.m,
+        salt = self.decoy_salt if decoy else self.salt
+        a = contents.a_rows(self.inputs, salt, content, self.kinds[0], spec.layout_a, self.m,
                             self.k, rows)
-        b = contents.b_cols(self.seed, self.salt, content, self.kinds[1], spec.layout_b, self.k,
+        b = contents.b_cols(self.inputs, salt, content, self.kinds[1], spec.layout_b, self.k,
                             self.n, cols)
         return a, b
 
@@ -294,6 +349,9 @@ class Gathered:
     changed: tuple[int, int]
     d_changes: list[tuple[int, int]]
     """A kernel that writes D: (placement, elements of C changed) where any were."""
+    made: int = -1
+    """Timed repetitions the host made (TimedOutputs.keeps): ``total``, the reservoir's count
+    on the device, must equal it; -1: not known (the check is not made)."""
 
 
 def gather(timed: TimedOutputs) -> Gathered:
@@ -317,7 +375,7 @@ def gather(timed: TimedOutputs) -> Gathered:
             same, _, moved = timed.scan(ops.c.address, m * n, GUARD_ELEMENTS)
             if same != m * n or moved:
                 d_changes.append((index, m * n - same + moved))
-    return Gathered(timed, total, scanned, timed.changed_inputs(), d_changes)
+    return Gathered(timed, total, scanned, timed.changed_inputs(), d_changes, timed.keeps)
 
 
 def verify(timed: TimedOutputs, initial: Operands, screen: Screen | None
@@ -333,6 +391,13 @@ def finish(gathered: Gathered, initial: Operands, screen: Screen | None
     on another thread while the device times the next launch."""
     timed, checked = gathered.timed, len(gathered.scanned)
     m, n, k = timed.m, timed.n, timed.k
+    if gathered.made >= 0 and gathered.total != gathered.made:
+        return CheckResult.finding_only(
+            MISCOUNTED, m, n, k, timed.seed, 1.0, 0.0,
+            f"{MISCOUNTED}: the reservoir on the device counted {gathered.total} timed "
+            f"repetitions where {gathered.made} were launched: its state (device memory the "
+            "kernel shares) was written by something other than the harness; a kernel that "
+            "writes outside its buffers is not measured", 1), 0
     # each kept repetition on a thread of its own (numpy lets go of the GIL); the first
     # failure in the order they ran is the finding
     for found in _VERIFYING.map(lambda one: _verify_one(timed, initial, screen, one,
@@ -422,6 +487,11 @@ def _replayed(timed: TimedOutputs, initial: Operands, one: Kept, out: np.ndarray
         tried.add(content)
         if timed.compare(out, *timed.operands(content, rows, cols), 0, rows, cols).passed:
             return what
+    # the primers' decoys, the latest first: a kernel that keeps what its primer computed
+    for content in range(timed.decoys_drawn, max(0, timed.decoys_drawn - lookback), -1):
+        if timed.compare(out, *timed.operands(content, rows, cols, decoy=True), 0, rows,
+                         cols).passed:
+            return "the decoy inputs its untimed primer ran on"
     a = numerics.to_float64(initial.codes[0][rows], timed.kinds[0])
     b = numerics.to_float64(initial.codes[1][:, cols], timed.kinds[1])
     if timed.compare(out, a, b, 0, rows, cols).passed:

@@ -1,11 +1,13 @@
 """Operand contents no kernel can predict: A and B drawn afresh on the device before every timed
 repetition, and the same values drawn here, element by element, for the checks (pure numpy).
 
-A content is named by ``(seed, salt, content, operand)``: the run's seed (recorded in its
-report, ``--seed`` replays it), a salt per timed launch, a counter the device advances before
-every repetition, and the operand (A or B). Element ``i`` of the operand's storage is
-``mix(mix(i ^ key) + key)`` turned into a float in [-1, 1) on a grid of 2^-23 (exact in FP32),
-then rounded to the kernel's input precision (TF32, BF16 round to nearest even as
+A content is named by ``(secret, salt, content, operand)``: the run secret (keyed.py: 128
+bits from os.urandom, never written down), a salt per timed launch (:data:`HOST_STREAM` for a
+check's draw on the host, whose content is then the check's seed), a counter the device
+advances before every repetition, and the operand (A or B); its 64-bit Philox key
+(:func:`content_key`) is unrelated to its neighbours'. Element ``i`` of the operand's storage
+is the content's Philox word ``i`` turned into a float in [-1, 1) on a grid of 2^-23 (exact in
+FP32), then rounded to the kernel's input precision (TF32, BF16 round to nearest even as
 :mod:`numerics` does; FP16 as numpy does); one TF32 element in 64 is then scaled by 2^17, past
 FP16's range, so that a TF32 kernel cannot compute in FP16 wherever its inputs look small.
 :data:`SOURCE` holds the device side (capture.py compiles it); :func:`elements` here gives the
@@ -16,8 +18,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from harness.bench.seeds import MASK, derive, element_hash, mix32, new_seed  # noqa: F401
-from harness.bench.seeds import mix as _mix
+from harness.bench import keyed
+from harness.bench.seeds import MASK, derive, mix32, new_seed  # noqa: F401 (used here and by
+
+# the kind's modules as contents.*: their home before seeds.py)
+from harness.bench.seeds import mix as _mix  # noqa: F401
 from harness.kinds.gemm import numerics
 
 KIND = {"fp32": 0, "tf32": 1, "bf16": 2, "fp16": 3, "e4m3": 4, "e5m2": 5}
@@ -37,7 +42,7 @@ STATE_WORDS = STATE_SLOT_REP + MAX_SLOTS
 repetitions seen, this repetition's slot (-1: not kept), and each slot's content and
 repetition."""
 
-FUNCTIONS = r"""
+_FUNCTIONS = r"""
 typedef unsigned int u32;
 typedef unsigned long long u64;
 typedef unsigned short u16;
@@ -46,18 +51,9 @@ __host__ __device__ inline u32 mix32(u32 x) {
     x ^= x >> 16; x *= 0x7feb352dU; x ^= x >> 15; x *= 0x846ca68bU; x ^= x >> 16;
     return x;
 }
-__host__ __device__ inline u32 content_key(u32 seed, u32 salt, u64 content, u32 operand) {
-    u32 h = mix32(seed ^ 0x9e3779b9U);
-    h = mix32(h ^ salt);
-    h = mix32(h ^ (u32)content);
-    return mix32(h ^ (u32)(content >> 32) ^ (operand * 0x85ebca6bU));
-}
-__host__ __device__ inline u32 element_hash(u32 key, u32 index) {
-    return mix32(mix32(index ^ key) + key);
-}
-__host__ __device__ inline u32 value_bits(u32 key, u32 index) {
+@KEYED@__host__ __device__ inline u32 value_bits(u64 key, u32 index) {
     // a float in [-1, 1) on a grid of 2^-23: u * 2^-23 - 1 is exact in FP32
-    return as_bits((float)(element_hash(key, index) >> 8) * 1.1920928955078125e-07f - 1.0f);
+    return as_bits((float)(keyed_word(key, index) >> 8) * 1.1920928955078125e-07f - 1.0f);
 }
 __host__ __device__ inline u32 round_fp16(u32 x) {
     // FP32 bits to FP16 bits, round to nearest even (values here are finite and below 1)
@@ -86,18 +82,23 @@ __host__ __device__ inline u32 fp8_bits(u32 h, u32 kind) {
     const u32 e = (h >> 8) % (2u * spread + 1u) + bias - spread;
     return ((h >> 31) << 7) | (e << mbits) | (h & ((1u << mbits) - 1u));
 }
-__host__ __device__ inline u32 stored_bits(u32 key, u32 index, u32 kind) {
-    if (kind >= 4u) return fp8_bits(element_hash(key, index), kind);           // e4m3, e5m2
+__host__ __device__ inline u32 stored_bits(u64 key, u32 index, u32 kind) {
+    if (kind >= 4u) return fp8_bits(keyed_word(key, index), kind);             // e4m3, e5m2
     const u32 b = value_bits(key, index);
     if (kind == 1u) {  // TF32; one element in 64 times 2^17, past FP16's range
         const u32 t = (b + ((b >> 13) & 1u) + 0xfffu) & 0xffffe000u;
-        return (element_hash(key, index) & 63u) == 0u && (t & 0x7fffffffu) ? t + (17u << 23) : t;
+        return (keyed_word(key, index) & 63u) == 0u && (t & 0x7fffffffu) ? t + (17u << 23) : t;
     }
     if (kind == 2u) return (b + ((b >> 16) & 1u) + 0x7fffu) >> 16;          // BF16
     if (kind == 3u) return round_fp16(b);                                   // FP16
     return b;
 }
 """
+
+FUNCTIONS = _FUNCTIONS.replace("@KEYED@", keyed.SOURCE)
+"""The element functions, the device's and the host build's: keyed.py's Philox, which every
+input of a GEMM and of a buffers kernel (memory/draw.py) comes from, and a 32-bit mix for
+what needs no secret (the reservoir's pick from its keyed secret, a seed's own mixing)."""
 
 KERNELS = r"""
 #define MAX_SLOTS @MAX_SLOTS@
@@ -113,11 +114,11 @@ extern "C" __global__ void fresh_tick(u64* state) { state[STATE_CONTENT] += 1ull
 
 // draw the operand of the current content into ``dst`` (verify = 0); or, after a timed
 // repetition that is kept (verify = 1), count the elements of ``dst`` that no longer hold it
-extern "C" __global__ void fresh_draw(void* dst, u32 count, u32 kind, u32 seed, u32 salt,
-                                      u32 operand, const u64* state, u32 verify,
-                                      u32* mismatches) {
+extern "C" __global__ void fresh_draw(void* dst, u32 count, u32 kind, u32 s0, u32 s1, u32 s2,
+                                      u32 s3, u32 salt, u32 operand, const u64* state,
+                                      u32 verify, u32* mismatches) {
     if (verify && (long long)state[STATE_TARGET] < 0) return;
-    const u32 key = content_key(seed, salt, state[STATE_CONTENT], operand);
+    const u64 key = keyed_content_key(s0, s1, s2, s3, salt, state[STATE_CONTENT], operand);
     u32 bad = 0;
     const u32 step = gridDim.x * blockDim.x;
     for (u32 i = blockIdx.x * blockDim.x + threadIdx.x; i < count; i += step) {
@@ -134,6 +135,18 @@ extern "C" __global__ void fresh_draw(void* dst, u32 count, u32 kind, u32 seed, 
         }
     }
     if (bad) atomicAdd(mismatches, bad);
+}
+
+// the values of the content whose key is ``key`` into ``dst`` (``count`` elements of ``kind``):
+// the device side of contents.draw, for launches the harness makes outside a timing
+extern "C" __global__ void keyed_fill(void* dst, u32 count, u32 kind, u64 key) {
+    const u32 step = gridDim.x * blockDim.x;
+    for (u32 i = blockIdx.x * blockDim.x + threadIdx.x; i < count; i += step) {
+        const u32 v = stored_bits(key, i, kind);
+        if (kind < 2u) ((u32*)dst)[i] = v;
+        else if (kind >= 4u) ((unsigned char*)dst)[i] = (unsigned char)v;
+        else ((u16*)dst)[i] = (u16)v;
+    }
 }
 
 // after every timed repetition (one thread): reservoir sampling over the timed repetitions,
@@ -228,20 +241,23 @@ EXPONENT_MASK = {"fp32": 0x7F800000, "bf16": 0x7F80, "fp16": 0x7C00}
 """Bits that are all set in a non-finite value of each output type."""
 
 
-def content_key(seed: int, salt: int, content: int, operand: str) -> int:
-    """The key of one operand's content (the device's ``content_key``)."""
-    h = _mix((seed & MASK) ^ 0x9E3779B9)
-    h = _mix(h ^ (salt & MASK))
-    h = _mix(h ^ (content & MASK))
-    return _mix(h ^ ((content >> 32) & MASK) ^ ((OPERAND[operand] * 0x85EBCA6B) & MASK))
+def content_key(secret: keyed.Secret, salt: int, content: int, operand: str | int) -> int:
+    """The 64-bit key of one operand's content (the device's ``keyed_content_key``): salt
+    names the timing (or :data:`HOST_STREAM` a check's draw), content the draw in it."""
+    part = OPERAND[operand] if isinstance(operand, str) else operand
+    return keyed.content_key(secret, salt, content, part)
+
+
+def _grid(h: np.ndarray) -> np.ndarray:
+    """FP32 bits of the family's values for words ``h``: [-1, 1) on a grid of 2^-23."""
+    values = ((h >> np.uint32(8)).astype(np.float64) * 2.0**-23 - 1.0).astype(np.float32)
+    return values.view(np.uint32)
 
 
 def value_bits(key: int, index: np.ndarray) -> np.ndarray:
     """FP32 bits of the values at storage indices ``index`` (before rounding to the
     precision)."""
-    h = element_hash(key, index)
-    values = ((h >> np.uint32(8)).astype(np.float64) * 2.0**-23 - 1.0).astype(np.float32)
-    return values.view(np.uint32)
+    return _grid(keyed.words(key, index))
 
 
 def stored_bits(key: int, index: np.ndarray, precision: str) -> np.ndarray:
@@ -249,16 +265,20 @@ def stored_bits(key: int, index: np.ndarray, precision: str) -> np.ndarray:
     uint16 for BF16/FP16 (the device's ``stored_bits``). TF32 operands have one element in 64
     times 2^17: a TF32 kernel that computes in FP16 where it sees values within [-1, 1) meets
     values FP16 cannot hold in every timed repetition."""
+    return stored_of_words(keyed.words(key, index), precision)
+
+
+def stored_of_words(h: np.ndarray, precision: str) -> np.ndarray:
+    """:func:`stored_bits` from the content's words ``h``: the one value family."""
     if precision in FP8_SPREAD:
-        return fp8_bits(element_hash(key, index), precision)
-    bits = value_bits(key, index)
+        return fp8_bits(h, precision)
+    bits = _grid(h)
     if precision == "fp16":
         return bits.view(np.float32).astype(np.float16).view(np.uint16)
     stored = numerics.stored(bits.view(np.float32), precision).view(
         np.uint16 if precision == "bf16" else np.uint32)
     if precision == "tf32":
-        wide = ((element_hash(key, index) & np.uint32(63)) == 0) & (
-            (stored & np.uint32(0x7FFFFFFF)) != 0)
+        wide = ((h & np.uint32(63)) == 0) & ((stored & np.uint32(0x7FFFFFFF)) != 0)
         stored = np.where(wide, stored + np.uint32(17 << 23), stored).astype(np.uint32)
     return stored
 
@@ -286,22 +306,66 @@ def elements(key: int, index: np.ndarray, precision: str) -> np.ndarray:
     return numerics.to_float64(stored, precision)
 
 
-def a_rows(seed: int, salt: int, content: int, precision: str, layout: str, m: int, k: int,
-           rows: np.ndarray) -> np.ndarray:
+def a_rows(secret: keyed.Secret, salt: int, content: int, precision: str, layout: str, m: int,
+           k: int, rows: np.ndarray) -> np.ndarray:
     """Rows ``rows`` of the logical M x K A drawn for ``content``, as float64."""
-    key = content_key(seed, salt, content, "A")
+    key = content_key(secret, salt, content, "A")
     r = np.asarray(rows, dtype=np.int64)[:, None]
     c = np.arange(k, dtype=np.int64)[None, :]
     index = r * k + c if layout == "row" else c * m + r
     return elements(key, index.astype(np.uint32), precision)
 
 
-def b_cols(seed: int, salt: int, content: int, precision: str, layout: str, k: int, n: int,
-           cols: np.ndarray) -> np.ndarray:
+def b_cols(secret: keyed.Secret, salt: int, content: int, precision: str, layout: str, k: int,
+           n: int, cols: np.ndarray) -> np.ndarray:
     """Columns ``cols`` of the logical K x N B drawn for ``content`` (K x len(cols)), as
     float64."""
-    key = content_key(seed, salt, content, "B")
+    key = content_key(secret, salt, content, "B")
     r = np.arange(k, dtype=np.int64)[:, None]
     c = np.asarray(cols, dtype=np.int64)[None, :]
     index = r * n + c if layout == "row" else c * k + r
     return elements(key, index.astype(np.uint32), precision)
+
+
+HOST_STREAM = 0xFFFFFFFF
+"""The salt of every draw made on the host for a check (timings' salts are below 2^31)."""
+PART = {"A": 0, "B": 1, "C": 2}
+WIDE_PART = 16
+"""Added to an operand's part: the words that pick a wide draw's exponents."""
+
+
+def draw(key: int, shape: tuple[int, ...], kind: str) -> np.ndarray:
+    """The storage codes of the content whose key is ``key`` (:func:`content_key`), elements
+    in storage order: what the device's ``keyed_fill`` writes (uint32 words for FP32/TF32,
+    uint16 for BF16/FP16, uint8 for FP8)."""
+    return stored_of_words(keyed.run(key, 0, int(np.prod(shape))), kind).reshape(shape)
+
+
+def check_operand(seed: int, which: str, shape: tuple[int, int], precision: str,
+                  kind: str = "uniform", secret: keyed.Secret | None = None
+                  ) -> tuple[np.ndarray, np.ndarray]:
+    """A check's operand ``which`` (A, B or C's start values) drawn from the run secret and
+    the check's seed, in the one family the timed repetitions' inputs come from, in the form
+    numerics.random_operand gives (storage array, exact float64). ``kind = "wide"``: the same
+    values times 2^e, e uniform in [-E, E] (numerics.WIDE_EXPONENT), TF32 left unrounded."""
+    secret = secret or keyed.run_secret()
+    key = content_key(secret, HOST_STREAM, seed, PART[which])
+    if kind == "wide":
+        spread = numerics.WIDE_EXPONENT[precision]
+        base = draw(key, shape, "fp32").view(np.float32).astype(np.float64)
+        other = content_key(secret, HOST_STREAM, seed, PART[which] + WIDE_PART)
+        e = (draw(other, shape, "fp32") % np.uint32(2 * spread + 1)).astype(np.int64) - spread
+        values = np.ldexp(base, e)
+        if precision == "tf32":
+            store = values.astype(np.float32)
+            return store, store.astype(np.float64)
+        store = numerics.stored(values, precision)
+        return store, numerics.to_float64(store, precision)
+    if kind != "uniform":
+        from harness.errors import HarnessError
+
+        raise HarnessError(f"operands are drawn {' or '.join(numerics.DRAWS)}, not {kind!r}")
+    raw = draw(key, shape, precision)
+    store = raw.view({"fp32": np.float32, "tf32": np.float32, "fp16": np.float16}.get(
+        precision, raw.dtype))
+    return store, numerics.to_float64(store, precision)

@@ -27,18 +27,42 @@ class GemmKind(Kind):
     headline_against = "of cuBLAS"
 
     def parse_table(self, table, source, match, path, fail) -> dict[str, Any]:
-        from harness.kernels.spec import gemm_shaped_fields
+        from harness.kinds.gemm_shaped import gemm_shaped_fields
 
         return gemm_shaped_fields(table, source, match, path, fail, kind=self.name)
 
     def read_size(self, text: str, spec: Any = None) -> Problem:
         """``N`` (square), ``M,N,K``, ``MxNxK`` or ``M=..,N=..,K=..``; each within the ABI's
-        32-bit int."""
-        problem = parse_dims(str(text), self.dims, square=True)
+        32-bit int. The one reading of a GEMM's size (run/options.parse_size asks it)."""
+        text = str(text)
+        if "=" in text:
+            problem = parse_dims(text, self.dims, square=True)
+        else:
+            parts = text.replace("x", ",").split(",")
+            try:
+                values = [int(p) for p in parts]
+            except ValueError:
+                raise HarnessError(f"size {text!r} is not N or M,N,K with positive "
+                                   "integers") from None
+            if len(values) == 1:
+                values *= 3
+            if len(values) != 3 or any(v < 1 for v in values):
+                raise HarnessError(f"size {text!r} is not N or M,N,K with positive integers")
+            problem = Problem(tuple(zip(self.dims, values, strict=True)))
         too_large = abi_problems(*problem.values)
         if too_large:
             raise HarnessError(f"size {text!r}: {too_large[0]}")
         return problem
+
+    launches_baseline = True
+
+    def launch_size(self, spec: Any) -> Problem:
+        return self.read_size("4096")
+
+    def launch(self, kernel: Any, options: Any) -> Any:
+        from harness.kinds.gemm.launch import launch_gemm
+
+        return launch_gemm(kernel, options)
 
     def slots(self, spec: Any, problem: Problem) -> tuple[int, int, int]:
         return problem.values  # type: ignore[return-value]
@@ -70,6 +94,33 @@ class GemmKind(Kind):
         from harness.kinds.gemm.plan import plan
 
         return plan(kernel)
+
+    def napkin(self, kernel: Any, size: tuple[int, int, int]) -> dict:
+        from harness.report import napkin
+
+        return dict(napkin.model(kernel.spec, dict(kernel.params), *size)) \
+            if kernel.spec.model else {}
+
+    def profile_row(self, name: str, info: dict, size: tuple[int, int, int], predicted: dict,
+                    measured: dict, timings: dict, factor: float, **extra) -> dict:
+        from harness.report.profile import row
+
+        return row(name, "kernel", info, size, predicted, measured, timings, factor, **extra)
+
+    def profile_sections(self, rows: list[dict], fmt: str = "github") -> list[str]:
+        from harness.report.profile import gemm_sections
+
+        return gemm_sections(rows, fmt)
+
+    def library_facts(self, session: Any) -> dict:
+        from harness.kinds.gemm.session import gemm_session
+
+        return {"cublas_version": gemm_session(session).blas.version}
+
+    def load(self, session: Any, kernel: Any, carveout_pct: int | None = None) -> Any:
+        from harness.kinds.gemm.session import gemm_session
+
+        return gemm_session(session).load(kernel, carveout_pct)
 
     def session_sources(self) -> tuple[str, ...]:
         from harness.kinds.gemm.session import SOURCES

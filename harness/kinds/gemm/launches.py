@@ -34,19 +34,36 @@ def kernel_timed(gemm: LoadedGemm, ops: operands.Operands, session: BenchSession
     then C poisoned and the launch's own preparation (a declared workspace zeroed). On
     ``ops``, or in turn on each of ``copies`` (``ops`` among them;
     ``BenchSession.placements``), one per round, as cuBLAS is. With ``timed`` the launch's
-    ``after`` keeps a random sample of the timed repetitions' outputs."""
+    ``after`` keeps a random sample of the timed repetitions' outputs, and its primer (the
+    untimed launch ahead of a short repetition: ``timing.primer_of``) runs on decoy contents
+    (``_primer_before``)."""
     launches, befores, primes = [], [], []
-    for placed in copies or [ops]:
+    for index, placed in enumerate(copies or [ops]):
         launch = launcher(gemm, placed, session)
         run, prepare = getattr(launch, "run", launch), getattr(launch, "prepare", None)
         launches.append(run)
         befores.append(partial(_before_launch, placed, session.stream, prepare))
-        primes.append(with_before(prepare, run))
+        primes.append(with_before(_primer_before(timed, index, prepare), run))
     if timed is not None:
         befores = timed.befores(befores)
     launch, before = in_turn(launches, befores, primes,
                              timed.afters() if timed is not None else None)
     return _Counted(launch), before
+
+
+def _primer_before(timed: capture.TimedOutputs | None, index: int,
+                   prepare: Callable[[], None] | None) -> Callable[[], None] | None:
+    """What goes ahead of the primer on copy ``index``: with fresh inputs, decoy contents
+    drawn into the copy (``TimedOutputs.decoy``: the primer never runs on a content of the
+    timed sequence, and the next one is drawn after it), then the launch's own preparation."""
+    if timed is None:
+        return prepare
+
+    def decoyed() -> None:
+        timed.decoy(index)
+        if prepare is not None:
+            prepare()
+    return decoyed
 
 
 def _before_launch(ops: operands.Operands, stream, prepare: Callable[[], None] | None) -> None:

@@ -16,6 +16,7 @@ import math
 from dataclasses import dataclass
 
 from harness.archs import Arch
+from harness.stats import ELEMENT_BYTES
 
 TENSOR_OPCODES = ("HMMA", "HGMMA", "IMMA", "IGMMA", "QGMMA", "DMMA", "BMMA", "BGMMA")
 """SASS opcodes (base names) of tensor-core instructions; Blackwell's start with UTC."""
@@ -23,7 +24,6 @@ CLOCK_MARGIN = 1.02
 """NVML samples the SM clock every few ms: a launch between samples may have run a little
 faster than the fastest sample. 2% over it is still far under any real kernel's margin to
 peak (the wgmma issue ceiling is 98.9% of peak at the clock of the moment)."""
-ELEMENT_BYTES = {"fp32": 4, "tf32": 4, "bf16": 2, "fp16": 2, "fp8": 1}
 
 
 def family(opcodes) -> str:

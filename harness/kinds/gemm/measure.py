@@ -19,7 +19,6 @@ import json
 import sys
 from collections.abc import Callable, Sequence
 from concurrent.futures import Executor, ThreadPoolExecutor
-from dataclasses import dataclass
 
 from harness.bench.phases import BATTERY, PHASES, TIMED_LAUNCHES, TIMED_SIZE
 from harness.bench.result import (
@@ -37,17 +36,24 @@ from harness.compiler.compile import cache_dir
 from harness.compiler.sass import disassemble, opcodes
 from harness.compiler.screen import Screen, screen
 from harness.errors import HarnessError, LaunchError
-from harness.gpu.cublas import compute_name, library_name
+from harness.gpu.cublas import compute_name, library_name, scheme_via
 from harness.gpu.timing import ISOLATED_MAX_REPS, Timing, TimingOptions
 from harness.kernels.registry import Kernel
 from harness.kinds.gemm import capture, limits, operands
-from harness.kinds.gemm.checks import KernelChecks, kernel_checks, known_of
+from harness.kinds.gemm.checks import kernel_checks, known_of
 from harness.kinds.gemm.gemm import LoadedGemm
 from harness.kinds.gemm.launches import kernel_timed
 from harness.kinds.gemm.numerics import CheckResult
 from harness.kinds.gemm.plan import plan
-from harness.kinds.gemm.timed_checks import Pending, finished, memo_probe, verify_timed
-from harness.kinds.gemm.timed_size import SizeCheck, launched
+from harness.kinds.gemm.prepared import Prepared, Ready
+from harness.kinds.gemm.timed_checks import (
+    Pending,
+    finished,
+    kept_count_changed,
+    memo_probe,
+    verify_timed,
+)
+from harness.kinds.gemm.timed_size import AMONG, launched
 from harness.stats import Summary, peak_gflops
 
 Say = Callable[..., None]
@@ -82,24 +88,6 @@ def timing_limit_s(options: TimingOptions, launch_ms: float, launches: int = 1) 
         expected_ms += ISOLATED_MAX_REPS * (options.isolated_gap_ms + per_rep_ms)
     expected_s = launches * (expected_ms / 1e3 + options.power_s)
     return QUIET_FLOOR_S + 3 * expected_s
-
-
-@dataclass
-class Prepared:
-    """A kernel loaded, with the results of its check battery."""
-
-    gemm: LoadedGemm
-    info: KernelInfo
-    checks: KernelChecks
-    family: str = "unknown"
-    """``simt`` or ``tensor``: the instruction family its SASS uses, ``unknown`` when the
-    SASS could not be read (reported; the peak it is held to follows its claim)."""
-    screen: Screen | None = None
-    """What its cubin could keep state in or read time from (screen.py); None unread."""
-
-    @property
-    def kernel(self) -> Kernel:
-        return self.gemm.kernel
 
 
 def screened(gemm: LoadedGemm) -> tuple[str, Screen | None]:
@@ -168,18 +156,6 @@ def prepare(session: BenchSession, kernel: Kernel, strict_blas: bool = False,
     return Prepared(gemm, KernelInfo.of(gemm.kernel), checks, family, found)
 
 
-@dataclass
-class Ready:
-    """A size checked on the operands it is timed on, ready to be timed."""
-
-    result: Result
-    ops: operands.Operands
-    launch_ms: float
-    """Host wall time of the checked launch (with its synchronisation): a timing estimate."""
-    size: SizeCheck | None = None
-    """The size's check launched, not yet judged (``checked``'s ``defer``)."""
-
-
 def _with_failure(res: Result, found: CheckResult) -> Result:
     """``res`` failed by one more check (``found``), its summary updated."""
     summary = res.checks or CheckSummary(0, 0, found.rel_err_norm)
@@ -217,7 +193,8 @@ def checked(session: BenchSession, prep: Prepared, m: int, n: int, k: int,
         ops = session.timing_operands(kernel, m, n, k)
     say("computing the reference", limit_s=reference_limit_s(m, n, k))
     known = known_of(gemm, ops, ops.seed, 1.0, 0.0)
-    say("checking the timed size on the timed operands", limit_s=launches_limit_s(m, n, k, 3))
+    say("checking the timed size on the timed operands",  # its decoys too (timed_size.py)
+        limit_s=launches_limit_s(m, n, k, 1 + AMONG))
     with PHASES(TIMED_SIZE):
         size, launch_ms = launched(session, gemm, ops, known, prep.checks, prep.screen)
         if defer:
@@ -227,19 +204,27 @@ def checked(session: BenchSession, prep: Prepared, m: int, n: int, k: int,
 
 
 def timed(session: BenchSession, prep: Prepared, res: Result, kernel_timing: Timing,
-          baseline_timing: Timing) -> Result:
+          baseline_timing: Timing, plain_timing: Timing | None = None) -> Result:
     """``res`` completed with the kernel's and cuBLAS's timings: passed, unless a figure is
     past what the hardware allows for the precision the kernel claims (an FP32 kernel is
     held to the FP32 FMA peak whatever its SASS holds, unless it declares fp32_via).
     Tensor-core rows carry the issue ceiling of the instruction family the kernel uses."""
     device, precision, c_type = session.device, res.kernel.precision, res.kernel.c_type
     via = prep.kernel.spec.fp32_via
+    if baseline_timing.findings:  # the timer's books (timing/account.py) on cuBLAS's side
+        return res.ended("error", f"cuBLAS's timing: {baseline_timing.findings[0]}; no figure "
+                                  "of this size is reported")
+    if kernel_timing.findings:
+        first = kernel_timing.findings[0]
+        return _with_failure(res, CheckResult.finding_only(
+            first.split(":", 1)[0], res.m, res.n, res.k, 0, 1.0, 0.0,
+            f"{first}; its timing is not a figure"))
     for who, timing, family in (("cuBLAS", baseline_timing, "unknown"),
                                 (res.kernel.name, kernel_timing,
                                  limits.claimed_family(precision, via))):
         why = limits.violation(session.limits, res.m, res.n, res.k, precision, c_type, family,
                                timing.median_ms, timing.sm_clock_max_mhz, timing.cold_l2,
-                               fp32_via=via if who != "cuBLAS" else "")
+                               fp32_via=via if who != "cuBLAS" else scheme_via(via))
         if why and who == "cuBLAS":
             return res.ended("error", f"cuBLAS timed {why}: the timer is wrong here; no "
                                       "figure of this size is reported")
@@ -252,6 +237,9 @@ def timed(session: BenchSession, prep: Prepared, res: Result, kernel_timing: Tim
                                   c_type, library_name(precision)),
              "peak_gflops_at_clock": peak_gflops(per_clock, device.sm_count,
                                                  kernel_timing.sm_clock_mhz)}
+    if plain_timing is not None:  # an fp32_via kernel: plain SGEMM beside its like-for-like
+        parts["baseline_fp32"] = Baseline(compute_name(precision), plain_timing, c_type,
+                                          library_name(precision))
     with PHASES("ceiling"):
         ceiling = session.ceilings.get(precision, prep.kernel.mma_family)
     if ceiling is not None:  # bf16/fp16: the share of what its instruction can issue here
@@ -278,6 +266,7 @@ def measure(session: BenchSession, prep: Prepared, m: int, n: int, k: int,
     timer, ops = session.timer, ready.ops
     copies = [ops] if reuse_baseline else session.placements(prep.kernel, ops)
     outputs = session.timed_outputs(prep.kernel, copies, slots=_slots(prep))
+    plain_timing: list[Timing] = []
     try:
         launch, before = kernel_timed(prep.gemm, ops, session, copies, outputs)
         if reuse_baseline:
@@ -286,12 +275,16 @@ def measure(session: BenchSession, prep: Prepared, m: int, n: int, k: int,
                 kernel_timing = timer.time(launch, before=before, after=launch.after)
         else:
             blas, poison = session.baseline_timed(prep.kernel, ops)
+            # an FP32 kernel on tensor cores: plain SGEMM beside cuBLAS in its scheme
+            plain = ([session.baseline_timed(prep.kernel, ops, plain=True)]
+                     if prep.kernel.spec.fp32_via else [])
             say("timing the kernel and cuBLAS interleaved",
-                limit_s=timing_limit_s(timer.options, ready.launch_ms, 2))
+                limit_s=timing_limit_s(timer.options, ready.launch_ms, 2 + len(plain)))
             with PHASES("timing"):
-                (kernel_timing, baseline_timing), _ = timer.time_interleaved(
-                    [launch, blas], [before, poison], after=[launch.after, None],
-                    pairs=[(0, 1)])
+                (kernel_timing, baseline_timing, *plain_timing), _ = timer.time_interleaved(
+                    [launch, blas, *(p[0] for p in plain)],
+                    [before, poison, *(p[1] for p in plain)],
+                    after=[launch.after, None, *(None for _ in plain)], pairs=[(0, 1)])
                 kernel_timing = timer.with_power(kernel_timing, launch)
         say("checking the timed launches", limit_s=launches_limit_s(m, n, k, 4)
             + timing_limit_s(timer.options, ready.launch_ms, 2))
@@ -323,10 +316,12 @@ def measure(session: BenchSession, prep: Prepared, m: int, n: int, k: int,
         checked_res, (found, kept) = judged
         if checked_res.status == "FAIL":  # the size's own check: no figure
             return checked_res
-        found = found or probe  # the kept launches' finding first, as it was found first
+        # the kept launches' finding first, as it was found first
+        found = found or probe or kept_count_changed(gathered.total, kernel_timing, res)
         if found is not None:
             return _with_failure(checked_res, found)
-        figure = timed(session, prep, checked_res, kernel_timing, baseline_timing)
+        figure = timed(session, prep, checked_res, kernel_timing, baseline_timing,
+                       plain_timing[0] if plain_timing else None)
         return _kept(figure, kept, launch.count)
 
     return finished(judge, row, beside)
@@ -375,21 +370,25 @@ def compare(session: BenchSession, preps: Sequence[Prepared], m: int, n: int, k:
     copies = [session.placements(prep.kernel, ready.ops) for prep, ready in live]
     kept_outputs = [session.timed_outputs(prep.kernel, placed, slots=_slots(prep))
                     for (prep, _), placed in zip(live, copies, strict=True)]
-    launches, before, after, counted = [], [], [], []
+    launches, before, after, counted, at = [], [], [], [], []
     try:
         for (prep, ready), placed, outputs in zip(live, copies, kept_outputs, strict=True):
             launch, prepare = kernel_timed(prep.gemm, ready.ops, session, placed, outputs)
             blas, poison = session.baseline_timed(prep.kernel, ready.ops)
-            launches += [launch, blas]
-            before += [prepare, poison]
-            after += [launch.after, None]
+            # an fp32_via kernel: plain SGEMM too, after its cuBLAS in its scheme
+            plain = ([session.baseline_timed(prep.kernel, ready.ops, plain=True)]
+                     if prep.kernel.spec.fp32_via else [])
+            at.append(len(launches))  # the kernel's index; its cuBLAS, then SGEMM, follow
+            launches += [launch, blas, *(p[0] for p in plain)]
+            before += [prepare, poison, *(p[1] for p in plain)]
+            after += [launch.after, None, *(None for _ in plain)]
             counted.append(launch)
         with PHASES("timing"):
             # each pair gets the budget a run would give it: over 18 pairs at 512 one budget
             # ended at 125 rounds, where cuBLAS's median has a 1% standard error
             timings, per_round = session.timer.time_interleaved(
                 launches, before, budget_scale=len(live), after=after,
-                pairs=[(2 * i, 2 * i + 1) for i in range(len(live))])
+                pairs=[(j, j + 1) for j in at])
         done = {}
         first_name = live[0][0].kernel.name
         for i, ((prep, ready), count, outputs) in enumerate(
@@ -402,9 +401,10 @@ def compare(session: BenchSession, preps: Sequence[Prepared], m: int, n: int, k:
                 done[id(ready.result)] = _with_failure(ready.result, found)
                 continue
             # per-round ratios: drift between rounds cancels, so their spread is the noise
-            ratios = Summary.of([r[0] / r[2 * i] for r in per_round])
-            res = timed(session, prep, _kept(ready.result, kept, count.count), timings[2 * i],
-                        timings[2 * i + 1])
+            j = at[i]
+            ratios = Summary.of([r[0] / r[j] for r in per_round])
+            res = timed(session, prep, _kept(ready.result, kept, count.count), timings[j],
+                        timings[j + 1], timings[j + 2] if prep.kernel.spec.fp32_via else None)
             if res.status == "pass":
                 res = res.with_parts(comparison=Comparison(
                     first_name, ratios.median, ratios.p20, ratios.p80,

@@ -331,8 +331,8 @@ def random_operand(rng: np.random.Generator, shape: tuple[int, int], precision: 
                    draw: str = "uniform"):
     """A random operand in the device's storage format and its exact float64 value: uniform
     in [-1, 1), or with ``draw = "wide"`` spread over exponents (:data:`WIDE_EXPONENT`; TF32
-    operands then unrounded FP32 values, which a TF32 kernel must round or truncate itself)."""
-    values = rng.uniform(-1.0, 1.0, size=shape)
+    operands then unrounded FP32 values), on the 2^-23 grid (contents.check_operand: runs')."""
+    values = rng.integers(0, 1 << 24, size=shape) * 2.0**-23 - 1.0
     if draw == "wide":
         e = WIDE_EXPONENT[precision]
         values = np.ldexp(values, rng.integers(-e, e + 1, size=shape))

@@ -29,7 +29,7 @@ import numpy as np
 from harness.bench.phases import PHASES
 from harness.gpu.driver import Buffer, Stream
 from harness.gpu.reference import WIDENED, Stored
-from harness.kinds.gemm import numerics
+from harness.kinds.gemm import contents, numerics
 
 GUARD_ELEMENTS = 1 << 15
 """Elements of C's type after C, checked unchanged after every checked launch: a kernel that
@@ -295,16 +295,6 @@ def _per_element(scale, k_axis: int, k: int, n: int | None = None):
     return out if n is None else np.repeat(out, BLOCK, axis=1)[:, :n]
 
 
-def fp8_draw(rng: np.random.Generator, shape: tuple[int, int], fmt: str
-             ) -> tuple[np.ndarray, np.ndarray]:
-    """FP8 codes of ``fmt`` over the format's spread of exponents (contents.FP8_SPREAD), and
-    their exact values."""
-    from harness.kinds.gemm.contents import FP8_SPREAD
-
-    codes = numerics.FP8_FORMATS[fmt].draw(rng, shape, FP8_SPREAD[fmt])
-    return codes, numerics.to_float64(codes, fmt)
-
-
 def stored_a(a: np.ndarray, layout: str) -> np.ndarray:
     """The logical M x K A as the kernel reads it: itself when row-major; for ``"col"`` its
     transpose as a contiguous K x M array (M x K column-major, lda = M)."""
@@ -365,18 +355,22 @@ def _host_key(m, n, k, precision, seed, with_c, c_type, draw, fp8) -> tuple:
 
 
 def _drawn(m, n, k, precision, seed, with_c, c_type, draw, fp8) -> tuple:
+    # A, B and C's start values from the run secret (contents.check_operand): the one value
+    # family of every launch, the timed repetitions' included; FP8 scales from the seed
     rng = np.random.default_rng(seed)
     if fp8 is None:
-        a, a64 = numerics.random_operand(rng, (m, k), precision, draw)
-        b, b64 = numerics.random_operand(rng, (k, n), precision, draw)
+        a, a64 = contents.check_operand(seed, "A", (m, k), precision, draw)
+        b, b64 = contents.check_operand(seed, "B", (k, n), precision, draw)
         scales = (1.0, 1.0)
     else:
-        (a, a64), (b, b64) = fp8_draw(rng, (m, k), fp8.a), fp8_draw(rng, (k, n), fp8.b)
+        (a, a64), (b, b64) = (contents.check_operand(seed, "A", (m, k), fp8.a),
+                              contents.check_operand(seed, "B", (k, n), fp8.b))
         scales = _fp8_scales(rng, fp8, m, n, k)
         a64, b64 = a64 * _per_element(scales[0], 1, k), b64 * _per_element(scales[1], 0, k, n)
     c_start = c64 = None
     if with_c:
-        c_start = numerics.stored(rng.uniform(-1, 1, (m, n)), c_type)
+        _, values = contents.check_operand(seed, "C", (m, n), "fp32")
+        c_start = numerics.stored(values, c_type)
         c64 = numerics.to_float64(c_start, c_type)
     return a, a64, b, b64, c_start, c64, scales
 

@@ -22,7 +22,7 @@ check on the timed operands (held to FP32's error too) and checks a random sampl
 timed launches themselves (capture.py).
 
 The seeds here are offsets: a run draws its inputs from its own seed and these
-(``contents.derive``), so no kernel can know them in advance.
+(``contents.derive``) under its secret (keyed.py), so no kernel can know them in advance.
 
 A declared signature without beta (it computes beta = 0 and never reads C) gets no beta check
 and no reads-C probe; one without alpha (alpha = 1) gets no alpha check, and its beta check
@@ -35,8 +35,11 @@ import itertools
 import math
 from dataclasses import asdict, dataclass, field
 
+from tabulate import tabulate
+
 from harness.errors import SpecError
 from harness.kernels.registry import Kernel
+from harness.report.width import WIDTH, fit_text
 
 TARGETS = ((37, 45, 29), (127, 253, 61), (257, 129, 300), (131, 196, 68), (515, 260, 132),
            (133, 264, 104), (517, 392, 200))
@@ -124,8 +127,6 @@ class Plan:
 
     def table(self, width: int | None = 100) -> str:
         """``harness check --plan``'s table of this battery (report.py)."""
-        from harness.kinds.gemm.report import plan_table
-
         return plan_table(self, width)
 
     def to_json(self) -> dict:
@@ -291,3 +292,24 @@ def plan(kernel: Kernel) -> Plan:
     if not has_alpha:
         skipped.append(f"alpha checks: {NO_ALPHA_REASON}")
     return Plan(kernel.name, tuple(checks), tuple(skipped), rounding, constraints)
+
+
+def plan_table(plan, width: int | None = WIDTH) -> str:
+    """``harness check --plan``: a kernel's battery, a row per launch configuration; its prose
+    wrapped to ``width`` (None: not)."""
+    rows = [["x".join(map(str, c.shape)), c.alpha, c.beta, c.seed, c.repeats, c.kind]
+            for c in plan.checks]
+    lines = [f"{plan.kernel}: {plan.summary()}"]
+    if plan.constraints:
+        lines.append(f"constraints: {', '.join(plan.constraints)}")
+    if rows:
+        lines.append(tabulate(rows, headers=["shape", "alpha", "beta", "seed", "repeats",
+                                             "check"], disable_numparse=True))
+        lines += [f"  {kind}: {what}" for kind, what in WHAT.items()
+                  if any(c.kind == kind for c in plan.checks)]
+    lines += [f"skipped: {why}" for why in plan.skipped]
+    lines.append("at each timed size: a check on the operands drawn for it (run twice, "
+                 "identical bits; an FP32 claim within 2x FP32's error from K = 256), then "
+                 "every timed repetition on inputs drawn afresh with C poisoned, and a random "
+                 "sample of them kept and checked after the timing")
+    return fit_text("\n".join(lines), width) + "\n"

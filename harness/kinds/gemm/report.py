@@ -6,13 +6,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from tabulate import tabulate
-
 from harness.bench.result import Result
-from harness.kinds.gemm.plan import WHAT
 from harness.kinds.gemm.session import BASELINE_PLACEMENTS
 from harness.report import tables
-from harness.report.width import WIDTH, fit_text
 
 
 def report_notes(results: Sequence[Result]) -> list[str]:
@@ -71,24 +67,3 @@ def _ceiling_note(results: Sequence[Result]) -> list[str]:
                      f"{tables.cell('', c.sm_clock_mhz)} MHz)" for (p, _), c in seen.items())
     return [f"- % ceiling: of the issue ceiling of the instruction the kernel uses (mma.sync "
             f"or wgmma), measured in the same worker (`harness ceiling`): {each}"]
-
-
-def plan_table(plan, width: int | None = WIDTH) -> str:
-    """``harness check --plan``: a kernel's battery, a row per launch configuration; its prose
-    wrapped to ``width`` (None: not)."""
-    rows = [["x".join(map(str, c.shape)), c.alpha, c.beta, c.seed, c.repeats, c.kind]
-            for c in plan.checks]
-    lines = [f"{plan.kernel}: {plan.summary()}"]
-    if plan.constraints:
-        lines.append(f"constraints: {', '.join(plan.constraints)}")
-    if rows:
-        lines.append(tabulate(rows, headers=["shape", "alpha", "beta", "seed", "repeats",
-                                             "check"], disable_numparse=True))
-        lines += [f"  {kind}: {what}" for kind, what in WHAT.items()
-                  if any(c.kind == kind for c in plan.checks)]
-    lines += [f"skipped: {why}" for why in plan.skipped]
-    lines.append("at each timed size: a check on the operands drawn for it (run twice, "
-                 "identical bits; an FP32 claim within 2x FP32's error from K = 256), then "
-                 "every timed repetition on inputs drawn afresh with C poisoned, and a random "
-                 "sample of them kept and checked after the timing")
-    return fit_text("\n".join(lines), width) + "\n"

@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import Executor
 from functools import cached_property, partial
 
+from harness.bench.keyed import run_secret
 from harness.bench.seeds import derive
 from harness.bench.session import BenchSession, in_turn
 from harness.compiler.compile import compile_kernel
@@ -31,6 +32,7 @@ from harness.kinds.ceiling.probe import Ceilings
 from harness.kinds.gemm import checks
 from harness.kinds.gemm.baselines import CublasGemm
 from harness.kinds.gemm.capture import FRESH_SOURCE, FreshKernels, TimedOutputs
+from harness.kinds.gemm.contents import content_key
 from harness.kinds.gemm.gemm import LoadedGemm
 from harness.kinds.gemm.limits import Limits
 from harness.kinds.gemm.operands import Operands, for_kernel, fp8_key, prefetch
@@ -38,6 +40,8 @@ from harness.kinds.gemm.operands import Operands, for_kernel, fp8_key, prefetch
 SOURCES = (FRESH_SOURCE, REFERENCE_SOURCE, FP8_WALK_SOURCE, SUMS_SOURCE)
 """The GEMM part's own kernels, built beside a session's start-up (BenchSession ``ahead``)."""
 TIMING_OPERAND_BYTES = 4 << 30
+TWIN_STREAM = 0xFFFFFFFC
+"""The salt (contents.content_key) of the reference twins' checksum key."""
 BASELINE_PLACEMENTS = 16
 """cuBLAS and the kernel on a small GEMM are timed on this many copies of its operands (the
 kernel's and fresh allocations of the same values), one per round in turn, both on the same
@@ -130,8 +134,14 @@ class GemmSession:
         ref, scale = reference_and_scale(self.blas, a64, b64, alpha, beta, c64,
                                          self.reference_kernels, kept)
         for ref_buf, scale_buf in kept:
-            self.twins.keep(ref, ref_buf, scale_buf)
+            self.twins.keep(ref, ref_buf, scale_buf,
+                            self.compare_sums.checksum((ref_buf, scale_buf), self.twin_key))
         return ref, scale
+
+    @cached_property
+    def twin_key(self) -> int:
+        """The key of the twins' checksums (gpu/compare_sums.py): from the run secret."""
+        return content_key(run_secret(), TWIN_STREAM, 0, 0)
 
     @cached_property
     def compare_sums(self) -> SumsKernels:
@@ -213,10 +223,13 @@ class GemmSession:
         if key not in self._timing_operands:
             prefetch(executor, kernel.spec, m, n, k, seed)
 
-    def baseline_launcher(self, kernel: Kernel, ops: Operands):
+    def baseline_launcher(self, kernel: Kernel, ops: Operands, plain: bool = False):
         """A no-argument launch of ``kernel``'s baseline (cuBLAS, or cuBLASLt FP8; the
-        kind's named Baseline) with its types and layout on ``ops`` (alpha 1, beta 0)."""
-        baseline = CublasGemm(kernel.spec, None, self.blas)
+        kind's named Baseline) with its types and layout on ``ops`` (alpha 1, beta 0), in the
+        kernel's arithmetic: an FP32 kernel on tensor cores (``fp32_via``) against cuBLAS in
+        the same scheme (cublas.baseline_precision); ``plain``, plain SGEMM
+        (``COMPUTE_32F``) whatever it declares."""
+        baseline = CublasGemm(kernel.spec, None, self.blas, plain=plain)
         baseline.prepare(ops)
         return baseline.launch
 
@@ -235,14 +248,14 @@ class GemmSession:
         return [ops, *self._placements[key]]
 
     def baseline_timed(self, kernel: Kernel, ops: Operands,
-                       copies: Sequence[Operands] | None = None
+                       copies: Sequence[Operands] | None = None, plain: bool = False
                        ) -> tuple[Callable[[], None], Callable[[], None]]:
         """cuBLAS for the timer: its launch and what goes before every repetition (its own
         output poisoned: ``Operands.blas_out``). On ``ops``, or, for a small GEMM, on ``ops``
         and copies of them elsewhere in memory, one per round in turn (``placements``;
         ``copies`` names others)."""
         copies = copies or self.placements(kernel, ops)
-        return in_turn([self.baseline_launcher(kernel, c) for c in copies],
+        return in_turn([self.baseline_launcher(kernel, c, plain) for c in copies],
                        [partial(c.poison_blas, self.stream) for c in copies])
 
     def time_baseline(self, kernel: Kernel, ops: Operands, reuse: bool = False) -> Timing:
@@ -250,8 +263,8 @@ class GemmSession:
         kernel is (C poisoned before every repetition); with ``reuse``, once per shape and
         types in the session (tuning sweeps of many points)."""
         spec = kernel.spec
-        key = (spec.precision, ops.layout_a, spec.layout_b, ops.layout_c, spec.c_type, ops.m,
-               ops.n, ops.k, *fp8_key(spec))
+        key = (spec.precision, spec.fp32_via, ops.layout_a, spec.layout_b, ops.layout_c,
+               spec.c_type, ops.m, ops.n, ops.k, *fp8_key(spec))
         if not (reuse and key in self._baselines):
             launch, before = self.baseline_timed(kernel, ops)
             self._baselines[key] = self.timer.time(launch, before=before)
