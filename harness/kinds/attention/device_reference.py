@@ -59,6 +59,7 @@ def run(q, k, v, rows: np.ndarray, problem, scale: float, *, precision: str, lay
     finally:
         row_buffer.close()
         out.close()
+        module.close()
     return unpack(values, d)
 
 
