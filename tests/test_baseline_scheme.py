@@ -41,10 +41,10 @@ def test_every_declared_scheme_is_known():
 
 
 def test_the_session_launches_cublas_in_the_kernels_scheme_and_plain_on_request():
-    from harness.bench.session import BenchSession
+    from harness.kinds.gemm.session import GemmSession
 
     calls = []
-    session = BenchSession.__new__(BenchSession)
+    session = GemmSession.__new__(GemmSession)
     session.__dict__["blas"] = SimpleNamespace(gemm=lambda *a, **k: calls.append(a[0]))
     spec = SimpleNamespace(precision="fp32", fp32_via="tf32", layout_b="row", c_type="fp32")
     buf = SimpleNamespace(address=0)

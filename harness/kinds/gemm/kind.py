@@ -120,7 +120,8 @@ class GemmKind(Kind):
     def load(self, session: Any, kernel: Any, carveout_pct: int | None = None) -> Any:
         from harness.kinds.gemm.session import gemm_session
 
-        return gemm_session(session).load(kernel, carveout_pct)
+        part = gemm_session(session)
+        return part.load(kernel) if carveout_pct is None else part.load(kernel, carveout_pct)
 
     def session_sources(self) -> tuple[str, ...]:
         from harness.kinds.gemm.session import SOURCES
