@@ -34,8 +34,9 @@ def _codes(rng, shape):
 def inner() -> None:
     import numpy as np
 
-    from harness.bench import chunked, fp8_check
-    from harness.bench.numerics import stored
+    from harness.kinds.gemm import chunked
+    from harness.kinds.gemm.fp8 import check as fp8_check
+    from harness.kinds.gemm.numerics import stored
 
     rng = np.random.default_rng(0)
     fp8 = SimpleNamespace(a="e4m3", b="e4m3", promote=None)

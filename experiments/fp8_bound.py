@@ -1,6 +1,7 @@
 """How far an FP8 GEMM that accumulates all of K in the tensor core lands from the exact
 product, by the model of wgmma's accumulation that reproduces the H100's probe outputs
-(harness/bench/fp8.py; notes/fp8_accumulation.md), against FP32 accumulation of the same
+(harness/kinds/gemm/fp8/formats.py; notes/fp8_accumulation.md), against FP32 accumulation of
+the same
 products and against a tensor core with an FP16-wide window (11 bits: what a kernel that
 accumulates in FP16 would keep). No GPU: python3 experiments/fp8_bound.py."""
 
@@ -8,8 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from harness.bench.fp8 import FORMATS, tensor_core_dot
-from harness.bench.fp8_check import Fp8Gemm, judge, model_output
+from harness.kinds.gemm.fp8.check import Fp8Gemm, judge, model_output
+from harness.kinds.gemm.fp8.formats import FORMATS, tensor_core_dot
 
 M = N = 32
 
@@ -38,7 +39,7 @@ def main() -> None:
 
 
 def margins() -> None:
-    """The FP8 check (bench/fp8_check.py) on simulated kernels: the window's model and a window
+    """The FP8 check (kinds/gemm/fp8/check.py) on simulated kernels: the window's model and a window
     of FP16's width, 24 x 256 outputs of e4m3, spread 3, seed 11, per-tensor and block scales
     (the draws of tests/test_fp8_check.py)."""
     print("K blocked out | right: norm/bound | fp16-width window: norm/bound, finding")

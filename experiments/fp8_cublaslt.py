@@ -1,5 +1,5 @@
 """cuBLASLt's FP8 GEMM on this GPU (issue 36): the baseline the FP8 rungs are measured against
-(harness/gpu/cublaslt.py), checked as any FP8 kernel is (harness/bench/fp8_check.py) and timed
+(harness/gpu/cublaslt.py), checked as any FP8 kernel is (harness/kinds/gemm/fp8/check.py) and timed
 by the harness's method (harness.time).
 
 Run on a GPU (sm_89 or later) from the project root with PYTHONPATH set:
@@ -24,11 +24,11 @@ import sys
 import numpy as np
 
 import harness
-from harness.bench.contents import FP8_SPREAD
-from harness.bench.fp8 import FORMATS
-from harness.bench.fp8_check import Fp8Gemm, judge
-from harness.bench.numerics import to_float64
 from harness.errors import HarnessError
+from harness.kinds.gemm.contents import FP8_SPREAD
+from harness.kinds.gemm.fp8.check import Fp8Gemm, judge
+from harness.kinds.gemm.fp8.formats import FORMATS
+from harness.kinds.gemm.numerics import to_float64
 
 SIZES = [(256, 512, 384), (4096, 4096, 4096), (8192, 8192, 4096)]
 SCALES = (2.0 ** -3, 2.0 ** 2)

@@ -25,12 +25,12 @@ import sys
 import time
 from pathlib import Path
 
-from harness.bench.launches import kernel_timed
-from harness.bench.measure import checked, prepare
-from harness.bench.session import BenchSession
 from harness.gpu.driver import Event
 from harness.gpu.graph import Graph
 from harness.kernels.registry import discover, select
+from harness.kinds.gemm.launches import kernel_timed
+from harness.kinds.gemm.measure import checked, prepare
+from harness.kinds.gemm.session import GemmSession
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from round_cost import one_round  # noqa: E402
@@ -42,7 +42,7 @@ def main() -> None:
     parser.add_argument("--size", type=int, default=512)
     parser.add_argument("--rounds", type=int, default=80)
     args = parser.parse_args()
-    with BenchSession() as session:
+    with GemmSession.open() as session:
         timer, stream = session.timer, session.stream
         (kernel,) = select(discover(), [args.kernel])
         prep = prepare(session, kernel)

@@ -65,18 +65,18 @@ class ClockRecord:
 
 
 def measure(names: list[str], size: str, budget_ms: float, power_s: float) -> dict:
-    from harness.bench.checks import check_one
-    from harness.bench.launches import launcher
-    from harness.bench.session import BenchSession
     from harness.gpu.driver import Event
     from harness.gpu.timing import TimingOptions
+    from harness.kinds.gemm.checks import check_one
+    from harness.kinds.gemm.launches import launcher
+    from harness.kinds.gemm.session import GemmSession
 
     m, n, k = parse_size(size)
     flop = 2.0 * m * n * k
     chosen = [(base, with_clockrec(base)) for name in names
               for base in select(discover(), [name])]  # bad names fail before the GPU is
     rows = []                                           # opened
-    with BenchSession(TimingOptions(budget_ms=budget_ms, max_rel_se_pct=0)) as session:
+    with GemmSession.open(TimingOptions(budget_ms=budget_ms, max_rel_se_pct=0)) as session:
         stream, timer, clocks = session.stream, session.timer, session.clocks
         for base, kernel in chosen:
             gemm = session.load(kernel)

@@ -51,14 +51,14 @@ def change_intervals_ms(rows: list[dict], key: str) -> list[float]:
 
 
 def measure(name: str, size: str, busy_s: float) -> dict:
-    from harness.bench.checks import check_one
-    from harness.bench.launches import launcher
-    from harness.bench.session import BenchSession
     from harness.gpu.driver import Event
+    from harness.kinds.gemm.checks import check_one
+    from harness.kinds.gemm.launches import launcher
+    from harness.kinds.gemm.session import GemmSession
 
     m, n, k = parse_size(size)
     (kernel,) = select(discover(), [name])
-    with BenchSession() as session:
+    with GemmSession.open() as session:
         clocks, stream = session.clocks, session.stream
         if clocks.nvml is None:
             raise HarnessError(clocks.reason)

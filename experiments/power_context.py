@@ -40,10 +40,10 @@ from pathlib import Path
 
 from tabulate import tabulate
 
-from harness.bench import measure
-from harness.bench.session import BenchSession
 from harness.gpu.timing import Timer
 from harness.kernels.registry import DEFAULT_KERNEL_DIRS, PROJECT_ROOT, load_registry
+from harness.kinds.gemm import measure
+from harness.kinds.gemm.session import GemmSession
 from harness.report import files
 
 KERNELS = """11_mma_sync_bf16:m128n256k64s4c1 11_mma_sync_fp16:m128n256k32s4
@@ -154,7 +154,7 @@ def main() -> int:
         print(" ".join(f"{k}={v:.3f}" if isinstance(v, float) else f"{k}={v}"
                        for k, v in fields.items()), flush=True)
 
-    with BenchSession() as session:
+    with GemmSession.open() as session:
         base = session.timer.options
         soak = Timer(session.stream, session.device.l2_bytes, session.clocks,
                      replace(base, warmup_ms=3000.0))

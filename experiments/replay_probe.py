@@ -29,10 +29,10 @@ from pathlib import Path
 
 import numpy as np
 
-from harness.bench.measure import measure, prepare
 from harness.bench.session import BenchSession
 from harness.gpu.timing import TimingOptions
 from harness.kernels.registry import discover
+from harness.kinds.gemm.measure import measure, prepare
 
 FIXTURE = Path(__file__).resolve().parents[1] / "tests" / "kernels" / "adversarial"
 QUICK = TimingOptions(budget_ms=20, min_ms=5, warmup_ms=5)

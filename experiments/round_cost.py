@@ -15,17 +15,17 @@ from __future__ import annotations
 
 import argparse
 
-from harness.bench.launches import kernel_timed
-from harness.bench.measure import checked, prepare
-from harness.bench.session import BenchSession
 from harness.gpu.driver import Event
 from harness.gpu.graph import Graph
 from harness.kernels.registry import discover, select
+from harness.kinds.gemm.launches import kernel_timed
+from harness.kinds.gemm.measure import checked, prepare
+from harness.kinds.gemm.session import GemmSession
 
 CALLS = 100
 
 
-def per_call_us(session: BenchSession, work, calls: int = CALLS) -> float:
+def per_call_us(session: GemmSession, work, calls: int = CALLS) -> float:
     """GPU microseconds per call of ``work``, replayed from a graph of ``calls`` calls."""
     graph = Graph(session.stream, lambda: [work() for _ in range(calls)], "round cost")
     try:
@@ -60,7 +60,7 @@ def main() -> None:
                                                        "07_vectorized"])
     parser.add_argument("--sizes", type=int, nargs="+", default=[512, 1024])
     args = parser.parse_args()
-    with BenchSession() as session:
+    with GemmSession.open() as session:
         timer, stream = session.timer, session.stream
         print(f"one L2 flush: {per_call_us(session, timer.flush, 20):.1f} us; "
               f"empty kernel {per_call_us(session, timer.kernels.empty):.1f} us")

@@ -31,10 +31,10 @@ from pathlib import Path
 
 from tabulate import tabulate
 
-from harness.bench import launches
-from harness.bench.session import BenchSession
 from harness.gpu.timing import Timer
 from harness.kernels.registry import DEFAULT_KERNEL_DIRS, PROJECT_ROOT, load_registry
+from harness.kinds.gemm import launches
+from harness.kinds.gemm.session import GemmSession
 from harness.report import files
 
 KERNELS = ["11_mma_sync_bf16:m128n256k64s4c1", "12_mma_tma_fp16:m256n128e",
@@ -61,7 +61,7 @@ def main() -> int:
     kernels = registry.select(args.kernels)
     m = n = k = args.size
     rows = []
-    with BenchSession() as session:
+    with GemmSession.open() as session:
         run_options = session.timer.options
         timers = {
             "same": session.timer, "fresh": session.timer,

@@ -23,11 +23,11 @@ import time
 from collections import defaultdict
 from dataclasses import replace
 
-from harness.bench.measure import measure, prepare
 from harness.bench.session import BenchSession
 from harness.errors import HarnessError
 from harness.gpu.timing import TimingOptions
 from harness.kernels.registry import discover, select
+from harness.kinds.gemm.measure import measure, prepare
 
 DEFAULT_KERNELS = ["19_wgmma_epi_bf16:s4e64", "15_wgmma_tma_bf16:m128n256",
                    "20_wgmma_fp8:s4e64", "11_mma_sync_bf16:m128n256k64s4c1", "07_vectorized"]

@@ -16,7 +16,7 @@ import math
 
 import numpy as np
 
-from harness.bench import numerics
+from harness.kinds.gemm import numerics
 
 OLD_BASE = {"fp32": 2e-6, "tf32": 2e-3, "bf16": 5e-3, "fp16": 5e-3}
 OLD_C_ROUNDING = {"fp32": 0.0, "bf16": 2.0**-8, "fp16": 2.0**-10}

@@ -15,10 +15,10 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from types import SimpleNamespace
 
-from harness.bench.measure import instruction_family
 from harness.compiler.compile import compile_kernel
 from harness.errors import HarnessError
 from harness.kernels.registry import Kernel, load_registry
+from harness.kinds.gemm.measure import instruction_family
 from harness.run import tune
 
 

@@ -5,14 +5,14 @@ that rank 1 of a cluster read B panels 1-3 wrong (notes/18_wgmma_cluster.md)."""
 
 import numpy as np
 
-from harness.bench.launches import launcher
-from harness.bench.numerics import to_float64
-from harness.bench.session import BenchSession
 from harness.kernels.registry import discover
+from harness.kinds.gemm.launches import launcher
+from harness.kinds.gemm.numerics import to_float64
+from harness.kinds.gemm.session import GemmSession
 
 names = ["17_wgmma_persist_bf16:g16", "18_wgmma_cluster_bf16:c2g8",
          "18_wgmma_cluster_bf16:shareA"]
-with BenchSession() as session:
+with GemmSession.open() as session:
     stream = session.stream
     kernels = {k.name: k for k in discover()}
     for name in names:

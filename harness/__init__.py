@@ -26,7 +26,7 @@ __all__ = [
 _LAZY = {
     **dict.fromkeys(["kernel", "compare", "KernelHandle", "Build", "Builds", "Plans", "Results",
                      "KernelFailed"], "harness.api"),
-    "Result": "harness.bench.result", "Plan": "harness.bench.plan",
+    "Result": "harness.bench.result", "Plan": "harness.kinds.gemm.plan",
     "time": "harness.commands.timeit",
     **dict.fromkeys(["HarnessError", "SpecError", "CompileError", "NoGpu", "DeviceError"],
                      "harness.errors"),
@@ -43,10 +43,10 @@ if TYPE_CHECKING:
         compare,
         kernel,
     )
-    from harness.bench.plan import Plan
     from harness.bench.result import Result
     from harness.commands.timeit import time
     from harness.errors import CompileError, DeviceError, HarnessError, NoGpu, SpecError
+    from harness.kinds.gemm.plan import Plan
 
 
 def __getattr__(name: str) -> Any:

@@ -14,7 +14,8 @@ A buffers kernel (notes/buffers_kind.md) runs at its spec's sizes, or at sizes r
 (``1 << 28``, ``"4096x1024"``, ``(4096, 1024)``); its results carry ``.gbps`` and ``.memory``.
 
 Every call runs the commands the CLI runs (harness/commands/: the registry,
-``harness.compiler.offline``, ``harness.bench.plan``, ``harness.commands.measure``), its options
+``harness.compiler.offline``, ``harness.kinds.gemm.plan``, ``harness.commands.measure``), its
+options
 named as the CLI's flags (or ``timing=``: TimingOptions or a dict of its fields) and its bad
 input refused with the CLI's message (a :class:`~harness.errors.HarnessError`, raised by the
 options themselves) before a GPU is looked for; a call that needs a GPU where there is none
@@ -25,8 +26,6 @@ session: its result says so and the next call works.
 
 from __future__ import annotations
 
-import inspect
-import math
 import os
 import re
 import shutil
@@ -37,15 +36,25 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from harness import kinds
+from harness.api_args import (  # noqa: F401 (dims_of, smallest_dims: read by testing.py)
+    Chosen,
+    SizeLike,
+    _call_args,
+    _flags,
+    _run_options,
+    _size,
+    _sizes,
+    _sizes_for,
+    dims_of,
+    smallest_dims,
+)
 from harness.archs import get_arch
-from harness.bench.memory.measure import padded
-from harness.bench.plan import plan
 from harness.commands import measure, place
 from harness.commands.measure import DEFAULT_RUN_SIZES
 from harness.compiler.offline import DEFAULT_SIZE, build_all
 from harness.errors import HarnessError, NoGpu
 from harness.gpu.timing import ISOLATED_GAP_MS, POWER_PASS_S, TimingOptions
-from harness.kernels.buffers_spec import size_formulas
 from harness.kernels.registry import (
     DEFAULT_KERNEL_DIRS,
     KERNEL_SUFFIXES,
@@ -53,17 +62,15 @@ from harness.kernels.registry import (
     Registry,
     load_registry,
 )
+from harness.kinds import sizes as kernel_sizes
 from harness.knobs import CARVEOUT
 from harness.records import Build, Builds, KernelFailed, Plans, Results
 from harness.report import files, runs
-from harness.run.runner import RunOptions, Size, parse_size
+from harness.run.runner import RunOptions
 
 __all__ = ["Build", "Builds", "KernelFailed", "KernelHandle", "NoGpu", "Plans", "Results",
            "compare", "kernel"]
 
-SizeLike = int | str | Sequence[int]
-"""A problem size: ``N`` (square), ``"M,N,K"`` or ``(M, N, K)``; a buffers kernel's dims
-(``1 << 28``, ``"4096x1024"``, ``(4096, 1024)``)."""
 _STEM = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.+-]*")
 
 
@@ -137,19 +144,21 @@ class KernelHandle:
         sizes); ``carveout`` as ``harness occupancy --carveout`` (percent)."""
         CARVEOUT.check(carveout)
         get_arch(arch)
-        if self.spec.kind == "buffers":
-            at = padded(smallest_dims(self.kernels[0]) if size is None
-                        else dims_of(self.kernels[0], size))
+        if kernel_sizes.has_own_sizes(self.kernels[0]):
+            first = self.kernels[0]
+            at = kernel_sizes.slots(first, smallest_dims(first) if size is None
+                                    else dims_of(first, size))
         else:
             at = _size(DEFAULT_SIZE if size is None else size)
         return Builds(Build.from_row(row) for row in build_all(self.kernels, arch, at, carveout))
 
     def plan(self) -> Plans:
         """``harness check --plan``: each kernel's check battery (no GPU)."""
-        if self.spec.kind == "buffers":
-            raise HarnessError(f"{self.name} is a buffers kernel: its battery is the one "
-                               "notes/buffers_kind.md lists (.check() runs it)")
-        return Plans(plan(k) for k in self.kernels)
+        kind = kinds.of(self.spec)
+        if not kind.takes("plan"):
+            raise HarnessError(f"{self.name} is a {kind.title} kernel: its battery is the same "
+                               "for every one (notes/buffers_kind.md lists it; .check() runs it)")
+        return Plans(kind.plan(k) for k in self.kernels)
 
     def check(self, sizes: Sequence[SizeLike] | SizeLike | None = None, *,
               timeout_s: float | None = None, blas_strict: bool = False,
@@ -273,9 +282,12 @@ def _registry(kernel_dir: Sequence[str | os.PathLike], no_builtin: bool) -> Regi
 def _measurable(kernels: list[Kernel]) -> list[Kernel]:
     """``kernels``, GEMMs and buffers kernels; another kind (a ceiling kernel) is refused."""
     for k in kernels:
-        if k.spec.kind not in ("gemm", "buffers"):
-            raise HarnessError(f"{k.name} is a {k.spec.kind!r} kernel; the API takes GEMM and "
-                               f"buffers kernels (`harness {k.spec.kind}` runs it)")
+        kind = kinds.of(k.spec)
+        if not kind.takes("run"):
+            raise HarnessError(f"{k.name} is a {kind.name!r} kernel; the API takes "
+                               + " and ".join(o.title for o in kinds.all_kinds()
+                                              if o.takes("run"))
+                               + f" kernels (`{kind.runs_it()}` runs it)")
     return kernels
 
 
@@ -319,123 +331,6 @@ def _labels(items) -> list[str]:
         items = [items]
     return [item.origin if isinstance(item, KernelHandle) else os.fspath(item)
             if isinstance(item, str | os.PathLike) else repr(item) for item in items]
-
-
-def _size(value: SizeLike) -> Size:
-    """One problem size: N, "N", "M,N,K" or (M, N, K), checked as ``--size`` is."""
-    if isinstance(value, int) and not isinstance(value, bool):
-        return parse_size(str(value))
-    if isinstance(value, str):
-        return parse_size(value)
-    if isinstance(value, Sequence) and len(value) == 3 and all(
-            isinstance(v, int) and not isinstance(v, bool) for v in value):
-        return parse_size(",".join(map(str, value)))
-    raise HarnessError(f"size {value!r}: expected N, 'M,N,K' or (M, N, K) with positive "
-                       "integers")
-
-
-def _sizes(sizes: Sequence[SizeLike] | SizeLike, read: Callable = _size,
-           what: str = "N, 'M,N,K' or (M, N, K)") -> tuple:
-    """Problem sizes, each as ``read`` (:func:`_size`) takes it; a lone N or "M,N,K" is one
-    size."""
-    if isinstance(sizes, int | str):
-        sizes = [sizes]
-    if not isinstance(sizes, Sequence) or not sizes:
-        raise HarnessError(f"sizes {sizes!r}: expected a list of one or more sizes ({what})")
-    return tuple(read(s) for s in sizes)
-
-
-def dims_of(kernel: Kernel, value: SizeLike) -> tuple[int, ...]:
-    """One size of a buffers kernel read as its dims, as ``--size`` is: ``1 << 28``,
-    ``"1<<28"``, ``"4096x1024"`` (or ``"4096,1024"``), ``(4096, 1024)``."""
-    dims = kernel.spec.buffers.dims
-    whole = lambda v: isinstance(v, int) and not isinstance(v, bool)  # noqa: E731
-    raw = (value.replace(",", "x") if isinstance(value, str) else str(value) if whole(value)
-           else [str(v) for v in value] if isinstance(value, Sequence) and all(
-               whole(v) for v in value) else None)
-
-    def fail(message: str) -> HarnessError:
-        return HarnessError(f"{message} ({kernel.name} is a buffers kernel: its size is its "
-                            f"dims, {' x '.join(dims)}, not a GEMM's N or M,N,K)")
-
-    if raw is None:
-        raise fail(f"size {value!r}: expected an int per dim, as {'x'.join(['4096'] * len(dims))}")
-    return tuple(int(e({})) for e in size_formulas(raw, dims, fail, f"size {value!r}"))
-
-
-def smallest_dims(kernel: Kernel) -> tuple[int, ...]:
-    """The smallest of a buffers kernel's spec sizes (by elements)."""
-    return min(kernel.spec.buffers.default_sizes(), key=math.prod)
-
-
-# a call's sizes (a buffers kernel's dims padded with 1), whether buffers kernels run at their
-# spec's instead (measure.run's own_sizes), and how many dims a size is shown with
-Chosen = tuple[tuple[Size, ...], bool, int]
-
-
-def _sizes_for(kernels: Sequence[Kernel], sizes, default: tuple[str, ...],
-               together: bool = False) -> Chosen:
-    """The sizes ``kernels`` run at: ``sizes``, else ``default`` for GEMMs and their spec's
-    for buffers kernels; ``together`` (compare): buffers kernels of one set of dims only."""
-    buffers = [k for k in kernels if k.spec.kind == "buffers"]
-    gemms = [k for k in kernels if k.spec.kind != "buffers"]
-    if buffers and gemms and (together or sizes is not None):
-        raise HarnessError(f"{buffers[0].name} is a buffers kernel, {gemms[0].name} a GEMM: " + (
-            "compare them apart (compare times GEMMs or buffers kernels against each other)"
-            if together else "a GEMM's size is N or M,N,K, a buffers kernel's its dims; give "
-            "sizes to them apart (without sizes, each runs at its own)"))
-    if not buffers or sizes is None and gemms:
-        return _sizes(default if sizes is None else sizes), True, 3
-    shapes = {k.spec.buffers.dims for k in buffers}
-    if len({len(d) for d in shapes}) > 1 or (together and len(shapes) > 1):
-        raise HarnessError(("compare needs buffers kernels of the same dims" if together else
-                            "sizes for buffers kernels of different dims: run them apart")
-                           + "; found " + ", ".join(f"{k.name} ({' x '.join(k.spec.buffers.dims)})"
-                                                    for k in buffers))
-    dims = (buffers[0].spec.buffers.default_sizes() if sizes is None else
-            _sizes(sizes, lambda s: dims_of(buffers[0], s), "a buffers kernel's dims"))
-    return tuple(padded(d) for d in dims), sizes is None, len(buffers[0].spec.buffers.dims)
-
-
-def _flags(function: Callable, given: dict[str, Any]) -> dict[str, Any]:
-    """The keyword options of a call (its locals), as the CLI's argparse destinations: the
-    names its options are built from."""
-    names = [p.name for p in inspect.signature(function).parameters.values()
-             if p.kind is inspect.Parameter.KEYWORD_ONLY]
-    return {name: given[name] for name in names}
-
-
-_TIMING_KEYWORDS = ("cold_l2", "budget_ms", "min_ms", "max_rel_se", "warmup_ms", "rest",
-                    "isolated", "gap_ms", "power", "power_s")
-
-
-def _run_options(flags: dict[str, Any], sizes, function: Callable, **given: Any) -> RunOptions:
-    """The RunOptions of a call's keywords (``flags``): its timing from ``timing=`` or from
-    the timing keywords (not both), checked as the CLI checks its flags; its report folder
-    checked writable."""
-    if flags.get("timing") is not None:
-        defaults = {p.name: p.default for p in inspect.signature(function).parameters.values()}
-        mixed = [k for k in _TIMING_KEYWORDS if k in flags and flags[k] != defaults[k]]
-        if mixed:
-            raise HarnessError(f"timing= and {', '.join(mixed)}: pass the timing as "
-                               "TimingOptions (or a dict of its fields) or as keywords, not both")
-        timing = TimingOptions.of(flags["timing"])
-    else:
-        timing = TimingOptions.from_flags(flags)
-    options = RunOptions(sizes=sizes, timing=timing, timeout_s=flags["timeout_s"],
-                         strict_blas=flags["blas_strict"], seed=flags["seed"], **given)
-    if flags.get("report_dir") is not None:
-        files.check_writable_folder("--report-dir", Path(flags["report_dir"]))
-    return options
-
-
-def _call_args(chosen: Chosen, flags: dict[str, Any], function: Callable) -> str:
-    """The call's sizes and the options it set, as Python (a report's command)."""
-    defaults = {p.name: p.default for p in inspect.signature(function).parameters.values()}
-    text = [f"sizes={['x'.join(map(str, s[:chosen[2]])) for s in chosen[0]]!r}"]
-    text += [f"{name}={value!r}" for name, value in flags.items()
-             if name not in ("quiet", "report_dir") and value != defaults.get(name)]
-    return ", ".join(text)
 
 
 def _target(what: str) -> place.Target:

@@ -36,7 +36,9 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from harness import kinds
 from harness.errors import HarnessError
+from harness.kinds import sizes as kernel_sizes
 from harness.testing import DEFAULT_ARCH, DEFAULT_SIZE, budget_problems, short_message
 from harness.testing import harness_gpu as harness_gpu  # registered as a fixture with the plugin
 
@@ -141,7 +143,7 @@ def _settings(config: pytest.Config) -> _Settings | None:
 def _gemm_size(text: str | None) -> tuple[int, int, int]:
     """The GEMMs' size: ``text`` as N or M,N,K; the default where ``text`` is None or only a
     buffers kernel's dims (as 1<<20 or 4096x1024); neither, a HarnessError."""
-    from harness.kernels.buffers_spec import size_formulas
+    from harness.kernels.expr import size_formulas
     from harness.run.runner import parse_size
 
     if text is None:
@@ -163,10 +165,9 @@ def _kernel_size(kernel, settings: _Settings) -> tuple[tuple[int, int, int], str
     """Where ``kernel`` is built and checked, as (M, N, K) slots and as text: a GEMM at the
     size; a buffers kernel at the size read as its dims where it fits them, else at the
     smallest of its spec's sizes."""
-    if kernel.spec.kind != "buffers":
+    if not kernel_sizes.has_own_sizes(kernel):
         return settings.size, "x".join(map(str, settings.size))
     from harness.api import dims_of, smallest_dims
-    from harness.bench.memory.measure import padded
 
     dims = None
     if settings.size_text is not None:
@@ -175,7 +176,7 @@ def _kernel_size(kernel, settings: _Settings) -> tuple[tuple[int, int, int], str
         except HarnessError:
             pass
     dims = dims or smallest_dims(kernel)
-    return padded(dims), "x".join(map(str, dims))
+    return kernel_sizes.slots(kernel, dims), dims.short
 
 
 def _tool_table(pyproject: Path) -> dict:
@@ -276,9 +277,11 @@ class KernelCase(pytest.Collector):
         need = get_arch(self.kernel.spec.min_arch)
         # skips known before a compile are marks: pytest reports them at the kernel file
         skip = None
-        if self.kernel.spec.kind not in ("gemm", "buffers"):
-            skip = (f"a {self.kernel.spec.kind} kernel: `harness {self.kernel.spec.kind}` "
-                    "measures it; the plugin tests GEMM and buffers kernels")
+        kind = kinds.of(self.kernel.spec)
+        if not kind.takes("check"):
+            skip = (f"a {kind.name} kernel: `{kind.runs_it()}` measures it; the plugin tests "
+                    + " and ".join(k.title for k in kinds.all_kinds() if k.takes("check"))
+                    + " kernels")
         elif not can_run(need, get_arch(arch)):
             skip = f"needs {need.name} (min_arch), not built for {arch}"
         for kind in (KernelBuildTest, KernelCheckTest):
@@ -328,7 +331,7 @@ def _offline_finding(kernel, settings: _Settings) -> str:
     size, text = _kernel_size(kernel, settings)
     row = build_row(kernel, settings.arch, size)
     label = f"{row['kernel']} ({row['arch']})"
-    if kernel.spec.kind == "buffers":
+    if kernel_sizes.has_own_sizes(kernel):
         label += f" at {text}"
         if "size" in row:
             row = {**row, "size": [int(d) for d in text.split("x")]}
@@ -357,7 +360,7 @@ class KernelBuildTest(_HarnessTest):
     def runtest(self) -> None:
         settings, state = self.config.stash[_SETTINGS], self.config.stash[_STATE]
         state.tests_run += 1
-        if self.kernel.spec.kind == "buffers":
+        if kernel_sizes.has_own_sizes(self.kernel):
             state.buffers[self.kernel.name] = _kernel_size(self.kernel, settings)[1]
         finding = _offline_finding(self.kernel, settings)
         state.built[self.kernel.name] = finding
@@ -412,9 +415,10 @@ class KernelCheckTest(_HarnessTest):
 
 
 def _finding(result) -> str:
-    """A buffers kernel's finding ("wrong: "), which its failure text does not say; "" for a
-    GEMM's (its message starts with it) and where there is none."""
-    finding = result.checks.finding if result.checks and result.memory else "ok"
+    """The finding ("wrong: ") of a kind whose failure text does not say it; "" where the
+    message starts with it (a GEMM's) and where there is none."""
+    finding = (result.checks.finding if result.checks
+               and not result.kind_of.message_names_finding() else "ok")
     return "" if finding in ("ok", "") or result.message.startswith(finding) else f"{finding}: "
 
 

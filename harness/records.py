@@ -11,7 +11,7 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
-from harness.bench.plan import Plan
+from harness import kinds
 from harness.bench.result import Result
 from harness.errors import HarnessError
 from harness.report import tables
@@ -129,15 +129,15 @@ class Builds(_Rendered, list[Build]):
         return _with_notes(tables.build_table(self.to_rows(), fmt=fmt, width=width), notes, fmt)
 
 
-class Plans(_Rendered, list[Plan]):
-    """The check battery (:class:`~harness.bench.plan.Plan`) of each kernel of a handle, as
+class Plans(_Rendered, list[Any]):
+    """The check battery (:class:`~harness.kinds.gemm.plan.Plan`) of each kernel of a handle, as
     ``harness check --plan`` prints it."""
 
     def to_rows(self) -> list[dict[str, Any]]:
         return [p.to_json() for p in self]
 
     def _render(self, fmt: str) -> str:
-        text = "\n".join(tables.plan_table(p) for p in self)
+        text = "\n".join(p.table() for p in self)
         if fmt == "html":
             return f"<pre>{html.escape(text)}</pre>"
         return f"```text\n{text}```" if fmt == "github" else text
@@ -175,19 +175,6 @@ class Results(_Rendered, list[Result]):
         return [r.to_json() for r in self]
 
     def _render(self, fmt: str) -> str:
-        from harness.report import memory_table
-
-        if self and all(memory_table.is_memory(r) for r in self):  # buffers kernels' rows
-            columns = (memory_table.COMPARE_COLUMNS if self.mode == "compare"
-                       else memory_table.MEMORY_COLUMNS)
-            return _with_notes(tables.table(self, columns, fmt=fmt), self.failures(), fmt)
-        width = WIDTH if fmt == "simple" else None  # the terminal's: within 100 columns
-        if self.mode == "compare":
-            table = tables.compare_table(self, fmt=fmt, width=width)
-        elif self.mode == "check":
-            table = tables.check_table(self, fmt=fmt, width=width)
-        elif width is not None:
-            table = tables.console_table(self, width=width)
-        else:
-            table = tables.table(self, fmt=fmt)
+        table = "\n\n".join(kind.table(rows, mode=self.mode, fmt=fmt)
+                             for kind, rows in kinds.split(self)) or tables.table([], fmt=fmt)
         return _with_notes(table, self.failures(), fmt)

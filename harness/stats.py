@@ -10,6 +10,8 @@ import numpy as np
 
 from harness.errors import HarnessError
 
+ELEMENT_BYTES = {"fp32": 4, "tf32": 4, "bf16": 2, "fp16": 2, "fp8": 1}
+"""Bytes of one element of each precision (an FP8 format's, for ``fp8``)."""
 
 def percentile(values: Sequence[float], pct: float) -> float:
     """Linear-interpolated percentile (numpy's default method), ``pct`` in 0..100."""

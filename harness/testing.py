@@ -23,8 +23,10 @@ import os
 
 import pytest
 
+from harness import kinds
 from harness.errors import HarnessError
 from harness.kernels.spec import budget_problems as budget_problems  # re-exported
+from harness.kinds import sizes as kernel_sizes
 
 DEFAULT_ARCH = "sm_90"
 DEFAULT_SIZE = (1024, 1024, 1024)
@@ -42,9 +44,11 @@ def _one_kernel(kernel):
         return kernel
     if isinstance(kernel, str | os.PathLike):
         found = load_registry(kind=None).select([os.fspath(kernel)])
-        if found and found[0].spec.kind not in ("gemm", "buffers"):
+        if found and not kinds.of(found[0].spec).takes("run"):
             raise HarnessError(f"{found[0].name} is a {found[0].spec.kind!r} kernel; these "
-                               "helpers build GEMM and buffers kernels")
+                               "helpers build " + " and ".join(
+                                   k.title for k in kinds.all_kinds() if k.takes("run"))
+                               + " kernels")
     elif hasattr(kernel, "kernels"):
         found = list(kernel.kernels)
     else:
@@ -60,12 +64,12 @@ def _one_kernel(kernel):
 def _build_size(kernel, size) -> tuple[int, int, int]:
     """Where ``kernel`` is built: ``size`` (default :data:`DEFAULT_SIZE`); a buffers kernel's
     read as its dims (default the smallest of its spec's sizes), padded with 1."""
-    if kernel.spec.kind != "buffers":
+    if not kernel_sizes.has_own_sizes(kernel):
         return tuple(DEFAULT_SIZE if size is None else size)
     from harness.api import dims_of, smallest_dims
-    from harness.bench.memory.measure import padded
 
-    return padded(smallest_dims(kernel) if size is None else dims_of(kernel, size))
+    return kernel_sizes.slots(kernel, smallest_dims(kernel) if size is None
+                              else dims_of(kernel, size))
 
 
 def build(kernel, arch: str = DEFAULT_ARCH, size=None) -> dict:

@@ -13,7 +13,6 @@ from conftest import FIXTURE_KERNELS, harness_env
 
 import harness
 from harness.api import Build, Builds, KernelFailed, Plans, Results
-from harness.bench.plan import Plan, plan
 from harness.bench.result import (
     Baseline,
     CheckSummary,
@@ -28,6 +27,7 @@ from harness.compiler.ptxas import Resources
 from harness.errors import HarnessError, SpecError
 from harness.gpu.timing import Timing
 from harness.kernels.registry import PROJECT_ROOT, discover
+from harness.kinds.gemm.plan import Plan, plan
 
 GOOD = FIXTURE_KERNELS / "isolation" / "d_good.cu"
 FAULT = FIXTURE_KERNELS / "isolation" / "a_fault.cu"

@@ -41,10 +41,10 @@ def test_every_declared_scheme_is_known():
 
 
 def test_the_session_launches_cublas_in_the_kernels_scheme_and_plain_on_request():
-    from harness.bench.session import BenchSession
+    from harness.kinds.gemm.session import GemmSession
 
     calls = []
-    session = BenchSession.__new__(BenchSession)
+    session = GemmSession.__new__(GemmSession)
     session.__dict__["blas"] = SimpleNamespace(gemm=lambda *a, **k: calls.append(a[0]))
     spec = SimpleNamespace(precision="fp32", fp32_via="tf32", layout_b="row", c_type="fp32")
     buf = SimpleNamespace(address=0)
@@ -68,8 +68,7 @@ def test_both_baselines_round_trip_through_a_rows_json():
 
 
 def test_a_timings_findings_round_trip_and_fail_the_row():
-    from harness.bench import measure
-
+    from harness.kinds.gemm import measure
     found = "hides work off the clock: the GPU spent ..."
     info = KernelInfo("k", "k.cu", "fp32")
     res = Result.of(info, 64, 64, 64)
@@ -85,7 +84,7 @@ def test_a_timings_findings_round_trip_and_fail_the_row():
 
 
 def test_a_keeping_count_unlike_the_repetitions_is_a_finding():
-    from harness.bench.timed_checks import kept_count_changed
+    from harness.kinds.gemm.timed_checks import kept_count_changed
 
     res = SimpleNamespace(m=64, n=64, k=64)
     assert kept_count_changed(50, _timing(0.1), res) is None

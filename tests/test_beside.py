@@ -12,7 +12,8 @@ import pytest
 
 from harness.bench.phases import CHECKS_BESIDE, Phases, beside
 from harness.bench.result import KernelInfo, Result
-from harness.bench.timed_checks import Pending
+from harness.kinds.gemm import work
+from harness.kinds.gemm.timed_checks import Pending
 from harness.run import worker
 
 
@@ -80,13 +81,13 @@ def test_sizes_measured_before_a_fault_still_go_out(emitted, monkeypatch):
         except StopIteration:
             raise RuntimeError("CUDA_ERROR_ILLEGAL_ADDRESS") from None
 
-    monkeypatch.setattr(worker, "measure", measure)
+    monkeypatch.setattr(work, "measure", measure)
     monkeypatch.setattr(worker, "_progress", lambda *a: None)
     job = type("Job", (), {"sizes": [(128,) * 3, (256,) * 3, (512,) * 3], "mode": "run",
                            "reuse_baseline": False})()
     prep = type("Prep", (), {"kernel": KernelInfo("k", "k.cu", "fp32")})()
     with pytest.raises(RuntimeError, match="ILLEGAL_ADDRESS"):
-        worker._run_sizes(None, prep, job)
+        work._run_sizes(None, prep, job, worker.CONTEXT)
     assert emitted == [128, 256]
 
 
@@ -124,9 +125,9 @@ def test_inputs_drawn_beside_are_the_inputs_drawn_in_place(monkeypatch):
     the battery's prefetch covers every check of its plan, as kernel_checks asks for them."""
     import numpy as np
 
-    from harness.bench import checks, contents, numerics, operands
-    from harness.bench.plan import STALE_C, plan
     from harness.kernels.registry import discover, select
+    from harness.kinds.gemm import checks, contents, numerics, operands
+    from harness.kinds.gemm.plan import STALE_C, plan
 
     monkeypatch.setattr(operands, "_PENDING", {})
     pool = ThreadPoolExecutor(max_workers=1)
@@ -196,8 +197,7 @@ class _Device:
 def test_the_kept_outputs_sampled_blocks_are_gathered_at_once(layout, c_type, monkeypatch):
     """The sampled block of each kept repetition (rows x columns of C) comes from its own slot
     in either layout of C and either width of its elements, every block in one launch."""
-    from harness.bench import capture, numerics
-
+    from harness.kinds.gemm import capture, numerics
     device = _Device()
     monkeypatch.setattr(capture, "Buffer", device.Buffer)
     m, n, slots = 12, 9, 3
@@ -228,8 +228,7 @@ def test_a_replay_is_named_however_far_back_the_result_it_returns_was_computed()
     b3a8285: primer_replay, failing, was named only by the state it keeps): the output is
     compared with the products of the contents drawn before its own, as far back as
     REPLAY_WORK allows."""
-    from harness.bench import capture
-
+    from harness.kinds.gemm import capture
     k, rows, cols = 32, np.arange(8), np.arange(8)
 
     def drawn(content):
@@ -264,8 +263,7 @@ def test_a_sizes_own_comparisons_start_on_their_own_thread(monkeypatch):
     """A size's own check is judged on a thread of its own as soon as its launches are made,
     beside the size's timing, not queued behind the kept launches of the sizes before it
     (which wait on it, never the other way)."""
-    from harness.bench import timed_size
-
+    from harness.kinds.gemm import timed_size
     ran = []
 
     def judged(self, res):
@@ -289,11 +287,11 @@ def test_a_kernel_is_checked_while_the_one_before_is_still_compared(monkeypatch)
         events.append((event, fields.get("kernel", fields.get("result", {}).get("m"))))
 
     monkeypatch.setattr(worker, "emit", emit)
-    monkeypatch.setattr(worker, "_prefetch", lambda *a: None)
+    monkeypatch.setattr(work, "_prefetch", lambda *a: None)
     monkeypatch.setattr(worker, "_progress", lambda *a: None)
-    monkeypatch.setattr(worker, "prepare", lambda *a: events.append(("battery", "next")) or
+    monkeypatch.setattr(work, "prepare", lambda *a: events.append(("battery", "next")) or
                         SimpleNamespace(gemm=SimpleNamespace(kernel=None)))
-    monkeypatch.setattr(worker, "_run_sizes",
+    monkeypatch.setattr(work, "_run_sizes",
                         lambda *a: events.append(("sizes", "next")) or worker.InOrder())
     job = SimpleNamespace(strict_blas=False)
     kernel = SimpleNamespace(name="next", spec=SimpleNamespace(kind="gemm"))
@@ -314,7 +312,7 @@ def test_a_kernel_is_checked_while_the_one_before_is_still_compared(monkeypatch)
     def faults(*args):
         raise RuntimeError("CUDA_ERROR_ILLEGAL_ADDRESS")
 
-    monkeypatch.setattr(worker, "prepare", faults)
+    monkeypatch.setattr(work, "prepare", faults)
     for status in ("pass", "FAIL"):  # a fault in the battery after a failed kernel: retired
         rows = worker.InOrder()
         rows.add(_row(4096, status))

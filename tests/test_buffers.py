@@ -9,11 +9,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from harness.bench.memory import references
-from harness.bench.memory.draw import as_float64, drawn
 from harness.errors import SpecError
 from harness.kernels.registry import discover, load_registry
 from harness.kernels.spec import parse_spec, read_spec
+from harness.kinds.buffers import references
+from harness.kinds.buffers.draw import as_float64, drawn
 
 ROOT = Path(__file__).resolve().parents[1]
 WRONG = ROOT / "tests" / "kernels" / "wrong_memory"
@@ -195,9 +195,9 @@ FINDINGS = {
 
 @pytest.fixture(scope="module")
 def bench(device):
-    from harness.bench.memory.roofline import measure_ceiling
     from harness.bench.session import BenchSession
     from harness.gpu.timing import TimingOptions
+    from harness.kinds.buffers.roofline import measure_ceiling
 
     with BenchSession(TimingOptions(budget_ms=30, min_ms=5, warmup_ms=5)) as session:
         yield session, measure_ceiling(session.device, session.stream, session.timer.options)
@@ -212,7 +212,7 @@ def checking(device):
 
 
 def _measure(bench, path: Path, sizes, timed: bool = True):
-    from harness.bench.memory.timed import measure_kernel
+    from harness.kinds.buffers.timed import measure_kernel
 
     session, ceiling = bench
     (kernel,) = load_registry([], kind="buffers").select([str(path)])[:1]
@@ -284,7 +284,7 @@ def test_a_buffers_size_reaches_the_offline_report():
 
 @pytest.mark.gpu
 def test_buffers_kernels_compare_interleaved(bench):
-    from harness.bench.memory.compare import compare_kernels
+    from harness.kinds.buffers.compare import compare_kernels
 
     session, ceiling = bench
     kernels = load_registry([], kind="buffers").select(

@@ -11,17 +11,17 @@ import pytest
 from conftest import harness_env
 
 from harness.archs import get_arch
-from harness.bench.ceiling import (
-    CeilingOptions,
-    ceiling_kernel,
-    ceiling_precisions,
-    plan_launch,
-)
 from harness.compiler.compile import compile_kernel
 from harness.compiler.sass import disassemble, instruction_mix, opcodes
 from harness.errors import HarnessError, SpecError
 from harness.kernels.registry import PROJECT_ROOT, discover
 from harness.kernels.spec import parse_spec
+from harness.kinds.ceiling.probe import (
+    CeilingOptions,
+    ceiling_kernel,
+    ceiling_precisions,
+    plan_launch,
+)
 from harness.report import files as report
 
 CEILING = discover(kind="ceiling")
@@ -168,7 +168,7 @@ def test_ceiling_spec_parses():
     ("edit", "match"),
     [
         (lambda t: t.replace('kind = "ceiling"', 'kind = "roofline"'),
-         "kind must be one of gemm, ceiling, buffers, found 'roofline'"),
+         "kind must be one of gemm, buffers, ceiling, found 'roofline'"),
         (lambda t: t.replace("[ceiling]", 'grid = ["1"]\nlayout_b = "col"\n[ceiling]'),
          "a ceiling kernel takes no grid, layout_b: it has no problem size"),
         (lambda t: t.replace("[ceiling]", "[params]\nX = 1\n[ceiling]"),
@@ -317,10 +317,10 @@ def test_a_result_carries_its_ceiling_and_energy():
 @pytest.mark.gpu
 @pytest.mark.parametrize("precision", ["bf16", "fp16"])
 def test_ceiling_is_measured(precision, device):
-    from harness.bench.ceiling import measure_ceiling
     from harness.gpu.clocks import ClockSampler
     from harness.gpu.driver import Stream
     from harness.gpu.timing import Timer, TimingOptions
+    from harness.kinds.ceiling.probe import measure_ceiling
 
     clocks = ClockSampler(device.pci_bus_id)
     timer = Timer(Stream(), device.l2_bytes, clocks,
@@ -341,10 +341,10 @@ def test_ceiling_is_measured(precision, device):
 @pytest.mark.gpu
 @pytest.mark.parametrize("precision", ["bf16", "fp16", "fp8"])
 def test_wgmma_ceiling_is_measured(precision, device):
-    from harness.bench.ceiling import measure_ceiling
     from harness.gpu.clocks import ClockSampler
     from harness.gpu.driver import Stream
     from harness.gpu.timing import Timer, TimingOptions
+    from harness.kinds.ceiling.probe import measure_ceiling
 
     if device.arch.name != "sm_90":
         pytest.skip(f"wgmma needs sm_90a (compute capability 9.0); this GPU is {device.arch.name}")
@@ -360,10 +360,10 @@ def test_wgmma_ceiling_is_measured(precision, device):
 
 @pytest.mark.gpu
 def test_ceilings_are_measured_once_per_precision(device):
-    from harness.bench.ceiling import Ceilings
     from harness.gpu.clocks import ClockSampler
     from harness.gpu.driver import Stream
     from harness.gpu.timing import Timer, TimingOptions
+    from harness.kinds.ceiling.probe import Ceilings
 
     timer = Timer(Stream(), device.l2_bytes, ClockSampler(device.pci_bus_id),
                   TimingOptions(warmup_ms=10, budget_ms=50, min_ms=25))

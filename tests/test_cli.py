@@ -191,6 +191,8 @@ def test_occupancy_with_a_gpu_asks_the_driver_only_about_kernels_that_can_launch
 
     monkeypatch.setattr("harness.gpu.driver.gpu_status", lambda: GpuStatus("Stand-in H100"))
     monkeypatch.setattr("harness.bench.session.BenchSession", Session)
+    # the stand-in is its own GEMM part (kinds/gemm/session.py): the GEMM kind loads on it
+    monkeypatch.setattr("harness.kinds.gemm.session.gemm_session", lambda session: session)
     bad = ["--kernel-dir", str(FIXTURE_KERNELS / "bad")]
     for args, problem in [(["big_smem"], "needs 240 KB shared memory per block"),
                           (["03_smem_tiled:t16", "--size", "100000000"], BIG_GRID)]:

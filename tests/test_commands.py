@@ -12,9 +12,9 @@ from types import SimpleNamespace
 import pytest
 from conftest import harness_env
 
-from harness.bench.ceiling import CeilingResult
 from harness.gpu.timing import PowerPass
 from harness.kernels.registry import PROJECT_ROOT
+from harness.kinds.ceiling.probe import CeilingResult
 
 
 def test_the_api_and_the_package_import_nothing_from_the_cli():
@@ -77,9 +77,10 @@ def stand_in(monkeypatch):
     _Session.log = []
     monkeypatch.setattr(driver, "gpu_status", lambda: driver.GpuStatus("NVIDIA H100 80GB HBM3"))
     monkeypatch.setattr("harness.bench.session.BenchSession", _Session)
-    monkeypatch.setattr("harness.bench.checks.check_one", lambda gemm, stream, m, n, k, seed: [
+    monkeypatch.setattr("harness.kinds.gemm.session.GemmSession.open", _Session)
+    monkeypatch.setattr("harness.kinds.gemm.checks.check_one", lambda gemm, stream, m, n, k, seed: [
         SimpleNamespace(passed=True, message="ok")] * 3)
-    monkeypatch.setattr("harness.bench.launches.launcher",
+    monkeypatch.setattr("harness.kinds.gemm.launches.launcher",
                         lambda gemm, ops, session: lambda: _Session.log.append(
                             ("launch", gemm.kernel.name)))
     return _Session.log
@@ -99,7 +100,7 @@ def test_ceiling_runs_each_precision_and_launch_shape(stand_in, monkeypatch, tmp
             mma_per_iteration=16, flops_per_launch=2162688000000, flop_formula="2*16*8*16",
             registers=57)
 
-    monkeypatch.setattr("harness.bench.ceiling.measure_ceiling", measured)
+    monkeypatch.setattr("harness.kinds.ceiling.probe.measure_ceiling", measured)
     code = cli.main(["ceiling", "--precision", "bf16", "--blocks-per-sm", "2",
                      "--blocks-per-sm", "4", "--budget-ms", "50", "--report-dir", str(tmp_path)])
     out = capsys.readouterr().out

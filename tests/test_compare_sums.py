@@ -11,8 +11,8 @@ import math
 import numpy as np
 import pytest
 
-from harness.bench import chunked, numerics
 from harness.gpu.compare_sums import Twins
+from harness.kinds.gemm import chunked, numerics
 
 
 class FakeBuffer:
@@ -131,12 +131,12 @@ def test_a_sessions_timed_size_is_compared_on_its_device():
     """At 512^3 and more the reference is made on the device and kept there: the size's own
     check and cuBLAS's take their sums from the device, the host's sums agree, and it
     passes."""
-    from harness.bench import measure
-    from harness.bench.session import BenchSession
     from harness.kernels.registry import DEFAULT_KERNEL_DIRS, load_registry
+    from harness.kinds.gemm import measure
+    from harness.kinds.gemm.session import GemmSession
 
     kernel = load_registry(DEFAULT_KERNEL_DIRS).select(["07_vectorized"])[0]
-    with BenchSession() as session:
+    with GemmSession.open() as session:
         prep = measure.prepare(session, kernel)
         res, ready = measure.checked(session, prep, 640, 576, 512, defer=True)
         size = ready.size

@@ -7,8 +7,9 @@ import subprocess
 import numpy as np
 import pytest
 
-from harness.bench import contents, keyed
+from harness.bench import keyed
 from harness.errors import HarnessError
+from harness.kinds.gemm import contents
 
 SECRET = keyed.Secret((0x01234567, 0x89ABCDEF, 0xDEADBEEF, 0x0BADF00D))
 KAT = [  # Random123's kat_vectors: counter[4], key[2] -> output[4]
@@ -139,7 +140,7 @@ def test_derived_seeds_differ_by_part_and_run():
 
 @pytest.mark.parametrize("precision", ["e4m3", "e5m2"])
 def test_fp8_draws_are_normal_values_over_their_spread_of_either_sign(precision):
-    from harness.bench.fp8 import FORMATS
+    from harness.kinds.gemm.fp8.formats import FORMATS
 
     key = contents.content_key(SECRET, 6, 7, "A")
     index = np.arange(200000, dtype=np.uint32)

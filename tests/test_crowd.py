@@ -9,10 +9,10 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from harness.bench.checks import KEEPS_STATE, NONDETERMINISTIC, Checked, repeat_finding
-from harness.bench.memory.checks import Battery, _pressed_alike
-from harness.bench.numerics import CheckResult
 from harness.gpu.crowd import PRESSES, Press
+from harness.kinds.buffers.checks import Battery, _pressed_alike
+from harness.kinds.gemm.checks import KEEPS_STATE, NONDETERMINISTIC, Checked, repeat_finding
+from harness.kinds.gemm.numerics import CheckResult
 
 
 def test_a_press_holds_a_share_of_the_sms_and_outstays_its_hold():

@@ -16,7 +16,6 @@ from nvmath import CudaDataType
 from nvmath.bindings import cublas as real_cublas
 from nvmath.bindings import cublasLt as real_lt
 
-from harness.bench.fp8 import FORMATS
 from harness.errors import DeviceError, HarnessError
 from harness.gpu.cublaslt import (
     WORKSPACE_BYTES,
@@ -26,6 +25,7 @@ from harness.gpu.cublaslt import (
     compute_name,
     lt_operands,
 )
+from harness.kinds.gemm.fp8.formats import FORMATS
 
 SHAPES = [(48, 32, 64), (16, 80, 32), (1, 16, 16), (64, 64, 128), (40, 24, 48)]
 
@@ -340,9 +340,9 @@ def test_an_unreadable_algorithm_is_said_so_and_the_gemm_goes_on(monkeypatch):
                                                       ("e4m3", "e5m2", "fp32"),
                                                       ("e5m2", "e4m3", "bf16")])
 def test_cublaslt_fp8_passes_the_fp8_check(device, a_format, b_format, c_type):
-    from harness.bench.fp8_check import Fp8Gemm, judge
-    from harness.bench.numerics import c_dtype, to_float64
     from harness.gpu.driver import Buffer, Stream
+    from harness.kinds.gemm.fp8.check import Fp8Gemm, judge
+    from harness.kinds.gemm.numerics import c_dtype, to_float64
 
     if device.compute_capability < (8, 9):
         pytest.skip(f"FP8 GEMMs need sm_89 or later, this GPU is {device.compute_capability}")

@@ -296,7 +296,7 @@ def test_a_schema_1_run_and_its_schema_2_copy_are_the_same(tmp_path):
     path = tmp_path / "run-new.json"
     path.write_text(report_json(old.meta, old.results))
     new = load_report(path)
-    assert new.schema == 2
+    assert new.schema == 3
     d = diff.diff(old, new)
     assert len(d.lines) == len(old.results)
     assert all(line.verdict == "same" and line.wall.ratio == pytest.approx(1.0)

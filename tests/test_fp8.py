@@ -1,4 +1,5 @@
-"""FP8 formats and the model of the tensor core's FP8 accumulation (harness/bench/fp8.py),
+"""FP8 formats and the model of the tensor core's FP8 accumulation
+(harness/kinds/gemm/fp8/formats.py),
 checked against the H100's answers to the probe (reports/h100/fp8-accumulation-3beaa51.log)."""
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from harness.bench.fp8 import FORMATS, tensor_core_dot, window_step
+from harness.kinds.gemm.fp8.formats import FORMATS, tensor_core_dot, window_step
 
 ROOT = Path(__file__).resolve().parents[1]
 PROBE_LOG = ROOT / "reports" / "h100" / "fp8-accumulation-3beaa51.log"

@@ -1,4 +1,4 @@
-"""The FP8 GEMM check (harness/bench/fp8_check.py) on simulated kernels: the model of the
+"""The FP8 GEMM check (harness/kinds/gemm/fp8/check.py) on simulated kernels: the model of the
 tensor core's window (which gives the H100's own probe outputs, tests/test_fp8.py) passes at
 every depth, with per-tensor and block scales, in BF16 and FP32; each planted mistake fails
 with its name."""
@@ -8,9 +8,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from harness.bench.fp8 import FORMATS
-from harness.bench.fp8_check import Fp8Gemm, judge, model_output, reference, walk
-from harness.bench.numerics import stored, to_float64
+from harness.kinds.gemm.fp8.check import Fp8Gemm, judge, model_output, reference, walk
+from harness.kinds.gemm.fp8.formats import FORMATS
+from harness.kinds.gemm.numerics import stored, to_float64
 
 M, N = 24, 256
 
@@ -115,8 +115,7 @@ def _stored_model(g: Fp8Gemm) -> np.ndarray:
 
 @pytest.mark.parametrize("budget", [1 << 27, 1])
 def test_a_run_passes_the_model_whole_or_sampled(monkeypatch, budget):
-    from harness.bench import fp8_check
-
+    from harness.kinds.gemm.fp8 import check as fp8_check
     monkeypatch.setattr(fp8_check, "WHOLE_BUDGET", budget)
     monkeypatch.setattr(fp8_check, "SAMPLE", 16)
     g = gemm(1024, 5)
@@ -128,8 +127,7 @@ def test_a_run_passes_the_model_whole_or_sampled(monkeypatch, budget):
 
 
 def test_a_run_names_unwritten_and_ignored_scales():
-    from harness.bench import fp8_check
-
+    from harness.kinds.gemm.fp8 import check as fp8_check
     g = gemm(512, 6)
     out = _stored_model(g)
     poisoned = out.copy()
@@ -144,8 +142,7 @@ def test_a_run_names_unwritten_and_ignored_scales():
 
 
 def test_a_sampled_run_sees_a_tile_wrong_outside_the_sample_by_its_norm(monkeypatch):
-    from harness.bench import fp8_check
-
+    from harness.kinds.gemm.fp8 import check as fp8_check
     monkeypatch.setattr(fp8_check, "WHOLE_BUDGET", 1)
     monkeypatch.setattr(fp8_check, "SAMPLE", 8)
     g = gemm(512, 7)
@@ -163,8 +160,7 @@ def test_a_sampled_run_sees_a_tile_wrong_outside_the_sample_by_its_norm(monkeypa
 def test_outputs_that_keep_cs_bits_by_chance_are_not_unwritten():
     """An FP8 GEMM's BF16 outputs may equal the last launch's by chance (stale C): only those
     outside their bounds are unwritten."""
-    from harness.bench import fp8_check
-
+    from harness.kinds.gemm.fp8 import check as fp8_check
     g = gemm(64, 8)
     out = _stored_model(g)
     before = out.copy()
@@ -186,8 +182,7 @@ def test_the_walk_taken_in_chunks_of_rows_is_the_walk(monkeypatch, blocked):
     """The walk goes through its K steps a few rows at a time (fp8_check.WALK_CHUNK, so that
     its arrays stay in cache): chunks of one row, of several and the whole output give the
     same walk, block scales and promotions restarting where they should in each chunk."""
-    from harness.bench import fp8_check
-
+    from harness.kinds.gemm.fp8 import check as fp8_check
     g = gemm(512, 5, blocked=blocked, promote=256 if not blocked else None)
     monkeypatch.setattr(fp8_check, "WALK_CHUNK", 1 << 30)
     whole = walk(g)
@@ -226,7 +221,7 @@ def numpy_sums(a, b, table_a, table_b, run, scale_a=None, scale_b=None):
                                                (1024, False, 64), (512, True, None),
                                                (512, True, 256)], ids=str)
 def test_a_walk_from_sums_made_elsewhere_is_the_hosts(k, blocked, promote):
-    from harness.bench.fp8_check import walk_with
+    from harness.kinds.gemm.fp8.check import walk_with
 
     g = gemm(k, 11, blocked=blocked, promote=promote)
     np.testing.assert_allclose(walk_with(g, numpy_sums), walk(g), rtol=1e-5)
@@ -249,9 +244,9 @@ def test_the_walk_given_is_the_bound_judged(blocked):
 
 
 def test_a_check_takes_the_walk_given_over_the_rows_and_columns_it_bounds():
-    from harness.bench import fp8_check
-    from harness.bench.numerics import stored as store
     from harness.kernels.fp8_spec import Fp8Spec
+    from harness.kinds.gemm.fp8 import check as fp8_check
+    from harness.kinds.gemm.numerics import stored as store
 
     g = gemm(1024, 13)
     spec = Fp8Spec("e4m3", "e4m3", "tensor", None)

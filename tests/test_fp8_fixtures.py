@@ -2,7 +2,7 @@
 declaration it is meant to be, every variant compiles with NVRTC, the decoder the fixtures share
 (fp8_decode.cuh) gives FORMATS[...].decode's value for each of the 256 codes of both formats
 (built for the host with g++), and a host emulation of each fixture's arithmetic gets, from the
-FP8 check (harness/bench/fp8_check.py), the finding the fixture's summary names.
+FP8 check (harness/kinds/gemm/fp8/check.py), the finding the fixture's summary names.
 
 The fixtures are one SIMT kernel (16 x 16 tiles, one output per thread, FP8 codes decoded
 exactly on load) and its mistakes: FIXTURES below maps each registry key to its declared
@@ -31,12 +31,12 @@ import numpy as np
 import pytest
 from conftest import FIXTURE_KERNELS
 
-from harness.bench.fp8 import FORMATS
-from harness.bench.fp8_check import BLOCK_K, Fp8Gemm, judge, reference
-from harness.bench.numerics import stored, to_float64
 from harness.errors import HarnessError
 from harness.kernels.registry import kernels_in, load_registry
 from harness.kernels.spec import read_spec
+from harness.kinds.gemm.fp8.check import BLOCK_K, Fp8Gemm, judge, reference
+from harness.kinds.gemm.fp8.formats import FORMATS
+from harness.kinds.gemm.numerics import stored, to_float64
 
 FP8 = FIXTURE_KERNELS / "fp8"
 FILES = sorted(FP8.glob("*.cu"))

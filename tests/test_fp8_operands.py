@@ -1,4 +1,4 @@
-"""FP8 operands on the host (bench/operands.py): block scales drawn per 1 x 128 of A and
+"""FP8 operands on the host (kinds/gemm/operands.py): block scales drawn per 1 x 128 of A and
 128 x 128 of B, spread into the float64 values the reference multiplies, and stored for the
 device in the layouts the ABI names ([KB][M] for A, [KB][NB] for B)."""
 
@@ -9,8 +9,9 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from harness.bench import fp8_check, operands
 from harness.kernels.fp8_spec import Fp8Spec
+from harness.kinds.gemm import operands
+from harness.kinds.gemm.fp8 import check as fp8_check
 
 
 @pytest.mark.parametrize("scales", ["tensor", "block"])
@@ -32,8 +33,7 @@ def test_per_tensor_and_block_scales_do_not_share_a_reference():
     per block, draw the same codes and different scales: a large reference (kept for every
     kernel on the same inputs) is each one's own. Sharing one, block-scaled rung 21's check
     at 1999 x 4208 x 208 read rung 20's product once the check took the reference given."""
-    from harness.bench import checks
-
+    from harness.kinds.gemm import checks
     m, n, k = 1024, 1024, 40  # m n >= 2^20: kept beside the operands' key, not with them
     refs = []
     for scales in ("tensor", "block"):

@@ -8,13 +8,13 @@ import time
 import pytest
 from conftest import FIXTURE_KERNELS
 
-from harness.bench.checks import READS_C_NOTE, check_one, kernel_checks
-from harness.bench.plan import FP8_WIDE_REASON, WIDE, plan
 from harness.compiler.compile import compile_kernel
 from harness.errors import LaunchError
 from harness.gpu.driver import Buffer, Stream
 from harness.gpu.timing import TimingOptions
 from harness.kernels.registry import discover, select
+from harness.kinds.gemm.checks import READS_C_NOTE, check_one, kernel_checks
+from harness.kinds.gemm.plan import FP8_WIDE_REASON, WIDE, plan
 from harness.run.runner import RunOptions, run
 
 pytestmark = pytest.mark.gpu
@@ -34,7 +34,7 @@ def stream(device):
 
 
 def load(device, kernel, arch=None, carveout=None):
-    from harness.bench.gemm import LoadedGemm
+    from harness.kinds.gemm.gemm import LoadedGemm
 
     return LoadedGemm(device, kernel, compile_kernel(kernel, arch or device.arch.name), carveout)
 
@@ -271,8 +271,8 @@ def test_the_kept_outputs_blocks_gathered_on_the_device_are_the_bits_kept(device
 
     import numpy as np
 
-    from harness.bench import capture, numerics
     from harness.gpu.driver import Buffer
+    from harness.kinds.gemm import capture, numerics
 
     m, n, slots = 300, 200, 3
     word = numerics.c_bytes(c_type)
@@ -357,12 +357,12 @@ def test_nothing_a_kernel_sets_reaches_the_next(device, tmp_path):
 
     from cuda.bindings import driver as cu
 
-    from harness.bench.session import BenchSession
+    from harness.kinds.gemm.session import GemmSession
 
     (big,) = select(discover([CLASSES]), ["smem_200k"])
     (after,) = select(KERNELS, ["03_smem_tiled:t32"])
     attr = cu.CUfunction_attribute
-    with BenchSession() as session:
+    with GemmSession.open() as session:
         first = session.load(big, carveout_pct=0)
         first.prepare(64, 64, 64)  # raises its dynamic shared-memory limit to 200 KB
         assert first.function.get(attr.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES) \
@@ -371,11 +371,11 @@ def test_nothing_a_kernel_sets_reaches_the_next(device, tmp_path):
         seen = (gemm.function.get(attr.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES),
                 gemm.occupancy(4096, 4096, 4096)["driver_blocks_per_sm"])
         persisting = cu.cuCtxGetLimit(cu.CUlimit.CU_LIMIT_PERSISTING_L2_CACHE_SIZE)[1]
-    code = ("from harness.bench.session import BenchSession\n"
+    code = ("from harness.kinds.gemm.session import GemmSession\n"
             "from harness.kernels.registry import discover, select\n"
             "from cuda.bindings import driver as cu\n"
             "(k,) = select(discover(), ['03_smem_tiled:t32'])\n"
-            "with BenchSession() as s:\n"
+            "with GemmSession.open() as s:\n"
             "    g = s.load(k)\n"
             "    a = cu.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES\n"
             "    print(g.function.get(a), g.occupancy(4096, 4096, 4096)['driver_blocks_per_sm'],\n"
@@ -423,7 +423,7 @@ def test_the_last_device_close_frees_before_releasing():
     import sys
 
     code = ("from harness.gpu.driver import Buffer, Device\n"
-            "from harness.bench.gemm import LoadedGemm\n"
+            "from harness.kinds.gemm.gemm import LoadedGemm\n"
             "from harness.compiler.compile import compile_kernel\n"
             "from harness.kernels.registry import discover, select\n"
             "d = Device(0)\n"

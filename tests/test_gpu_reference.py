@@ -14,12 +14,12 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from harness.bench import checks, numerics, operands
 from harness.errors import DeviceError, HarnessError
 from harness.gpu import cublas as cublas_mod
 from harness.gpu import reference
 from harness.gpu.cublas import Cublas
 from harness.gpu.reference import MIN_MNK, reference_and_scale
+from harness.kinds.gemm import checks, numerics, operands
 
 SHAPES = [(5, 7, 3), (37, 45, 29), (16, 80, 32), (1, 9, 4), (64, 1, 8)]
 
@@ -431,9 +431,9 @@ def test_the_gpus_reference_and_scale_are_the_hosts(device, m, n, k, alpha, beta
 @pytest.mark.gpu
 @pytest.mark.gpu_shared
 def test_a_session_computes_large_references_on_its_gpu_while_open():
-    from harness.bench.session import BenchSession
+    from harness.kinds.gemm.session import GemmSession
 
-    with BenchSession() as session:
+    with GemmSession.open() as session:
         assert checks.reference_engine(512, 512, 512) == session.reference_on_gpu
         assert checks.reference_engine(256, 256, 256) is None
         a64, b64, _ = _operands(512, 512, 512)
@@ -460,8 +460,8 @@ def _fp8_ops(m, n, k, scales="tensor"):
 
 def _host_sums(calls):
     """A walk engine that records its arguments and makes the sums as the host does."""
-    from harness.bench import fp8_check
-    from harness.bench.fp8 import FORMATS
+    from harness.kinds.gemm.fp8 import check as fp8_check
+    from harness.kinds.gemm.fp8.formats import FORMATS
 
     def sums(a, b, table_a, table_b, run, scale_a=None, scale_b=None):
         calls.append((a, b, run, scale_a, scale_b))
@@ -475,8 +475,7 @@ def _host_sums(calls):
 
 @pytest.mark.parametrize("scales", ["tensor", "block"])
 def test_a_large_fp8_checks_walk_is_made_where_its_reference_is(engines, monkeypatch, scales):
-    from harness.bench import fp8_check
-
+    from harness.kinds.gemm.fp8 import check as fp8_check
     monkeypatch.setattr(checks, "_GPU_WALKS", [None])
     gemm, ops = _fp8_ops(512, 512, 512, scales)
     assert checks.walk_of(gemm, ops, 5) is None  # no session: the check walks on the host
@@ -516,12 +515,12 @@ def test_the_gpus_walk_is_the_hosts_and_a_session_makes_it_while_open():
     """The kernel's sums against fp8_check's on the host, to float32 rounding: per tensor and
     per block (B's scales per 128 columns and per column), promotions every 64 and every 128,
     K not a multiple of 32 and shapes not of 16; and a session's checks make it on its GPU."""
-    from harness.bench import fp8_check
-    from harness.bench.fp8 import FORMATS
-    from harness.bench.session import BenchSession
+    from harness.kinds.gemm.fp8 import check as fp8_check
+    from harness.kinds.gemm.fp8.formats import FORMATS
+    from harness.kinds.gemm.session import GemmSession
 
     rng = np.random.default_rng(17)
-    with BenchSession() as session:
+    with GemmSession.open() as session:
         cases = []
         for m, n, k, blocked, promote in [(37, 45, 48, False, None), (64, 200, 1024, False, 64),
                                           (130, 257, 512, True, None),

@@ -8,8 +8,9 @@ import numpy as np
 import pytest
 from conftest import FIXTURE_KERNELS
 
-from harness.bench import contents, keyed, timed_size
+from harness.bench import keyed
 from harness.gpu.timing import TimingOptions
+from harness.kinds.gemm import contents, timed_size
 
 UNPREDICTABLE = FIXTURE_KERNELS / "unpredictable"
 QUICK = TimingOptions(budget_ms=20, min_ms=5, warmup_ms=5)
@@ -19,8 +20,8 @@ SIZE = 512
 @pytest.mark.gpu
 @pytest.mark.parametrize("kind", ["fp32", "tf32", "bf16", "fp16", "e4m3", "e5m2"])
 def test_the_device_draw_is_the_host_draw_bit_for_bit(device, kind):
-    from harness.bench.capture import FreshKernels
     from harness.gpu.driver import Buffer, Stream
+    from harness.kinds.gemm.capture import FreshKernels
 
     stream = Stream()
     fresh = FreshKernels(stream, device.sm_count)
@@ -113,10 +114,10 @@ def test_a_kernel_that_writes_into_the_reference_twin_is_named(device):
     """Pointed at the twin of the timed size's reference (as a kernel scanning memory would
     find it), it writes its own, wrong, output there: the checksum around its launches names
     it, and the host's reference judges it."""
-    from harness.bench import measure
-    from harness.bench.checks import KernelChecks, known_of
     from harness.bench.result import Result
     from harness.bench.session import BenchSession
+    from harness.kinds.gemm import measure
+    from harness.kinds.gemm.checks import KernelChecks, known_of
 
     with BenchSession() as session:
         prep = measure.prepare(session, _fixture("writes_reference")[0])

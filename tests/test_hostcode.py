@@ -8,13 +8,13 @@ from pathlib import Path
 import pytest
 from conftest import FIXTURE_KERNELS
 
-from harness.bench.plan import plan
 from harness.compiler.compile import compile_kernel
 from harness.compiler.offline import build_row
 from harness.errors import CompileError, SpecError
 from harness.kernels.hostcode import device_part, nvrtc_hints
 from harness.kernels.registry import PROJECT_ROOT, kernels_in, load_registry
 from harness.kernels.spec import parse_spec, read_spec
+from harness.kinds.gemm.plan import plan
 
 EXAMPLE = PROJECT_ROOT / "examples" / "templated_sgemm.cu"
 PUBLIC = FIXTURE_KERNELS / "hostcode" / "public_style.cu"

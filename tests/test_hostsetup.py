@@ -7,13 +7,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from harness.bench import gemm
 from harness.bench.result import signature_text
 from harness.errors import LaunchError, SpecError
 from harness.kernels import hostsetup
 from harness.kernels.registry import Kernel, source_sha256
 from harness.kernels.signature import host_keys, pack, parse_signature
 from harness.kernels.spec import read_spec
+from harness.kinds.gemm import gemm
 
 SPEC = """/* harness
 entry = "k"
@@ -170,10 +170,9 @@ def test_setup_runs_in_its_own_process_and_hands_back_data_only(tmp_path):
     process, not the one that checks and times (issue 33 item 7)."""
     import os
 
-    from harness.bench import numerics
-
+    from harness.kinds.gemm import numerics
     path = write(tmp_path, setup=SETUP.replace(
-        "    return {", "    import harness.bench.numerics as n\n"
+        "    return {", "    import harness.kinds.gemm.numerics as n\n"
         "    n.compare = lambda *a, **k: None\n    import os\n"
         "    return {'tiles': os.getpid(), ").replace(', "tiles": len(order)}', "}"))
     spec = read_spec(path)

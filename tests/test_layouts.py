@@ -10,14 +10,14 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from harness.bench import numerics
-from harness.bench.operands import logical_c, stored_a, stored_c
 from harness.bench.result import KernelInfo, Result, layouts_text, signature_text
 from harness.gpu import cublas as cublas_mod
 from harness.gpu.cublas import Cublas, GemmExOperands, gemm_ex_operands
 from harness.kernels.registry import kernels_in
 from harness.kernels.signature import DEFAULT_SIGNATURE, parse_signature
 from harness.kernels.spec import parse_spec
+from harness.kinds.gemm import numerics
+from harness.kinds.gemm.operands import logical_c, stored_a, stored_c
 
 LAYOUTS = ("row", "col")
 M, N, K = 5, 7, 3
@@ -283,8 +283,7 @@ def _fake_kernel(ops, alpha, beta):
 @pytest.mark.parametrize("layouts", list(itertools.product(LAYOUTS, repeat=3)),
                          ids=lambda t: "A{}-B{}-C{}".format(*t))
 def test_operands_in_every_layout_meet_the_reference(monkeypatch, layouts):
-    from harness.bench import operands
-
+    from harness.kinds.gemm import operands
     monkeypatch.setattr(operands, "Buffer", _HostBuffer)
     layout_a, layout_b, layout_c = layouts
     stream = _Stream()
@@ -320,8 +319,7 @@ def test_operands_in_every_layout_meet_the_reference(monkeypatch, layouts):
 
 
 def test_row_major_operands_upload_what_they_always_did(monkeypatch):
-    from harness.bench import operands
-
+    from harness.kinds.gemm import operands
     monkeypatch.setattr(operands, "Buffer", _HostBuffer)
     stream = _Stream()
     ops = operands.Operands(stream, M, N, K, "bf16", "col", 9, with_c=True, c_type="bf16")
@@ -335,8 +333,7 @@ def test_row_major_operands_upload_what_they_always_did(monkeypatch):
 def test_a_kernel_with_d_writes_d_and_reads_c(monkeypatch):
     """With a separate output the checks read D back; C keeps its start values (the input of
     beta), D starts poisoned, and a kernel that writes C instead leaves D unwritten."""
-    from harness.bench import operands
-
+    from harness.kinds.gemm import operands
     monkeypatch.setattr(operands, "Buffer", _HostBuffer)
     stream = _Stream()
     ops = operands.Operands(stream, M, N, K, "fp32", "row", 5, with_c=True, with_d=True)
@@ -365,8 +362,8 @@ def test_a_kernel_with_d_writes_d_and_reads_c(monkeypatch):
 
 
 def test_the_d_example_launches_with_d_in_its_place():
-    from harness.bench import gemm
     from harness.kernels.registry import PROJECT_ROOT, load_registry
+    from harness.kinds.gemm import gemm
 
     (kernel,) = load_registry([]).select([str(PROJECT_ROOT / "examples" / "gemm_d_fp16.cu")])
     assert kernel.spec.has_d and gemm.declared_launch_problems(kernel) == []
@@ -381,8 +378,7 @@ def test_a_placed_copy_holds_the_same_operands_in_buffers_of_its_own(monkeypatch
     """A timing's placements: A and B as the original holds them (copied on the device), C
     and D its own, so a kernel on the copy computes the same product and leaves the
     original's output alone."""
-    from harness.bench import operands
-
+    from harness.kinds.gemm import operands
     monkeypatch.setattr(operands, "Buffer", _HostBuffer)
     layout_a, layout_b, layout_c = layouts
     stream = _Stream()
@@ -407,8 +403,7 @@ def test_operands_are_restored_as_drawn_after_every_timing_and_after_a_redraw(mo
     """A timing draws other values into A and B; ``restore`` brings back the drawn ones, from
     the host the first time and from device copies after, and a redraw's values once
     redrawn (the copies of the old ones dropped)."""
-    from harness.bench import operands
-
+    from harness.kinds.gemm import operands
     monkeypatch.setattr(operands, "Buffer", _HostBuffer)
     stream = _Stream()
     ops = operands.Operands(stream, M, N, K, "bf16", "col", 5)

@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 
 from harness.archs import get_arch
-from harness.bench import limits
-from harness.bench.checks import KEEPS_STATE, NONDETERMINISTIC, Checked, repeat_finding
-from harness.bench.limits import Limits, family, violation
-from harness.bench.numerics import CheckResult
+from harness.kinds.gemm import limits
+from harness.kinds.gemm.checks import KEEPS_STATE, NONDETERMINISTIC, Checked, repeat_finding
+from harness.kinds.gemm.limits import Limits, family, violation
+from harness.kinds.gemm.numerics import CheckResult
 
 H100 = Limits(get_arch("sm_90"), 132, 1980.0, 3.35e12)
 

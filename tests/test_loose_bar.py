@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from conftest import FIXTURE_KERNELS
 
-from harness.bench import capture, numerics
+from harness.kinds.gemm import capture, numerics
 
 FP32_SPEC = types.SimpleNamespace(precision="fp32", c_type="fp32", fp32_via="")
 
@@ -88,7 +88,7 @@ def softmax_kernel(x32, exp_error=0.0, rng=None, order="sequential", off=0.0, ou
 
 
 def judged_softmax(x32, y, out="f32"):
-    from harness.bench.memory.references import expected, judge
+    from harness.kinds.buffers.references import expected, judge
 
     spec = types.SimpleNamespace(reference="softmax",
                                  outputs=(types.SimpleNamespace(name="y", dtype=out),))
@@ -158,8 +158,8 @@ def _fake_softmax(rows, cols, out="f32"):
 def test_the_timed_check_reads_every_row():
     """Item 8: a NaN or the sentinel in any one row fails the timed and kept checks, which
     read 32 random rows of thousands before; a right output passes; one off by 1e-5 fails."""
-    from harness.bench.memory import timed
-    from harness.bench.memory.references import SENTINEL
+    from harness.kinds.buffers import timed
+    from harness.kinds.buffers.references import SENTINEL
 
     rows, cols = 300, 4099
     rng = np.random.default_rng(8)
@@ -218,7 +218,7 @@ def test_the_fixtures_are_there():
 # --- item 6: a sum bound that sampling cannot meet --------------------------------------------
 
 def _sum_judged(x32, out):
-    from harness.bench.memory.references import expected, judge
+    from harness.kinds.buffers.references import expected, judge
 
     spec = types.SimpleNamespace(reference="sum",
                                  outputs=(types.SimpleNamespace(name="out", dtype="f32"),))
@@ -254,7 +254,7 @@ def test_skipping_a_thousandth_fails_at_2_24_to_2_30(log_n):
     kernel skipping 0.1% errs by f r + sqrt(f n m2) z; the bound sits under its drift term
     (mean > 0) or under a twentieth of its random term (mean 0): it fails in more than 96%
     of draws. Before issue 57 (2 sqrt(n) u32 sum|x|) it passed on a draw of mean 0."""
-    from harness.bench.memory import sum_bound
+    from harness.kinds.buffers import sum_bound
 
     n, f = 1 << log_n, 1e-3
     for mean in (0.0, 0.1, 0.5):
@@ -276,7 +276,7 @@ def test_a_sampling_sum_fails_on_a_draw_of_mean_zero(log_n):
     on a draw of mean zero hundreds of bounds. What it cannot see (notes): with a large mean
     the drift term of one long FP32 chain, which a right kernel may have, admits it from
     about 2^26."""
-    from harness.bench.memory import sum_bound
+    from harness.kinds.buffers import sum_bound
 
     n = 1 << log_n
     spread = math.sqrt(15 * n / 3.0)
@@ -296,10 +296,10 @@ def test_bytes_come_from_the_buffers_and_a_declared_figure_needs_its_reason():
     which the report shows."""
     from dataclasses import replace
 
-    from harness.bench.memory import bytes_moved
     from harness.errors import LaunchError
     from harness.kernels.spec import read_spec
-    from harness.report.memory_table import MEMORY_COLUMNS
+    from harness.kinds.buffers import bytes_moved
+    from harness.kinds.buffers.table import MEMORY_COLUMNS
 
     spec = read_spec(FIXTURE_KERNELS / "loose_bar" / "softmax_bytes_inflated.cu").buffers
     rows, cols = 4096, 32768
@@ -325,10 +325,10 @@ def test_bytes_come_from_the_buffers_and_a_declared_figure_needs_its_reason():
 def test_a_kernel_whose_declared_bytes_differ_fails_before_its_battery():
     """Every size of it ends in a launch error naming both figures (the battery would skip a
     size whose buffers cannot be made, as it does a constraint's)."""
-    from harness.bench.memory.measure import _declared_bytes
     from harness.errors import LaunchError
     from harness.kernels.registry import kernels_in
     from harness.kernels.spec import read_spec
+    from harness.kinds.buffers.measure import _declared_bytes
 
     loose = FIXTURE_KERNELS / "loose_bar"
     (kernel,) = kernels_in(read_spec(loose / "softmax_bytes_inflated.cu"))
@@ -380,7 +380,7 @@ def test_bf16x3_fails_at_every_depth_and_fp32_in_any_order_passes(k):
     1.7x at 16384: a pass); regressed on BF16x3's own representation error
     (narrow_inputs.py) it reads 1 at every K, FP32 sums in any order 0 within a few
     deviations, far from the 0.5 and six deviations a failure needs."""
-    from harness.bench import narrow_inputs
+    from harness.kinds.gemm import narrow_inputs
 
     rng = np.random.default_rng(k + 1)
     a, b = device_grid(rng, (64, k)), device_grid(rng, (k, 64))

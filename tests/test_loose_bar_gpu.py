@@ -30,15 +30,15 @@ def test_bf16x3_only_when_timed_fails_on_its_kept_outputs(tmp_path):
 
 @pytest.fixture(scope="module")
 def bench(device):
-    from harness.bench.memory.roofline import measure_ceiling
     from harness.bench.session import BenchSession
+    from harness.kinds.buffers.roofline import measure_ceiling
 
     with BenchSession(QUICK) as session:
         yield session, measure_ceiling(session.device, session.stream, session.timer.options)
 
 
 def _measure(bench, path: Path, sizes, timed: bool = True):
-    from harness.bench.memory.timed import measure_kernel
+    from harness.kinds.buffers.timed import measure_kernel
 
     session, ceiling = bench
     (kernel,) = load_registry([], kind="buffers").select([str(path)])[:1]

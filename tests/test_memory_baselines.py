@@ -16,16 +16,17 @@ import numpy as np
 import pytest
 
 import harness
-from harness.bench.memory.baselines import BASELINES, Operand, make_baseline
-from harness.bench.memory.roofline import (
+from harness.errors import DeviceError, HarnessError
+from harness.gpu.driver import Buffer
+from harness.kinds.buffers.baselines import Operand
+from harness.kinds.buffers.named import BASELINES, make_baseline
+from harness.kinds.buffers.roofline import (
     MemoryCeiling,
     above_ceiling,
     ceiling_bytes,
     compile_read_kernel,
 )
-from harness.bench.numerics import bf16_bits, bf16_to_float
-from harness.errors import DeviceError, HarnessError
-from harness.gpu.driver import Buffer
+from harness.kinds.gemm.numerics import bf16_bits, bf16_to_float
 
 U32 = 2.0 ** -24
 
@@ -131,7 +132,7 @@ def test_cuda_compute_without_its_bindings_counts_as_missing(monkeypatch):
 def no_driver(monkeypatch):
     """The baselines' own driver calls stood in for: buffers at made-up addresses (``made``, in
     the order allocated), no context to keep, device 0, a stream that is only a handle."""
-    from harness.bench.memory import baselines
+    from harness.kinds.buffers import baselines
 
     made = []
 
@@ -485,8 +486,8 @@ def test_torch_softmax_is_numpy_s_softmax(device, stream, dtype):
 
 @pytest.mark.gpu
 def test_the_measured_copy_is_between_half_and_all_of_the_dram_peak(device, stream):
-    from harness.bench.memory.roofline import measure_ceiling
     from harness.gpu.timing import TimingOptions
+    from harness.kinds.buffers.roofline import measure_ceiling
 
     ceiling = measure_ceiling(device, stream, TimingOptions(budget_ms=150, min_ms=50,
                                                             warmup_ms=50))

@@ -12,8 +12,8 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from harness.bench import numerics, operands
 from harness.errors import HarnessError
+from harness.kinds.gemm import numerics, operands
 
 M, N = 48, 40
 DEPTHS = (1024, 4096, 8192)
@@ -507,7 +507,7 @@ def test_draws_are_named():
         numerics.random_operand(np.random.default_rng(0), (2, 2), "fp32", "gaussian")
 
 
-# --- the quick verdict (bench/chunked.py) agrees with the whole-array path ------------------
+# --- the quick verdict (kinds/gemm/chunked.py) agrees with the whole-array path ------------------
 
 @pytest.mark.parametrize("c_type", numerics.C_TYPES)
 @pytest.mark.parametrize("precision", ["fp32", "bf16"])
@@ -515,8 +515,7 @@ def test_the_quick_pass_is_the_whole_paths_result(monkeypatch, precision, c_type
     """Over several row blocks (a C of 600 x 520 in blocks of 64 rows): a right result passes
     with the figures the whole-array path gives; a wrong, an unwritten and a NaN element each
     leave the verdict to the whole path, which names them."""
-    from harness.bench import chunked
-
+    from harness.kinds.gemm import chunked
     monkeypatch.setattr(chunked, "BLOCK_ELEMENTS", 64 * 520)
     case = draw(precision, 512, 7, m=600, n=520, c_type=c_type, alpha=0.75, beta=-0.5)
     acc = fp32_sequential(case.a, case.b)
@@ -552,7 +551,7 @@ def test_half_ulp_is_half_the_spacing_frexp_gives(c_type, bits, least):
     """half_ulp reads 2^floor(log2 x) from x's exponent bits (a quarter of frexp's time on the
     8M outputs of a check): the same values as frexp's exponent gives, over magnitudes from
     subnormal to huge, zero, infinity and NaN, in arrays that are not contiguous."""
-    from harness.bench.numerics import half_ulp
+    from harness.kinds.gemm.numerics import half_ulp
 
     rng = np.random.default_rng(3)
     x = np.abs(rng.standard_normal(200_000)) * 10.0 ** rng.integers(-320, 300, 200_000)

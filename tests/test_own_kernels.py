@@ -6,10 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from harness.bench.capture import FRESH_SOURCE
 from harness.bench.known import KNOWN_SOURCE
-from harness.bench.memory.draw import DRAW_SOURCE
-from harness.bench.memory.roofline import READ
 from harness.errors import CompileError, HarnessError
 from harness.gpu import compilers, own_kernels
 from harness.gpu.compare_sums import SOURCE as SUMS_SOURCE
@@ -17,6 +14,9 @@ from harness.gpu.crowd import SOURCE as CROWD_SOURCE
 from harness.gpu.fp8_walk import SOURCE as FP8_WALK_SOURCE
 from harness.gpu.reference import SOURCE as REFERENCE_SOURCE
 from harness.gpu.timing.kernels import SOURCE as TIMER_SOURCE
+from harness.kinds.buffers.draw import DRAW_SOURCE
+from harness.kinds.buffers.roofline import READ
+from harness.kinds.gemm.capture import FRESH_SOURCE
 
 ALL = (TIMER_SOURCE, FRESH_SOURCE, CROWD_SOURCE, REFERENCE_SOURCE, KNOWN_SOURCE, READ,
        DRAW_SOURCE, FP8_WALK_SOURCE, SUMS_SOURCE)

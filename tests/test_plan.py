@@ -11,7 +11,9 @@ from pathlib import Path
 import pytest
 from conftest import FIXTURE_KERNELS
 
-from harness.bench.plan import (
+from harness.kernels.registry import discover, kernels_in
+from harness.kernels.spec import parse_spec
+from harness.kinds.gemm.plan import (
     DEEP,
     READS_C,
     STALE_C,
@@ -20,8 +22,6 @@ from harness.bench.plan import (
     grows_with_problem,
     plan,
 )
-from harness.kernels.registry import discover, kernels_in
-from harness.kernels.spec import parse_spec
 
 ADVERSARIAL = FIXTURE_KERNELS / "adversarial"
 BODY = '\nextern "C" __global__ void k(int M, int N, int K, float alpha, const float* A, ' \
@@ -191,9 +191,9 @@ def test_a_batterys_comparisons_run_beside_its_next_launches_in_order(monkeypatc
     import time
     from types import SimpleNamespace
 
-    from harness.bench import checks
-    from harness.bench.numerics import CheckResult
-    from harness.bench.plan import READS_C, Plan, PlannedCheck
+    from harness.kinds.gemm import checks
+    from harness.kinds.gemm.numerics import CheckResult
+    from harness.kinds.gemm.plan import READS_C, Plan, PlannedCheck
 
     events = []
 

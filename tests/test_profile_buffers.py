@@ -12,13 +12,13 @@ import pytest
 from conftest import harness_env
 
 from harness.bench import ncu, ncu_csv
-from harness.bench.memory.launch import default_dims, parse_dims
-from harness.bench.memory.measure import padded
 from harness.errors import HarnessError
 from harness.gpu.timing import Timing
 from harness.kernels.registry import PROJECT_ROOT, load_registry
+from harness.kinds.buffers import profile as profile_buffers
+from harness.kinds.buffers.launch import default_dims, parse_dims
+from harness.kinds.buffers.measure import padded
 from harness.report import profile as report
-from harness.report import profile_buffers
 
 SUM = PROJECT_ROOT / "cu" / "memory" / "sum_04_vec4.cu"
 N = 1 << 24

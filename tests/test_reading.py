@@ -103,7 +103,7 @@ BAD = [
     (_set("meta.gpu", 3), r"meta.gpu is 3 \(a number\); expected a string"),
     (_set("meta.device", "H100"), r"meta.device is \"H100\" .*; expected an object"),
     (_set("schema", "2"), r'schema is "2" \(a string\); expected a whole number'),
-    (_set("schema", 3), r"has report schema 3; this harness reads up to 2: update the harness"),
+    (_set("schema", 4), r"has report schema 4; this harness reads up to 3: update the harness"),
 ]
 
 

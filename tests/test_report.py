@@ -80,7 +80,7 @@ def test_write_run_round_trips_through_json(tmp_path):
                           [passed().kernel])
     json_path, md_path = files.write_run(meta, [passed(), FAULT], tmp_path / "h100" / "run-x")
     data = json.loads(json_path.read_text())
-    assert data["schema"] == 2 and data["meta"]["gpu"] == "NVIDIA H100 80GB HBM3"
+    assert data["schema"] == 3 and data["meta"]["gpu"] == "NVIDIA H100 80GB HBM3"
     assert data["meta"]["command"] == "harness run --size 4096"
     assert data["meta"]["git"]["commit"] and "dirty" in data["meta"]["git"]
     assert data["rows"][0]["metrics"]["gflops"] == pytest.approx(passed().gflops)
@@ -168,7 +168,7 @@ def test_committed_compare_renders_as_it_was_written():
 def test_a_report_from_a_newer_harness_is_refused(tmp_path):
     path = tmp_path / "run.json"
     path.write_text(json.dumps({"schema": 99, "meta": {}, "rows": []}))
-    with pytest.raises(Exception, match="schema 99; this harness reads up to 2"):
+    with pytest.raises(Exception, match="schema 99; this harness reads up to 3"):
         load_report(path)
     path.write_text("[1, 2]")
     with pytest.raises(Exception, match="is not a run report"):

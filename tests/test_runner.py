@@ -78,9 +78,9 @@ def test_a_loaded_kernel_refuses_a_grid_over_the_limits_before_launching():
     from types import SimpleNamespace
 
     from harness.archs import get_arch
-    from harness.bench.gemm import LoadedGemm
     from harness.errors import LaunchError
     from harness.kernels.registry import discover, select
+    from harness.kinds.gemm.gemm import LoadedGemm
 
     (t16,) = select(discover(), ["03_smem_tiled:t16"])
     gemm = object.__new__(LoadedGemm)

@@ -8,7 +8,6 @@ from types import SimpleNamespace
 
 import pytest
 
-from harness.bench import gemm
 from harness.errors import HarnessError, SpecError
 from harness.gpu import driver, tensormaps
 from harness.kernels.registry import Kernel, discover
@@ -20,6 +19,7 @@ from harness.kernels.signature import (
     parse_signature,
 )
 from harness.kernels.spec import TMA_OPERANDS, parse_spec
+from harness.kinds.gemm import gemm
 
 NAMES = frozenset({"M", "N", "K", "BM"})
 HEAD = """/* harness
@@ -442,8 +442,7 @@ def test_a_workspace_is_zeroed_outside_the_timed_region(monkeypatch):
     poisoning of C, before every repetition, outside the events."""
     from types import SimpleNamespace
 
-    from harness.bench import launches, measure
-
+    from harness.kinds.gemm import launches, measure
     calls = []
 
     def launch():
@@ -552,7 +551,7 @@ def test_ncu_names_a_template_kernel_demangled():
 def test_an_fp8_gemm_gets_its_scales_after_its_codes_and_byte_maps():
     """scale_a and scale_b point after A's and B's codes (operands.scale_offset), and its
     tensor maps are of bytes."""
-    from harness.bench.operands import scale_offset
+    from harness.kinds.gemm.operands import scale_offset
 
     (kernel,) = [k for k in discover() if k.name == "20_wgmma_fp8:s4e64"]
     seen = []

@@ -456,8 +456,8 @@ def test_a_kernel_and_its_baseline_on_copies_take_the_same_copy_each_round(line,
     """A small GEMM's kernel and its cuBLAS are timed over the same copies of the operands:
     interleaved, the two launches of every round run on one copy, and every copy takes its
     turn."""
-    from harness.bench import launches, measure
     from harness.bench.session import in_turn
+    from harness.kinds.gemm import launches, measure
 
     copies = [SimpleNamespace(name=f"copy{i}", poison_c=lambda stream: None) for i in range(8)]
     calls = []
@@ -729,8 +729,8 @@ def test_a_batch_of_whole_cycles_is_captured_once_and_copied(monkeypatch):
     a batch holds whole cycles of the copies a small GEMM's launches take in turn, one capture
     and two copies of it, each copy's event records moved to events of its own; otherwise, or
     where copies are refused, three captures, each going on where the one before stopped."""
-    from harness.bench.session import BASELINE_PLACEMENTS
     from harness.gpu.timing import sustained
+    from harness.kinds.gemm.session import BASELINE_PLACEMENTS
 
     assert sustained.ROUND_CYCLE == BASELINE_PLACEMENTS
     made, timer, rule, Graph = _faked_captures(monkeypatch)
@@ -907,8 +907,8 @@ def test_a_launch_captured_in_a_graph_counts_when_the_graph_replays():
     """A timing's launch count (the "timed kept" column: kept repetitions of so many launches)
     counts what ran on the device: a call captured in a graph runs at each replay, not when
     captured (01_naive at 1024 read 6 launches for 10 timed repetitions)."""
-    from harness.bench.launches import _Counted
     from harness.gpu import graph
+    from harness.kinds.gemm.launches import _Counted
 
     ran = []
     counted = _Counted(lambda: ran.append(1))

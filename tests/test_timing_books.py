@@ -133,8 +133,7 @@ def test_the_primer_runs_on_decoys_and_the_timed_content_is_drawn_after_it(monke
     """With fresh inputs, the primer's copy holds decoy contents (a key of their own) when
     the primer runs, and the content the repetition is timed on is drawn after it: nothing
     the untimed launch reads or stashes is of the timed sequence."""
-    from harness.bench import launches, measure
-
+    from harness.kinds.gemm import launches, measure
     calls = []
 
     def launch_on(gemm, ops, session):
@@ -168,8 +167,7 @@ def test_the_primer_runs_on_decoys_and_the_timed_content_is_drawn_after_it(monke
 def test_a_kept_output_of_the_primers_decoy_is_named_a_replay():
     """A kernel that hands back what its primer computed returns the product of decoy
     inputs: the replay search tries the decoys' contents too."""
-    from harness.bench import capture
-
+    from harness.kinds.gemm import capture
     def operands(content, rows, cols, decoy=False):
         return (("decoy" if decoy else "real", content), None)
 
@@ -190,7 +188,7 @@ def test_a_kept_output_of_the_primers_decoy_is_named_a_replay():
 def test_a_buffers_kernels_primer_runs_on_decoys_of_its_own_key():
     """The buffers kind primes the same way: its primer fills the drawn buffers with a seed
     and salt of their own, poisons the outputs, launches; the timed content is drawn after."""
-    from harness.bench.memory import timed
+    from harness.kinds.buffers import timed
 
     calls = []
     draws = SimpleNamespace(reset=lambda content: None, tick=lambda: calls.append("tick"),
@@ -220,8 +218,8 @@ def test_a_kernel_and_its_baseline_on_copies_with_draws_are_booked(line, monkeyp
     repetition and decoys before every primer (20 us each on the line), the overhead
     calibrated. Honest, nothing is found; a primer with 0.4 ms more untimed, the kernel is
     named, not cuBLAS."""
-    from harness.bench import launches, measure
     from harness.bench.session import in_turn
+    from harness.kinds.gemm import launches, measure
 
     monkeypatch.setattr(Timer, "kernels", Kernels(line))
     line.launch_overhead_ms = 0.003

@@ -13,10 +13,11 @@ import numpy as np
 import pytest
 from conftest import FIXTURE_KERNELS
 
-from harness.bench import capture, contents, keyed, numerics, timed_size
+from harness.bench import keyed
 from harness.compiler.compile import compile_kernel
 from harness.kernels.registry import kernels_in
 from harness.kernels.spec import read_spec
+from harness.kinds.gemm import capture, contents, numerics, timed_size
 
 FIXTURES = sorted((FIXTURE_KERNELS / "unpredictable").glob("*.cu"))
 PRECISIONS = ("fp32", "tf32", "bf16", "fp16", "e4m3", "e5m2")
@@ -231,7 +232,7 @@ def test_the_fixtures_build_offline_for_sm_90(path: Path, private_cache):
 def test_a_buffers_kernels_draw_is_keyed_by_the_run_secret_too(monkeypatch):
     """The buffers kernels' inputs (memory/draw.py) come from the same generator: under
     another run secret the same seed, salt and content give other values."""
-    from harness.bench.memory.draw import drawn
+    from harness.kinds.buffers.draw import drawn
 
     monkeypatch.setattr(keyed, "_RUN", [keyed.Secret((1, 2, 3, 4))])
     first = drawn(5, 6, 1, 0, 4096, "f32", -1.0, 2.0)

@@ -26,8 +26,11 @@ from harness.kernels.registry import Kernel, project_relative
 from harness.stats import gflops
 from harness.typed_json import AT_LEAST, found, jsonable, record_of, value_of
 
-SCHEMA_VERSION = 2
-"""Version of the run-report JSON: 2 is nested typed records; 1 (no ``schema`` key) flat rows."""
+SCHEMA_VERSION = 3
+"""Version of the run-report JSON: 3 names each row's kind (``kernel.kind``) and its
+baseline (``baseline.library``, as 2 did), its figures computed by the kind
+(harness.kinds); 2 is nested typed records; 1 (no ``schema`` key) flat rows. Every version
+reads: a row without ``kernel.kind`` is given the kind that recognises it."""
 BUFFERS = "buffers: "
 """How a buffers kernel's signature text begins (KernelInfo.signature)."""
 PASSED = ("pass", "skipped")
@@ -58,6 +61,8 @@ class KernelInfo:
     fp32_via: str = ""
     """How an FP32 kernel computes on tensor cores, as its spec declares (``bf16x3``, ...);
     empty: FP32 itself."""
+    kind: str = ""
+    """The kernel's kind (harness.kinds); empty in reports before schema 3."""
 
     @classmethod
     def of(cls, kernel: Kernel) -> KernelInfo:
@@ -67,7 +72,7 @@ class KernelInfo:
                    signature_text(spec.signature) if spec.buffers is None else
                    BUFFERS + ", ".join(a.label for a in spec.buffers.args),
                    layouts_text(spec), launch_text(kernel),
-                   getattr(spec, "fp32_via", ""))
+                   getattr(spec, "fp32_via", ""), spec.kind)
 
     @property
     def computes(self) -> str:
@@ -298,21 +303,28 @@ class Result:
         return self.m, self.n, self.k
 
     @property
+    def kind_of(self):
+        """Its kind (harness.kinds), which owns its figures."""
+        from harness import kinds
+
+        return kinds.of_result(self)
+
+    def figures(self) -> dict[str, float | None]:
+        """The figures its kind computes from it (GFLOP/s, GB/s, % of baseline, ...)."""
+        return self.kind_of.figures(self)
+
+    @property
     def flops(self) -> float:
-        return self.memory.flops if self.memory else 2.0 * self.m * self.n * self.k
+        return self.figures().get("flops") or 0.0
 
     @property
     def gbps(self) -> float | None:
-        """A buffers kernel's compulsory bytes per second, in GB/s (None for a GEMM)."""
-        if self.memory is None or self.timing is None:
-            return None
-        return _per_s(self.memory.bytes, self.timing.median_ms)
+        """Compulsory bytes per second, in GB/s, for a kind judged in bytes (else None)."""
+        return self.figures().get("gbps")
 
     @property
     def baseline_gbps(self) -> float | None:
-        if self.memory is None or self.baseline is None:
-            return None
-        return _per_s(self.memory.bytes, self.baseline.timing.median_ms)
+        return self.figures().get("baseline_gbps")
 
     @property
     def passed(self) -> bool:
@@ -320,42 +332,26 @@ class Result:
 
     @property
     def gflops(self) -> float | None:
-        if self.memory is not None:
-            return (_per_s(self.memory.flops, self.timing.median_ms)
-                    if self.timing and self.memory.flops else None)
-        return _rate(self.m, self.n, self.k, self.timing.median_ms) if self.timing else None
+        return self.figures().get("gflops")
 
     @property
     def baseline_gflops(self) -> float | None:
-        if self.memory is not None:
-            return (_per_s(self.memory.flops, self.baseline.timing.median_ms)
-                    if self.baseline and self.memory.flops else None)
-        return (_rate(self.m, self.n, self.k, self.baseline.timing.median_ms)
-                if self.baseline else None)
+        return self.figures().get("baseline_gflops")
 
     @property
     def pct_baseline(self) -> float | None:
-        if self.timing is None or self.baseline is None:
-            return None
-        if self.memory is not None:
-            return _pct(self.baseline.timing.median_ms, self.timing.median_ms)
-        return _pct(self.gflops, self.baseline_gflops)
+        """% of its baseline (named in ``baseline.library``)."""
+        return self.figures().get("pct_baseline")
 
     @property
     def pct_peak(self) -> float | None:
-        """% of the precision's dense peak; a buffers kernel's, of the DRAM peak."""
-        if self.timing is None:
-            return None
-        if self.memory is not None:
-            return _pct(self.gbps, self.memory.dram_peak_gbps)
-        return _pct(self.gflops, self.peak_gflops_at_clock)
+        """% of the precision's dense peak; a kind judged in bytes, of the DRAM peak."""
+        return self.figures().get("pct_peak")
 
     @property
     def pct_copy(self) -> float | None:
-        """A buffers kernel's GB/s in % of the memory ceiling measured in its run."""
-        if self.timing is None or self.memory is None:
-            return None
-        return _pct(self.gbps, self.memory.ceiling_gbps)
+        """GB/s in % of the memory ceiling measured in its run (kinds judged in bytes)."""
+        return self.figures().get("pct_copy")
 
     @property
     def pct_ceiling(self) -> float | None:
@@ -368,8 +364,8 @@ class Result:
         return None if timing is None or not self.flops else 1e12 * timing.energy_j / self.flops
 
     def power_gflops(self, timing: Timing | None) -> float | None:
-        return None if timing is None else _rate(self.m, self.n, self.k,
-                                                 timing.power_ms_per_launch)
+        return None if timing is None else self.kind_of.power_gflops(
+            self, timing.power_ms_per_launch)
 
     def metrics(self) -> dict[str, Any]:
         """The derived figures, for readers of the JSON (ignored when it is read back)."""
@@ -379,8 +375,8 @@ class Result:
                 "pct_ceiling": self.pct_ceiling, "pj_per_flop": self.pj_per_flop(self.timing),
                 "baseline_pj_per_flop": self.pj_per_flop(base),
                 "power_gflops": self.power_gflops(self.timing),
-                **({"gbps": self.gbps, "baseline_gbps": self.baseline_gbps,
-                    "pct_copy": self.pct_copy} if self.memory else {})}
+                **{k: v for k, v in self.figures().items()
+                   if k in ("gbps", "baseline_gbps", "pct_copy")}}
 
     def to_json(self) -> dict[str, Any]:
         out = jsonable(dataclasses.asdict(self))

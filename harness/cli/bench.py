@@ -9,9 +9,8 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from harness import kinds
 from harness.archs import get_arch
-from harness.bench.memory.launch import parse_dims
-from harness.bench.memory.measure import padded
 from harness.bench.phases import beside
 from harness.cli import common, flags, power
 from harness.cli.kernels import build_progress
@@ -20,7 +19,8 @@ from harness.commands.measure import DEFAULT_RUN_SIZES
 from harness.compiler.offline import build_all
 from harness.errors import HarnessError
 from harness.kernels.registry import Kernel, representatives
-from harness.report import files, memory_table, runs, tables
+from harness.kinds import sizes as kernel_sizes
+from harness.report import files, runs, tables
 from harness.report.width import fit_text
 from harness.run.runner import RunRecord
 
@@ -180,8 +180,8 @@ def _run(args) -> int:
     status = common.has_gpu()
     if not status.found:
         sizes = options.sizes
-        if not args.size and chosen and all(k.spec.kind == "buffers" for k in chosen):
-            sizes = tuple(padded(d) for d in chosen[0].spec.buffers.default_sizes())
+        if not args.size and chosen and all(kernel_sizes.has_own_sizes(k) for k in chosen):
+            sizes = kernel_sizes.own_slots(chosen[0])
         return _run_offline(chosen, sizes, status.reason, common.width(args))
     target = place.local(args.gpus)
     return _run_and_report(args, chosen, options, target, f"{target.where} ({target.arch})",
@@ -196,20 +196,21 @@ def _gemms_and_buffers(args) -> list[Kernel]:
     return common.gemms_and_buffers(args, "run") if args.kernels else common.kernels(args)
 
 
-def _as_sizes(dims: Sequence[tuple[int, ...]]) -> dict:
-    """``run_options``'s sizes for buffers kernels' ``dims`` (padded with 1); none for []."""
-    return {"sizes": tuple(padded(d) for d in dims)} if dims else {}
+def _as_sizes(dims: Sequence[tuple[int, int, int]]) -> dict:
+    """``run_options``'s sizes for the slots ``dims`` of kernels of their own dims; none for
+    []."""
+    return {"sizes": tuple(dims)} if dims else {}
 
 
-def _buffer_sizes(args, chosen: Sequence[Kernel]) -> list[tuple[int, ...]]:
-    """``--size`` read as the dims of the buffers kernels chosen ("1<<28", "4096x1024"); []
-    without --size or buffers kernels. Every kernel of such a run takes sizes of one rank,
-    and GEMMs are run apart (their --size is M,N,K)."""
-    buffers = [k for k in chosen if k.spec.kind == "buffers"]
-    if not buffers or not args.size:
+def _buffer_sizes(args, chosen: Sequence[Kernel]) -> list[tuple[int, int, int]]:
+    """``--size`` read by the kind of the kernels chosen that name their own dims ("1<<28",
+    "4096x1024"), as the run's slots; [] without --size or such kernels. Every kernel of such
+    a run takes sizes of one rank, and GEMMs are run apart (their --size is M,N,K)."""
+    own = [k for k in chosen if kernel_sizes.has_own_sizes(k)]
+    if not own or not args.size:
         return []
     common.one_size_rank(list(chosen), "run")
-    return [parse_dims(buffers[0], text) for text in args.size]
+    return [kernel_sizes.read_slots(own[0], text) for text in args.size]
 
 
 def _run_offline(chosen: Sequence[Kernel], sizes, why: str, width: int | None) -> int:
@@ -276,11 +277,9 @@ def _run_and_report(args, chosen, options, target: place.Target, where: str,
                                      jsonl.with_suffix(""), stream=None if args.json else jsonl,
                                      report_dir=args.report_dir,
                                      name=stem.name if stem else f"run-{files.run_stamp()}")
-    gemms, buffers = memory_table.split(record.results)
-    if gemms or not buffers:
-        print(tables.console_table(gemms, wide=args.wide))
-    if buffers:
-        print(("\n" if gemms else "") + memory_table.memory_console_table(buffers, args.wide))
+    print("\n\n".join(kind.table(rows, console=True, wide=args.wide)
+                      for kind, rows in kinds.split(record.results))
+          or tables.console_table([], wide=args.wide))
     fails = tables.failures(record.results, common.width(args))
     if fails:
         print("\nNot passed:\n" + fails)
@@ -302,26 +301,24 @@ def _status(results) -> int:
 def _check(args) -> int:
     import json
 
-    from harness.bench.plan import plan
-
     chosen = _gemms_and_buffers(args)
     dims = _buffer_sizes(args, chosen)
     options = flags.run_options(args, ("1024",), **_as_sizes(dims))
-    if args.plan and any(k.spec.kind == "buffers" for k in chosen):
-        buffers = [k.name for k in chosen if k.spec.kind == "buffers"]
-        chosen = [k for k in chosen if k.spec.kind != "buffers"]
+    if args.plan and any(not kinds.of(k.spec).takes("plan") for k in chosen):
+        buffers = [k.name for k in chosen if not kinds.of(k.spec).takes("plan")]
+        chosen = [k for k in chosen if kinds.of(k.spec).takes("plan")]
         why = ("--plan lists a GEMM's battery; a buffers kernel's is the same for every one "
                "(notes/buffers_kind.md, 'The check battery')")
         if not chosen:
             raise HarnessError(why)
         common.say(f"harness: {', '.join(buffers)} left out: {why}")
     if args.plan:
-        plans = [plan(kernel) for kernel in chosen]
+        plans = [kinds.of(kernel.spec).plan(kernel) for kernel in chosen]
         if args.json:
             print(json.dumps([p.to_json() for p in plans], indent=1))
         else:
             for p in plans:
-                print(tables.plan_table(p, common.width(args)))
+                print(p.table(common.width(args)))
         return common.EXIT_OK if all(p.checks for p in plans) else common.EXIT_FAILED
     if args.json:
         raise HarnessError("--json goes with --plan (a GPU check prints its table and writes "
@@ -342,15 +339,15 @@ def _compare(args) -> int:
     from harness.run.gpus import parse_gpus
 
     chosen = _gemms_and_buffers(args)
-    buffers = [k for k in chosen if k.spec.kind == "buffers"]
+    buffers = [k for k in chosen if kernel_sizes.has_own_sizes(k)]
     if buffers and len(buffers) < len(chosen):
         raise HarnessError("compare times GEMMs against each other or buffers kernels against "
                            "each other; these are both: compare them apart")
-    if buffers and len({k.spec.buffers.dims for k in buffers}) > 1:
+    if buffers and len({kernel_sizes.dims_of(k) for k in buffers}) > 1:
         raise HarnessError("compare needs buffers kernels of the same dims; found "
-                           + ", ".join(f"{k.name} ({' x '.join(k.spec.buffers.dims)})"
+                           + ", ".join(f"{k.name} ({' x '.join(kernel_sizes.dims_of(k))})"
                                        for k in buffers))
-    dims = (_buffer_sizes(args, chosen) or buffers[0].spec.buffers.default_sizes()
+    dims = (_buffer_sizes(args, chosen) or list(kernel_sizes.own_slots(buffers[0]))
             if buffers else [])
     options = flags.run_options(args, **_as_sizes(dims))
     if len(chosen) < 2:
@@ -367,11 +364,10 @@ def _compare(args) -> int:
     record = measure.compare(chosen, options, target, stem.with_suffix(".jsonl"), common.say)
     json_path, md_path = runs.write_compare_report(record, ["harness", *sys.argv[1:]],
                                                    options.timing, options.sizes, stem)
-    if buffers:
-        print(memory_table.memory_console_table(record.results, args.wide, compare=True))
-    else:
-        print(tables.compare_table(record.results) if args.wide else
-              tables.compare_table(record.results, fmt="simple", width=common.width(args)))
+    print("\n\n".join(kind.table(rows, mode="compare", console=True, wide=args.wide,
+                                 width=common.width(args))
+                      for kind, rows in kinds.split(record.results))
+          or tables.compare_table(record.results))
     print(f"\nwritten: {json_path}, {md_path}")
     return _status(record.results)
 
@@ -382,8 +378,8 @@ _RANKED = "tune ranks its points against each other"
 def _tune(args) -> int:
     chosen = common.gemms_and_buffers(args, "tune", patterns=[args.kernel])
     dims = _buffer_sizes(args, chosen)
-    if not dims and chosen[0].spec.kind == "buffers":  # ranked at its spec's largest size
-        dims = chosen[0].spec.buffers.default_sizes()[-1:]
+    if not dims and kernel_sizes.has_own_sizes(chosen[0]):  # ranked at its spec's largest
+        dims = list(kernel_sizes.own_slots(chosen[0])[-1:])
     options = tune.TuneOptions(flags.run_options(
         args, timing=flags.timing(args, warmup_ms=min(args.warmup_ms, 10.0)),
         **_as_sizes(dims)),
@@ -425,11 +421,10 @@ def _tune_points(args, planned: tune.TunePlan, target: place.Target | None, arch
     tune.sweep(tuning, target, stem.with_suffix(".jsonl"), common.say)
     json_path = runs.write_tune_report(tuning, ["harness", *sys.argv[1:]], stem)
     top, ranked_at = tuning.top, "x".join(map(str, planned.options.run.sizes[-1]))
-    if planned.spec.kind == "buffers":
-        ranked_at = " x ".join(map(str, top[0].memory.dims.values())) if top else ranked_at
-        print(memory_table.memory_console_table(top, args.wide))
-    else:
-        print(tables.console_table(top, tables.columns_without("precision"), wide=args.wide))
+    kind = kinds.of(planned.spec)
+    if top and kernel_sizes.has_own_sizes(planned):
+        ranked_at = " x ".join(kind.problem_of(top[0]).short.split("x"))
+    print(kind.table(top, console=True, wide=args.wide, drop=("precision",)))
     print(f"\n{len(keep)} points timed, {len(skipped)} skipped (reasons in {json_path}); "
           f"ranked at {ranked_at}")
     if args.pin and top:

@@ -11,8 +11,10 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from harness import kinds
 from harness.errors import HarnessError, NoGpu  # noqa: F401 (NoGpu: its old home)
 from harness.kernels.registry import DEFAULT_KERNEL_DIRS, PROJECT_ROOT, Kernel, load_registry
+from harness.kinds import sizes as kernel_sizes
 from harness.knobs import CARVEOUT
 from harness.report.files import check_writable_folder
 
@@ -127,7 +129,7 @@ class Progress:
 say = Progress()
 
 
-def kernels(args: argparse.Namespace, kind: str | None = "gemm",
+def kernels(args: argparse.Namespace, kind: str | None = kinds.DEFAULT,
             patterns: list[str] | None = None) -> list[Kernel]:
     """The kernels ``patterns`` (default: the command's KERNEL arguments) name among those the
     command sees: the built-in folders unless --no-builtin, every --kernel-dir, and any kernel
@@ -147,30 +149,32 @@ def kernels(args: argparse.Namespace, kind: str | None = "gemm",
 
 def gemms_and_buffers(args: argparse.Namespace, command: str,
                       patterns: list[str] | None = None) -> list[Kernel]:
-    """The GEMM and buffers kernels ``patterns`` name (default: the command's KERNEL
-    arguments), for ``harness command``: a glob that also matched kernels of other kinds keeps
-    these; a name of other kinds alone is refused in one line."""
+    """The kernels ``patterns`` name (default: the command's KERNEL arguments) whose kind
+    ``harness command`` takes (GEMM and buffers kernels): a glob that also matched kernels of
+    other kinds keeps these; a name of other kinds alone is refused in one line."""
     chosen = kernels(args, kind=None, patterns=patterns)
-    other = [k for k in chosen if k.spec.kind not in ("gemm", "buffers")]
+    other = [k for k in chosen if not kinds.of(k.spec).takes(command)]
     if other and len(other) < len(chosen):
-        return [k for k in chosen if k.spec.kind in ("gemm", "buffers")]
+        return [k for k in chosen if kinds.of(k.spec).takes(command)]
     if other:
-        raise HarnessError(f"{other[0].name} is a {other[0].spec.kind!r} kernel; harness "
-                           f"{command} takes GEMM and buffers kernels (`harness ceiling` "
-                           "measures ceiling kernels)")
+        kind = kinds.of(other[0].spec)
+        takers = [k.title for k in kinds.all_kinds() if k.takes(command)]
+        raise HarnessError(f"{other[0].name} is a {kind.name!r} kernel; harness {command} "
+                           f"takes {' and '.join(takers)} kernels (`{kind.runs_it()}` "
+                           f"measures {kind.name} kernels)")
     return chosen
 
 
 def one_size_rank(chosen: list[Kernel], command: str) -> None:
     """Refuse kernels one ``--size`` cannot name: GEMMs (N or M,N,K) with buffers kernels (their
     dims), or buffers kernels of different numbers of dims."""
-    buffers = [k for k in chosen if k.spec.kind == "buffers"]
+    buffers = [k for k in chosen if kernel_sizes.has_own_sizes(k)]
     if buffers and len(buffers) < len(chosen):
-        gemm = next(k for k in chosen if k.spec.kind != "buffers")
+        gemm = next(k for k in chosen if not kernel_sizes.has_own_sizes(k))
         raise HarnessError(f"--size with GEMMs and buffers kernels together ({gemm.name}, "
                            f"{buffers[0].name}): a GEMM's size is N or M,N,K, a buffers "
                            f"kernel's its dims; {command} them apart")
-    ranks = {k.spec.buffers.dims for k in buffers}
+    ranks = {kernel_sizes.dims_of(k) for k in buffers}
     if len({len(d) for d in ranks}) > 1:
         raise HarnessError("--size for buffers kernels of different dims ("
                            + "; ".join(" x ".join(d) for d in sorted(ranks)) + f"): "

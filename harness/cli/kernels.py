@@ -9,6 +9,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from tabulate import tabulate
 
+from harness import kinds
 from harness.archs import ARCHS, can_run, get_arch
 from harness.cli import common
 from harness.compiler import occupancy as occ_mod
@@ -163,8 +164,8 @@ def _build_size(args, kernel) -> tuple[int, int, int]:
     kernel's dims), else a GEMM's default and a buffers kernel's largest spec size."""
     if kernel.spec.kind != "buffers":
         return parse_size(args.size or ",".join(map(str, DEFAULT_SIZE)))
-    from harness.bench.memory.launch import parse_dims
-    from harness.bench.memory.measure import padded
+    from harness.kinds.buffers.launch import parse_dims
+    from harness.kinds.buffers.measure import padded
 
     if args.size:
         return padded(parse_dims(kernel, args.size))
@@ -235,7 +236,7 @@ def _occupancy_entry(args, kernel, size, session, why: str = "") -> dict:
                                       f" {arch} cannot run it"])
         return entry
     if session is not None:
-        gemm = session.load(kernel)
+        gemm = kinds.of(kernel.spec).load(session, kernel)
         kernel, compiled, sm_count = gemm.kernel, gemm.compiled, session.device.sm_count
     else:
         sm_count = None
@@ -322,7 +323,7 @@ def _occupancy_sweep(args, chosen) -> int:
     with BenchSession() as session:
         rows = []
         for kernel in chosen:
-            gemm = session.load(kernel)
+            gemm = kinds.of(kernel.spec).load(session, kernel)
             configs = [(gemm.kernel.block_threads, gemm.kernel.dynamic_smem_bytes(*size), c)
                        for size in ((1024,) * 3, (4096,) * 3) for c in CARVEOUTS]
             rows += compare_function(session.device, gemm.function, gemm.kernel.name,

@@ -7,13 +7,13 @@ from __future__ import annotations
 import json
 import sys
 
-from harness.bench.ceiling import CeilingOptions
-from harness.bench.memory.launch import default_dims, parse_dims
+from harness import kinds
 from harness.cli import common, flags
 from harness.commands import ceiling as ceilings
 from harness.commands import energy as energies
 from harness.commands import launch as launches
 from harness.commands.params import parse_setting
+from harness.kinds import sizes as kernel_sizes
 from harness.report import files, power, tables
 from harness.run.runner import parse_size
 
@@ -23,9 +23,9 @@ def ceiling(args) -> int:
         # hot L2: the kernels load nothing, so flushing would change nothing but the run time
         timing=flags.timing(args, cold_l2=False, max_rel_se_pct=0.0),
         precisions=tuple(args.precision or ()), family=args.family,
-        launches=tuple(CeilingOptions(launch_ms=args.launch_ms, blocks_per_sm=b)
+        launches=tuple(ceilings.CeilingOptions(launch_ms=args.launch_ms, blocks_per_sm=b)
                        for b in args.blocks_per_sm or [None]))
-    kernels = common.kernels(args, kind="ceiling", patterns=[])
+    kernels = common.kernels(args, kind=ceilings.KIND, patterns=[])
     _, chosen = ceilings.kernels_for(kernels, options)  # a bad --precision fails here
     sass = "HGMMA" if args.family == "wgmma" else "HMMA"
     common.has_gpu().require(f"the {args.family} ceiling is measured on a GPU; `harness sass "
@@ -58,14 +58,15 @@ def energy(args) -> int:
 
 def launch(args) -> int:
     (kernel,) = common.gemms_and_buffers(args, "launch", patterns=[args.kernel])[:1]
-    buffers = kernel.spec.kind == "buffers"
-    if buffers:  # --size: its dims ("1<<28", "4096x1024"); default its spec's largest size
-        size = parse_dims(kernel, args.size) if args.size else default_dims(kernel)
-    else:
-        size = parse_size(args.size or "4096")
+    kind = kinds.of(kernel.spec)
+    alone = not kind.launches_baseline
+    # --size read by its kind (a buffers kernel's dims, "1<<28", "4096x1024"); without it,
+    # its kind's launch size (a GEMM 4096, a buffers kernel its spec's largest size)
+    size = (kernel_sizes.read(kernel, args.size) if args.size
+            else kind.launch_size(kernel.spec)).values
     options = launches.LaunchOptions(
         size=size, setting=parse_setting(",".join(args.param)) if args.param else {},
-        repeats=args.repeats, baseline=not args.no_baseline and not buffers,
+        repeats=args.repeats, baseline=not args.no_baseline and not alone,
         gap_ms=args.gap_ms)
     kernel = launches.kernel_for(kernel, options)
     common.gpu()
@@ -75,6 +76,6 @@ def launch(args) -> int:
     common.say(f"launched {launched.name}{beside} {args.repeats} times{each} at "
                + ("x".join(map(str, size)))
                + (" (checked first)" if not args.param else " (unchecked: parameters set)")
-               + ("; its baseline is not launched (buffers kernels: the kernel alone)"
-                  if buffers else ""))
+               + (f"; its baseline is not launched ({kind.title} kernels: the kernel alone)"
+                  if alone else ""))
     return common.EXIT_OK

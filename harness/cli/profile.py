@@ -1,5 +1,5 @@
 """``harness profile``: its flags, what it prints and its exit status; the work is
-harness/commands/profile.py's, the report report/profile.py's (report/profile_buffers.py's
+harness/commands/profile.py's, the report report/profile.py's (kinds/buffers/profile.py's
 for buffers kernels)."""
 
 from __future__ import annotations
@@ -7,13 +7,13 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from harness import kinds
 from harness.bench import ncu
-from harness.bench.memory.launch import default_dims, parse_dims
-from harness.bench.memory.measure import padded
 from harness.cli import common
 from harness.commands.profile import TIMINGS, ProfileOptions, profile
 from harness.gpu.timing import ISOLATED_GAP_MS
 from harness.kernels.registry import Kernel
+from harness.kinds import sizes as kernel_sizes
 from harness.report import profile as report
 from harness.run.runner import parse_size
 
@@ -56,10 +56,11 @@ def chosen_kernels(args) -> list[Kernel]:
 def sizes(args, chosen: list[Kernel]) -> tuple[tuple[int, int, int], ...]:
     """``--size`` as the runner takes it: M, N, K for GEMMs; the dims of buffers kernels
     padded with 1 (default: the first one's largest spec size)."""
-    if chosen and chosen[0].spec.kind == "buffers":
-        dims = [parse_dims(chosen[0], text) for text in args.size] if args.size \
-            else [default_dims(chosen[0])]
-        return tuple(padded(d) for d in dims)
+    if chosen and kernel_sizes.has_own_sizes(chosen[0]):
+        first = chosen[0]
+        problems = [kernel_sizes.read(first, text) for text in args.size] if args.size \
+            else [kinds.of(first.spec).launch_size(first.spec)]
+        return tuple(kernel_sizes.slots(first, p) for p in problems)
     return tuple(parse_size(s) for s in (args.size or ["4096"]))
 
 
@@ -81,8 +82,9 @@ def _profile(args) -> int:
                      common.say, args.kernel_dir or [], args.no_builtin)
     for line in report.sections(record.rows, opts.flag_factor, fmt="simple"):
         print(line)
-    alone = ("; buffers kernels ran alone under ncu (their baselines are timed by the "
-             "harness, not launched under ncu)" if chosen[0].spec.kind == "buffers" else "")
+    kind = kinds.of(chosen[0].spec)
+    alone = (f"; {kind.title} kernels ran alone under ncu (their baselines are timed by the "
+             "harness, not launched under ncu)" if not kind.launches_baseline else "")
     print(f"wall time {record.meta['wall_s']:.0f} s{alone}; written: "
           f"{', '.join(map(str, record.written))}")
     return common.EXIT_OK if record.profiled else common.EXIT_FAILED

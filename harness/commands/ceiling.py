@@ -1,16 +1,19 @@
 """``harness ceiling``: the issue ceiling of ``mma.sync`` (or ``wgmma``) on this GPU, one row
-per precision and launch shape, measured in this process (bench/ceiling.py)."""
+per precision and launch shape, measured in this process (kinds/ceiling/probe.py)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 
-from harness.bench.ceiling import CeilingOptions
 from harness.gpu.timing import TimingOptions
 from harness.kernels.registry import Kernel
+from harness.kinds.ceiling.kind import CeilingKind
+from harness.kinds.ceiling.probe import CeilingOptions
 
 Say = Callable[[str], None]
+KIND = CeilingKind.name
+"""The kind of the kernels ``harness ceiling`` measures (its own command)."""
 
 
 @dataclass(frozen=True)
@@ -41,7 +44,7 @@ def kernels_for(kernels: Sequence[Kernel], options: CeilingRunOptions
                 ) -> tuple[list[str], list[Kernel]]:
     """The precisions measured and the ceiling kernel of each (a precision no kernel of the
     family covers fails here, before a GPU is looked for)."""
-    from harness.bench.ceiling import ceiling_kernel, ceiling_precisions
+    from harness.kinds.ceiling.probe import ceiling_kernel, ceiling_precisions
 
     precisions = list(options.precisions) or ceiling_precisions(kernels, options.family)
     return precisions, [ceiling_kernel(p, kernels, options.family) for p in precisions]
@@ -49,8 +52,8 @@ def kernels_for(kernels: Sequence[Kernel], options: CeilingRunOptions
 
 def measure(kernels: Sequence[Kernel], options: CeilingRunOptions, say: Say) -> CeilingRecord:
     """Every precision's ceiling at every launch shape, in one GPU session."""
-    from harness.bench.ceiling import measure_ceiling
     from harness.bench.session import BenchSession
+    from harness.kinds.ceiling.probe import measure_ceiling
 
     precisions, chosen = kernels_for(kernels, options)
     record = CeilingRecord(chosen)

@@ -53,14 +53,14 @@ def measure(chosen: list[tuple[Kernel, dict[str, int]]], options: EnergyOptions,
     """Every point (:func:`points`) checked (a knob in WRONG_BY_DESIGN must make it fail,
     every other point must pass), then its power pass in each round; a row per point and
     round."""
-    from harness.bench.checks import check_one
-    from harness.bench.launches import launcher
-    from harness.bench.session import BenchSession
+    from harness.kinds.gemm.checks import check_one
+    from harness.kinds.gemm.launches import launcher
+    from harness.kinds.gemm.session import GemmSession
 
     m, n, k = options.size
     flop = 2.0 * m * n * k
     record = EnergyRecord([kernel for kernel, _ in chosen])
-    with BenchSession() as session:
+    with GemmSession.open() as session:
         runs, ops = [], None
         for kernel, setting in chosen:
             gemm = session.load(kernel)

@@ -8,10 +8,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
 
-from harness.bench.memory.measure import padded
 from harness.bench.result import Result
 from harness.commands.place import Target
 from harness.kernels.registry import Kernel
+from harness.kinds import sizes as kernel_sizes
 from harness.run.runner import RunOptions, RunRecord
 
 Say = Callable[[str], None]
@@ -26,14 +26,13 @@ def run(kernels: Sequence[Kernel], options: RunOptions, target: Target, jsonl_pa
     their spec's sizes (``own_sizes``; else at ``options.sizes``, their dims padded with 1)
     against theirs (one pass per distinct list of sizes), in one record."""
     options = options.seeded()
-    gemms = [k for k in kernels if k.spec.kind != "buffers"]
-    record = (target.measure(gemms, options, jsonl_path, say, mode=mode) if gemms
+    common = [k for k in kernels if not kernel_sizes.has_own_sizes(k)]
+    record = (target.measure(common, options, jsonl_path, say, mode=mode) if common
               else RunRecord(seed=options.seed))
     groups: dict[tuple, list[Kernel]] = {}
     for k in kernels:
-        if k.spec.kind == "buffers":
-            sizes = (tuple(padded(s) for s in k.spec.buffers.default_sizes()) if own_sizes
-                     else tuple(options.sizes))
+        if kernel_sizes.has_own_sizes(k):
+            sizes = kernel_sizes.own_slots(k) if own_sizes else tuple(options.sizes)
             groups.setdefault(sizes, []).append(k)
     for sizes, group in groups.items():
         more = target.measure(group, replace(options, sizes=sizes), jsonl_path, say, mode=mode)

@@ -3,8 +3,9 @@
 For each kernel: its harness timings first (sustained and isolated regimes, through the
 runner: checked, then timed), then one ncu run of ``harness launch`` per size (checked again,
 then launched; cuBLAS once per precision and size), then the report (report/profile.py).
-Buffers kernels (``kind = "buffers"``) go the same way at their dims (``sizes`` holds them
-padded with 1), alone under ncu (no baseline), their rows report/profile_buffers.py's.
+Kernels of their own dims (buffers kernels) go the same way at their dims (``sizes`` holds
+them padded with 1), alone under ncu where their kind launches no baseline, their rows their
+kind's (Kind.profile_row).
 """
 
 from __future__ import annotations
@@ -15,13 +16,15 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from harness import kinds
 from harness.bench import ncu, ncu_csv
 from harness.bench.result import KernelInfo, Result
 from harness.errors import HarnessError
 from harness.gpu.timing import ISOLATED_GAP_MS, TimingOptions
 from harness.kernels.registry import DEFAULT_KERNEL_DIRS, Kernel
+from harness.kinds import sizes as kernel_sizes
 from harness.knobs import GAP_MS, REPEATS, TIMEOUT_S, check_knobs, knob
-from harness.report import files, napkin, profile_buffers
+from harness.report import files, napkin
 from harness.report import profile as report
 from harness.run.runner import RunOptions, run
 
@@ -89,7 +92,9 @@ def profile(chosen: list[Kernel], options: ProfileOptions, gpu_name: str, report
     from harness.bench.session import BenchSession
 
     with BenchSession() as session:  # closed before ncu runs: one process on the GPU at once
-        facts = {**session.facts(), "cublas_version": session.blas.version}
+        facts = session.facts()
+        for kind in dict.fromkeys(kinds.of(k.spec) for k in chosen):
+            facts.update(kind.library_facts(session))
         arch = session.arch
     metrics = ncu.select(options.metric_groups, arch)
     ncu_version = ncu.version(ncu_path)
@@ -134,13 +139,7 @@ def predicted(kernel: Kernel, arch: str, size: tuple[int, int, int], sm_count: i
     and global bytes alike."""
     from harness.compiler.offline import build_row
 
-    if kernel.spec.kind == "buffers":
-        nbytes = int(kernel.evaluate(kernel.spec.buffers.bytes, kernel.env(*size)))
-        out = {"compulsory_bytes": nbytes, "global_bytes": nbytes}
-    elif kernel.spec.model:
-        out = dict(napkin.model(kernel.spec, dict(kernel.params), *size))
-    else:
-        out = {}
+    out = kinds.of(kernel.spec).napkin(kernel, size)
     built = build_row(kernel, arch, size)
     if built.get("occupancy_pct") is not None:
         out |= {"occupancy_pct": built["occupancy_pct"], "limiter": built["limiter"],
@@ -159,16 +158,15 @@ def info(kernel: Kernel, size: tuple[int, int, int]) -> dict:
     dims at ``size`` (name -> value)."""
     kinfo = KernelInfo.of(kernel)
     out = {"precision": kinfo.precision, "file": kinfo.file, "params": kinfo.params}
-    if kernel.spec.kind == "buffers":
-        out["dims"] = dict(zip(kernel.spec.buffers.dims, size, strict=False))
+    if kernel_sizes.has_own_sizes(kernel):
+        out["dims"] = kernel_sizes.problem_at(kernel, size).as_dict()
     return out
 
 
 def launch_size(kernel: Kernel, size: tuple[int, int, int]) -> tuple[int, ...]:
     """``size`` as ``harness launch --size`` takes it for ``kernel``: M, N, K, or a buffers
     kernel's dims (the padding dropped)."""
-    return tuple(size[:len(kernel.spec.buffers.dims)]) if kernel.spec.kind == "buffers" \
-        else tuple(size)
+    return kernel_sizes.problem_at(kernel, size).values
 
 
 def harness_timings(chosen: list[Kernel], arch: str, options: ProfileOptions, stem: Path,
@@ -199,14 +197,14 @@ class Profiler:
 
     def rows(self, kernel: Kernel, size, timed: dict[str, Result | None]) -> list[dict]:
         spec, opts = kernel.spec, self.opts
-        buffers = spec.kind == "buffers"  # launched alone: its baseline is not a cuBLAS call
+        alone = not kinds.of(spec).launches_baseline  # its baseline is not launched there
         key = (spec.precision, spec.layout_b, spec.c_type, tuple(size))
-        baseline = key not in self.done_baselines and not buffers
+        baseline = key not in self.done_baselines and not alone
         dirs, no_builtin = self.kernel_dirs, self.no_builtin
         about = info(kernel, size)
         cmd = ncu.command(self.ncu_path, self.metrics, ncu.launch_args(
             launch_pattern(kernel, dirs, no_builtin), launch_size(kernel, size), opts.repeats,
-            baseline, dirs, no_builtin, dims=buffers))
+            baseline, dirs, no_builtin, dims=kernel_sizes.has_own_sizes(kernel)))
         try:
             text, launch_said = ncu.profile(cmd, opts.timeout_s)
         except HarnessError as exc:
@@ -226,12 +224,8 @@ class Profiler:
         napkin_of = predicted(kernel, self.arch, size, self.facts["sm_count"],
                               self.facts["l2_bytes"])
         timings = {g: (r.timing if r else None) for g, r in timed.items()}
-        if buffers:
-            dims = about.pop("dims")
-            return [profile_buffers.row(kernel.name, about, size, dims, napkin_of, measured,
-                                        timings, opts.flag_factor, **launched, **source)]
-        out = [report.row(kernel.name, "kernel", about, size, napkin_of, measured, timings,
-                          opts.flag_factor, **launched, **source)]
+        out = [kinds.of(spec).profile_row(kernel.name, about, size, napkin_of, measured,
+                                          timings, opts.flag_factor, **launched, **source)]
         if baseline and others:
             try:
                 blas = ncu_csv.per_call(others, self.metrics, opts.repeats)

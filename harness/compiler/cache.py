@@ -13,6 +13,7 @@ import tempfile
 from dataclasses import dataclass, fields
 from pathlib import Path
 
+from harness.cache_dir import cache_dir  # noqa: F401 (its old home)
 from harness.compiler.ptxas import Resources
 from harness.compiler.say import note
 from harness.kernels.registry import Kernel
@@ -32,14 +33,6 @@ class CompiledKernel:
     symbol: str
     """The entry function's symbol in the cubin: the spec's entry, or for a C++ entry the
     mangled name NVRTC lowered it to (what the module is asked for)."""
-
-
-def cache_dir() -> Path:
-    """``$HARNESS_CACHE_DIR``, else ``$XDG_CACHE_HOME/kernel-harness`` (``~/.cache``)."""
-    if os.environ.get("HARNESS_CACHE_DIR"):
-        return Path(os.environ["HARNESS_CACHE_DIR"])
-    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
-    return Path(base) / "kernel-harness"
 
 
 _ENTRY_KEYS = frozenset({"resources", "log", "cubin_sha256", "symbol"})

@@ -1,5 +1,5 @@
 """A large check's comparison sums on the GPU (issue 37): the sums over C that a passing check
-needs (bench/chunked.py: elements not finite, outside their bound, unwritten among those, the
+needs (kinds/gemm/chunked.py: elements not finite, outside their bound, unwritten among those, the
 squared error, reference, scale and C's rounding, the largest error), read from the kernel's
 output where it lies, against the reference and error scale kept on the device beside the
 host's copies (:class:`Twins`). At 4096 one comparison read 0.4 GB through a dozen float64
@@ -26,7 +26,7 @@ from harness.gpu import own_kernels
 from harness.gpu.driver import Buffer, LaunchShape, Stream
 
 _SOURCE = rb"""
-// one comparison's sums over C (bench/chunked.py's _block, element by element): per block
+// one comparison's sums over C (kinds/gemm/chunked.py's _block, element by element): per block
 // eight values: [not finite, outside the bound, unwritten among those, sum d^2, max |d|,
 // sum ref^2, sum scale^2, sum (round_C(ref) - ref)^2]
 #define THREADS 256

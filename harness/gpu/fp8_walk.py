@@ -1,5 +1,5 @@
 """The FP8 check's walk on the GPU (issue 37): each output's sum over k32 steps of
-``(scale M_j)^2``, the random walk's variance that bench/fp8_check.py turns into the bound.
+``(scale M_j)^2``, the random walk's variance that kinds/gemm/fp8/check.py turns into the bound.
 
 On the host the walk is K / 32 steps of seven passes over the whole output, with a float32
 product of each step's 32-deep slices between them: the two FP8 files' walks took 60 s of

@@ -111,7 +111,7 @@ def _compiled(source: Source, arch: str, key: str) -> bytes:
 
 
 def _cache_path(key: str) -> Path:
-    from harness.compiler.cache import cache_dir
+    from harness.cache_dir import cache_dir
 
     return cache_dir() / "own" / f"{key}.cubin"
 

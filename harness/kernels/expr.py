@@ -9,6 +9,7 @@ from __future__ import annotations
 import ast
 import math
 import operator
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -73,11 +74,12 @@ def parse(text: str | int, *, allow_compare: bool = False) -> Expr:
     return Expr(text, tree, frozenset(names))
 
 
-def parse_using(raw, names: frozenset[str], fail, key: str) -> Expr:
-    """``raw`` parsed as a formula that may read only ``names``; a problem raises ``fail(...)``
-    (the caller's error, naming its file) prefixed with ``key``."""
+def parse_using(raw, names: frozenset[str], fail, key: str, compare: bool = False) -> Expr:
+    """``raw`` parsed as a formula that may read only ``names`` (``compare``: a condition,
+    comparisons allowed); a problem raises ``fail(...)`` (the caller's error, naming its
+    file) prefixed with ``key``. The one reading of a spec's formulas."""
     try:
-        e = parse(raw)
+        e = parse(raw, allow_compare=compare)
     except SpecError as exc:
         raise fail(f"{key}: {exc}") from None
     if e.names - names:
@@ -152,3 +154,36 @@ def _eval(node: ast.AST, env: Mapping[str, int], text: str) -> int | bool:
         values = (_eval(v, env, text) for v in node.values)
         return all(values) if isinstance(node.op, ast.And) else any(values)
     raise SpecError(f"formula {text!r}: cannot evaluate {type(node).__name__}")
+
+
+def formula_list(table: Mapping, key: str, names: frozenset[str], fail,
+                 compare: bool = False) -> tuple[Expr, ...]:
+    """``table[key]`` (absent: none), a list of formulas each read by :func:`parse_using`:
+    a spec's ``block``, ``grid`` and ``constraints``."""
+    raw = table.get(key, [])
+    if not isinstance(raw, list):
+        raise fail(f"{key} must be a list, found {raw!r}")
+    return tuple(parse_using(item, names, fail, key, compare) for item in raw)
+
+
+_SIZE_SPLIT = re.compile(r"(?<=[\d)])\s*x\s*(?=[\d(])")
+
+
+def size_formulas(raw, dims: tuple[str, ...], fail, where: str) -> tuple[Expr, ...]:
+    """One size of named dims: ``"1<<28"``, ``"4096x1024"`` or a list of formulas, one per
+    dim (constants, each at least 1)."""
+    parts = raw if isinstance(raw, list) else (_SIZE_SPLIT.split(raw) if isinstance(raw, str)
+                                                else [raw])
+    if len(parts) != len(dims):
+        example = "x".join("4096" for _ in dims)
+        raise fail(f"{where}: {raw!r} gives {len(parts)} value(s) for the {len(dims)} dim(s) "
+                   f"{' x '.join(dims)}; write one per dim, as \"{example}\"")
+    out = tuple(parse_using(p, frozenset(), fail, where) for p in parts)
+    for e in out:
+        try:
+            value = int(e({}))
+        except SpecError as exc:
+            raise fail(f"{where}: {exc}") from None
+        if value < 1:
+            raise fail(f"{where}: {e.text!r} is below 1")
+    return out

@@ -2,7 +2,8 @@
 
 A kernel's registry key is its file stem; a file that declares variants gives one entry per
 variant, keyed ``stem:variant``. Every file is read and validated, whatever its kind; the GEMM
-commands see only ``kind = "gemm"`` kernels (the default of :func:`discover`).
+commands see only kernels of the default kind (``harness.kinds.DEFAULT``, the default of
+:func:`discover`).
 """
 
 from __future__ import annotations
@@ -18,10 +19,11 @@ from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 
+from harness import kinds
 from harness.errors import FormulaError, HarnessError, SpecError
 from harness.kernels import expr
 from harness.kernels.hostsetup import setup_path
-from harness.kernels.spec import KINDS, KernelSpec, read_spec
+from harness.kernels.spec import KernelSpec, read_spec
 
 PACKAGE_ROOT = Path(__file__).resolve().parents[1]
 PROJECT_ROOT = PACKAGE_ROOT.parent
@@ -253,7 +255,7 @@ class Registry:
 
     kernels: list[Kernel]
     broken: list[BrokenFile]
-    kind: str | None = "gemm"
+    kind: str | None = kinds.DEFAULT
 
     def select(self, patterns: Sequence[str]) -> list[Kernel]:
         """Kernels matching any pattern: a registry key, a file stem (all its variants), a glob,
@@ -288,8 +290,7 @@ class Registry:
                                f"{path.suffix or 'no suffix'!r}")
         spec = read_spec(path)
         if self.kind is not None and spec.kind != self.kind:
-            what = {"ceiling": "harness ceiling", "buffers": "harness run or check"}.get(
-                spec.kind, f"a {spec.kind} command")
+            what = kinds.of(spec).runs_it()
             raise HarnessError(f"{text} is a {spec.kind!r} kernel; this command takes "
                                f"{self.kind!r} kernels ({what} runs it)")
         kernels = kernels_in(spec)
@@ -317,11 +318,12 @@ class Registry:
 
 
 def load_registry(kernel_dirs: Sequence[Path] = DEFAULT_KERNEL_DIRS,
-                  kind: str | None = "gemm") -> Registry:
+                  kind: str | None = kinds.DEFAULT) -> Registry:
     """Every kernel of ``kind`` (None: of every kind) under ``kernel_dirs`` (recursively),
     sorted by file path; files that cannot be read are kept aside with their error."""
-    if kind is not None and kind not in KINDS:
-        raise HarnessError(f"unknown kernel kind {kind!r}: expected one of {', '.join(KINDS)}")
+    if kind is not None and kind not in kinds.names():
+        raise HarnessError(f"unknown kernel kind {kind!r}: expected one of "
+                           f"{', '.join(kinds.names())}")
     files: dict[tuple[Path, str], Path] = {}  # (where a file really is, stem) -> found as
     registry = Registry([], [], kind)
     for folder in kernel_dirs:
@@ -408,7 +410,7 @@ def representatives(kernels: Iterable[Kernel]) -> list[Kernel]:
 
 
 def discover(kernel_dirs: Sequence[Path] = DEFAULT_KERNEL_DIRS,
-             kind: str | None = "gemm") -> list[Kernel]:
+             kind: str | None = kinds.DEFAULT) -> list[Kernel]:
     """Every kernel of ``kind`` under ``kernel_dirs``; the first broken file is an error."""
     registry = load_registry(kernel_dirs, kind)
     if registry.broken:

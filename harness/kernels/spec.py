@@ -12,8 +12,8 @@ import re
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
-from harness.archs import ARCHS
 from harness.errors import SpecError
 from harness.kernels import expr
 from harness.kernels.budget import (  # noqa: F401 (BUDGET_KEYS, budget_problems: their old home)
@@ -21,9 +21,7 @@ from harness.kernels.budget import (  # noqa: F401 (BUDGET_KEYS, budget_problems
     budget_problems,
     parse_budget,
 )
-from harness.kernels.buffers_spec import BuffersSpec, buffers_kernel_spec
-from harness.kernels.fp8_spec import Fp8Spec, fp8_table
-from harness.kernels.hostsetup import missing_setup
+from harness.kernels.fp8_spec import Fp8Spec
 from harness.kernels.signature import (
     DEFAULT_SIGNATURE,
     TMAP_BYTES,
@@ -32,7 +30,6 @@ from harness.kernels.signature import (
     cubin_parameter_sizes,
     has_alpha,
     has_beta,
-    host_keys,
     param_bytes,
     param_label,
     parameter_mismatch,
@@ -40,33 +37,20 @@ from harness.kernels.signature import (
     show_parameters,
 )
 from harness.kernels.spec_tables import (
-    SHAPE_NAMES,
     TMA_OPERANDS,
     CeilingSpec,
     TmaMap,
-    ceiling_table,
-    cluster_of,
-    int_table,
-    macros_of,
-    one_formula,
-    param_sets,
-    signature_and_maps,
-    tma_table,
-    tune_tables,
 )
 from harness.kernels.spec_text import (
     CODE_LINE,
-    CXX_ENTRY,
     NAME,
     SPEC_BLOCK,
-    check_entry_defined,
     line_of,
     misplaced_spec_block,
     no_spec_block,
     normalize_text,
     read_source,
     unclosed,
-    with_nearest,
 )
 
 PRECISIONS = ("fp32", "tf32", "bf16", "fp16")
@@ -82,17 +66,6 @@ MODEL_WAVEFRONT_KEYS = ("smem_ld_requests", "smem_ld_wavefronts", "smem_st_reque
 the wavefronts its layout predicts they take, over any one stretch of the kernel (a k step,
 a tile); their ratio is the predicted wavefronts per request (1 = no bank conflicts), which
 ``harness profile`` sets beside Nsight Compute's."""
-KINDS = ("gemm", "ceiling", "buffers")
-"""``gemm``: the common GEMM ABI (every GEMM command). ``ceiling``: a register-only
-microbenchmark of one instruction's issue rate, ABI ``(u64 sink, u32 iterations)``
-(``harness ceiling``; see harness/bench/ceiling.py). ``buffers``: its own parameters, named
-buffers and dims, with a reference (buffers_spec.py, notes/buffers_kind.md)."""
-_REQUIRED = ("entry", "summary", "precision", "min_arch", "block", "grid")
-_OPTIONAL = ("layout_b", "c_type", "blas_strict", "nondeterministic", "representative",
-             "dynamic_smem_bytes", "constraints", "carveout_pct", "predicted", "params",
-             "variants", "tune", "tuned", "model", "kind", "ceiling", "tma", "budget",
-             "signature", "layout_a", "layout_c", "tmaps", "cluster_dims", "block_order",
-             "fp32_via", "macros", "fp8")
 BLOCK_ORDERS = ("default", "spread", "load_balancing")
 """How the GPU places a launch's blocks (their clusters) on the SMs (``block_order``): the
 driver's cluster scheduling policy (``CU_LAUNCH_ATTRIBUTE_CLUSTER_SCHEDULING_POLICY_PREFERENCE``),
@@ -106,10 +79,6 @@ terms). A kernel that declares none is held to FP32's accuracy and to the FP32 F
 C_TYPES = ("fp32", "bf16", "fp16")
 """Element types of C a kernel may declare (``c_type``); a 16-bit C goes with inputs of the
 same type (what cuBLAS offers: FP32 inputs write FP32)."""
-_CEILING_KEYS = ("kind", "entry", "summary", "predicted", "precision", "min_arch", "block",
-                 "ceiling")
-
-
 @dataclass(frozen=True)
 class KernelSpec:
     """What one kernel file declares about itself."""
@@ -156,12 +125,15 @@ class KernelSpec:
     once per block column, each B tile once per block row), smem_loads and fmas (shared-load
     instructions and FMAs per thread per k step), and optionally the shared-memory wavefront
     pairs of :data:`MODEL_WAVEFRONT_KEYS`."""
-    kind: str = "gemm"
-    """One of :data:`KINDS`; only ``gemm`` kernels take the GEMM ABI."""
+    kind: str = ""
+    """The kind's name (``kind = "..."``; harness.kinds finds it); every kind sets it."""
     ceiling: CeilingSpec | None = None
     """The ``[ceiling]`` table (kind = "ceiling" only)."""
-    buffers: BuffersSpec | None = None
+    buffers: Any = None
     """Buffers, dims, args, reference and bytes (kind = "buffers" only)."""
+    kind_spec: Any = None
+    """What a kind parses from its own keys (harness.kinds.base.Kind.parse_table): its dims,
+    buffers, reference; None for a kind that keeps nothing there."""
     budget: dict[str, int] = field(default_factory=dict)
     """``[budget]``: key of :data:`BUDGET_KEYS` -> its limit (an integer); the build must stay
     within every one declared (checked by the pytest plugin and ``harness.testing``)."""
@@ -256,8 +228,12 @@ class KernelSpec:
     def launch_parameters(self) -> tuple[tuple[str, int], ...]:
         """What a launch passes the kernel, in order: each parameter's label (``M i32``) and
         bytes. A ceiling kernel's ``(u64 sink, u32 iterations)``; the declared signature; or the
-        common ABI followed by the [tma] maps (A, B, C order)."""
-        if self.kind == "ceiling":
+        common ABI followed by the [tma] maps (A, B, C order); a kind whose spec part fixes
+        its own ABI (``kind_spec.launch_parameters``, attention's) gives that."""
+        own = getattr(self.kind_spec, "launch_parameters", None)
+        if own is not None:
+            return tuple(own)
+        if self.ceiling is not None:
             return (("sink u64", 8), ("iterations u32", 4))
         if self.buffers is not None:
             return tuple((a.label, a.nbytes) for a in self.buffers.args)
@@ -285,7 +261,8 @@ class KernelSpec:
         difference = parameter_mismatch(declared, found)
         if difference is None:
             return None
-        origin = ("the ceiling ABI" if self.kind == "ceiling"
+        origin = (f"the {self.kind} ABI" if getattr(self.kind_spec, "launch_parameters", None)
+                  else "the ceiling ABI" if self.ceiling is not None
                   else "its args = [...]" if self.buffers is not None
                   else "its signature = [...]" if self.signature is not None
                   else "the common GEMM ABI" + (" and its [tma] maps" if self.tma else "")
@@ -332,163 +309,10 @@ def parse_spec(source: str, path: Path) -> KernelSpec:
     def fail(message: str) -> SpecError:
         return SpecError(f"{path}: spec: {message}")
 
-    if table.get("kind") == "buffers":
-        return KernelSpec(**buffers_kernel_spec(table, source, match, path, fail))
-    unknown = sorted(set(table) - set(_REQUIRED) - set(_OPTIONAL))
-    if unknown:
-        raise fail("unknown key(s) " + ", ".join(with_nearest(k, _REQUIRED + _OPTIONAL)
-                                                 for k in unknown)
-                   + f"; allowed keys: {', '.join(_REQUIRED + _OPTIONAL)}")
-    kind = table.get("kind", "gemm")
-    if kind not in KINDS:
-        raise fail(f"kind must be one of {', '.join(KINDS)}, found {kind!r}")
-    required = _REQUIRED
-    if kind == "ceiling":
-        required = tuple(k for k in _REQUIRED if k != "grid") + ("ceiling",)
-        gemm_only = sorted(set(table) - set(_CEILING_KEYS))
-        if gemm_only:
-            raise fail(f"a ceiling kernel takes no {', '.join(gemm_only)}: it has no problem "
-                       "size, and its grid is [ceiling] blocks_per_sm x the SM count; remove "
-                       f"them (keys of a ceiling kernel: {', '.join(_CEILING_KEYS)})")
-    elif "ceiling" in table:
-        raise fail('[ceiling] belongs to ceiling microbenchmarks: add kind = "ceiling", or '
-                   "remove the table from this GEMM kernel")
-    missing = [k for k in required if k not in table]
-    if missing:
-        raise fail(f"missing required key(s) {', '.join(missing)}")
-    for key in ("entry", "summary", "precision", "min_arch", "layout_a", "layout_b", "layout_c",
-                "c_type", "predicted"):
-        if key in table and not isinstance(table[key], str):
-            raise fail(f"{key} must be a string, found {table[key]!r}")
+    from harness import kinds
 
-    entry = table["entry"]
-    if not NAME.match(entry):
-        if path.suffix != ".cu" or not CXX_ENTRY.match(entry):
-            raise fail(f"entry must be a C identifier (an extern \"C\" kernel or a .entry), or "
-                       "in a .cu file a C++ name such as 'ns::kernel<128, BN>' (template "
-                       f"arguments may name [params]), found {entry!r}")
-    check_entry_defined(source[match.end():], entry, path)
-    precision = table["precision"]
-    if precision not in CEILING_PRECISIONS:
-        raise fail(f"precision must be one of {', '.join(CEILING_PRECISIONS)}, found "
-                   f"{precision!r}")
-    fp8 = fp8_table(table, precision, fail) if kind == "gemm" else None
-    layout_b = table.get("layout_b", "row")
-    if layout_b not in LAYOUTS:
-        raise fail(f"layout_b must be 'row' or 'col', found {layout_b!r}")
-    for key in ("layout_a", "layout_c"):
-        if table.get(key, "row") not in LAYOUTS:
-            raise fail(f"{key} must be 'row' or 'col', found {table[key]!r}")
-    if table["min_arch"] not in ARCHS:
-        raise fail(f"min_arch {table['min_arch']!r} is not an architecture the harness knows; "
-                   f"expected one of {', '.join(ARCHS)}")
-    c_type = table.get("c_type", "fp32")
-    if c_type not in C_TYPES:
-        raise fail(f"c_type must be one of {', '.join(C_TYPES)}, found {c_type!r}")
-    if c_type not in ("fp32", precision) and fp8 is None:
-        allowed = "\"fp32\"" + (f" or \"{precision}\"" if precision in C_TYPES[1:] else "")
-        raise fail(f"c_type {c_type!r} with {precision} inputs: a 16-bit C must be the inputs' "
-                   f"own type, the pairs cuBLAS (the baseline) offers; use c_type = {allowed}")
-    fp32_via = table.get("fp32_via", "")
-    if fp32_via and (precision != "fp32" or fp32_via not in FP32_VIA):
-        raise fail(f"fp32_via {fp32_via!r}: an FP32 kernel that computes on tensor cores names "
-                   f"how, one of {', '.join(FP32_VIA)}" if precision == "fp32" else
-                   f"fp32_via is for precision = \"fp32\" kernels; this one is {precision}")
-    for key in ("blas_strict", "nondeterministic"):
-        if not isinstance(table.get(key, False), bool):
-            raise fail(f"{key} must be true or false, found {table[key]!r}")
-    carveout = table.get("carveout_pct")
-    if carveout is not None and (
-        isinstance(carveout, bool) or not isinstance(carveout, int) or not 0 <= carveout <= 100
-    ):
-        raise fail(f"carveout_pct must be an integer percent 0..100, found {carveout!r}")
-
-    params = int_table(table.get("params", {}), "params", fail)
-    variants = param_sets(table.get("variants", {}), "variants", params, fail)
-    for name in variants:
-        if not NAME.match(name):
-            raise fail(f"variant name {name!r} must be letters, digits and '_'")
-    representative = table.get("representative")
-    if representative is not None and (not isinstance(representative, str)
-                                       or representative not in variants):
-        raise fail(f"representative {representative!r} is not one of the variants "
-                   f"({', '.join(variants) or 'none declared'})")
-
-    tune, tuned = tune_tables(table, params, fail)
-
-    raw_model = table.get("model", {})
-    if (not isinstance(raw_model, dict)
-            or set(raw_model) - set(MODEL_KEYS) - set(MODEL_WAVEFRONT_KEYS)
-            or (raw_model and set(MODEL_KEYS) - set(raw_model))):
-        raise fail(f"model must be a table with keys {', '.join(MODEL_KEYS)} (and optionally "
-                   f"{', '.join(MODEL_WAVEFRONT_KEYS)}), found {raw_model!r}")
-    for op in ("ld", "st"):
-        pair = {f"smem_{op}_requests", f"smem_{op}_wavefronts"}
-        if len(pair & set(raw_model)) == 1:
-            raise fail(f"model: {' and '.join(sorted(pair))} go together (wavefronts per "
-                       f"request is their ratio); found only {(pair & set(raw_model)).pop()}")
-    model = {key: one_formula(value, frozenset(params), fail, f"model.{key}")
-             for key, value in raw_model.items()}
-
-    def formulas(key: str, *, names: frozenset[str], compare: bool = False) -> tuple:
-        raw = table.get(key, [])
-        if not isinstance(raw, list):
-            raise fail(f"{key} must be a list, found {raw!r}")
-        parsed = []
-        for item in raw:
-            try:
-                e = expr.parse(item, allow_compare=compare)
-            except SpecError as exc:
-                raise fail(f"{key}: {exc}") from None
-            unknown_names = sorted(e.names - names)
-            if unknown_names:
-                raise fail(f"{key}: formula {e.text!r} uses {', '.join(unknown_names)}; it may "
-                           f"use only {', '.join(sorted(names))}")
-            parsed.append(e)
-        return tuple(parsed)
-
-    param_names = frozenset(params)
-    block = formulas("block", names=param_names)
-    grid = formulas("grid", names=param_names | SHAPE_NAMES | {"SMS"})
-    for key, dims in (("block", block), ("grid", grid))[: 1 if kind == "ceiling" else 2]:
-        if not 1 <= len(dims) <= 3:
-            raise fail(f"{key} must list 1 to 3 dimensions (x, y, z), found {len(dims)}")
-    constraints = formulas("constraints", names=param_names | SHAPE_NAMES, compare=True)
-    dynamic_smem = one_formula(table.get("dynamic_smem_bytes", "0"), param_names | SHAPE_NAMES,
-                                fail)
-
-    tma = tma_table(table.get("tma", {}), param_names, fail)
-    signature, tmaps = signature_and_maps(table, param_names | SHAPE_NAMES, tma, fail)
-    if signature is not None and host_keys(signature):
-        why = missing_setup(path, host_keys(signature))
-        if why is not None:
-            raise fail(why)
-    cluster, cluster_from = cluster_of(table, source[match.end():], path, param_names, fail)
-    block_order = table.get("block_order", "default")
-    if block_order not in BLOCK_ORDERS:
-        raise fail(f"block_order must be one of {', '.join(BLOCK_ORDERS)}, found "
-                   f"{block_order!r}")
-    macros, template_params, macro_tested = macros_of(table, entry, params,
-                                                    source[match.end():], path, fail)
-
-    return KernelSpec(
-        path=path, entry=entry, summary=table["summary"].strip(), precision=precision,
-        min_arch=table["min_arch"], block=block, grid=grid, dynamic_smem_bytes=dynamic_smem,
-        layout_b=layout_b, c_type=c_type, blas_strict=table.get("blas_strict", False),
-        fp32_via=fp32_via, nondeterministic=table.get("nondeterministic", False), fp8=fp8,
-        constraints=constraints,
-        carveout_pct=carveout,
-        predicted=table.get("predicted", "").strip(), params=params, variants=variants,
-        representative=representative,
-        tune=tune, tuned=tuned, model=model, kind=kind,
-        ceiling=(ceiling_table(table["ceiling"], precision, source[match.end():], fail)
-                 if kind == "ceiling" else None),
-        tma=tma,
-        budget=parse_budget(table.get("budget", {}), fail),
-        layout_a=table.get("layout_a", "row"), layout_c=table.get("layout_c", "row"),
-        signature=signature, tmaps=tmaps, cluster=cluster, cluster_from=cluster_from,
-        block_order=block_order, macros=macros, template_params=template_params,
-        macro_tested=macro_tested,
-    )
-
-
+    name = table.get("kind", kinds.DEFAULT)
+    if not isinstance(name, str) or name not in kinds.names():
+        raise fail(f"kind must be one of {', '.join(kinds.names())}, found {name!r}")
+    kind = kinds.get(name)
+    return KernelSpec(**kind.parse_table(table, source, match, path, fail))

@@ -24,8 +24,8 @@ from pathlib import Path
 
 from tabulate import tabulate
 
+from harness import kinds
 from harness.bench.result import KernelInfo, Result
-from harness.bench.session import BASELINE_PLACEMENTS
 from harness.errors import HarnessError
 from harness.gpu.timing import TimingOptions
 from harness.kernels.registry import PROJECT_ROOT, Kernel
@@ -271,29 +271,18 @@ def write_run(meta: dict, results: Sequence[Result], stem: Path,
     came in through as they were measured, is removed once the JSON holds them: a report is
     not kept twice in two formats that say the same thing."""
     json_path = Path(f"{stem}.json")
-    from harness.report import memory_table
-
-    gemms, buffers = memory_table.split(results)
+    groups = kinds.split(results)
     lines = [
         *header(meta, title),
         f"- timing: {meta['timing']['l2']}; {meta['timing']['method']}"
         + ("" if "max_rel_se_pct" in meta["timing"] else
            f"; warm-up {meta['timing'].get('warmup_ms')} ms, budget "
            f"{meta['timing'].get('budget_ms')} ms"),
-        *(["- baseline: cuBLAS `cublasGemmEx` on the same buffers (where A, B and C take at "
-           f"most 64 MiB, on them and {BASELINE_PLACEMENTS - 1} copies elsewhere in memory, "
-           "one per round in turn), timed by the same code in the same rounds as the kernel; "
-           "compute type per row in the JSON (`baseline.compute`)"
-           + ("; FP8 rows: cuBLASLt `cublasLtMatmul` with the same scales (per tensor), A and B "
-              "K-major (TN), the same output type"
-              if any(r.kernel.precision == "fp8" for r in gemms) else "")] if gemms else []),
-        *_ceiling_note(gemms),
-        *_memory_lines(buffers),
-        *_signature_lines(gemms),
+        *(line for kind, rows in groups for line in kind.report_notes(rows)),
         "",
         *sections,
-        *([tables.table(gemms, fmt="github"), ""] if gemms or not buffers else []),
-        *([memory_table.memory_markdown(buffers), ""] if buffers else []),
+        *(part for kind, rows in groups for part in (kind.table(rows, fmt="github"), "")),
+        *([tables.table([], fmt="github"), ""] if not groups else []),
     ]
     fails = tables.failures(results)
     if fails:
@@ -303,53 +292,6 @@ def write_run(meta: dict, results: Sequence[Result], stem: Path,
         if stream is not None and stream.resolve() != json_path.resolve():
             stream.unlink(missing_ok=True)
     return Path(f"{written}.json"), Path(f"{written}.md")
-
-
-def _memory_lines(results: Sequence[Result]) -> list[str]:
-    """What a buffers kernel's row is measured against (notes/buffers_kind.md)."""
-    measured = next((r.memory for r in results if r.memory is not None), None)
-    if measured is None:
-        return []
-    return [f"- buffers kernels: GB/s of the compulsory bytes their spec declares; % of "
-            f"ceiling: of the memory ceiling measured in this run, {measured.ceiling_gbps:.0f} "
-            f"GB/s, the faster of a device-to-device copy ({measured.copy_gbps:.0f} GB/s, "
-            "2 x its bytes) and a streaming read of ours, 2 GiB each, cold L2; % of DRAM "
-            f"peak: of {measured.dram_peak_gbps:.0f} GB/s (memory clock x bus width); % of "
-            "baseline: the baseline's time over the kernel's, timed in the same rounds "
-            "(`baseline.library` per row in the JSON)",
-            "- kernels' parameters (buffers and dims, in order): " + "; ".join(
-                dict.fromkeys(f"{r.kernel.name} `({r.kernel.signature.removeprefix('buffers: ')})`"
-                              for r in results))]
-
-
-def _signature_lines(results: Sequence[Result]) -> list[str]:
-    """One header line per kernel that does not take the common ABI or row-major operands:
-    its declared signature and its layouts (issue 22)."""
-    seen: dict[str, str] = {}
-    for r in results:
-        info = r.kernel
-        attributes = info.launch_attributes
-        if (info.signature or (info.layouts and info.layouts != "A row, B row, C row")
-                or attributes) and info.name not in seen:
-            seen[info.name] = (f"- {info.name}: `({info.signature or 'the common ABI'})`; "
-                               f"{info.layouts}" + (f"; launched with {attributes}"
-                                                    if attributes else ""))
-    return (["- kernels in their own signatures or launch attributes (parameters in order; "
-             "layouts; attributes):", *seen.values()] if seen else [])
-
-
-def _ceiling_note(results: Sequence[Result]) -> list[str]:
-    """The header line that says what % ceiling is measured against, where results have it."""
-    seen = {}
-    for r in results:
-        if r.ceiling is not None:
-            seen.setdefault((r.kernel.precision, r.ceiling.instruction), r.ceiling)
-    if not seen:
-        return []
-    each = "; ".join(f"{p} {c.gflops:.0f} GFLOP/s (`{c.instruction}`, SM "
-                     f"{tables.cell('', c.sm_clock_mhz)} MHz)" for (p, _), c in seen.items())
-    return [f"- % ceiling: of the issue ceiling of the instruction the kernel uses (mma.sync "
-            f"or wgmma), measured in the same worker (`harness ceiling`): {each}"]
 
 
 def write_table_report(meta: dict, rows: Sequence[dict], stem: Path, title: str,

@@ -260,19 +260,17 @@ def _not_passed(results: list[Result]) -> str:
 
 
 def _fastest(results: list[Result], what: str) -> str:
-    """``what`` at the largest timed size: the fastest result with its % of cuBLAS."""
+    """``what`` at the largest timed size: the fastest result with its % of its baseline
+    (named)."""
     size, at = _timed_at_largest(results)
     if not at:
         return "nothing timed"
-    pct = None
-    if all(r.memory is not None for r in at):  # buffers kernels: GB/s, against their baseline
-        best = max(at, key=lambda r: r.gbps)
-        pct, where = best.pct_baseline, "x".join(map(str, best.memory.dims.values()))
-        rate, against = f"{best.gbps:.0f} GB/s", "of its baseline"
-    else:
-        best = max(at, key=lambda r: r.gflops or 0.0)
-        pct, where, rate, against = (best.pct_baseline, _size(size), _tflops(best.gflops),
-                                     "of cuBLAS")
+    best = max(at, key=lambda r: r.kind_of.rank(r))
+    kind = best.kind_of
+    pct, where, rate = best.pct_baseline, kind.size_text(best), kind.rate_text(best)
+    if where == "x".join(map(str, size)) and len(set(size)) == 1:
+        where = _size(size)
+    against = kind.headline_against
     vs = f", {pct:.1f}% {against}" if pct is not None else ""
     return f"{what.format(n=len(at))} at {where}: {best.kernel.name} {rate}{vs}"
 

@@ -28,10 +28,10 @@ from __future__ import annotations
 import math
 
 from harness.archs import get_arch
-from harness.bench.limits import ELEMENT_BYTES
 from harness.errors import HarnessError
 from harness.kernels.registry import Kernel
 from harness.kernels.spec import KernelSpec
+from harness.stats import ELEMENT_BYTES
 
 # DRAM bandwidth by GPU family, bytes/s, from NVIDIA's datasheets (H100 SXM5 HBM3 3.35 TB/s,
 # H200 SXM 4.8 TB/s, A100 SXM4 80GB 2.04 TB/s).

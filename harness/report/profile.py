@@ -16,7 +16,7 @@ Per kernel and size, from the metrics of one profile (``bench/ncu.py``, one valu
   clock the sustained time implies for the cycles ncu counted.
 
 Every comparison is measured / predicted; one off by more than the stated factor is flagged.
-Buffers kernels' rows (a ``dims`` key) have tables of their own, report/profile_buffers.py's:
+Buffers kernels' rows (a ``dims`` key) have tables of their own, kinds/buffers/profile.py's:
 the spec's bytes beside DRAM's, GB/s, no GEMM figure; what both use is report/profile_parts.py.
 """
 
@@ -30,11 +30,12 @@ from pathlib import Path
 
 from tabulate import tabulate
 
+from harness import kinds
 from harness.archs import get_arch
 from harness.bench.ncu import CACHE_CONTROL, CLOCK_CONTROL
 from harness.bench.result import KernelInfo
 from harness.gpu.timing import Timing, TimingOptions
-from harness.report import files, plots, profile_buffers
+from harness.report import files, plots
 from harness.report.profile_parts import (
     REGIMES,
     _div,
@@ -230,9 +231,21 @@ def size_label(r: dict) -> str:
 
 
 def sections(rows: Sequence[dict], factor: float, fmt: str = "github") -> list[str]:
-    """The report's tables, a set per size (GEMMs; buffers kernels' rows have tables of their
-    own, report/profile_buffers.py), then the flags and the failures."""
-    gemms = [r for r in rows if "dims" not in r]
+    """The report's tables, each kind's (Kind.profile_sections: a GEMM's a set per size),
+    then the flags and the failures."""
+    out = [line for kind, kind_rows in kinds.split_rows(rows)
+           for line in kind.profile_sections(kind_rows, fmt)]
+    out += [f"## Where the model is off by more than {factor:g}x", "", *off_lines(rows, factor),
+            ""]
+    failed = [r for r in rows if r["status"] != "profiled"]
+    if failed:
+        out += ["## Not profiled", "", *[f"- {r['kernel']} {size_label(r)}: "
+                                         f"{r['status']}: {r['message']}" for r in failed], ""]
+    return out
+
+
+def gemm_sections(gemms: Sequence[dict], fmt: str = "github") -> list[str]:
+    """GEMM rows' tables, a set per size (the GEMM kind's profile_sections)."""
     out = []
     for size in sorted({tuple(r["size"]) for r in gemms}):
         if not _profiled(gemms, size):
@@ -246,13 +259,6 @@ def sections(rows: Sequence[dict], factor: float, fmt: str = "github") -> list[s
                 "### Occupancy, throughput, stalls", "", sm_table(gemms, size, fmt), "",
                 "### Time: ncu beside the harness's two regimes", "",
                 time_table(gemms, size, fmt), ""]
-    out += profile_buffers.sections([r for r in rows if "dims" in r], fmt)
-    out += [f"## Where the model is off by more than {factor:g}x", "", *off_lines(rows, factor),
-            ""]
-    failed = [r for r in rows if r["status"] != "profiled"]
-    if failed:
-        out += ["## Not profiled", "", *[f"- {r['kernel']} {size_label(r)}: "
-                                         f"{r['status']}: {r['message']}" for r in failed], ""]
     return out
 
 
@@ -305,7 +311,8 @@ def write(meta: dict, rows: Sequence[dict], stem: Path, factor: float, roofs: di
             "--cache-control all --profile-from-start off` through `harness launch` (median of "
             f"its launches); the model is flagged where off by more than {factor:g}x",
             f"- ncu: {meta.get('ncu', {}).get('version', '')}", *LEGEND,
-            *(profile_buffers.LEGEND if any("dims" in r for r in rows) else []), "",
+            *(line for kind, _ in kinds.split_rows(rows) for line in kind.profile_legend()),
+            "",
             *sections(rows, factor)]
     json_path, md_path = files.write_table_report(meta, rows, stem, "Profile: the napkin model "
                                                   "beside Nsight Compute", body)

@@ -1,5 +1,5 @@
 """What both of ``harness profile``'s reports use (report/profile.py for GEMMs,
-report/profile_buffers.py for buffers kernels): the figures any kernel's metrics give, the
+kinds/buffers/profile.py for buffers kernels): the figures any kernel's metrics give, the
 measured / predicted comparisons, a harness timing beside ncu's, cells, and the occupancy,
 throughput and stalls table."""
 
@@ -57,7 +57,7 @@ def derive_common(measured: dict) -> dict:
 def comparisons(predicted: dict, derived: dict, measured: dict, factor: float,
                 table: Sequence[tuple]) -> list[dict]:
     """Measured / predicted for each of ``table`` (report/profile.py's COMPARISONS, or
-    report/profile_buffers.py's) both sides have,
+    kinds/buffers/profile.py's) both sides have,
     flagged where a flagged one is off by more than ``factor`` either way; and the two
     theoretical occupancies (the harness's calculator against ncu's), flagged where they
     differ by over a point."""

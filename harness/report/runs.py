@@ -8,6 +8,7 @@ from pathlib import Path
 
 from tabulate import tabulate
 
+from harness import kinds
 from harness.gpu.timing import TimingOptions
 from harness.report import files, tables
 from harness.run.runner import RunRecord
@@ -98,15 +99,12 @@ def write_compare_report(record: RunRecord, command: Sequence[str], timing: Timi
                     "speedup = median over rounds of (first kernel's time / this one's), "
                     "p20-p80 of those ratios; 'within noise' when that range holds 1",
             "seed": record.seed}
-    from harness.report import memory_table
-
-    if record.results and all(memory_table.is_memory(r) for r in record.results):
+    groups = kinds.split(record.results)
+    if len(groups) == 1 and groups[0][0].compare_mode:
         meta["mode"] = meta["mode"].replace("followed by cuBLAS of its types, its baseline",
-                                            "then the first kernel's library baseline")
-        side = memory_table.table(record.results, memory_table.COMPARE_COLUMNS[:5],
-                                  fmt="github")
-    else:
-        side = tables.compare_table(record.results)
+                                            groups[0][0].compare_mode)
+    side = "\n\n".join(kind.table(rows, mode="side", fmt="github")
+                        for kind, rows in groups) or tables.compare_table(record.results)
     return files.write_run(meta, record.results, stem, title="harness compare",
                            sections=["## Side by side", "", side, "", "## Every result", ""],
                            stream=stem.with_suffix(".jsonl"))
@@ -125,12 +123,12 @@ def write_tune_report(tuning, command: Sequence[str], stem: Path) -> Path:
             "baseline": "cuBLAS timed once per size in each worker", "seed": record.seed}
     skips = "\n".join(f"- {r['kernel']}: {r['message']}" for r in skipped_rows) or "- none"
     ranked_at = "x".join(map(str, options.sizes[-1]))
-    if tuning.top and tuning.top[0].memory is not None:  # a buffers kernel: its dims, GB/s
-        from harness.report import memory_table
-
-        meta["baseline"] = "the spec's baseline, timed with every point"
-        ranked_at = " x ".join(map(str, tuning.top[0].memory.dims.values()))
-        best = memory_table.memory_markdown(tuning.top)
+    if tuning.top:
+        kind = tuning.top[0].kind_of
+        if kind.tune_baseline:
+            meta["baseline"] = kind.tune_baseline
+        ranked_at = " x ".join(kind.problem_of(tuning.top[0]).short.split("x"))
+        best = kind.table(tuning.top, fmt="github", drop=("precision",))
     else:
         best = tables.table(tuning.top, tables.columns_without("precision"), fmt="github")
     json_path, _ = files.write_run(meta, record.results, stem, title="harness tune", sections=[

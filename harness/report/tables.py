@@ -6,6 +6,7 @@ Run results render through :data:`RUN_COLUMNS`, each a title and the figure it r
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -62,6 +63,8 @@ RUN_COLUMNS: tuple[Column, ...] = (
     Column("gflops", "GFLOP/s", lambda r: r.gflops),
     Column("cublas_gflops", "cuBLAS GFLOP/s", lambda r: r.baseline_gflops),
     Column("pct_cublas", "% cuBLAS", lambda r: r.pct_baseline),
+    Column("baseline", "baseline", lambda r: r.baseline.library if r.baseline else None,
+           shown_if=lambda rows: baseline_word(rows) == "baseline"),
     Column("pct_peak", "% peak", lambda r: r.pct_peak),
     Column("pct_ceiling", "% ceiling", lambda r: r.pct_ceiling, only_when_present=True),
     Column("sm_clock_mhz", "SM MHz", lambda r: _t(r).sm_clock_mhz if _t(r) else None),
@@ -113,10 +116,38 @@ def _present(value) -> bool:
     return value not in (None, "") and not (isinstance(value, float) and math.isnan(value))
 
 
+def baselines(results: Sequence[Result]) -> list[str]:
+    """The baselines ``results`` were measured against (``baseline.library``), in order."""
+    return list(dict.fromkeys(r.baseline.library for r in results if r.baseline))
+
+
+NAMED = "cuBLAS"
+"""The word in RUN_COLUMNS' titles that stands for the rows' baseline."""
+
+
+def baseline_word(results: Sequence[Result], default: str = NAMED) -> str:
+    """What a table's titles call the rows' baseline: its library's name (the first word of
+    ``baseline.library``: cuBLAS, cuBLASLt, CUB, ...) where they share one, ``baseline``
+    where they differ (a ``baseline`` column names each), ``default`` where none was
+    timed."""
+    found = {name.split(" ")[0].rstrip(",:;") for name in baselines(results)}
+    return found.pop() if len(found) == 1 else "baseline" if found else default
+
+
+def _titled(results: Sequence[Result], shown: Sequence[Column],
+            default: str = NAMED) -> list[Column]:
+    """``shown`` with the baseline named in their titles (:func:`baseline_word`)."""
+    word = baseline_word(results, default)
+    if word == NAMED:
+        return list(shown)
+    return [dataclasses.replace(c, title=c.title.replace(NAMED, word)) for c in shown]
+
+
 def _shown(results: Sequence[Result], columns: Sequence[Column]) -> list[Column]:
-    return [c for c in columns
-            if (not c.only_when_present or any(_present(c.value(r)) for r in results))
-            and (c.shown_if is None or c.shown_if(results))]
+    return _titled(results, [
+        c for c in columns
+        if (not c.only_when_present or any(_present(c.value(r)) for r in results))
+        and (c.shown_if is None or c.shown_if(results))])
 
 
 def table(results: Sequence[Result], columns: Sequence[Column] = RUN_COLUMNS,
@@ -157,7 +188,9 @@ def _narrow(results: Sequence[Result], shown: Sequence[Column], width: int | Non
     rows = [[short_size(r.size) if c.key == "size" else cell(c.key, c.value(r)) for c in shown]
             for r in results]
     keys = [c.key for c in shown]
-    return fit_table([_NARROW_TITLES.get(c.key, c.title) for c in shown], rows, {0: (NAME, 16)},
+    word = baseline_word(results)
+    return fit_table([_NARROW_TITLES.get(c.key, c.title).replace(NAMED, word) for c in shown],
+                     rows, {0: (NAME, 16)},
                      width, fmt, drop=[keys.index(k) for k in _DROP_FIRST if k in keys])
 
 
@@ -216,29 +249,6 @@ def check_table(results: Sequence[Result], fmt: str = "simple",
     notes = notes_lines(results)
     return fitted.text + (("\n" + fit_text("\n".join(["notes:", *notes]), width))
                           if notes else "")
-
-
-def plan_table(plan, width: int | None = WIDTH) -> str:
-    """``harness check --plan``: a kernel's battery, a row per launch configuration; its prose
-    wrapped to ``width`` (None: not)."""
-    from harness.bench.plan import WHAT
-
-    rows = [["x".join(map(str, c.shape)), c.alpha, c.beta, c.seed, c.repeats, c.kind]
-            for c in plan.checks]
-    lines = [f"{plan.kernel}: {plan.summary()}"]
-    if plan.constraints:
-        lines.append(f"constraints: {', '.join(plan.constraints)}")
-    if rows:
-        lines.append(tabulate(rows, headers=["shape", "alpha", "beta", "seed", "repeats",
-                                             "check"], disable_numparse=True))
-        lines += [f"  {kind}: {what}" for kind, what in WHAT.items()
-                  if any(c.kind == kind for c in plan.checks)]
-    lines += [f"skipped: {why}" for why in plan.skipped]
-    lines.append("at each timed size: a check on the operands drawn for it (run twice, "
-                 "identical bits; an FP32 claim within 2x FP32's error from K = 256), then "
-                 "every timed repetition on inputs drawn afresh with C poisoned, and a random "
-                 "sample of them kept and checked after the timing")
-    return fit_text("\n".join(lines), width) + "\n"
 
 
 def failures(results: Sequence[Result], width: int | None = None) -> str:
@@ -334,13 +344,14 @@ def compare_table(results: Sequence[Result], fmt: str = "github",
             r.resources.registers if r.resources else "", _smem(r), _occupancy(r.occupancy),
             " ".join(f"{k}:{mix[k]}" for k in COMPARE_SASS if mix.get(k)),
         ])
+    word = baseline_word(results)
     headers = ["kernel", "size", "GFLOP/s", "speedup vs first (p20-p80)", "verdict",
-               "% cuBLAS", *(["% ceiling"] if ceiling else []), "regs", "smem s/d B",
+               f"% {word}", *(["% ceiling"] if ceiling else []), "regs", "smem s/d B",
                "blocks/SM / occ (limiter)", "SASS mix"]
     if width is None:
         return tabulate(out, headers=headers, tablefmt=fmt, disable_numparse=True)
     narrow = {"speedup vs first (p20-p80)": "speedup vs first\n(p20-p80)",
-              "% cuBLAS": "% of\ncuBLAS", "% ceiling": "% of\nceiling",
+              f"% {word}": f"% of\n{word}", "% ceiling": "% of\nceiling",
               "smem s/d B": "smem\ns/d B", "blocks/SM / occ (limiter)": "blocks/SM\n/ occ"}
     last = len(headers) - 1
     fitted = fit_table([narrow.get(h, h) for h in headers], out,

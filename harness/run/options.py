@@ -5,9 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from harness.bench.contents import new_seed
-from harness.compiler.occupancy import abi_problems
-from harness.errors import HarnessError
+from harness import kinds
+from harness.bench.seeds import new_seed
 from harness.gpu.timing import TimingOptions
 from harness.knobs import CARVEOUT, TIMEOUT_S, check_knobs, knob
 
@@ -45,17 +44,6 @@ class RunOptions:
 
 
 def parse_size(text: str) -> Size:
-    """``N`` (square) or ``M,N,K``."""
-    parts = text.replace("x", ",").split(",")
-    try:
-        values = [int(p) for p in parts]
-    except ValueError:
-        raise HarnessError(f"size {text!r} is not N or M,N,K with positive integers") from None
-    if len(values) == 1:
-        values *= 3
-    if len(values) != 3 or any(v < 1 for v in values):
-        raise HarnessError(f"size {text!r} is not N or M,N,K with positive integers")
-    too_large = abi_problems(*values)
-    if too_large:
-        raise HarnessError(f"size {text!r}: {too_large[0]}")
-    return tuple(values)
+    """``N`` (square) or ``M,N,K``: the default kind's reading (its kind reads it, once)."""
+    kind = kinds.get(kinds.DEFAULT)
+    return kind.slots(None, kind.read_size(text))

@@ -25,7 +25,7 @@ from harness.run.protocol import Job, KernelRef, parse
 from harness.run.record import RunRecord
 
 if TYPE_CHECKING:
-    from harness.run.runner import Gate
+    from harness.run.gate import Gate
 
 _FAULTS = ("ILLEGAL_ADDRESS", "LAUNCH_FAILED", "MISALIGNED_ADDRESS", "ILLEGAL_INSTRUCTION",
            "HARDWARE_STACK_ERROR", "INVALID_PC", "ASSERT")
@@ -76,7 +76,7 @@ class WorkerProcess:
     def run(self, started: Started | None = None, gate: Gate | None = None) -> set[str]:
         """Run the worker to its end; the names of the kernels it finished or failed.
         ``started``: a worker process started ahead (:class:`Started`, for this GPU), which
-        then takes this job. ``gate`` (runner.Gate): the job is gated, every kernel named, and
+        then takes this job. ``gate`` (gate.Gate): the job is gated, every kernel named, and
         ``gate`` tells the worker which to measure as their compiles finish; only those it
         released count as the worker's."""
         if gate is not None:

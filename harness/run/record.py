@@ -79,16 +79,10 @@ def time_left(elapsed_s: float, done: int, total: int) -> str:
 
 def describe(result: Result) -> str:
     """One line for a progress log."""
-    size = "x".join(map(str, result.size))
-    if result.memory is not None:
-        size = "x".join(map(str, result.memory.dims.values()))
-        if result.status == "pass" and result.timing is not None:
-            against = (f", {result.pct_baseline:.1f}% of its baseline "
-                       f"({result.baseline_gbps:.0f} GB/s)" if result.baseline else "")
-            return (f"{result.kernel.name} {size}: {result.gbps:.0f} GB/s, "
-                    f"{result.pct_copy:.1f}% of the memory ceiling{against}")
-    elif result.status == "pass" and result.timing is not None and result.baseline is not None:
-        return (f"{result.kernel.name} {size}: {result.gflops:.0f} GFLOP/s, "
-                f"{result.pct_baseline:.1f}% of cuBLAS ({result.baseline_gflops:.0f} GFLOP/s)")
+    kind = result.kind_of
+    size = kind.size_text(result)
+    said = kind.describe(result)
+    if said is not None:
+        return said
     first = (result.message.splitlines() or [""])[0]
     return f"{result.kernel.name} {size}: {result.status}" + (f": {first[:160]}" if first else "")

@@ -16,25 +16,25 @@ cluster.py does the same over a Dask cluster.
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from itertools import chain
 from pathlib import Path
 
-from harness.archs import can_run, get_arch
-from harness.bench.chunked import host_threads
+from harness import kinds
+from harness.archs import get_arch
 from harness.bench.result import Result
+from harness.bench.threads import host_threads
 from harness.compiler.compile import compile_kernel
 from harness.compiler.occupancy import kernel_launch_problems
 from harness.errors import CompileError, HarnessError
-from harness.kernels.registry import DEFAULT_KERNEL_DIRS, Kernel, discover
+from harness.kernels.registry import Kernel
+from harness.run.gate import Gate
 from harness.run.gpus import GpuSlot
 from harness.run.multi import measure_spread
 from harness.run.options import RunOptions, Size, parse_size
 from harness.run.process import Started, WorkerProcess, drop_ahead, take_ahead, unrun
-from harness.run.protocol import GO, SKIP
 from harness.run.record import ResultStream, RunRecord, describe
 
 __all__ = ["RunOptions", "RunRecord", "Size", "describe", "parse_size", "run", "screen"]
@@ -128,57 +128,6 @@ COMPILE_BESIDE = "compile (beside the worker)"
 them: listed in the wall-time breakdown, not added to it."""
 
 
-class Gate:
-    """The screens of a gated worker's kernels (protocol.Job.gated), in the kernels' order as
-    they finish: the rows of a kernel that gets no worker kept, and the worker told ``go`` or
-    ``skip`` for each; stdin closed after the last. ``runnable``: the kernels released."""
-
-    def __init__(self, screens: Iterator[tuple[Kernel, list[Result]]],
-                 keep: Callable[[Result], None]):
-        self.screens, self.keep = screens, keep
-        self.runnable: list[Kernel] = []
-        self.first_s = self.last_s = 0.0
-        """When the first kernel's screen and the last one's were done (perf_counter)."""
-        self.error: BaseException | None = None
-        self.thread: threading.Thread | None = None
-
-    def start(self, stdin) -> None:
-        self.thread = threading.Thread(target=self._feed, args=(stdin,), daemon=True,
-                                       name="harness-gate")
-        self.thread.start()
-
-    def _feed(self, stdin) -> None:
-        try:
-            for kernel, rows in self.screens:
-                self.last_s = time.perf_counter()
-                self.first_s = self.first_s or self.last_s
-                for row in rows:
-                    self.keep(row)
-                if not rows:
-                    self.runnable.append(kernel)
-                try:
-                    stdin.write((SKIP if rows else GO) + "\n")
-                    stdin.flush()
-                except OSError:  # the worker ended (a fault, a retire): the rows go on
-                    pass
-        except BaseException as exc:  # a bug in a screen: the run raises it (join)
-            self.error = exc
-        finally:
-            self.last_s = self.last_s or time.perf_counter()
-            self.first_s = self.first_s or self.last_s
-            try:
-                stdin.close()
-            except OSError:
-                pass
-
-    def join(self) -> None:
-        """Wait for every screen; raise what stopped them, if anything did."""
-        if self.thread is not None:
-            self.thread.join()
-        if self.error is not None:
-            raise self.error
-
-
 def prepared(kernels: Sequence[Kernel], arch: str, sizes: Sequence[Size],
              pool: ThreadPoolExecutor, first_alone: bool = False
              ) -> Iterator[tuple[Kernel, list[Result]]]:
@@ -197,50 +146,23 @@ def prepared(kernels: Sequence[Kernel], arch: str, sizes: Sequence[Size],
     worker starting beside them) the compiles up to the first kernel took 1.9 s
     (reports/h100/default-run-cold-ef6439f.log.gz), where 01_naive's alone took 0.4 s on a
     two-core development host (issue 37)."""
-    any_tensor = False
-
     def screened(k: Kernel) -> tuple[Kernel, list[Result]]:
         return screen(k, arch, sizes)
 
     head = [screened(k) for k in kernels[:1 if first_alone else 0]]  # this thread, alone
-    for kernel, rows in head:  # its SASS read first in the pool's queue
-        if not rows and kernel.spec.kind == "gemm":
-            pool.submit(_read_sass, kernel, arch)
+    for kernel, rows in head:  # its host work first in the pool's queue
+        if not rows:
+            kinds.of(kernel.spec).compile_ahead(kernel, arch, pool)
+    sent: dict[kinds.Kind, list[Kernel]] = {}
     for i, (kernel, rows) in enumerate(chain(head, pool.map(screened, kernels[len(head):]))):
-        if not rows and kernel.spec.kind == "gemm":
+        if not rows:
+            kind = kinds.of(kernel.spec)
             if i >= len(head):
-                pool.submit(_read_sass, kernel, arch)
-            any_tensor = any_tensor or kernel.spec.precision != "fp32"
+                kind.compile_ahead(kernel, arch, pool)
+            sent.setdefault(kind, []).append(kernel)
         yield kernel, rows
-    if any_tensor:
-        for kernel in _ceiling_kernels(arch):
-            pool.submit(_compiled_quietly, kernel, arch)
-
-
-def _read_sass(kernel: Kernel, arch: str) -> None:
-    from harness.bench.measure import screened_cubin
-
-    try:  # the cubin screen() compiled; none where it did not (the worker compiles then)
-        screened_cubin(compile_kernel(kernel, arch, cached_only=True).cubin)
-    except HarnessError:
-        pass  # the worker reads it again, and reports what it finds
-
-
-def _compiled_quietly(kernel: Kernel, arch: str) -> None:
-    try:
-        compile_kernel(kernel, arch)
-    except HarnessError:
-        pass  # the worker measures no such ceiling, and says why
-
-
-def _ceiling_kernels(arch: str) -> list[Kernel]:
-    """The ceiling kernels ``arch`` runs; none where a ceiling file is broken (the worker
-    says so when it measures)."""
-    try:
-        return [k for k in discover(DEFAULT_KERNEL_DIRS, "ceiling")
-                if can_run(get_arch(k.spec.min_arch), get_arch(arch))]
-    except HarnessError:
-        return []
+    for kind, sent_kernels in sent.items():
+        kind.compiled_ahead(sent_kernels, arch, pool)
 
 
 def screen(kernel: Kernel, arch: str, sizes: Sequence[Size]) -> tuple[Kernel, list[Result]]:
@@ -253,8 +175,8 @@ def screen(kernel: Kernel, arch: str, sizes: Sequence[Size]) -> tuple[Kernel, li
         res = compile_kernel(kernel, arch).resources
     except CompileError as exc:
         return kernel, [unrun(kernel, size, "compile error", str(exc)) for size in sizes]
-    if kernel.spec.kind == "buffers":  # its worker says what cannot launch, at its own dims
-        return kernel, []
+    if not kinds.of(kernel.spec).launch_checked_offline:  # its worker says what cannot
+        return kernel, []  # launch, at its own dims
     refused = {size: problems for size in sizes
                if (problems := kernel_launch_problems(
                    kernel, get_arch(arch), *size, res.registers, res.static_smem_bytes))}

@@ -101,10 +101,10 @@ def screen(candidates: Sequence[Kernel], arch: str, sizes, jobs: int,
 
 
 def best(results: Sequence[Result], size: tuple[int, int, int], top: int) -> list[Result]:
-    """The fastest passing results at ``size``: by GFLOP/s, or GB/s for buffers kernels
-    (points of one kernel at one size do the same work, so either ranks by time)."""
+    """The fastest passing results at ``size``, as their kind ranks them (GFLOP/s, or GB/s;
+    points of one kernel at one size do the same work, so either ranks by time)."""
     at = [r for r in results if r.status == "pass" and r.size == tuple(size)]
-    return sorted(at, key=lambda r: -(r.gbps if r.memory is not None else r.gflops))[:top]
+    return sorted(at, key=lambda r: -r.kind_of.rank(r))[:top]
 
 
 _TUNED_BLOCK = re.compile(r"\n\[tuned\.(?P<arch>\w+)\]\n(?:[A-Za-z_]\w* = -?\d+\n)*")

@@ -17,17 +17,14 @@ import sys
 import threading
 import traceback
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 
-from harness.bench.checks import prefetch_battery
-from harness.bench.measure import Prepared, check_only, compare, measure, prepare
-from harness.bench.operands import prefetch
+from harness import kinds
 from harness.bench.phases import PHASES
-from harness.bench.plan import plan
 from harness.bench.result import Result
-from harness.bench.session import BenchSession, timing_key
-from harness.bench.timed_checks import Pending
-from harness.errors import HarnessError, LaunchError
+from harness.bench.session import BenchSession
+from harness.errors import HarnessError
 from harness.gpu.driver import device_uuid
 from harness.kernels.registry import Kernel
 from harness.kernels.spec import read_spec
@@ -51,23 +48,23 @@ def run_job(job: Job) -> None:
     kernels = [_kernel(ref) for ref in job.kernels]
     if kernels:  # the first kernel's inputs beside the session's start-up (a gated job's
         # kernels come tuned for the GPU already; another's battery may differ, and draws its own)
-        _draw_ahead(kernels[0], job, job.sizes[:1])
+        _kind(kernels[0]).draw_ahead(kernels[0], job, job.sizes[:1], None, CONTEXT)
+    ahead = tuple(s for k in dict.fromkeys(_kind(k) for k in kernels)
+                  for s in k.session_sources())
     with PHASES("worker start"):
         session = BenchSession(job.timing, carveout_pct=job.carveout_pct,
-                               say=_progress("ceiling"), run_seed=job.seed)
+                               say=_progress("ceiling"), run_seed=job.seed, ahead=ahead)
     with session:
-        if job.mode == "compare" or job.feed:
-            session.blas  # noqa: B018 (opened: these say the device once)
-        blas_said = _say_device(session)
-        if job.mode == "compare" and kernels and all(k.spec.kind == "buffers"
-                                                     for k in kernels):
-            _compare_buffers(session, kernels, job)
-            return
+        for kind in dict.fromkeys(_kind(k) for k in kernels):
+            kind.open_for(session, job)
+        said = _say_device(session)
         if job.mode == "compare":
-            preps = [prepare(session, k, job.strict_blas, _progress(k.name)) for k in kernels]
-            for size in job.sizes:
-                for res in compare(session, preps, *size, say=_progress("compare", size)):
-                    emit("result", result=res.to_json())
+            if kernels:
+                kinds_of = {_kind(k) for k in kernels}
+                if len(kinds_of) > 1:
+                    raise HarnessError("compare times kernels of one kind against each other; "
+                                       "found " + ", ".join(sorted(k.name for k in kinds_of)))
+                _kind(kernels[0]).compare_kernels(session, kernels, job, CONTEXT)
             return
         if job.feed:
             _run_fed(session, job)
@@ -78,22 +75,26 @@ def run_job(job: Job) -> None:
                 continue  # the runner kept its rows (a compile error, or refused offline)
             before = _run_kernel(session, kernel, job, next(iter(kernels[i + 1:]), None),
                                  before)
-            if not blas_said and session.blas_open:
-                blas_said = _say_device(session)
+            if set(session.part_facts()) - said:
+                said = _say_device(session)
             if before is None:
                 return
         _ended_well(before)
 
 
-def _say_device(session: BenchSession) -> bool:
-    """The device's facts for the run's header; whether cuBLAS's version was among them. A
-    session opens without waiting for cuBLAS's bindings to import (about 1.3 s of a fresh
-    worker's start, issue 37): the facts are said again, with its version, once its handle
-    is open."""
+def _kind(kernel: Kernel) -> kinds.Kind:
+    return kinds.of(kernel.spec)
+
+
+def _say_device(session: BenchSession) -> set[str]:
+    """The device's facts for the run's header; the keys its parts added (a library's
+    version). A session opens without waiting for cuBLAS's bindings to import (about 1.3 s of
+    a fresh worker's start, issue 37): the facts are said again, with its version, once a
+    part adds it."""
     facts = {**session.facts(), "uuid": device_uuid(session.device.ordinal),
              "host": socket.gethostname()}
     emit("device", **facts)
-    return "cublas_version" in facts
+    return set(session.part_facts())
 
 
 GATE_LIMIT_S = 600.0
@@ -144,38 +145,15 @@ def _ended_well(ran: Ran | None) -> bool:
 
 def _run_kernel(session: BenchSession, kernel: Kernel, job: Job, after: Kernel | None = None,
                 before: Ran | None = None) -> Ran | None:
-    """Every size of one kernel, its rows going out as they are ready; None when the worker
-    must end. ``after``: the kernel to be measured next, whose inputs the host draws
-    meanwhile. ``before``: the kernel before's, whose last sizes' kept launches the host may
-    still be comparing: waited for once this kernel's check battery has run beside them (the
-    waits were 4.4 s of a default run's 48, issue 37). When it failed a check the worker ends
-    (``retire``), and this kernel, checked here after it, starts again in a fresh worker."""
+    """Every size of one kernel, its rows going out as they are ready (its kind measures it);
+    None when the worker must end. ``after``: the kernel to be measured next, whose inputs the
+    host draws meanwhile. ``before``: the kernel before's, whose last sizes' kept launches the
+    host may still be comparing: waited for once this kernel's check battery has run beside
+    them (the waits were 4.4 s of a default run's 48, issue 37). When it failed a check the
+    worker ends (``retire``), and this kernel, checked here after it, starts again in a fresh
+    worker."""
     emit("kernel_start", kernel=kernel.name)
-    if kernel.spec.kind == "buffers":
-        if not _ended_well(before):
-            return None
-        return (kernel.name, InOrder()) if _run_buffers(session, kernel, job) else None
-    try:
-        prep = prepare(session, kernel, job.strict_blas, _progress(kernel.name))
-    except LaunchError as exc:  # refused before any launch: the context is intact
-        if not _ended_well(before):
-            return None
-        emit("kernel_error", kernel=kernel.name, kind="LaunchError", message=str(exc))
-        return kernel.name, InOrder()
-    except BaseException:
-        if before is not None:  # its rows out before this kernel's error ends the worker;
-            # after a failed check the error may be that kernel's doing (it may have written
-            # memory it does not own): retired, this kernel starts again in a fresh worker
-            try:
-                if not before[1].wait():
-                    emit("retire", kernel=before[0])
-            except Exception:  # the error on its way out is the one to report
-                pass
-        raise
-    if not _ended_well(before):
-        return None
-    _prefetch(session, prep.gemm.kernel, after, job)
-    return kernel.name, _run_sizes(session, prep, job)
+    return _kind(kernel).run_kernel(session, kernel, job, CONTEXT, after, before)
 
 
 _BESIDE = ThreadPoolExecutor(max_workers=1, thread_name_prefix="harness-beside")
@@ -184,124 +162,75 @@ _PREFETCH = ThreadPoolExecutor(max_workers=1, thread_name_prefix="harness-prefet
 """Where the host draws inputs a kernel will need while the device times the one before."""
 
 
-def _draw_ahead(kernel: Kernel, job: Job, sizes, session: BenchSession | None = None) -> None:
-    """On the prefetch thread, beside other work: ``kernel``'s check battery (inputs and host
-    references) and the timing operands of ``sizes``, those ``session`` does not hold yet
-    (before the session starts, all). A spec the plan cannot read is left to the kernel's own
-    turn, which says why."""
-    if job.mode != "run" or kernel.spec.kind != "gemm" or job.seed is None:
-        return
-    try:
-        prefetch_battery(kernel.spec, plan(kernel), job.seed, _PREFETCH)
-        for size in sizes:
-            if session is not None:
-                session.prefetch_timing_operands(kernel, *size, _PREFETCH)
-            else:
-                prefetch(_PREFETCH, kernel.spec, *size, timing_key(job.seed, kernel, *size)[1])
-    except HarnessError:
-        pass
-
-
-def _prefetch(session: BenchSession, kernel: Kernel, after: Kernel | None, job: Job) -> None:
-    """Beside this kernel's timings (the host idle): the inputs of its later sizes, then the
-    next kernel's battery and first size."""
-    if job.mode != "run" or kernel.spec.kind != "gemm":
-        return
-    for size in job.sizes[1:]:
-        session.prefetch_timing_operands(kernel, *size, _PREFETCH)
-    if after is not None:
-        _draw_ahead(session.kernel(after), job, job.sizes[:1], session)
-
-
 class InOrder:
     """A kernel's rows emitted in the order of its sizes, each as soon as it and those before
     it are ready: a size whose kept launches are still being compared (Pending) holds back the
     sizes after it, and goes out from the comparing thread when it is done."""
 
     def __init__(self):
-        self.rows: collections.deque[Result | Pending] = collections.deque()
+        self.rows: collections.deque = collections.deque()
         self.lock = threading.Lock()
         self.statuses: list[str] = []
 
-    def add(self, row: Result | Pending) -> None:
+    def add(self, row) -> None:
+        """A Result, or a pending one (with a ``future``: its comparison still running)."""
         with self.lock:
             self.rows.append(row)
-        if isinstance(row, Pending):
+        if _pending(row):
             row.future.add_done_callback(lambda _: self.flush())
         self.flush()
 
     def flush(self) -> None:
         with self.lock:
-            while self.rows and (not isinstance(self.rows[0], Pending) or self.rows[0].done()):
+            while self.rows and (not _pending(self.rows[0]) or self.rows[0].done()):
                 row = self.rows.popleft()
-                res = row.result() if isinstance(row, Pending) else row
+                res = row.result() if _pending(row) else row
                 self.statuses.append(res.status)
                 emit("result", result=res.to_json())
 
     def wait(self) -> bool:
         """Every row out (an error in a comparison is raised here); False when one failed."""
         for row in list(self.rows):
-            if isinstance(row, Pending):
+            if _pending(row):
                 row.future.result()
         self.flush()
         return "FAIL" not in self.statuses
 
 
-def _run_sizes(session: BenchSession, prep: Prepared, job: Job) -> InOrder:
-    """Measure (mode ``check``: check only) every size; the rows, the last sizes' kept
-    launches maybe still compared (``InOrder.wait``: False when the kernel failed a check).
-    Every row measured goes out before this raises, when a later size raises (a fault)."""
-    rows = InOrder()
-    try:
-        for size in job.sizes:
-            say = _progress(prep.kernel.name, size)
-            rows.add(check_only(session, prep, *size, say=say) if job.mode == "check" else
-                     measure(session, prep, *size, reuse_baseline=job.reuse_baseline, say=say,
-                             beside=_BESIDE))
-    except BaseException:
-        try:
-            rows.wait()
-        except Exception:  # the error on its way out is the one to report
-            pass
-        raise
-    return rows
+def _pending(row) -> bool:
+    """Whether a row is still being compared (a kind's pending row has a ``future``)."""
+    return not isinstance(row, Result) and hasattr(row, "future")
 
 
-def _memory_ceiling(session: BenchSession, name: str):
-    """The memory ceiling buffers kernels are held to, measured once per worker."""
-    if getattr(session, "memory_ceiling", None) is None:
-        from harness.bench.memory.roofline import measure_ceiling
+@dataclass(frozen=True)
+class _Context:
+    """What the worker hands a kind (harness.kinds.base.Kind.run_kernel's ``ctx``)."""
 
-        with PHASES("memory ceiling"):
-            _progress(name)("memory ceiling", limit_s=120)
-            session.memory_ceiling = measure_ceiling(session.device, session.stream,
-                                                     session.timer.options)
-    return session.memory_ceiling
+    beside: ThreadPoolExecutor
+    prefetch: ThreadPoolExecutor
+
+    @staticmethod
+    def progress(kernel: str, size=None):
+        return _progress(kernel, size)
+
+    @staticmethod
+    def emit(kind: str, **fields) -> None:
+        emit(kind, **fields)
+
+    @staticmethod
+    def rows() -> InOrder:
+        return InOrder()
+
+    @staticmethod
+    def ended_well(ran) -> bool:
+        return _ended_well(ran)
+
+    @staticmethod
+    def kind_of(kernel: Kernel) -> kinds.Kind:
+        return _kind(kernel)
 
 
-def _compare_buffers(session: BenchSession, kernels: list[Kernel], job: Job) -> None:
-    from harness.bench.memory.compare import compare_kernels
-
-    ceiling = _memory_ceiling(session, kernels[0].name)
-    rank = len(kernels[0].spec.buffers.dims)
-    for res in compare_kernels(session, kernels, [tuple(s[:rank]) for s in job.sizes],
-                               ceiling, _progress("compare")):
-        emit("result", result=res.to_json())
-
-
-def _run_buffers(session: BenchSession, kernel: Kernel, job: Job) -> bool:
-    """A buffers kernel (bench/memory/): the job's sizes hold its dims, padded with 1."""
-    from harness.bench.memory.timed import measure_kernel
-
-    ceiling = _memory_ceiling(session, kernel.name) if job.mode != "check" else None
-    rank = len(kernel.spec.buffers.dims)
-    ok = True
-    for res in measure_kernel(session, kernel, [tuple(s[:rank]) for s in job.sizes],
-                              ceiling, _progress(kernel.name),
-                              timed=job.mode != "check"):
-        emit("result", result=res.to_json())
-        ok = ok and res.status != "FAIL"
-    return ok
+CONTEXT = _Context(_BESIDE, _PREFETCH)
 
 
 def _early_context():
@@ -350,11 +279,11 @@ def main() -> int:
         return 0
     job = Job.from_json(line)
     profile_dir = os.environ.get("HARNESS_WORKER_PROFILE")  # experiments: where the time goes
-    sample_dir = os.environ.get("HARNESS_WORKER_SAMPLE")  # harness/run/wall_sampler.py
+    sample_dir = os.environ.get("HARNESS_WORKER_SAMPLE")  # bench/wall_sampler.py
     try:
         try:
             if sample_dir:
-                from harness.run.wall_sampler import sampled
+                from harness.bench.wall_sampler import sampled
 
                 sampled(lambda: run_job(job), f"{sample_dir}/sampled-{os.getpid()}.txt")
             elif profile_dir:

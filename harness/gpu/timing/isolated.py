@@ -17,7 +17,7 @@ from harness.gpu.timing.options import ISOLATED, ISOLATED_MAX_REPS, Timing
 from harness.gpu.timing.stop import Rounds, StopRule
 
 if TYPE_CHECKING:
-    from harness.gpu.timing.timer import Timer
+    from harness.gpu.timing.handle import TimerHandle as Timer
 
 ISOLATED_AHEAD_MS = 0.05
 """Isolated: GPU work queued ahead of each timed launch beyond three times the host's time to

@@ -28,7 +28,7 @@ from harness.gpu.timing.trace import Trace
 from harness.gpu.timing.warmup import alone_ms, warm_up
 
 if TYPE_CHECKING:
-    from harness.gpu.timing.timer import Timer
+    from harness.gpu.timing.handle import TimerHandle as Timer
 
 BATCH_MS = 10.0
 """GPU time of one batch of timed repetitions: the stopping rule is tested after each. Each

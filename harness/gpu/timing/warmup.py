@@ -15,7 +15,7 @@ from harness.gpu.timing.launches import warmup_rounds
 from harness.gpu.timing.options import WARMUP_STRETCH_MS
 
 if TYPE_CHECKING:
-    from harness.gpu.timing.timer import Timer
+    from harness.gpu.timing.handle import TimerHandle as Timer
 
 FIRST_KEPT_MS = 20.0
 """A timing's first launch of this long or longer is timed, not run untimed before it is

@@ -1,0 +1,501 @@
+"""The check library: what a kernel must pass before it is timed, and what its failures mean.
+
+Each check draws fresh inputs from a seed, fills C with the sentinel (beta = 0) or random start
+values (beta != 0) and a guard past its end, launches once and compares with float64
+(numerics.compare names the finding: unwritten, non-finite, wrong values, ignores beta, ignores
+alpha). A check may run the same launch again on the same inputs: identical runs must agree bit for
+bit (a race; a kernel that keeps state between launches; a nondeterministic kernel that did not say
+so), on an idle GPU and behind a crowd that holds most of its SMs (gpu/crowd.py). The guard after C
+catches stores without bounds checks. Two launches are probes: NaN in C at beta = 0 (a kernel that
+computes beta * C there reads C when beta = 0: a note, a failure under BLAS strictness) and new
+inputs with C still holding the last result (a kernel that skips work where C looks computed).
+plan.py says which checks a kernel gets.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from concurrent.futures import Executor, Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from functools import partial
+
+import numpy as np
+
+from harness.errors import HarnessError
+from harness.gpu import reference as gpu_reference
+from harness.gpu.crowd import PRESSES, Crowd
+from harness.gpu.cublas import Cublas
+from harness.gpu.driver import Stream
+from harness.kinds.gemm import chunked, contents, numerics, operands
+from harness.kinds.gemm.fp8 import check as fp8_check
+from harness.kinds.gemm.gemm import LoadedGemm
+from harness.kinds.gemm.numerics import CheckResult
+from harness.kinds.gemm.plan import DEEP, READS_C, STALE_C, WIDE, Plan, PlannedCheck
+
+READS_C_NOTE = "reads C when beta = 0 (BLAS leaves C unset then: C may hold NaN)"
+KEEPS_STATE = "keeps state between launches"
+DEPENDS_ON_C = "depends on C's contents"
+NONDETERMINISTIC = "nondeterministic"
+
+
+def _launch(gemm: LoadedGemm, ops: operands.Operands, alpha: float, beta: float,
+            stream: Stream) -> None:
+    gemm.launcher(ops.m, ops.n, ops.k, alpha, ops.a.address, ops.b.address, beta,
+                  ops.c.address, stream, d=ops.d.address if ops.d else None)()
+
+
+@dataclass
+class Checked:
+    """One launch's output and its comparison with the reference."""
+
+    out: np.ndarray
+    result: CheckResult
+    guard: int
+
+
+_GPU_REFERENCES: list[tuple[operands.ReferenceEngine, Callable[[], bool]] | None] = [None]
+"""The engine the checks' large references go to, and what says whether it can take them."""
+WalkSums = Callable[..., np.ndarray]  # an FP8 walk's sums: gpu/fp8_walk.Fp8WalkKernels.sums
+_GPU_WALKS: list[WalkSums | None] = [None]
+
+
+def set_gpu_references(engine: operands.ReferenceEngine | None,
+                       ready: Callable[[], bool] = lambda: True,
+                       walks: WalkSums | None = None) -> None:
+    """From now on the references of checks of gpu.reference.MIN_MNK or more are computed by
+    ``engine`` (BenchSession sets its cuBLAS DGEMM when it opens and takes it back when it
+    closes) where ``ready()`` says it can, asked when the first such reference is wanted
+    (whether cuBLAS's bindings import: the import may still run on another thread, and a
+    battery's small checks need not wait for it); None: every one on the host. ``walks``: an
+    FP8 check's walk (over all it bounds: the output, or its sample) is made by it where the
+    reference is made on the GPU (:func:`walk_of`); None: on the host."""
+    _GPU_REFERENCES[0] = None if engine is None else (engine, ready)
+    _GPU_WALKS[0] = None if engine is None else walks
+
+
+def release_gpu_references(engine: operands.ReferenceEngine) -> None:
+    """Back to the host, unless another engine than ``engine`` has been set since."""
+    if _GPU_REFERENCES[0] is not None and _GPU_REFERENCES[0][0] == engine:
+        _GPU_REFERENCES[0] = None
+        _GPU_WALKS[0] = None
+
+
+def reference_engine(m: int, n: int, k: int) -> operands.ReferenceEngine | None:
+    """What computes an m x n x k check's reference: the open session's GPU from
+    gpu.reference.MIN_MNK on (where it costs less than numpy's), else None (the host)."""
+    chosen = _GPU_REFERENCES[0]
+    if chosen is None or m * n * k < gpu_reference.MIN_MNK:
+        return None
+    engine, ready = chosen
+    return engine if ready() else None
+
+
+def reference_of(gemm: LoadedGemm, ops: operands.Operands, seed: int, alpha: float,
+                 beta: float) -> tuple[np.ndarray, np.ndarray]:
+    """The float64 reference of ``ops`` at alpha, beta and its error scale, under the one key
+    every caller shares (a large size's is computed once for every kernel on the same
+    inputs), on the GPU where :func:`reference_engine` says so."""
+    spec = gemm.kernel.spec
+    # an FP8 GEMM's key names its scales' kind too: per tensor and per block draw the same
+    # codes from a seed, and different scales (the values a64 and b64 hold)
+    return operands.reference(ops, (ops.m, ops.n, ops.k, seed, spec.precision, spec.c_type,
+                                     alpha, beta, ops.draw, ops.kinds, *operands.fp8_key(spec)),
+                              alpha, beta, reference_engine(ops.m, ops.n, ops.k))
+
+
+def walk_of(gemm: LoadedGemm, ops: operands.Operands, seed: int) -> np.ndarray | None:
+    """An FP8 GEMM's walk (fp8_check.walk) over the rows and columns its check on ``seed``
+    bounds (fp8_check.sample), made on the GPU where its reference is (:func:`reference_engine`;
+    None: the check walks on the host). On the device's thread only, as references are."""
+    walks = _GPU_WALKS[0]
+    m, n, k = ops.m, ops.n, ops.k
+    if ops.fp8 is None or walks is None or reference_engine(m, n, k) is None:
+        return None
+    a, b = ops.codes
+    rows, cols = fp8_check.sample(m, n, k, seed)
+    if not fp8_check.whole(m, n, k):
+        a, b = a[rows], b[:, cols]
+    g = fp8_check.Fp8Gemm(a, b, ops.fp8.a, ops.fp8.b,
+                          *fp8_check.subset(ops.scales, rows, cols, n),
+                          out=gemm.kernel.spec.c_type, promote=ops.fp8.promote)
+    with operands.PHASES("references"):
+        return fp8_check.walk_with(g, walks)
+
+
+def known_of(gemm: LoadedGemm, ops: operands.Operands, seed: int, alpha: float, beta: float
+             ) -> tuple:
+    """What a check's comparisons on ``seed`` need made on the device's thread before they
+    run on others: the reference and its error scale (:func:`reference_of`) and an FP8
+    GEMM's walk (:func:`walk_of`, or None)."""
+    return (*reference_of(gemm, ops, seed, alpha, beta), walk_of(gemm, ops, seed))
+
+
+def compare_to_reference(gemm: LoadedGemm, ops: operands.Operands, out: np.ndarray, seed: int,
+                         alpha: float, beta: float, initial: np.ndarray | None,
+                         deep: bool = False, known: tuple | None = None,
+                         total: chunked.Sums | None = None) -> CheckResult:
+    """``out`` (C after a launch on ``ops``) against the float64 reference of ``ops``, its
+    error also as a multiple of FP32 accumulation's on the same inputs; ``deep`` (K >= 2048,
+    or a timed size): a kernel that claims FP32 fails above numerics.FP32_MULTIPLE_MAX.
+    ``known``: :func:`known_of`, made on the device's thread; ``total``: the device's sums."""
+    spec = gemm.kernel.spec
+    k = ops.k
+    ref, scale, walked = known if known is not None else known_of(gemm, ops, seed, alpha, beta)
+    if ops.fp8 is not None:  # its scales are in a64 and b64; its bound is the window's walk
+        return fp8_check.check(out, *ops.codes, ops.fp8, ops.scales, spec.c_type, seed=seed,
+                               initial=initial, ref=ref, walked=walked)
+    via, unit = getattr(spec, "fp32_via", ""), chunked.input_unit(spec, ops)
+    strict = deep and spec.precision == "fp32" and not via
+    return chunked.compare(
+        out, ref, spec.precision, k=k, seed=seed, alpha=alpha, beta=beta, c_type=spec.c_type,
+        initial=initial, c64=ops.c64, scale=scale, operands=(ops.a64, ops.b64) if strict else None,
+        yardstick=(numerics.fp32_yardstick(ops.a64, ops.b64, alpha, ops.product_norm())
+                   if beta == 0.0 and ops.draw == "uniform" else None),
+        max_multiple=numerics.FP32_MULTIPLE_MAX if strict else None, input_unit=unit,
+        input_norm=abs(alpha) * ops.product_norm() if unit else 0.0, total=total)
+
+
+def launch_and_compare(gemm: LoadedGemm, ops: operands.Operands, stream: Stream, seed: int,
+                       alpha: float = 1.0, beta: float = 0.0, deep: bool = False) -> Checked:
+    """C poisoned, one launch, its output compared with the reference."""
+    ops.poison_c(stream)
+    _launch(gemm, ops, alpha, beta, stream)
+    out, guard = ops.result(stream)
+    return Checked(out, compare_to_reference(gemm, ops, out, seed, alpha, beta, ops.initial(),
+                                             deep), guard)
+
+
+def _bits_differ(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    return numerics.bits(a) != numerics.bits(b)
+
+
+def difference(first: Checked, other: Checked, c_type: str) -> str:
+    """How two identical runs differ: how many outputs, where, and by how much."""
+    changed = _bits_differ(first.out, other.out)
+    row, col = np.argwhere(changed)[0]
+    a = numerics.to_float64(first.out, c_type)
+    b = numerics.to_float64(other.out, c_type)
+    with np.errstate(invalid="ignore"):
+        largest = float(np.nanmax(np.abs(a - b) / np.maximum(np.abs(a), 1e-30)))
+    return (f"{int(np.count_nonzero(changed))} of {changed.size} outputs differ (first at row "
+            f"{row}, col {col}; largest relative difference {largest:.2e})")
+
+
+def repeat_finding(gemm: LoadedGemm, runs: list[Checked], launches_before: int = 0
+                   ) -> CheckResult | None:
+    """What identical runs (same inputs, same buffers, C poisoned before each) say, when their
+    outputs are not bit for bit the same: None when they are.
+
+    The first right and the later ones wrong and alike (or every wrong one alike) is a kernel
+    that keeps state between launches; wrong runs that differ is a race; runs that differ and
+    all pass are a nondeterministic kernel: a note when its spec says so (atomics), else a
+    failure."""
+    first, spec = runs[0], gemm.kernel.spec
+    r = first.result
+    where = (r.m, r.n, r.k, r.seed, r.alpha, r.beta)
+    for i, other in enumerate(runs[1:], start=2):
+        if not _bits_differ(first.out, other.out).any():
+            continue
+        diff = difference(first, other, spec.c_type)
+        later = runs[i - 1:]
+        if all(run.result.passed for run in runs):
+            if spec.nondeterministic:
+                return CheckResult(True, *where[:3], *where[3:], r.rel_err_norm, r.max_abs_err,
+                                   0, 0, r.tolerance_norm,
+                                   f"nondeterministic (declared): identical runs differ: {diff}, "
+                                   "every run within tolerance", NONDETERMINISTIC)
+            return CheckResult.finding_only(
+                NONDETERMINISTIC, *where,
+                f"nondeterministic: identical runs on the same inputs give different outputs: "
+                f"{diff}, each within tolerance; a kernel whose result changes between runs "
+                "races (an unsynchronised read, blocks writing the same outputs), unless it "
+                "sums with atomics whose order changes: then declare nondeterministic = true "
+                "in its spec", int(np.count_nonzero(_bits_differ(first.out, other.out))))
+        alike = all(not _bits_differ(later[0].out, x.out).any() for x in later[1:])
+        # wrong launches that give the same bits, right ones between them (a kernel whose
+        # state or clock decides when it skims) keep state too; a race's wrong bits differ
+        wrong = [x for x in runs if not x.result.passed]
+        if len(wrong) >= 2:
+            alike = alike or all(not _bits_differ(wrong[0].out, x.out).any() for x in wrong[1:])
+        if r.passed and not other.result.passed and alike:
+            n = launches_before + i
+            return CheckResult.finding_only(
+                KEEPS_STATE, *where,
+                f"{KEEPS_STATE}: wrong after {n - 1} launches on the same buffers (launch "
+                f"{launches_before + 1} was right, launch {n} on the same inputs is not): "
+                f"{other.result.message}; a GEMM's output must depend on A, B, C, alpha and "
+                "beta alone (no counters, flags or caches kept in device memory between "
+                "launches)", other.result.bad_elements or other.result.unwritten_elements)
+        return CheckResult.finding_only(
+            "race", *where,
+            f"race: identical runs differ and are wrong: {diff}; a missing barrier, a "
+            "read-modify-write without an atomic, or blocks writing the same outputs",
+            int(np.count_nonzero(_bits_differ(first.out, other.out))))
+    return None
+
+
+def outside_c(r: CheckResult, guard: int) -> CheckResult:
+    return CheckResult.finding_only(
+        "writes outside C", r.m, r.n, r.k, r.seed, r.alpha, r.beta,
+        f"writes outside C: {guard} elements past the end of the {r.m} x {r.n} C were "
+        "overwritten (a tile that runs past M or N stores without a bounds check); guard the "
+        "stores with row < M and col < N, or declare the shapes it supports in the spec's "
+        "constraints", guard)
+
+
+def check_one(gemm: LoadedGemm, stream: Stream, m: int, n: int, k: int, seed: int,
+              alpha: float = 1.0, beta: float = 0.0, repeats: int = 0,
+              baseline: Cublas | None = None, draw: str = "uniform",
+              deep: bool = False) -> list[CheckResult]:
+    """Run the kernel (``1 + repeats`` times, and the baseline once if given) on fresh inputs
+    drawn ``draw`` and compare with float64 (``deep``: held to FP32's error too); what
+    explains a failed comparison comes before it."""
+    return check_launched(gemm, stream, m, n, k, seed, alpha, beta, repeats, baseline, draw,
+                          deep)()
+
+
+def check_launched(gemm: LoadedGemm, stream: Stream, m: int, n: int, k: int, seed: int,
+                   alpha: float = 1.0, beta: float = 0.0, repeats: int = 0,
+                   baseline: Cublas | None = None, draw: str = "uniform",
+                   deep: bool = False, crowd: Crowd | None = None
+                   ) -> Callable[[], list[CheckResult]]:
+    """:func:`check_one`'s device part now (the launches, their outputs read, the baseline's
+    check, a reference the GPU computes), and its host part, the comparisons with float64, as
+    the function returned: it touches no device, so it may run on another thread while the
+    next check launches. With ``crowd`` and repeats, two more identical runs: one behind a
+    crowd (gpu/crowd.py: its blocks in another order than on an idle GPU), one on an idle GPU
+    again (a run wrong behind the crowd and right after it is a race, not kept state)."""
+    spec = gemm.kernel.spec
+    ops = operands.for_kernel(stream, spec, m, n, k, seed, with_c=beta != 0.0, draw=draw)
+    try:
+        outputs = []
+        presses = [None] * (1 + repeats) + ([PRESSES[-1], None] if crowd and repeats else [])
+        for press in presses:
+            ops.poison_c(stream)
+            if press is None:
+                _launch(gemm, ops, alpha, beta, stream)
+            else:
+                crowd.around(partial(_launch, gemm, ops, alpha, beta, stream), press)
+            outputs.append(ops.result(stream))
+        known = (known_of(gemm, ops, seed, alpha, beta)
+                 if reference_engine(m, n, k) is not None else None)
+        if baseline is not None:
+            check_baseline(baseline, gemm, ops, stream, seed, alpha, beta)
+    finally:
+        ops.close()  # its device buffers; the host values the comparisons read stay
+    initial = ops.initial()
+
+    def judged() -> list[CheckResult]:
+        runs = [Checked(out, compare_to_reference(gemm, ops, out, seed, alpha, beta, initial,
+                                                  deep, known=known), guard)
+                for out, guard in outputs]
+        causes = [outside_c(runs[0].result, runs[0].guard)] if runs[0].guard else []
+        found = repeat_finding(gemm, runs)
+        if found is not None:
+            causes.append(found)
+        return causes + [runs[0].result]
+
+    return judged
+
+
+def check_baseline(blas: Cublas, gemm: LoadedGemm, ops: operands.Operands, stream: Stream,
+                   seed: int, alpha: float = 1.0, beta: float = 0.0) -> None:
+    """cuBLAS with the kernel's types on ``ops``, compared with the same reference: an error
+    when it fails (then the reference or the operands are wrong, not the kernel). Not for a
+    block-scaled FP8 GEMM, whose baseline computes another product (Operands.blas_fp8)."""
+    out = baseline_output(blas, gemm, ops, stream, alpha, beta)
+    if out is not None:
+        judge_baseline(gemm, ops, out, seed, alpha, beta)
+
+
+def baseline_output(blas: Cublas, gemm: LoadedGemm, ops: operands.Operands, stream: Stream,
+                    alpha: float = 1.0, beta: float = 0.0) -> np.ndarray | None:
+    """:func:`check_baseline`'s device part: cuBLAS's output on ``ops`` (None where it is not
+    checked)."""
+    spec = gemm.kernel.spec
+    if ops.fp8 is not None and ops.fp8.scales == "block":
+        return None
+    ops.poison_c(stream)
+    ops.start_output(stream)
+    blas.gemm(spec.precision, ops.m, ops.n, ops.k, alpha, ops.a.address, ops.b.address, beta,
+              ops.out.address, spec.layout_b, spec.c_type, layout_a=spec.layout_a,
+              layout_c=spec.layout_c, fp8=ops.blas_fp8)
+    return ops.result(stream)[0]
+
+
+def judge_baseline(gemm: LoadedGemm, ops: operands.Operands, out: np.ndarray, seed: int,
+                   alpha: float = 1.0, beta: float = 0.0, known: tuple | None = None,
+                   total: chunked.Sums | None = None) -> None:
+    """:func:`check_baseline`'s host part: an error when cuBLAS's ``out`` fails."""
+    base = compare_to_reference(gemm, ops, out, seed, alpha, beta, None, known=known,
+                                total=total)
+    if not base.passed:
+        raise HarnessError(f"cuBLAS itself failed the check at {ops.m}x{ops.n}x{ops.k}: "
+                           f"{base.message}; the reference or the operands are wrong")
+
+
+def reads_c_at_beta_zero(gemm: LoadedGemm, stream: Stream, m: int, n: int, k: int,
+                         seed: int) -> bool:
+    """Launch once at beta = 0 with NaN in C: True when NaN comes out where the reference is
+    finite (the kernel computed beta * C, and 0 * NaN is NaN)."""
+    spec = gemm.kernel.spec
+    ops = operands.for_kernel(stream, spec, m, n, k, seed)
+    try:
+        ops.poison_c(stream, nan=True)
+        _launch(gemm, ops, 1.0, 0.0, stream)
+        out, _ = ops.result(stream)
+        return bool(np.isnan(numerics.to_float64(out, spec.c_type)).any())
+    finally:
+        ops.close()
+
+
+def stale_c(gemm: LoadedGemm, stream: Stream, m: int, n: int, k: int,
+            seed: int) -> list[CheckResult]:
+    """One launch on inputs from ``seed``, then new inputs in the same buffers and a second
+    launch (beta = 0) with C still holding the first result: the second must be the new
+    product. A kernel that skips work where C already looks computed keeps old values."""
+    spec = gemm.kernel.spec
+    ops = operands.for_kernel(stream, spec, m, n, k, seed)
+    try:
+        first = launch_and_compare(gemm, ops, stream, seed)
+        if not first.result.passed:
+            return [first.result]
+        ops.redraw(seed + 1000, stream)
+        _launch(gemm, ops, 1.0, 0.0, stream)
+        out, _ = ops.result(stream)
+        second = compare_to_reference(gemm, ops, out, seed + 1000, 1.0, 0.0, first.out)
+        if second.passed:
+            return [second]
+        kept = int(np.count_nonzero(~_bits_differ(out, first.out)))
+        return [CheckResult.finding_only(
+            DEPENDS_ON_C, m, n, k, seed + 1000, 1.0, 0.0,
+            f"{DEPENDS_ON_C}: launched at beta = 0 on new inputs with C still holding the "
+            f"previous result, the output is wrong ({kept} of {out.size} outputs kept their "
+            f"old values): {second.message}; the kernel skips work where C looks computed; "
+            "at beta = 0 every output must come from A and B alone", kept or second.bad_elements)]
+    finally:
+        ops.close()
+
+
+@dataclass
+class KernelChecks:
+    """A kernel's battery before timing (the timed sizes add theirs)."""
+
+    results: list[CheckResult] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+    """What the battery left out, with the reason (plan.Plan.skipped)."""
+    notes: list[str] = field(default_factory=list)
+    plan: Plan | None = None
+
+    def note(self, text: str) -> None:
+        """A finding that is not a failure, said once."""
+        if text not in self.notes:
+            self.notes.append(text)
+
+
+def kernel_checks(gemm: LoadedGemm, stream: Stream, plan: Plan, strict_blas: bool = False,
+                  say: Callable[[PlannedCheck], None] = lambda _: None,
+                  run_seed: int = 0, crowd: Crowd | None = None) -> KernelChecks:
+    """Every check of ``plan``, in order, on inputs drawn from ``run_seed`` and each check's
+    own seed; the probes run only once the checks before them passed (their findings mean
+    little on a kernel that computes wrong values)."""
+    out = KernelChecks(skipped=list(plan.skipped), plan=plan)
+    pending: list[tuple[PlannedCheck, Future]] = []
+
+    def judged() -> None:  # the comparisons made so far, their results in the plan's order
+        for check, comparing in pending:
+            for r in comparing.result():
+                if check.kind == WIDE and r.finding in ("non-finite", "wrong values"):
+                    r = _narrower(r, gemm.kernel.spec.precision)
+                if r.passed and r.finding == NONDETERMINISTIC:
+                    out.note(r.message)
+                    continue
+                out.results.append(r)
+        pending.clear()
+
+    for planned in plan.checks:
+        say(planned)
+        check = dataclasses.replace(planned, seed=contents.derive(run_seed, planned.seed))
+        shape = check.shape
+        if check.kind in (READS_C, STALE_C):
+            judged()
+        if check.kind == READS_C:
+            if all(r.passed for r in out.results) and reads_c_at_beta_zero(
+                    gemm, stream, *shape, check.seed):
+                if strict_blas:
+                    out.results.append(CheckResult.finding_only(
+                        "reads C when beta = 0", *shape, check.seed, 1.0, 0.0,
+                        f"{READS_C_NOTE}; a failure under BLAS strictness (--blas-strict or "
+                        "blas_strict = true): branch on beta == 0 and write alpha * acc alone"))
+                else:
+                    out.note(READS_C_NOTE)
+            continue
+        if check.kind == STALE_C:
+            out.results += stale_c(gemm, stream, *shape, check.seed)
+            continue
+        accuracy = {DEEP: {"deep": True}, WIDE: {"draw": "wide"}}.get(check.kind, {})
+        comparisons = check_launched(gemm, stream, *shape, check.seed, check.alpha,
+                                     check.beta, check.repeats, crowd=crowd, **accuracy)
+        pending.append((check, _BATTERY.submit(comparisons)))
+    judged()
+    return out
+
+
+_BATTERY = ThreadPoolExecutor(max_workers=4, thread_name_prefix="harness-battery")
+"""Where a battery's comparisons run while its next checks launch (kernel_checks): a check's
+launches take the device some milliseconds, its comparisons the host longer; one after the
+other on the main thread they were most of the battery's 8 s in a default run (issue 37).
+Their blocks of rows run on the main thread's pool (chunked.pool)."""
+
+
+def prefetch_battery(spec, battery: Plan, run_seed: int, executor: Executor) -> None:
+    """The host's part of ``battery``'s checks drawn on ``executor`` beside other work (the
+    device timing the kernel before): every check's inputs, and the references the host
+    computes (checks under gpu.reference.MIN_MNK), as :func:`kernel_checks` will ask for them
+    (the same seeds), so that it finds them made."""
+    for planned in battery.checks:
+        seed = contents.derive(run_seed, planned.seed)
+        m, n, k = planned.shape
+        alpha, beta = ((1.0, 0.0) if planned.kind in (READS_C, STALE_C)
+                       else (planned.alpha, planned.beta))
+        ref = (alpha, beta) if m * n * k < gpu_reference.MIN_MNK and planned.kind != READS_C \
+            else None
+        draw = "wide" if planned.kind == WIDE else "uniform"
+        operands.prefetch(executor, spec, m, n, k, seed, beta != 0.0, draw, ref)
+        if planned.kind == STALE_C:  # its second launch's inputs
+            operands.prefetch(executor, spec, m, n, k, seed + 1000, False, draw, ref)
+
+
+NARROWER = "narrower range than claimed"
+
+
+def _narrower(r: CheckResult, precision: str) -> CheckResult:
+    """A failure on wide-exponent inputs named for what it shows: the kernel computes in a
+    type whose exponents do not reach the claimed precision's (FP16 for TF32, say)."""
+    spread = numerics.WIDE_EXPONENT[precision]
+    return dataclasses.replace(
+        r, finding=NARROWER,
+        message=f"{NARROWER}: on inputs spread over exponents -{spread}..{spread}"
+                f"{' (unrounded FP32 values)' if precision == 'tf32' else ''} it is wrong: "
+                f"{r.message}; it computes in a type with a narrower exponent range than "
+                f"{precision} (FP16?)")
+
+
+def summary_of(results: list[CheckResult]) -> tuple[int, float, str, str, float]:
+    """Passed count, the largest error norm, the first failure's finding and text, and the
+    largest error norm as a fraction of its own check's bound."""
+    failed = [r for r in results if not r.passed]
+    max_rel = max((r.rel_err_norm for r in results if r.rel_err_norm == r.rel_err_norm),
+                  default=float("nan"))
+    if any(r.rel_err_norm == float("inf") for r in results):
+        max_rel = float("inf")
+    of_bound = max((r.rel_err_norm / r.tolerance_norm for r in results
+                    if r.tolerance_norm > 0 and r.rel_err_norm == r.rel_err_norm),
+                   default=float("nan"))
+    if not failed:
+        return len(results), max_rel, "ok", "", of_bound
+    f = failed[0]
+    return (len(results) - len(failed), max_rel, f.finding,
+            f"{len(failed)} of {len(results)} checks failed; first at {f.m}x{f.n}x{f.k} seed "
+            f"{f.seed} alpha {f.alpha} beta {f.beta}: {f.message}", of_bound)

@@ -1,0 +1,95 @@
+"""Attention kernels and the device reference built offline (NVRTC, no GPU); the baselines'
+reasons for not running here."""
+
+from __future__ import annotations
+
+import importlib.util
+
+import pytest
+
+from harness.errors import HarnessError
+from harness.kernels.spec import read_spec
+from harness.kinds.attention import baselines, device_reference
+from harness.kinds.attention.baselines import BASELINES, TorchSdpa, availability
+from harness.kinds.attention.build import build, launch_shape, load, report_row
+from harness.kinds.attention.problem import read_size
+
+NAIVE = "cu/attention/attention_01_naive.cu"
+ONLINE = "cu/attention/attention_02_online.cu"
+
+
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
+@pytest.mark.parametrize("path, variant, d", [(NAIVE, None, 128), (ONLINE, "d64", 64),
+                                              (ONLINE, "d128", 128), (ONLINE, "d256", 256),
+                                              ("examples/attention_first.cu", None, 128)])
+def test_kernels_build_offline_without_spills(path, variant, d, arch):
+    row = report_row(load(path), arch, read_size(f"B=4,H=16,S=4096,D={d}"), variant)
+    assert row["status"] == "ok", row
+    assert row["spill_store_bytes"] == row["spill_load_bytes"] == 0
+    assert row["blocks_per_sm"] >= 1 and row["registers"] <= 255
+
+
+def test_online_uses_the_instructions_it_names():
+    from harness.compiler import sass
+    built = build(load(ONLINE), "sm_90", "d128")
+    text = sass.disassemble(built.cubin) if hasattr(sass, "disassemble") else None
+    if text is None:
+        pytest.skip("no SASS disassembler in harness.compiler.sass")
+    for opcode in ("HMMA", "LDSM", "LDGSTS", "MUFU.EX2"):
+        assert opcode in text, opcode
+
+
+def test_launch_shape_and_constraints():
+    online = load(ONLINE)
+    shape = launch_shape(online, read_size("B=2,H=8,S=1000,D=128,causal"), {"HEAD_DIM": 128})
+    assert shape == {"grid": [16, 8, 2], "block": [128], "dynamic_smem_bytes": 81920}
+    with pytest.raises(HarnessError, match="breaks the constraint D == HEAD_DIM"):
+        launch_shape(online, read_size("D=64"), {"HEAD_DIM": 128})
+    with pytest.raises(HarnessError, match="not one of its head_dims"):
+        launch_shape(online, read_size("D=96"), {"HEAD_DIM": 96})
+    with pytest.raises(HarnessError, match="no variant 'd32'"):
+        build(online, "sm_90", "d32")
+    with pytest.raises(HarnessError, match="not an attention kernel"):
+        load("cu/memory/sum_01_atomic.cu")
+
+
+@pytest.mark.parametrize("precision", ["bf16", "fp16"])
+@pytest.mark.parametrize("layout", ["bhsd", "bshd"])
+def test_device_reference_builds_offline(precision, layout):
+    from harness.gpu import own_kernels
+    assert own_kernels.cubin(device_reference.source(precision, layout), "sm_90")
+
+
+def test_baselines_by_name_and_why_each_is_skipped_here():
+    assert BASELINES.names()[0] == "cudnn_sdpa"
+    reasons = availability()
+    assert set(reasons) == set(BASELINES.names())
+    if importlib.util.find_spec("torch") is None:
+        for name in ("flash_attn_2", "flash_attn_3", "torch_sdpa_flash", "torch_sdpa_cudnn",
+                     "torch_sdpa_efficient"):
+            assert reasons[name] == "torch is not installed (pip install torch, a CUDA build)"
+    if importlib.util.find_spec("cudnn") is None:
+        assert reasons["cudnn_sdpa"].startswith("cudnn is not installed (pip install "
+                                                "nvidia-cudnn-frontend")
+    made = BASELINES.make("torch_sdpa_cudnn", read_spec(NAIVE), read_size("S=128"))
+    assert made.name == "torch SDPA (cudnn)" and "CUDNN_ATTENTION" in made.compute
+    with pytest.raises(HarnessError, match="no PyTorch SDPA backend 'math'"):
+        TorchSdpa("math")
+    with pytest.raises(HarnessError, match="launch before prepare"):
+        made.launch()
+    made.close()
+    made.close()  # idempotent
+
+
+def test_skip_reasons_when_the_libraries_are_there_but_no_gpu(monkeypatch):
+    found = {"torch", "cudnn", "flash_attn", "flash_attn_interface"}
+    monkeypatch.setattr(baselines.importlib.util, "find_spec",
+                        lambda name: object() if name in found else None)
+    monkeypatch.setattr(baselines, "_torch_gpu_reason",
+                        lambda: "torch sees no CUDA device (a CPU build, or no GPU here)")
+    for name, reason in availability().items():
+        assert reason == "torch sees no CUDA device (a CPU build, or no GPU here)", name
+    found.discard("flash_attn")
+    monkeypatch.setattr(baselines, "_torch_gpu_reason", lambda: "")
+    assert baselines.FlashAttention(False).unavailable().startswith(
+        "flash_attn is not installed (pip install flash-attn")
