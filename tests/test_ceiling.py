@@ -65,8 +65,8 @@ def test_project_has_a_bf16_and_an_fp16_ceiling():
 def test_gemm_commands_never_see_ceiling_kernels():
     gemm, every = discover(), discover(kind=None)
     assert not {k.name for k in gemm} & {k.name for k in CEILING}
-    buffers = {k.name for k in every if k.spec.kind == "buffers"}
-    assert {k.name for k in every} == {k.name for k in gemm} | {k.name for k in CEILING} | buffers
+    others = {k.name for k in every if k.spec.kind not in ("gemm", "ceiling")}
+    assert {k.name for k in every} == {k.name for k in gemm} | {k.name for k in CEILING} | others
     assert all(k.spec.kind == "gemm" for k in gemm)
     with pytest.raises(HarnessError, match="unknown kernel kind 'gmem': expected one of gemm"):
         discover(kind="gmem")
@@ -168,7 +168,7 @@ def test_ceiling_spec_parses():
     ("edit", "match"),
     [
         (lambda t: t.replace('kind = "ceiling"', 'kind = "roofline"'),
-         "kind must be one of gemm, buffers, ceiling, found 'roofline'"),
+         "kind must be one of gemm, attention, buffers, ceiling, found 'roofline'"),
         (lambda t: t.replace("[ceiling]", 'grid = ["1"]\nlayout_b = "col"\n[ceiling]'),
          "a ceiling kernel takes no grid, layout_b: it has no problem size"),
         (lambda t: t.replace("[ceiling]", "[params]\nX = 1\n[ceiling]"),

@@ -148,7 +148,7 @@ def test_a_report_names_each_declared_signature_and_layouts(tmp_path):
     import dataclasses
 
     from harness.bench.result import KernelInfo, Result
-    from harness.report import files
+    from harness.kinds.gemm import report
 
     info = KernelInfo("abt", "abt.cu", "bf16", layout_b="col", c_type="bf16",
                       signature="ptr A, ptr B, ptr C, i32 M, i32 N, i32 K",
@@ -156,8 +156,8 @@ def test_a_report_names_each_declared_signature_and_layouts(tmp_path):
     plain = dataclasses.replace(info, name="plain", signature="", layouts="A row, B row, C row")
     spread = dataclasses.replace(plain, name="spread",
                                  launch_attributes="cluster 2x1x1 (spec), block order spread")
-    lines = files._signature_lines([Result.of(info, 64, 64, 64), Result.of(plain, 64, 64, 64),
-                                    Result.of(spread, 64, 64, 64)])
+    lines = report._signature_lines([Result.of(info, 64, 64, 64), Result.of(plain, 64, 64, 64),
+                                     Result.of(spread, 64, 64, 64)])
     assert lines == ["- kernels in their own signatures or launch attributes (parameters in "
                      "order; layouts; attributes):",
                      "- abt: `(ptr A, ptr B, ptr C, i32 M, i32 N, i32 K)`; A row, B col, C row",
