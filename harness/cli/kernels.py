@@ -19,8 +19,9 @@ from harness.compiler.offline import DEFAULT_SIZE, Progress, build_all
 from harness.errors import HarnessError, LaunchError
 from harness.kernels.registry import DEFAULT_KERNEL_DIRS, load_registry, project_relative
 from harness.kernels.spec import budget_problems
+from harness.kinds import sizes as kernel_sizes
 from harness.report import files, tables
-from harness.report.width import NAME, TEXT, fit_table, fit_text
+from harness.report.width import NAME, TEXT, column_groups, fit_table, fit_text
 from harness.run.runner import parse_size
 
 _SIZE_HELP = "problem size for the launch shape: N or M,N,K (default 4096)"
@@ -160,22 +161,19 @@ def _build(args) -> int:
 
 
 def _build_size(args, kernel) -> tuple[int, int, int]:
-    """The size ``kernel``'s launch shape is built for: --size (a GEMM's N or M,N,K, a buffers
-    kernel's dims), else a GEMM's default and a buffers kernel's largest spec size."""
-    if kernel.spec.kind != "buffers":
+    """The size ``kernel``'s launch shape is built for: --size read by its kind (a GEMM's N or
+    M,N,K, a buffers kernel's dims), else a GEMM's default and, for a kind whose kernels carry
+    their own sizes, the largest of its spec's."""
+    if not kernel_sizes.has_own_sizes(kernel):
         return parse_size(args.size or ",".join(map(str, DEFAULT_SIZE)))
-    from harness.kinds.buffers.launch import parse_dims
-    from harness.kinds.buffers.measure import padded
-
     if args.size:
-        return padded(parse_dims(kernel, args.size))
-    return max((padded(d) for d in kernel.spec.buffers.default_sizes()),
-               key=lambda s: s[0] * s[1] * s[2])
+        return kernel_sizes.read_slots(kernel, args.size)
+    return max(kernel_sizes.own_slots(kernel), key=lambda s: s[0] * s[1] * s[2])
 
 
 def _build_rows(args, chosen) -> list[dict]:
     """``build_all`` over ``chosen``, each kernel at its own size (:func:`_build_size`)."""
-    if args.size and len({k.spec.kind == "buffers" for k in chosen}) > 1:
+    if args.size and len({kernel_sizes.has_own_sizes(k) for k in chosen}) > 1:
         common.one_size_rank(list(chosen), "build")
     sizes = [_build_size(args, k) for k in chosen]
     rows: list[dict | None] = [None] * len(chosen)
@@ -198,7 +196,7 @@ def _occupancy(args) -> int:
                        "`harness occupancy KERNEL` predicts it offline")
         return _occupancy_sweep(args, common.kernels(args))
     chosen = common.gemms_and_buffers(args, "occupancy")
-    if args.size and len({k.spec.kind == "buffers" for k in chosen}) > 1:
+    if args.size and len({kernel_sizes.has_own_sizes(k) for k in chosen}) > 1:
         common.one_size_rank(list(chosen), "occupancy")
     if status.found:
         from harness.bench.session import BenchSession
@@ -227,6 +225,8 @@ def _occupancy_entry(args, kernel, size, session, why: str = "") -> dict:
     entry: dict = {"kernel": kernel.name, "size": [m, n, k]}
     if session is not None and args.arch not in (None, session.arch):
         session, why = None, f"--arch {args.arch} is not this GPU's ({session.arch})"
+    if session is not None and not kinds.of(kernel.spec).loads_for_the_driver:
+        session, why = None, f"the driver is not asked about {kernel.spec.kind} kernels"
     arch = session.arch if session is not None else args.arch or "sm_90"
     need = get_arch(kernel.spec.min_arch)
     if not can_run(need, get_arch(arch)):
@@ -366,30 +366,11 @@ def _sass(args) -> int:
         print(json.dumps(rows, indent=1))
     else:
         columns = ["kernel", *[name for name, _, _ in CATEGORIES], "total"]
-        print(_column_groups(columns, [[r[c] for c in columns] for r in rows],
+        print(column_groups(columns, [[r[c] for c in columns] for r in rows],
                              common.width(args)))
         print(fit_text("static counts: instructions in the code (an unrolled loop counts each "
                        "copy), not instructions executed", common.width(args)))
     return common.EXIT_OK
-
-
-def _column_groups(columns: list[str], rows: list[list], width: int | None) -> str:
-    """A table of many numeric columns within ``width``: as many columns as fit beside the
-    first (the kernel), then the next ones under it, each group a table of its own."""
-    if width is None:
-        return tabulate(rows, headers=columns)
-    groups: list[list[int]] = []
-    for i in range(1, len(columns)):
-        trial = [*(groups[-1] if groups else []), i]
-        text = tabulate([[r[0], *(r[j] for j in trial)] for r in rows],
-                        headers=[columns[0], *(columns[j] for j in trial)])
-        if groups and max(map(len, text.splitlines())) <= width:
-            groups[-1] = trial
-        else:
-            groups.append([i])
-    return "\n\n".join(tabulate([[r[0], *(r[j] for j in g)] for r in rows],
-                                headers=[columns[0], *(columns[j] for j in g)])
-                       for g in groups)
 
 
 def _ptx(args) -> int:

@@ -129,6 +129,10 @@ class Kind(ABC):
         ``occupancy(*size)``."""
         raise HarnessError(f"a {self.name} kernel is loaded by its own measurement")
 
+    loads_for_the_driver: bool = False
+    """Whether :meth:`load` gives what ``harness occupancy`` asks the driver about (its
+    ``occupancy(m, n, k)``); a kind without it is predicted offline only."""
+
     def session_sources(self) -> tuple[str, ...]:
         """CUDA sources of the kernels this kind's session part needs, built beside a
         session's start-up (BenchSession ``ahead``)."""

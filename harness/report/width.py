@@ -148,3 +148,23 @@ def fit_text(text: str, width: int | None = WIDTH, indent: str = "  ") -> str:
         out += textwrap.wrap(line, width, subsequent_indent=lead + indent,
                              break_long_words=False, break_on_hyphens=False) or [line]
     return "\n".join(out)
+
+
+def column_groups(columns: list[str], rows: list[list], width: int | None) -> str:
+    """A table of many numeric columns within ``width``: as many columns as fit beside the
+    first (the kernel), then the next ones under it, each group a table of its own."""
+    if width is None:
+        return tabulate(rows, headers=columns)
+    groups: list[list[int]] = []
+    for i in range(1, len(columns)):
+        trial = [*(groups[-1] if groups else []), i]
+        text = tabulate([[r[0], *(r[j] for j in trial)] for r in rows],
+                        headers=[columns[0], *(columns[j] for j in trial)])
+        if groups and max(map(len, text.splitlines())) <= width:
+            groups[-1] = trial
+        else:
+            groups.append([i])
+    return "\n\n".join(tabulate([[r[0], *(r[j] for j in g)] for r in rows],
+                                headers=[columns[0], *(columns[j] for j in g)])
+                       for g in groups)
+

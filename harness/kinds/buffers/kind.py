@@ -22,7 +22,7 @@ class BuffersKind(Kind):
     dims = ()
     """Each kernel names its own (``dims = [...]`` in its spec)."""
     square = False
-    commands = ("run", "check", "compare", "tune", "profile", "launch", "build")
+    commands = ("run", "check", "compare", "tune", "profile", "launch", "build", "occupancy")
     baselines = BASELINE_OBJECTS
     schema = 1
     compare_mode = "then the first kernel's library baseline"

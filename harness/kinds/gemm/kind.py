@@ -21,7 +21,7 @@ class GemmKind(Kind):
     dims = ("M", "N", "K")
     square = True
     commands = ("run", "check", "compare", "tune", "profile", "launch", "energy", "build",
-                "plan")
+                "occupancy", "plan")
     baselines = BASELINES
     schema = 1
     headline_against = "of cuBLAS"
@@ -116,6 +116,8 @@ class GemmKind(Kind):
         from harness.kinds.gemm.session import gemm_session
 
         return {"cublas_version": gemm_session(session).blas.version}
+
+    loads_for_the_driver = True
 
     def load(self, session: Any, kernel: Any, carveout_pct: int | None = None) -> Any:
         from harness.kinds.gemm.session import gemm_session
