@@ -136,6 +136,22 @@ def with_nearest(key: str, allowed) -> str:
     return f"{key!r} (did you mean {best!r}?)" if score >= 0.6 else repr(key)
 
 
+def check_keys(table: dict, keys, required, strings, noun: str, doc: str, fail) -> None:
+    """A kind's spec table against its keys: none unknown (with the nearest allowed one),
+    none of ``required`` missing, each of ``strings`` a string, and ``entry`` a C
+    identifier; ``noun`` names the kernel ("a buffers kernel") and ``doc`` its reference."""
+    unknown = sorted(set(table) - set(keys))
+    if unknown:
+        raise fail("unknown key(s) " + ", ".join(with_nearest(k, keys) for k in unknown)
+                   + f" for {noun}; allowed keys: {', '.join(keys)}")
+    missing = [k for k in required if k not in table]
+    if missing:
+        raise fail(f"missing required key(s) {', '.join(missing)} ({noun}: {doc})")
+    for key in strings:
+        if key in table and not isinstance(table[key], str):
+            raise fail(f"{key} must be a string, found {table[key]!r}")
+
+
 def line_of(source: str, number: int) -> str:
     lines = source.splitlines()
     return lines[number - 1].strip() if 0 < number <= len(lines) else ""

@@ -19,7 +19,7 @@ from harness.archs import ARCHS
 from harness.kernels import expr
 from harness.kernels.budget import parse_budget
 from harness.kernels.spec_tables import int_table, macros_of, param_sets
-from harness.kernels.spec_text import NAME, check_entry_defined, with_nearest
+from harness.kernels.spec_text import NAME, check_entry_defined, check_keys
 from harness.kinds.attention.problem import DIMS
 from harness.kinds.attention.reference import LAYOUTS, PRECISIONS
 
@@ -62,18 +62,9 @@ class AttentionSpec:
 
 def parse_table(table, source: str, match, path, fail) -> dict:
     """The KernelSpec fields of a ``kind = "attention"`` file."""
-    unknown = sorted(set(table) - set(KEYS))
-    if unknown:
-        raise fail("unknown key(s) " + ", ".join(with_nearest(k, KEYS) for k in unknown)
-                   + f" for an attention kernel; allowed keys: {', '.join(KEYS)}")
-    missing = [k for k in REQUIRED if k not in table]
-    if missing:
-        raise fail(f"missing required key(s) {', '.join(missing)} (an attention kernel: "
-                   "docs/attention.md)")
-    for key in ("entry", "summary", "min_arch", "precision", "layout", "predicted", "p_type",
-                "baseline"):
-        if key in table and not isinstance(table[key], str):
-            raise fail(f"{key} must be a string, found {table[key]!r}")
+    check_keys(table, KEYS, REQUIRED, ("entry", "summary", "min_arch", "precision", "layout",
+                                       "predicted", "p_type", "baseline"),
+               "an attention kernel", "docs/attention.md", fail)
     entry = table["entry"]
     if not NAME.match(entry):
         raise fail(f"entry must be a C identifier (an extern \"C\" kernel), found {entry!r}")

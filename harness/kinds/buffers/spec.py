@@ -18,7 +18,7 @@ from harness.kernels import expr
 from harness.kernels.budget import parse_budget
 from harness.kernels.expr import size_formulas  # noqa: F401 (its old home)
 from harness.kernels.spec_tables import int_table, macros_of, param_sets, tune_tables
-from harness.kernels.spec_text import NAME, check_entry_defined, with_nearest
+from harness.kernels.spec_text import NAME, check_entry_defined, check_keys
 
 DTYPES = {"f32": 4, "bf16": 2, "f16": 2, "i32": 4, "u32": 4}
 """Element types of a buffer and their bytes."""
@@ -280,17 +280,8 @@ def buffers_kernel_spec(table: dict, source: str, match, path, fail) -> dict:
     """The KernelSpec fields of a ``kind = "buffers"`` file (spec.parse_spec hands it the
     table, and makes the KernelSpec)."""
 
-    unknown = sorted(set(table) - set(KEYS))
-    if unknown:
-        raise fail("unknown key(s) " + ", ".join(with_nearest(k, KEYS) for k in unknown)
-                   + f" for a buffers kernel; allowed keys: {', '.join(KEYS)}")
-    missing = [k for k in REQUIRED if k not in table]
-    if missing:
-        raise fail(f"missing required key(s) {', '.join(missing)} (a buffers kernel: "
-                   "notes/buffers_kind.md)")
-    for key in ("entry", "summary", "min_arch", "predicted"):
-        if key in table and not isinstance(table[key], str):
-            raise fail(f"{key} must be a string, found {table[key]!r}")
+    check_keys(table, KEYS, REQUIRED, ("entry", "summary", "min_arch", "predicted"),
+               "a buffers kernel", "notes/buffers_kind.md", fail)
     entry = table["entry"]
     if not NAME.match(entry):
         raise fail(f"entry must be a C identifier (an extern \"C\" kernel or a .entry), found "
