@@ -34,7 +34,7 @@ def _codes(rng, shape):
 def inner() -> None:
     import numpy as np
 
-    from harness.kinds.gemm import chunked
+    from harness.bench import threads
     from harness.kinds.gemm.fp8 import check as fp8_check
     from harness.kinds.gemm.numerics import stored
 
@@ -69,7 +69,7 @@ def inner() -> None:
                                                  if parts else ""), flush=True)
 
     print(f"OPENBLAS_NUM_THREADS={os.environ.get('OPENBLAS_NUM_THREADS', '(unset)')}, "
-          f"host threads {chunked.host_threads()}", flush=True)
+          f"host threads {threads.host_threads()}", flush=True)
     battery_check(0)  # warm: pools, pages
     timed("one battery check, 1999 x 4208 x 208 (row blocks on the pool)",
           lambda: [battery_check(1)])

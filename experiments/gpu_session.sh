@@ -214,7 +214,7 @@ s.print_callees(r'time_sustained|time_interleaved|warm_up|_replayed|\(checked\)|
         rm -f "$f"
       done ;;
     sampled)  # issue 37: the default run (empty caches), its worker's main thread sampled
-      # every 2 ms (harness/run/wall_sampler.py): where its wall goes, waits included
+      # every 2 ms (harness/bench/wall_sampler.py): where its wall goes, waits included
       mkdir -p "$OUT/sampled"
       observed_run sampled "worker sampled" HARNESS_WORKER_SAMPLE="$OUT/sampled" \
         HARNESS_TIMING_TRACE="$OUT/timing-trace-sampled.txt" ;;

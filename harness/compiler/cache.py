@@ -13,7 +13,7 @@ import tempfile
 from dataclasses import dataclass, fields
 from pathlib import Path
 
-from harness.cache_dir import cache_dir  # noqa: F401 (its old home)
+from harness.cache_dir import cache_dir
 from harness.compiler.ptxas import Resources
 from harness.compiler.say import note
 from harness.kernels.registry import Kernel

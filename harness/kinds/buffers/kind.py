@@ -42,7 +42,7 @@ class BuffersKind(Kind):
         a GEMM's ``M,N,K`` is refused for the dims it does not fit."""
         if spec is None:
             raise HarnessError("a buffers kernel's size is read against its spec's dims")
-        from harness.kinds.buffers.spec import size_formulas
+        from harness.kernels.expr import size_formulas
         from harness.kinds.dims import parse_dims
 
         dims = self.dims_of(spec)

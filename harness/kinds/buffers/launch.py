@@ -8,8 +8,8 @@ from __future__ import annotations
 import time
 
 from harness.errors import HarnessError
+from harness.kernels.expr import size_formulas
 from harness.kernels.registry import Kernel
-from harness.kinds.buffers.spec import size_formulas
 
 
 def parse_dims(kernel: Kernel, text: str) -> tuple[int, ...]:

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from harness.archs import ARCHS
 from harness.kernels import expr
 from harness.kernels.budget import parse_budget
-from harness.kernels.expr import size_formulas  # noqa: F401 (its old home)
+from harness.kernels.expr import size_formulas
 from harness.kernels.spec_tables import int_table, macros_of, param_sets, tune_tables
 from harness.kernels.spec_text import NAME, check_entry_defined, check_keys
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from harness.bench.threads import host_threads  # noqa: F401 (its old home)
+from harness.bench.threads import host_threads
 from harness.kinds.gemm import narrow_inputs, numerics
 from harness.kinds.gemm.numerics import (
     ELEMENT_SAFETY,

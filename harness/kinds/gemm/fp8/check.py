@@ -24,7 +24,8 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from harness.kinds.gemm.chunked import host_threads, pool
+from harness.bench.threads import host_threads
+from harness.kinds.gemm.chunked import pool
 from harness.kinds.gemm.fp8.formats import FORMATS, K_STEP, WINDOW_PLACES, tensor_core_dot
 from harness.kinds.gemm.numerics import half_ulp, stored, to_float64
 
