@@ -81,14 +81,3 @@ def test_a_timings_findings_round_trip_and_fail_the_row():
     assert "its timing is not a figure" in row.message
     row = measure.timed(session, prep, res, _timing(0.1), _timing(0.1, [found]))
     assert row.status == "error" and row.message.startswith("cuBLAS's timing: hides work")
-
-
-def test_a_keeping_count_unlike_the_repetitions_is_a_finding():
-    from harness.kinds.gemm.timed_checks import kept_count_changed
-
-    res = SimpleNamespace(m=64, n=64, k=64)
-    assert kept_count_changed(50, _timing(0.1), res) is None
-    found = kept_count_changed(49, _timing(0.1), res)
-    assert found.finding == "writes the timer's state" and "counted 49" in found.message
-    isolated = replace(_timing(0.1), regime="isolated")
-    assert kept_count_changed(53, isolated, res) is None

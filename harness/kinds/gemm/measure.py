@@ -49,7 +49,6 @@ from harness.kinds.gemm.prepared import Prepared, Ready
 from harness.kinds.gemm.timed_checks import (
     Pending,
     finished,
-    kept_count_changed,
     memo_probe,
     verify_timed,
 )
@@ -317,7 +316,7 @@ def measure(session: BenchSession, prep: Prepared, m: int, n: int, k: int,
         if checked_res.status == "FAIL":  # the size's own check: no figure
             return checked_res
         # the kept launches' finding first, as it was found first
-        found = found or probe or kept_count_changed(gathered.total, kernel_timing, res)
+        found = found or probe
         if found is not None:
             return _with_failure(checked_res, found)
         figure = timed(session, prep, checked_res, kernel_timing, baseline_timing,

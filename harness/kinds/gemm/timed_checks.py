@@ -17,8 +17,6 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from harness.bench.phases import CHECKS_BESIDE, PHASES, TIMED_LAUNCHES
 from harness.bench.result import Result
-from harness.gpu.timing import ISOLATED
-from harness.gpu.timing.account import TIMER_STATE
 from harness.kinds.gemm import capture
 from harness.kinds.gemm.launches import _before_launch, gemm_launch
 from harness.kinds.gemm.numerics import CheckResult
@@ -113,18 +111,3 @@ def memo_probe(session: BenchSession, prep: Prepared, ready: Ready,
         f"with a cold L2): it keeps results or inputs between launches ({held}); a kernel "
         "timed on inputs it has seen is timed on its memory, not on the work", 0)
 
-
-def kept_count_changed(counted: int, timing, res) -> CheckResult | None:
-    """The keeping state's count of timed repetitions (``capture.TimedOutputs.kept``) set
-    against the repetitions the timer timed: the state lives in the kernel's context, and a
-    kernel that wrote it could steer which repetitions are kept. Sustained, every timed
-    repetition is followed by one keeping; isolated, a repetition done again keeps once more
-    (at least as many)."""
-    reps = timing.reps
-    if counted == reps or (timing.regime == ISOLATED and counted >= reps):
-        return None
-    return CheckResult.finding_only(
-        TIMER_STATE, res.m, res.n, res.k, 0, 1.0, 0.0,
-        f"{TIMER_STATE}: the keeping state counted {counted} timed repetitions where the "
-        f"timer timed {reps}: something in the kernel's context wrote it; its timing is not "
-        "a figure")
