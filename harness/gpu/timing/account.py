@@ -6,12 +6,18 @@ clock").
 
 A batch is rounds of, per launch: its rest, its primer (short launches with cold L2), its
 ``before`` (fresh inputs drawn, C poisoned, its preparation), an L2 flush, the timed launch
-between its events, and its ``after`` (the keeping of its output). The gap between one timed
-launch's end and the next one's start holds everything untimed between them: what the parts
-are known to cost (the rest as written, the primer at the launch's own time alone, the
+between its events, and its ``after`` (the keeping of its output), which an event of its own
+closes. The gap between the end of one timed launch's ``after`` (or of the launch, where it
+has none) and the next one's start holds everything untimed between them: what the parts are
+known to cost (the rest as written, the primer at the launch's own time alone, the
 ``before`` and the flush as measured before the batches) explains it, to within
 ``GAP_SLACK_PCT`` and ``GAP_SLACK_MS``; the median gap over the timing's rounds is what is set
-against it, so the few repetitions whose output is kept (a copy more) do not count."""
+against it. The ``after`` is the harness's own work behind the launch's end in stream order
+(nothing of the kernel's runs there), so it is left out of the gap: a kept repetition copies
+its output and reads its inputs again, at 4096 about 0.25 ms, and the reservoir keeps every
+one of the first ``slots`` repetitions and each later one with chance slots / t, about half
+of a 45-round timing (reports/h100/default-run-cold-de02d3e.log.gz: ten cuBLAS rows at 4096
+flagged when the gap was read from the kernel's end)."""
 
 from __future__ import annotations
 
@@ -64,14 +70,15 @@ class Parts:
 
 
 def gaps(batch, mark) -> list[list[float]]:
-    """Each round's gap (ms) before each launch's start: from the last launch's end, or the
-    batch's first mark for its first launch."""
+    """Each round's gap (ms) before each launch's start: from the last launch's last event
+    (its end, or where it has an ``after``, the end of that: a third event), or the batch's
+    first mark for its first launch."""
     out, last = [], mark
     for round_events in batch:
         row = []
-        for start, end in round_events:
-            row.append(start.elapsed_ms(last))
-            last = end
+        for events in round_events:
+            row.append(events[0].elapsed_ms(last))
+            last = events[-1]
         out.append(row)
     return out
 
@@ -92,7 +99,8 @@ def unexplained(gap_rows: Sequence[Sequence[float]], parts: Parts, launches: int
             continue
         found.append(
             f"{HIDES_WORK}: the GPU spent a median {got * 1e3:.1f} us between the end of the "
-            f"launch before it and the start of each timed repetition, where its untimed "
+            f"launch before it (and of the harness's keeping of its output) and the start of "
+            f"each timed repetition, where its untimed "
             f"parts are known to cost {want * 1e3:.1f} us (rest {parts.rests[i] * 1e3:.1f}, "
             f"primer {parts.primers[i] * 1e3:.1f} as the launch alone, fresh draws and C "
             f"poisoned {parts.befores[i] * 1e3:.1f}{' twice' if parts.primers[i] else ''}, "

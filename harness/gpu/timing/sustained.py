@@ -297,7 +297,8 @@ class Batches:
         self.idle_ms: list[float] = []
         """Graphs: the GPU's idle time between one batch's end and the next one's start."""
         self.gpu_ms: list[float] = []
-        """Graphs: each batch's GPU time, from its start to its last launch's end."""
+        """Graphs: each batch's GPU time, from its start to its last event (its last launch's end,
+        or that launch's ``after``'s)."""
         self.gaps: list[list[float]] = []
         """Graphs: each round's GPU time before each launch's start (timing.account.gaps)."""
         self.batch_times: list[list[list[float]]] = []
@@ -323,7 +324,7 @@ class Batches:
     def _rounds(self, batch, in_graph: bool = False) -> None:
         stream, cold = self.timer.stream, self.timer.options.cold_l2
         for round_events in batch:
-            for i, (launch, before, after, primer, rest, (start, end)) in enumerate(zip(
+            for i, (launch, before, after, primer, rest, events) in enumerate(zip(
                     self.launches, self.before, self.after, self.primers, self.rests,
                     round_events, strict=True)):
                 if rest:
@@ -334,11 +335,12 @@ class Batches:
                     before()
                 if cold:
                     self.timer.flush()
-                start.record(stream, in_graph)
+                events[0].record(stream, in_graph)
                 launch()
-                end.record(stream, in_graph)
+                events[1].record(stream, in_graph)
                 if after is not None:
                     after()
+                    events[2].record(stream, in_graph)
 
     def _captured(self) -> list[Captured]:
         """The three batches that take turns: one capture and two copies of it with events of
@@ -363,7 +365,7 @@ class Batches:
         return sets
 
     def _replicated(self) -> list[Captured]:
-        batches = [[[(self._event(), self._event()) for _ in self.launches]
+        batches = [[self._round_events()
                     for _ in range(self.per_batch)] for _ in range(3)]
         marks = [self._event() for _ in batches]
 
@@ -381,7 +383,7 @@ class Batches:
                                                      strict=True)]
 
     def _capture(self) -> Captured:
-        batch = [[(self._event(), self._event()) for _ in self.launches]
+        batch = [self._round_events()
                  for _ in range(self.per_batch)]
         mark = self._event()
 
@@ -409,29 +411,37 @@ class Batches:
             self.enqueued += self.per_batch
             return
         count = min(self.per_batch, self.cap - self.enqueued)
-        batch = [[(self._event(), self._event()) for _ in self.launches] for _ in range(count)]
+        batch = [self._round_events() for _ in range(count)]
         self._rounds(batch)
         self.in_flight.append(batch)
         self.enqueued += count
 
     def tick(self) -> None:
         """Collect finished batches; decide whether to stop; keep two batches queued."""
-        while self.in_flight and self.in_flight[0][-1][-1][1].done():
+        while self.in_flight and self.in_flight[0][-1][-1][-1].done():
             batch = self.in_flight.pop(0)
-            self.times += [[end.elapsed_ms(start) for start, end in round_events]
+            self.times += [[events[1].elapsed_ms(events[0]) for events in round_events]
                            for round_events in batch]
             if self.sets:
                 done = next(c for c in self.sets if c.batch is batch)
-                self.gpu_ms.append(batch[-1][-1][1].elapsed_ms(done.mark))
+                self.gpu_ms.append(batch[-1][-1][-1].elapsed_ms(done.mark))
                 self.gaps += account.gaps(batch, done.mark)
                 self.batch_times.append(self.times[-len(batch):])
                 if self._last is not None and self.ahead > 1:
-                    self.idle_ms.append(done.mark.elapsed_ms(self._last.batch[-1][-1][1]))
+                    self.idle_ms.append(done.mark.elapsed_ms(self._last.batch[-1][-1][-1]))
                 self._last = done
             if not self.stop:
                 self.stop = self.rule.verdict(self.times)
         while not self.stop and len(self.in_flight) < self.ahead and self.enqueued < self.cap:
             self.enqueue()
+
+    def _round_events(self) -> list[tuple[Event, ...]]:
+        """A round's events: each launch's start and end, and where the launch has an
+        ``after`` (the keeping of its output), one more when that has run: the next launch's
+        gap is read from there (timing.account.gaps), so that what the harness does after a
+        repetition (a kept one copies its output) is never booked as the kernel's."""
+        return [(self._event(), self._event(), *((self._event(),) if after else ()))
+                for after in self.after]
 
     def _event(self) -> Event:
         """An event of the timer's pool (Timer.events), given back at ``close``."""
