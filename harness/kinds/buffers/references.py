@@ -38,9 +38,10 @@ class Expected:
     value: np.ndarray
     bound: np.ndarray | None
     rule: str
-    rows_unit: float | None = None
-    """A softmax's output unit roundoff: its rows are judged together too (their outputs add
-    up to one, softmax_bound.rows_verdict); None for the other references."""
+    rows_variance: np.ndarray | None = None
+    """A softmax's sigma_r^2 per row (softmax_bound.row_variance): its rows are judged
+    together too (their outputs add up to one, softmax_bound.rows_verdict); None for the
+    other references."""
 
 
 @dataclass(frozen=True)
@@ -84,8 +85,10 @@ def expected(spec: BuffersSpec, inputs: dict[str, np.ndarray], dims: dict[str, i
         e = np.exp(x - m)
         r = e / e.sum(axis=1, keepdims=True)
         unit = UNIT[out.dtype]
+        keys = softmax_bound.input_keys(x, spec.inputs[0].dtype)
         return {out.name: Expected(r, softmax_bound.element_bound(x, r, unit),
-                                   softmax_bound.RULE, unit)}
+                                   softmax_bound.RULE,
+                                   softmax_bound.row_variance(r, unit, keys))}
     if spec.reference == "copy":
         (x,) = inputs.values()
         return {out.name: Expected(x, None, "exact")}
@@ -135,12 +138,12 @@ def judge(raw: np.ndarray, dtype: str, want: Expected) -> Judged:
         detail = (f"element {first}: got {got[first]!r}, expected {ref[first]!r}"
                   + (f" (bound {bound[first]:.3g})"
                      if want.bound is not None else " (exact)"))
-    elif want.rows_unit is not None:
+    elif want.rows_variance is not None:
         shape = want.value.shape
         r = want.value.reshape(shape[0], -1)
         _, ratio, misnormalised = softmax_bound.rows_verdict(
             float(softmax_bound.row_excess(got.reshape(r.shape), r).sum()),
-            float(softmax_bound.row_variance(r, want.rows_unit).sum()), r.shape[0])
+            float(want.rows_variance.sum()), r.shape[0])
         worst = max(worst, ratio)
         detail = misnormalised
     return Judged(ref.size, int(unwritten.sum()), int(nonfinite.sum()), int(outside.sum()),

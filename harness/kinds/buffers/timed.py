@@ -40,7 +40,7 @@ from harness.kinds.buffers.measure import (
     padded,
     size_text,
 )
-from harness.kinds.buffers.references import NUMPY, UNIT, Judged, expected, judge
+from harness.kinds.buffers.references import NUMPY, Judged, expected, judge
 from harness.kinds.gemm import chunked
 
 KEEP_BYTES = 4 << 30
@@ -60,16 +60,14 @@ def _whole_softmax(inst: Instance, raw_x: np.ndarray, raw_y: np.ndarray) -> Judg
     rows, cols = inst.shapes[x.name]
     xs, ys = raw_x.reshape(rows, cols), raw_y.reshape(rows, cols)
     step = max(1, (1 << 20) // max(cols, 1))
-    unit = UNIT[y.dtype]
 
     def block(lo: int) -> tuple[Judged, float, float]:
         x64 = as_float64(xs[lo:lo + step], x.dtype)
         want = expected(inst.spec, {x.name: x64}, {})[y.name]
-        j = judge(ys[lo:lo + step], y.dtype, replace(want, rows_unit=None))
-        r = want.value
+        j = judge(ys[lo:lo + step], y.dtype, replace(want, rows_variance=None))
         got = as_float64(ys[lo:lo + step], y.dtype)
-        return (j, float(softmax_bound.row_excess(got, r).sum()),
-                float(softmax_bound.row_variance(r, unit).sum()))
+        return (j, float(softmax_bound.row_excess(got, want.value).sum()),
+                float(want.rows_variance.sum()))
 
     parts = list(chunked.pool().map(block, range(0, rows, step)))
     counts = [sum(getattr(p[0], f) for p in parts) for f in ("unwritten", "nonfinite",
