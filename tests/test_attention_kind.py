@@ -235,3 +235,22 @@ def test_plan_lists_the_battery_at_the_kernels_shapes():
                                  "exposes": plan.checks[0].exposes, "values": [-1.0, 1.0]}
     text = plan.table(80)
     assert "large_logits" in text and all(len(line) <= 80 for line in text.splitlines())
+
+
+def test_check_plan_takes_attention_kernels_and_names_what_takes_them(capsys):
+    """``harness check --plan`` lists an attention kernel's battery (its kind derives it from
+    the spec, as a GEMM's); ``harness run`` refuses one naming that command, which exists
+    (it named ``harness plan`` before), and a buffers kernel is left out of --plan saying
+    why."""
+    from harness.cli import main
+
+    assert main(["check", "--plan", "cu/attention/attention_02_online.cu",
+                 "cu/memory/sum_07_tuned.cu"]) == 0
+    out, err = capsys.readouterr()
+    assert "large_logits" in out and "sum_07_tuned left out" in err, (out, err)
+    assert main(["check", "--plan", "--json", "cu/attention/attention_01_naive.cu"]) == 0
+    assert '"ragged"' in capsys.readouterr().out
+    assert main(["run", "cu/attention/attention_02_online.cu"]) == 2
+    err = capsys.readouterr().err
+    assert "`harness check --plan` takes attention kernels" in err, err
+    assert KIND.runs_it() == "harness check --plan"

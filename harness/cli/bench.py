@@ -299,30 +299,14 @@ def _status(results) -> int:
 
 
 def _check(args) -> int:
-    import json
-
-    chosen = _gemms_and_buffers(args)
-    dims = _buffer_sizes(args, chosen)
-    options = flags.run_options(args, ("1024",), **_as_sizes(dims))
-    if args.plan and any(not kinds.of(k.spec).takes("plan") for k in chosen):
-        buffers = [k.name for k in chosen if not kinds.of(k.spec).takes("plan")]
-        chosen = [k for k in chosen if kinds.of(k.spec).takes("plan")]
-        why = ("--plan lists a GEMM's battery; a buffers kernel's is the same for every one "
-               "(notes/buffers_kind.md, 'The check battery')")
-        if not chosen:
-            raise HarnessError(why)
-        common.say(f"harness: {', '.join(buffers)} left out: {why}")
     if args.plan:
-        plans = [kinds.of(kernel.spec).plan(kernel) for kernel in chosen]
-        if args.json:
-            print(json.dumps([p.to_json() for p in plans], indent=1))
-        else:
-            for p in plans:
-                print(p.table(common.width(args)))
-        return common.EXIT_OK if all(p.checks for p in plans) else common.EXIT_FAILED
+        return _plan(args)
     if args.json:
         raise HarnessError("--json goes with --plan (a GPU check prints its table and writes "
                            "no report)")
+    chosen = _gemms_and_buffers(args)
+    dims = _buffer_sizes(args, chosen)
+    options = flags.run_options(args, ("1024",), **_as_sizes(dims))
     target = place.gpu()
     common.say(f"harness check: {len(chosen)} kernel(s), their battery and "
                f"{len(options.sizes)} size(s) on {target.gpu_name} ({target.arch}), no timing")
@@ -333,6 +317,32 @@ def _check(args) -> int:
     if fails:
         print("\nNot passed:\n" + fails)
     return _status(record.results)
+
+
+def _plan(args) -> int:
+    """``harness check --plan``: the battery of each kernel named whose kind derives it from
+    the kernel's spec (GEMM, attention; no GPU), the others left out with why."""
+    import json
+
+    chosen = common.kernels(args, kind=None) if args.kernels else common.kernels(args)
+    left = [k for k in chosen if not kinds.of(k.spec).takes("plan")]
+    chosen = [k for k in chosen if kinds.of(k.spec).takes("plan")]
+    if left:
+        kind = kinds.of(left[0].spec)
+        why = (f"--plan lists the batteries kernels derive from their spec; a {kind.name} "
+               "kernel's is the same for every one" + (
+                   " (notes/buffers_kind.md, 'The check battery')" if kind.name == "buffers"
+                   else ""))
+        if not chosen:
+            raise HarnessError(why)
+        common.say(f"harness: {', '.join(k.name for k in left)} left out: {why}")
+    plans = [kinds.of(kernel.spec).plan(kernel) for kernel in chosen]
+    if args.json:
+        print(json.dumps([p.to_json() for p in plans], indent=1))
+    else:
+        for p in plans:
+            print(p.table(common.width(args)))
+    return common.EXIT_OK if all(p.checks for p in plans) else common.EXIT_FAILED
 
 
 def _compare(args) -> int:

@@ -161,7 +161,7 @@ def gemms_and_buffers(args: argparse.Namespace, command: str,
         takers = [k.title for k in kinds.all_kinds() if k.takes(command)]
         raise HarnessError(f"{other[0].name} is a {kind.name!r} kernel; harness {command} "
                            f"takes {' and '.join(takers)} kernels (`{kind.runs_it()}` "
-                           f"measures {kind.name} kernels)")
+                           f"takes {kind.name} kernels)")
     return chosen
 
 

@@ -22,6 +22,9 @@ class AttentionKind(Kind):
     square = False
     baselines = BASELINES
     commands = ("plan",)  # run and check: the issue "Attention on the H100" wires them
+    own_command = "harness check --plan"
+    """What takes an attention kernel today: its battery listed (the API's ``.plan()``
+    alike); the checks on the GPU run through tests/test_attention_gpu.py."""
 
     def parse_table(self, table, source, match, path, fail):
         return attention_spec.parse_table(table, source, match, path, fail)

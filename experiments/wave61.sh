@@ -1,0 +1,104 @@
+#!/usr/bin/env bash
+# Issue 61 on an H100: the wave's confirmation at one commit, in device calls of at most ten
+# minutes. The project's wheel (and the host's missing ones) installed into the host's own
+# virtual environment, not --target (the README's "pip install ." from any folder); the main
+# job run from an empty folder by its console script, as a user runs it.
+# Usage: bash experiments/wave61.sh STEP...   steps:
+#   main     the main job twice on empty caches (cold, then warm), its wall each time
+#   compare  the tensor-core rows of the main job at 4096, interleaved (its 2% yardstick)
+#   ladders  the sum and softmax ladders and the example (their figures against 7328d84's)
+#   kinds    run, compare, check, tune --gpus, profile on a GEMM and a buffers kernel; the
+#            ceiling; attention's plan (the one command its kind takes)
+#   gpu-rest the GPU tests outside tests/test_gpu.py;  gpu-main  tests/test_gpu.py
+#   cpu      the tests without the gpu marker
+# Logs (first lines: date, GPU, driver, command, commit) under $OUT; reports in $OUT/rep.tgz.
+set -uo pipefail
+OUT=${OUT:-/tmp/out}
+REP=/tmp/rep
+ROOT=$PWD
+mkdir -p "$OUT" "$REP" /tmp/empty
+export PYTHONUNBUFFERED=1
+python3 -m pip install -q --no-index --no-deps --no-cache-dir .whl/*.whl \
+  > "$OUT/install.log" 2>&1 || { cat "$OUT/install.log"; exit 1; }
+(cd /tmp/empty && python3 -c 'import harness, sys; print(harness.__file__, sys.prefix)' \
+  && command -v harness) >> "$OUT/install.log" 2>&1
+header() {
+  date -u +"%Y-%m-%dT%H:%M:%SZ"
+  nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv,noheader
+  echo "command: $*"
+  echo "commit ${HARNESS_GIT_COMMIT:-unknown}"
+}
+TC_ROWS="11_mma_sync_bf16:m128n256k64s4c1 11_mma_sync_fp16:m128n256k32s4
+  12_mma_tma_bf16:m256n128e 12_mma_tma_fp16:m256n128e 13_mma_persist_bf16:m256n128l3g8e
+  13_mma_persist_fp16:m256n128l3g8 14_mma_cluster_bf16:m256n128e 14_mma_cluster_fp16:m256n128e
+  15_wgmma_tma_bf16:m128n256 15_wgmma_tma_fp16:m128n256 16_wgmma_ws_bf16:m128n256
+  16_wgmma_ws_fp16:m128n256 17_wgmma_persist_bf16:g16 17_wgmma_persist_fp16:g16
+  18_wgmma_cluster_bf16:c2g8 18_wgmma_cluster_fp16:c2g8 19_wgmma_epi_bf16:s4e64
+  19_wgmma_epi_fp16:s4e64 20_wgmma_fp8:s4e64"
+PYTEST="python3 -m pytest -q -p no:cacheprovider -rfE --tb=short --durations=25"
+quiet() { grep -v "PytestBenchmarkWarning\|warner("; }
+for step in "$@"; do
+  case "$step" in
+    main)
+      export HARNESS_CACHE_DIR=/tmp/wave-cache
+      rm -rf "$HARNESS_CACHE_DIR"
+      for state in cold warm; do
+        start=$SECONDS
+        { header "harness run (from an empty folder, the wheel installed; $state:" \
+            "HARNESS_CACHE_DIR empty before the cold run)"
+          (cd /tmp/empty && timeout 200 harness run --report-dir "$REP")
+          echo "rc=$? wall $((SECONDS - start)) s"; } > "$OUT/default-run-$state.log" 2>&1
+        tail -2 "$OUT/default-run-$state.log"
+      done
+      unset HARNESS_CACHE_DIR ;;
+    compare)
+      { header "harness compare \$TC_ROWS --size 4096 (experiments/wave61.sh)"
+        (cd /tmp/empty && timeout 200 harness compare $TC_ROWS --size 4096 --report-dir "$REP")
+        echo "rc=$?"; } > "$OUT/compare-tc.log" 2>&1
+      tail -2 "$OUT/compare-tc.log" ;;
+    ladders)
+      { header "harness run cu/memory/*.cu ptx/memory/*.ptx examples/vector_add.cu"
+        timeout 240 python3 -m harness run cu/memory/*.cu ptx/memory/*.ptx \
+          examples/vector_add.cu --report-dir "$REP"
+        echo "rc=$?"; } > "$OUT/ladders.log" 2>&1
+      tail -2 "$OUT/ladders.log" ;;
+    kinds)
+      { header "experiments/wave61.sh kinds: each command on a GEMM and a buffers kernel"
+        for args in "run 19_wgmma_epi_bf16:s4e64 --size 2048" \
+            "run cu/memory/softmax_04_pipelined.cu --size 4096x4096" \
+            "compare 19_wgmma_epi_bf16:s4e64 19_wgmma_epi_bf16:s4e128 --size 2048" \
+            "compare cu/memory/softmax_03_cached.cu cu/memory/softmax_04_pipelined.cu --size 4096x4096" \
+            "check 19_wgmma_epi_bf16:s4e64" "check cu/memory/sum_07_tuned.cu" \
+            "check --plan 19_wgmma_epi_bf16:s4e64" \
+            "check --plan cu/attention/attention_02_online.cu" \
+            "tune 10_hoisted --size 2048 --gpus 0" \
+            "tune cu/memory/sum_07_tuned.cu --size 1<<26 --gpus 0" \
+            "profile 19_wgmma_epi_bf16:s4e64 --size 4096" \
+            "profile cu/memory/softmax_04_pipelined.cu --size 4096x4096" \
+            "ceiling"; do
+          echo "== harness $args"
+          start=$SECONDS
+          timeout 150 python3 -m harness $args --report-dir "$REP" 2>&1 | grep -v "^      " \
+            | tail -25
+          echo "== rc=${PIPESTATUS[0]} in $((SECONDS - start)) s"
+        done; } > "$OUT/kinds.log" 2>&1
+      grep "^== rc" "$OUT/kinds.log" ;;
+    gpu-rest)
+      { header "$PYTEST -n 8 -m gpu tests --ignore=tests/test_gpu.py"
+        timeout 560 $PYTEST -n 8 -m gpu tests --ignore=tests/test_gpu.py 2>&1 | quiet
+        echo "pytest rc=${PIPESTATUS[0]}"; } > "$OUT/pytest-gpu-rest.log" 2>&1
+      tail -3 "$OUT/pytest-gpu-rest.log" ;;
+    gpu-main)
+      { header "$PYTEST -n 8 -m gpu tests/test_gpu.py"
+        timeout 570 $PYTEST -n 8 -m gpu tests/test_gpu.py 2>&1 | quiet
+        echo "pytest rc=${PIPESTATUS[0]}"; } > "$OUT/pytest-gpu-main.log" 2>&1
+      tail -3 "$OUT/pytest-gpu-main.log" ;;
+    cpu)
+      { header "$PYTEST -n 16 -m 'not gpu'"
+        timeout 560 $PYTEST -n 16 -m "not gpu" 2>&1 | quiet
+        echo "pytest rc=${PIPESTATUS[0]}"; } > "$OUT/pytest-cpu.log" 2>&1
+      tail -3 "$OUT/pytest-cpu.log" ;;
+    *) echo "unknown step: $step" >&2; exit 2 ;;
+  esac
+  tar czf "$OUT/rep.tgz" -C "$REP" . 2>/dev/null
+done
