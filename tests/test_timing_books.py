@@ -289,3 +289,18 @@ def test_a_kernel_and_its_baseline_on_copies_with_draws_are_booked(line, monkeyp
         assert len(kernel.findings) == 1 and kernel.findings[0].startswith(account.HIDES_WORK)
     else:
         assert kernel.findings == ()
+
+
+def test_the_timing_trace_says_each_warm_up_stretch(line, monkeypatch, tmp_path):  # noqa: F811
+    """With HARNESS_TIMING_TRACE set, a sustained timing's line holds the warm-up's time per
+    round stretch by stretch and the first launches' times (where a warm-up ends at its cap
+    without two stretches agreeing, they say why: issue 61)."""
+    import json
+
+    path = tmp_path / "trace.jsonl"
+    monkeypatch.setenv("HARNESS_TIMING_TRACE", str(path))
+    monkeypatch.setattr(Timer, "kernels", Kernels(line))
+    _timer(line, warmup_ms=40).time(_primed(line, 0.1, 0.1))
+    (entry,) = [json.loads(x) for x in path.read_text().splitlines()]
+    assert entry["warmup_per_round_ms"] and all(x > 0 for x in entry["warmup_per_round_ms"])
+    assert len(entry["first_ms"]) == 1 and entry["steps_ms"]["warm-up"] >= 0

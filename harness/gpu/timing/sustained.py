@@ -130,7 +130,8 @@ def time_sustained(timer: Timer, launches: Sequence[Callable[[], None]], before:
                 early.append(Batches(timer, launches, before, early_rule,
                                      rounds_per_batch(guess_ms, opts.max_reps), True,
                                      primers, rests, after, cycle))
-        warmed_ms = warm_up(timer, round_, estimate_ms, beside=capture if opts.graph else None)
+        warmed_ms = warm_up(timer, round_, estimate_ms, beside=capture if opts.graph else None,
+                            stretches=trace.stretches)
         trace.mark("warm-up")
         # primers and rests again, from each launch alone at the warmed clock: the first
         # launches follow the host's checks at an idle clock (345 MHz on an H100), up to 5x
@@ -175,7 +176,8 @@ def time_sustained(timer: Timer, launches: Sequence[Callable[[], None]], before:
         trace.mark("batches")
         trace.write(reps=len(batches.times), per_batch=batches.per_batch,
                     replicas=batches.replica_error or True, estimate_ms=estimate_ms,
-                    warmed_ms=warmed_ms, batch_gpu_ms=sum(batches.gpu_ms),
+                    warmed_ms=warmed_ms, warmup_per_round_ms=trace.stretches,
+                    first_ms=list(first_ms), batch_gpu_ms=sum(batches.gpu_ms),
                     explained_ms=sum(account.span_explained(t, parts, len(launches))
                                      for t in batches.batch_times),
                     launches=len(launches), stop=batches.stop)

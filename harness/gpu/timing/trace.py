@@ -16,6 +16,8 @@ class Trace:
         self.path = os.environ.get("HARNESS_TIMING_TRACE")
         self.t = time.perf_counter()
         self.steps: dict[str, float] = {}
+        self.stretches: list[float] | None = [] if self.path else None
+        """The warm-up's time per round, stretch by stretch (warmup.warm_up)."""
 
     def mark(self, step: str) -> None:
         if self.path:

@@ -64,7 +64,8 @@ def _prepare(timer: Timer, before: Callable[[], None] | None) -> None:
 
 def warm_up(timer: Timer, round_: Callable[[], None], estimate_ms: float,
             ran_ms: float = 0.0, last_ms: float = math.nan,
-            beside: Callable[[], None] | None = None) -> float:
+            beside: Callable[[], None] | None = None,
+            stretches: list[float] | None = None) -> float:
     """Rounds back to back until the card is steady (``TimingOptions.warmup_steady_pct``:
     two stretches in a row of the same time per round, a stretch ``WARMUP_STRETCH_MS`` of
     GPU time or one round where a round is longer; at most ``warmup_ms``), or for the whole
@@ -73,7 +74,8 @@ def warm_up(timer: Timer, round_: Callable[[], None], estimate_ms: float,
     long round's first launches: 01_naive at 4096 ran 0.55 s a round, and its warm-up one
     more round of it, where the first launches had run two). ``beside``: host work done while
     the GPU runs the first stretch, then twice as long (the batches' capture: time_sustained),
-    where the stretch is a graph's replays."""
+    where the stretch is a graph's replays. ``stretches``: each stretch's time per round is
+    appended to it (the timing trace's, for experiments)."""
     opts = timer.options
     if opts.warmup_steady_pct <= 0 or opts.warmup_ms < 2 * WARMUP_STRETCH_MS:
         count = warmup_rounds(opts.warmup_ms - ran_ms, estimate_ms) if ran_ms < opts.warmup_ms \
@@ -105,6 +107,8 @@ def warm_up(timer: Timer, round_: Callable[[], None], estimate_ms: float,
                                                beside=beside) / (times * captured)
                 beside, rounds = None, times * captured
             spent += per_round * rounds
+            if stretches is not None:
+                stretches.append(per_round)
             if abs(per_round - last) <= opts.warmup_steady_pct / 100.0 * last:
                 break
             last = per_round
