@@ -130,3 +130,29 @@ def test_readme_command_rewrites_the_page_that_holds_the_section(tmp_path, monke
     assert "[ladder](../reports/h100/run-20261122-184214-ladder.png)" in text
     assert "| 11_mma_sync" in text
     assert readme.read_text() == "# r\n\n<!-- results:start -->\n<!-- results:end -->\n"
+
+
+def test_a_working_set_in_l2_reads_dram_once():
+    """Issue 56: at 512 02_coalesced's implied bytes (each A tile read once per block column)
+    put its DRAM roof at 837 GFLOP/s, and it ran 7x above it from L2. Where A, B and C fit in
+    half of L2, DRAM moves the compulsory bytes alone; past that the implied bytes stand."""
+    spec, params = spec_of("02_coalesced")
+    small = napkin.model(spec, params, 512, 512, 512)
+    intensity, source = napkin.dram_intensity(small, 50 << 20)
+    assert source == "fits L2" and intensity == pytest.approx(2 * 512**3 / small["compulsory_bytes"])
+    assert intensity > 20 * small["intensity_flop_per_byte"]
+    large = napkin.model(spec, params, 4096, 4096, 4096)
+    assert napkin.dram_intensity(large, 50 << 20) == (large["intensity_flop_per_byte"], "")
+    assert napkin.dram_intensity(small, None) == (small["intensity_flop_per_byte"], "")
+    waves = large["global_bytes"] / 8
+    assert napkin.dram_intensity(large, 50 << 20, waves) == (
+        pytest.approx(8 * large["intensity_flop_per_byte"]), "by waves")
+
+
+def test_the_ladder_names_a_roof_read_from_l2(tmp_path):
+    run_path = PROJECT_ROOT / "reports" / "h100" / "run-default-cold-01e44f2.json.gz"
+    rows = {r["m"]: r for r in ladder.napkin_rows(ladder.load(run_path))
+            if r["kernel"] == "02_coalesced"}
+    assert rows[512]["bound"] != "DRAM" and rows[512]["pct_of_bound"] < 100, rows[512]
+    # a tile of one element: no waves of tiles; the bound it beats says why
+    assert rows[4096]["bound"] == "DRAM as tiled: caches beat it", rows[4096]

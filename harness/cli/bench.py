@@ -330,9 +330,7 @@ def _plan(args) -> int:
     if left:
         kind = kinds.of(left[0].spec)
         why = (f"--plan lists the batteries kernels derive from their spec; a {kind.name} "
-               "kernel's is the same for every one" + (
-                   " (notes/buffers_kind.md, 'The check battery')" if kind.name == "buffers"
-                   else ""))
+               "kernel's is the same for every one (its kind's notes say which)")
         if not chosen:
             raise HarnessError(why)
         common.say(f"harness: {', '.join(k.name for k in left)} left out: {why}")

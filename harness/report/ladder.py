@@ -67,6 +67,29 @@ def _device(run: RunReport) -> tuple[str, int] | None:
     return None
 
 
+def _l2_bytes(run: RunReport) -> int | None:
+    """The run's GPU's L2 in bytes, where its report says."""
+    value = (run.meta.get("device") or {}).get("l2_bytes")
+    return value if isinstance(value, int) and value > 0 else None
+
+
+def _waves(r: Result, est: dict, specs: dict, sm_count: int, run: RunReport) -> float | None:
+    """DRAM bytes by waves of blocks (napkin.dram_bytes_waves) for ``r``'s launch as its row
+    records it (grid, blocks per SM); None where it does not say or the model cannot."""
+    l2 = _l2_bytes(run)
+    spec = specs.get(r.kernel.file)
+    launch, occ = getattr(r, "launch", None), getattr(r, "occupancy", None)
+    per_sm = getattr(occ, "driver_blocks_per_sm", None) or getattr(
+        occ, "offline_blocks_per_sm", None)
+    if not (l2 and spec is not None and launch is not None and per_sm):
+        return None
+    try:
+        return napkin.dram_bytes_waves(est, spec, r.m, r.n, r.k, math.prod(launch.grid),
+                                       per_sm * sm_count, l2)
+    except _NO_MODEL:
+        return None
+
+
 def napkin_rows(run: RunReport) -> list[dict]:
     """Every passing, timed result of ``run`` with its napkin model and roofline bound."""
     device = _device(run)
@@ -85,12 +108,18 @@ def napkin_rows(run: RunReport) -> list[dict]:
                "pct_ceiling": r.pct_ceiling,
                "of_bound": r.checks.of_bound if r.checks is not None else math.nan, **est}
         if est and device is not None:
+            intensity, in_l2 = napkin.dram_intensity(est, _l2_bytes(run),
+                                                     _waves(r, est, specs, device[1], run))
             try:
-                limit, roof = napkin.bound(est["intensity_flop_per_byte"],
-                                           est["smem_loads_per_fma"], *device,
+                limit, roof = napkin.bound(intensity, est["smem_loads_per_fma"], *device,
                                            r.timing.sm_clock_mhz, slug, r.kernel.precision)
             except _NO_MODEL:
                 limit = math.nan
+            if roof == "DRAM" and in_l2:
+                roof = f"DRAM, {in_l2}"
+            elif roof == "DRAM" and limit > 0 and r.gflops > limit:
+                # a tile of one element: what its tiling implies, L1 and L2 serve again
+                roof = "DRAM as tiled: caches beat it"
             if limit > 0:
                 row.update(bound_gflops=limit, bound=roof, pct_of_bound=100.0 * r.gflops / limit)
         out.append(row)

@@ -15,7 +15,9 @@ For a kernel at M x N x K, from the [model] table of its spec:
   estimate of DRAM's bytes by waves of blocks (``dram_bytes_waves``): the implied bytes are
   what the SMs ask of L2; L2 serves the tiles that blocks running at the same time share;
 - the bound: min(FP32 peak at the measured clock, intensity x DRAM bandwidth, the shared-memory
-  issue bound). The last assumes one warp-wide shared-load instruction per clock per SM (128 B
+  issue bound), the intensity over the compulsory bytes where A, B and C fit in half of L2
+  (``dram_intensity``: the tiling's re-reads are L2 hits), else over the bytes by waves
+  where the launch is known, else over the implied bytes. The last assumes one warp-wide shared-load instruction per clock per SM (128 B
   per clock, the sm_80/sm_90 shared-memory bandwidth): a warp's FMA instruction does 64 FLOP,
   so shared loads cap an SM at 64 / (loads per FMA) FLOP per clock.
 Caches make real DRAM traffic lower than the implied bytes for small tiles (the naive kernels
@@ -89,6 +91,23 @@ def dram_bytes_waves(est: dict, spec: KernelSpec, m: int, n: int, k: int, grid_b
             b_bytes += min(gx, length) * tile_n * k * e
             start += length
     return m * k * e + b_bytes + m * n * ELEMENT_BYTES[spec.c_type]
+
+
+def dram_intensity(est: dict, l2_bytes: int | None, waves_bytes: float | None = None
+                   ) -> tuple[float, str]:
+    """FLOP per DRAM byte for the roofline, and where its bytes come from ("" for the implied
+    bytes, as the tiling alone guarantees them). Where A, B and C together fit in half of L2,
+    what the tiling reads again is served by L2 and DRAM moves each byte once ("fits L2": the
+    compulsory bytes; cold L2 reads each from DRAM the first time); else, where the row's
+    launch says its waves, the bytes by waves of blocks (``dram_bytes_waves``: "by waves").
+    With the implied bytes alone, 02_coalesced's DRAM roof sat at 837 GFLOP/s at every size,
+    and it ran 7-8x above it from L2 (issue 56)."""
+    flops = est["intensity_flop_per_byte"] * est["global_bytes"]
+    if l2_bytes and est["compulsory_bytes"] <= l2_bytes // 2:
+        return flops / est["compulsory_bytes"], "fits L2"
+    if waves_bytes:
+        return flops / waves_bytes, "by waves"
+    return est["intensity_flop_per_byte"], ""
 
 
 SHARED_LOADS_PER_CLOCK_PER_SM = 1.0
