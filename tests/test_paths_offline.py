@@ -1,0 +1,117 @@
+"""Kernel paths and specs checked offline (issue 56, item 7): file names with a colon, paths
+that are no regular file, includes outside the kernel's folder, py: references, and
+assert_builds on a file with variants."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import threading
+from pathlib import Path
+
+import pytest
+
+from harness.errors import HarnessError, SpecError
+from harness.kernels.kernel_path import read_regular, split_variant
+from harness.kernels.registry import PROJECT_ROOT, Registry, load_registry
+from harness.kernels.spec import read_spec
+
+FIRST = PROJECT_ROOT / "examples" / "first_kernel.cu"
+TILED = PROJECT_ROOT / "cu" / "sgemm" / "03_smem_tiled.cu"
+
+
+def _select(pattern: str):
+    return Registry([], [], None).select([pattern])
+
+
+# --- a colon in a file name -----------------------------------------------------------------
+
+@pytest.mark.parametrize("given", ["./col:on.cu", "col:on.cu", "{dir}/col:on.cu"])
+def test_a_file_whose_name_holds_a_colon_is_named_by_its_path(tmp_path, monkeypatch, given):
+    shutil.copy(FIRST, tmp_path / "col:on.cu")
+    monkeypatch.chdir(tmp_path)
+    (kernel,) = _select(given.format(dir=tmp_path))
+    assert kernel.spec.path.name == "col:on.cu" and kernel.variant is None
+
+
+def test_a_colon_file_with_variants_takes_a_variant_after_its_name(tmp_path, monkeypatch):
+    shutil.copy(TILED, tmp_path / "ti:led.cu")
+    monkeypatch.chdir(tmp_path)
+    assert [k.variant for k in _select("ti:led.cu")] == ["t16", "t32"]
+    assert [k.variant for k in _select("./ti:led.cu:t32")] == ["t32"]
+    with pytest.raises(HarnessError, match=r"ti:led.cu has no variant 't64'"):
+        _select("ti:led.cu:t64")
+
+
+def test_split_variant_prefers_what_exists(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert split_variant("my.cu:t16") == ("my.cu", "t16")
+    assert split_variant("stem:variant") == ("stem", "variant")
+    (tmp_path / "a:b.cu").write_text("")
+    assert split_variant("a:b.cu") == ("a:b.cu", "")
+    assert split_variant("a:b.cu:v") == ("a:b.cu", "v")
+
+
+# --- paths that are no regular file ---------------------------------------------------------
+
+def test_a_folder_named_as_a_kernel_says_so(tmp_path):
+    shutil.copy(FIRST, tmp_path / "first_kernel.cu")
+    with pytest.raises(HarnessError, match=r"is a directory: name a \.cu or \.ptx file in it "
+                                           r"\(it holds first_kernel\.cu\)"):
+        _select(str(tmp_path))
+    (tmp_path / "d.cu").mkdir()
+    with pytest.raises(HarnessError, match=r"d\.cu is a directory"):
+        _select(str(tmp_path / "d.cu"))
+
+
+def test_a_symlink_loop_named_as_a_kernel_says_so(tmp_path):
+    os.symlink(tmp_path / "b.cu", tmp_path / "a.cu")
+    os.symlink(tmp_path / "a.cu", tmp_path / "b.cu")
+    with pytest.raises(HarnessError, match=r"a\.cu is a symbolic link that leads back to "
+                                           r"itself \(a loop\)"):
+        _select(str(tmp_path / "a.cu"))
+
+
+def test_a_dangling_symlink_named_as_a_kernel_says_where_it_points(tmp_path):
+    os.symlink(tmp_path / "gone.cu", tmp_path / "k.cu")
+    with pytest.raises(HarnessError, match=r"k\.cu is a symbolic link to .*gone\.cu, which does "
+                                           "not exist"):
+        _select(str(tmp_path / "k.cu"))
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs named pipes (POSIX)")
+def test_a_fifo_is_refused_and_never_waited_on(tmp_path):
+    fifo = tmp_path / "f.cu"
+    os.mkfifo(fifo)
+    outcome: list[BaseException] = []
+
+    def attempt():
+        for read in (lambda: _select(str(fifo)), lambda: read_spec(fifo),
+                     lambda: load_registry([tmp_path], None)):
+            try:
+                outcome.append(read())
+            except (HarnessError, SpecError) as exc:
+                outcome.append(exc)
+
+    worker = threading.Thread(target=attempt, daemon=True)
+    worker.start()
+    worker.join(20)
+    if worker.is_alive():  # free the blocked reader before failing
+        os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+        pytest.fail("reading a FIFO named as a kernel blocked")
+    by_path, by_spec, folder = outcome
+    assert "is a FIFO (named pipe), not a regular file" in str(by_path)
+    assert "cannot read the kernel file: it is a FIFO (named pipe)" in str(by_spec)
+    assert [b.path.name for b in folder.broken] == ["f.cu"]
+
+
+def test_read_regular_refuses_a_folder(tmp_path):
+    with pytest.raises(OSError, match="it is a directory, not a regular file"):
+        read_regular(tmp_path)
+    (tmp_path / "x").write_bytes(b"abc")
+    assert read_regular(tmp_path / "x") == b"abc"
+
+
+def test_a_missing_path_keeps_its_message(tmp_path):
+    with pytest.raises(HarnessError, match=r"no kernel file .*nothere\.cu: expected the path"):
+        _select(str(tmp_path / "nothere.cu"))
