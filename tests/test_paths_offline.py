@@ -114,3 +114,17 @@ def test_read_regular_refuses_a_folder(tmp_path):
 def test_a_missing_path_keeps_its_message(tmp_path):
     with pytest.raises(HarnessError, match=r"no kernel file .*nothere\.cu: expected the path"):
         _select(str(tmp_path / "nothere.cu"))
+
+
+# --- assert_builds on a file with variants --------------------------------------------------
+
+def test_assert_builds_builds_every_variant_and_lists_the_failures():
+    pytest.importorskip("cuda.bindings.nvrtc", reason="needs NVRTC (cuda-bindings)")
+    from harness.testing import assert_builds
+
+    rows = assert_builds(str(TILED))
+    assert [r["kernel"] for r in rows] == ["03_smem_tiled:t16", "03_smem_tiled:t32"]
+    assert assert_builds(f"{TILED}:t16")["kernel"] == "03_smem_tiled:t16"
+    with pytest.raises(AssertionError, match=r"2 of 2 variants failed: 03_smem_tiled:t16 "
+                                             r"\(sm_90\) is over its budget"):
+        assert_builds(str(TILED), max_registers=1)
