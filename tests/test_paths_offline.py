@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import shutil
 import threading
+from pathlib import Path
 
 import pytest
 
@@ -128,3 +129,35 @@ def test_assert_builds_builds_every_variant_and_lists_the_failures():
     with pytest.raises(AssertionError, match=r"2 of 2 variants failed: 03_smem_tiled:t16 "
                                              r"\(sm_90\) is over its budget"):
         assert_builds(str(TILED), max_registers=1)
+
+
+# --- a py: reference, checked without running it --------------------------------------------
+
+def _buffers_kernel(tmp_path: Path, reference: str) -> Path:
+    from test_buffers import HEAD
+
+    kernel = tmp_path / "k.cu"
+    text = HEAD.format(extra="", buffers="").replace('reference = "copy"',
+                                                      f'reference = "{reference}"')
+    kernel.write_text(text)
+    return kernel
+
+
+def test_a_py_reference_without_its_file_is_a_spec_error(tmp_path):
+    kernel = _buffers_kernel(tmp_path, "py:ref")
+    with pytest.raises(SpecError, match=r"reference = 'py:ref' lives in k\.py beside the kernel, "
+                                        "which does not exist"):
+        read_spec(kernel)
+
+
+def test_a_py_reference_naming_no_function_is_a_spec_error_and_runs_nothing(tmp_path):
+    kernel = _buffers_kernel(tmp_path, "py:ref")
+    marker = tmp_path / "ran"
+    (tmp_path / "k.py").write_text(f"open({str(marker)!r}, 'w').close()\n"
+                                   "def other(x, N):\n    return {'out': x}\n")
+    with pytest.raises(SpecError, match=r"k\.py defines no 'ref' at its top level \(its "
+                                        r"functions: other\)"):
+        read_spec(kernel)
+    assert not marker.exists()
+    (tmp_path / "k.py").write_text("def ref(x, N):\n    return {'out': x}\n")
+    assert read_spec(kernel).buffers.reference == "py:ref"
