@@ -5,6 +5,7 @@ assert_builds on a file with variants."""
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import threading
 from pathlib import Path
@@ -161,3 +162,32 @@ def test_a_py_reference_naming_no_function_is_a_spec_error_and_runs_nothing(tmp_
     assert not marker.exists()
     (tmp_path / "k.py").write_text("def ref(x, N):\n    return {'out': x}\n")
     assert read_spec(kernel).buffers.reference == "py:ref"
+
+
+# --- includes outside the kernel's folder ---------------------------------------------------
+
+def test_includes_outside_the_kernels_folder_are_refused_unread(tmp_path):
+    from harness.compiler.include_check import check_includes
+    from harness.errors import CompileError
+
+    home = tmp_path / "home"
+    (home / "sub").mkdir(parents=True)
+    (tmp_path / "secret.h").write_text("SECRET LINE\n")
+    (home / "sub" / "ok.cuh").write_text('#include "inner.cuh"\n')
+    (home / "sub" / "inner.cuh").write_text("\n")
+    kernel = home / "k.cu"
+    kernel.write_text('#include "sub/ok.cuh"\n#include <cstdint>\n')
+    check_includes(kernel, ())
+    for line, says in (('#include "/etc/passwd"', 'k.cu:2: #include "/etc/passwd" names an '
+                                                 "absolute path"),
+                       ('#include "../secret.h"', "reaches outside the kernel's folder"),
+                       ("#include HEADER", "an include through a macro cannot be checked")):
+        kernel.write_text(f'#include "sub/ok.cuh"\n{line}\n')
+        with pytest.raises(CompileError, match=re.escape(says)) as caught:
+            check_includes(kernel, ())
+        assert "SECRET" not in str(caught.value) and "root:" not in str(caught.value)
+    (home / "sub" / "inner.cuh").write_text('#include "../../secret.h"\n')
+    kernel.write_text('#include "sub/ok.cuh"\n')
+    with pytest.raises(CompileError, match=r"inner\.cuh:1: #include \"\.\./\.\./secret\.h\" "
+                                           "reaches outside"):
+        check_includes(kernel, ())
