@@ -34,6 +34,22 @@ DEFAULT_SIZE = (1024, 1024, 1024)
 the pytest plugin's GPU check battery runs at."""
 
 
+def _kernels(kernel) -> list:
+    """Every registry Kernel that ``kernel`` names (all the variants of a file or stem)."""
+    try:
+        return [_one_kernel(kernel)]
+    except _SeveralKernels as several:
+        if not several.kernels:
+            raise
+        return several.kernels
+
+
+class _SeveralKernels(HarnessError):
+    def __init__(self, message: str, kernels: list):
+        super().__init__(message)
+        self.kernels = kernels
+
+
 def _one_kernel(kernel):
     """The registry Kernel that ``kernel`` names: a Kernel, a handle of one kernel (the API's
     ``harness.kernel(...)``), a kernel file's path or a registry key (``stem:variant``); a GEMM
@@ -56,8 +72,8 @@ def _one_kernel(kernel):
                            "kernel handle (harness.kernel)")
     if len(found) != 1:
         names = ", ".join(k.name for k in found[:6])
-        raise HarnessError(f"{kernel!r} names {len(found)} kernels ({names}); name one variant "
-                           "(path.cu:variant, or stem:variant)")
+        raise _SeveralKernels(f"{kernel!r} names {len(found)} kernels ({names}); name one "
+                              "variant (path.cu:variant, or stem:variant)", found)
     return found[0]
 
 
@@ -85,24 +101,34 @@ def build(kernel, arch: str = DEFAULT_ARCH, size=None) -> dict:
     return build_row(chosen, arch, _build_size(chosen, size))
 
 
-def assert_builds(kernel, arch: str = DEFAULT_ARCH, size=None, **budget: int) -> dict:
+def assert_builds(kernel, arch: str = DEFAULT_ARCH, size=None, **budget: int):
     """:func:`build` and assert the kernel compiled, can launch at ``size`` (as :func:`build`
     takes it) and stays within ``budget`` (keywords of ``[budget]``: max_registers,
     max_spill_bytes, max_smem_bytes, min_occupancy_pct) and its spec's own ``[budget]``;
-    returns the build row."""
+    returns the build row. A file or stem with variants builds every variant (name one with
+    ``path.cu:variant`` to build that one alone): each is asserted, the failures are listed
+    together, and the rows come back as a list, in the spec's order."""
     from harness.kernels.spec import parse_budget
 
     parse_budget(budget, lambda message: TypeError(f"assert_builds: {message}"))
-    chosen = _one_kernel(kernel)
-    row = build(chosen, arch, size)
-    if row["status"] != "ok":
-        raise AssertionError(f"{row['kernel']} ({row['arch']}): {row['status']}: "
-                             f"{short_message(row['message'])}")
-    problems = budget_problems(row, {**chosen.spec.budget, **budget})
-    if problems:
-        raise AssertionError(f"{row['kernel']} ({row['arch']}) is over its budget: "
-                             + "; ".join(problems))
-    return row
+    chosen = _kernels(kernel)
+    rows, failures = [], []
+    for one in chosen:
+        row = build(one, arch, size)
+        rows.append(row)
+        if row["status"] != "ok":
+            failures.append(f"{row['kernel']} ({row['arch']}): {row['status']}: "
+                            f"{short_message(row['message'])}")
+            continue
+        problems = budget_problems(row, {**one.spec.budget, **budget})
+        if problems:
+            failures.append(f"{row['kernel']} ({row['arch']}) is over its budget: "
+                            + "; ".join(problems))
+    if failures:
+        head = (f"{len(failures)} of {len(chosen)} variants failed: " if len(chosen) > 1
+                else "")
+        raise AssertionError(head + "\n".join(failures))
+    return rows[0] if len(rows) == 1 else rows
 
 
 def short_message(message: str) -> str:

@@ -31,6 +31,7 @@ from harness.compiler.cache import CompiledKernel, cache_dir  # noqa: F401 (re-e
 from harness.compiler.cache import load as _cache_load
 from harness.compiler.cache import store as _cache_store
 from harness.compiler.child import CompileTimeout
+from harness.compiler.include_check import check_includes
 from harness.compiler.ptxas import parse_report
 from harness.errors import CompileError, HarnessError
 from harness.gpu.compilers import compiler_versions, cuda_version_for_ptx
@@ -96,6 +97,7 @@ def compile_kernel(kernel: Kernel, arch: str, *, use_cache: bool = True,
     source = spec.path.read_bytes().removeprefix(codecs.BOM_UTF8)
     expanded = None
     if spec.language == "cu":
+        check_includes(spec.path, headers.include_paths())
         options = CompileOptions(arch=arch, defines=kernel.defines,
                                  include_paths=headers.include_paths(),
                                  extra=headers.extra_flags(spec.path))

@@ -9,7 +9,6 @@ commands see only kernels of the default kind (``harness.kinds.DEFAULT``, the de
 from __future__ import annotations
 
 import difflib
-import errno
 import fnmatch
 import hashlib
 import os
@@ -23,6 +22,13 @@ from harness import kinds
 from harness.errors import FormulaError, HarnessError, SpecError
 from harness.kernels import expr
 from harness.kernels.hostsetup import setup_path
+from harness.kernels.kernel_path import (
+    KERNEL_SUFFIXES,
+    kernel_file_problem,
+    read_regular,
+    real_path,
+    split_variant,
+)
 from harness.kernels.spec import KernelSpec, read_spec
 
 PACKAGE_ROOT = Path(__file__).resolve().parents[1]
@@ -41,7 +47,6 @@ def _builtin_dir(name: str) -> Path:
 
 
 DEFAULT_KERNEL_DIRS = (_builtin_dir("cu"), _builtin_dir("ptx"))
-KERNEL_SUFFIXES = (".cu", ".ptx")
 OFFLINE_SM_COUNT = 132
 """SMs assumed for a grid formula that names SMS when no GPU is asked (an H100 SXM's)."""
 
@@ -210,7 +215,7 @@ def sources(path: Path) -> Iterator[tuple[Path, bytes]]:
             continue
         seen.add(current)
         try:
-            data = current.read_bytes()
+            data = read_regular(current)
         except OSError:
             continue
         yield current, data
@@ -270,7 +275,7 @@ class Registry:
                         or fnmatch.fnmatch(k.name, pattern)]
             if not hits:
                 for bad in self.broken:
-                    if bad.path.stem == pattern.split(":")[0]:
+                    if bad.path.stem == split_variant(pattern)[0]:
                         raise SpecError(bad.error)
                 raise HarnessError(self._no_match(pattern))
             chosen += [k for k in hits if k not in chosen]
@@ -278,13 +283,13 @@ class Registry:
 
     def _by_path(self, pattern: str) -> list[Kernel] | None:
         """The kernels of the file ``pattern`` names (None when it names no file)."""
-        text, _, variant = pattern.partition(":")
+        text, variant = split_variant(pattern)
         path = Path(text)
-        if path.suffix not in KERNEL_SUFFIXES and not ("/" in text or path.exists()):
+        if path.suffix not in KERNEL_SUFFIXES and not ("/" in text or os.path.lexists(text)):
             return None
-        if not path.is_file():
-            raise HarnessError(f"no kernel file {text}: expected the path of a .cu or .ptx "
-                               "file, or a registry key (see `harness list`)")
+        problem = kernel_file_problem(text)
+        if problem:
+            raise HarnessError(problem)
         if path.suffix not in KERNEL_SUFFIXES:
             raise HarnessError(f"{text}: a kernel file ends in .cu or .ptx, found "
                                f"{path.suffix or 'no suffix'!r}")
@@ -332,7 +337,7 @@ def load_registry(kernel_dirs: Sequence[Path] = DEFAULT_KERNEL_DIRS,
         for path in sorted(folder.rglob("*")):
             if path.suffix not in KERNEL_SUFFIXES:
                 continue
-            real, problem = _real_path(path)
+            real, problem = real_path(path)
             if problem:
                 registry.broken.append(BrokenFile(path, problem))
             else:
@@ -368,7 +373,7 @@ def _check_folder(folder: Path) -> None:
                            "itself as a KERNEL")
     if folder.is_dir():
         return
-    _, problem = _real_path(folder) if os.path.lexists(folder) else (folder, "")
+    _, problem = real_path(folder) if os.path.lexists(folder) else (folder, "")
     if problem:  # a link that cannot be followed
         raise HarnessError(f"kernel folder {problem}; pass an existing folder with --kernel-dir")
     if folder in DEFAULT_KERNEL_DIRS:
@@ -377,23 +382,6 @@ def _check_folder(folder: Path) -> None:
                            "install .` from the project), or leave them out with --no-builtin")
     raise HarnessError(f"kernel folder {folder} does not exist; pass an existing folder "
                        "with --kernel-dir")
-
-
-def _real_path(path: Path) -> tuple[Path, str]:
-    """Where ``path`` really is, following links, and "" or why it cannot be followed (a link
-    that points at itself, or at nothing)."""
-    try:
-        real = path.resolve(strict=True)
-    except RuntimeError:  # Python before 3.13 raises this for a loop, 3.13 an OSError (ELOOP)
-        return path, f"{path} is a symbolic link that leads back to itself (a loop): remove it"
-    except OSError as exc:
-        if exc.errno == errno.ELOOP:
-            return path, f"{path} is a symbolic link that leads back to itself (a loop): remove it"
-        if path.is_symlink():
-            return path, (f"{path} is a symbolic link to {os.readlink(path)}, which does not "
-                          "exist: remove the link or restore its target")
-        return path, f"{path} cannot be read: {exc.strerror}"
-    return real, ""
 
 
 def representatives(kernels: Iterable[Kernel]) -> list[Kernel]:

@@ -9,6 +9,7 @@ import re
 from pathlib import Path
 
 from harness.errors import SpecError
+from harness.kernels.kernel_path import read_regular
 
 SPEC_BLOCK = re.compile(r"\A\s*/\*\s*harness[ \t]*\n(?P<body>.*?)\*/", re.DOTALL)
 SPEC_OPENER = re.compile(r"\A\s*/\*[ \t]*harness\b(?P<rest>[^\n]*)")
@@ -30,7 +31,7 @@ def read_source(path: Path) -> str:
     """The text of the kernel file at ``path``; SpecError, in one line, where it cannot be read
     or is not UTF-8."""
     try:
-        raw = path.read_bytes()
+        raw = read_regular(path)  # never waits on a FIFO
     except OSError as exc:
         raise SpecError(f"{path}: cannot read the kernel file: {exc.strerror}") from None
     try:

@@ -4,6 +4,7 @@ buffers and dims (a sum, a softmax, a copy), judged in bytes (notes/buffers_kind
 from __future__ import annotations
 
 import math
+from pathlib import Path
 from typing import Any
 
 from harness.errors import HarnessError
@@ -32,6 +33,12 @@ class BuffersKind(Kind):
         from harness.kinds.buffers.spec import buffers_kernel_spec
 
         fields = buffers_kernel_spec(table, source, match, path, fail)
+        if Path(path).is_file():  # a spec read from disk: its py: reference must be there
+            from harness.kinds.buffers.pyref_check import py_reference_problem
+
+            problem = py_reference_problem(Path(path), fields["buffers"].reference)
+            if problem:
+                raise fail(problem)
         return {**fields, "kind": self.name, "kind_spec": fields.get("buffers")}
 
     def dims_of(self, spec: Any) -> tuple[str, ...]:
