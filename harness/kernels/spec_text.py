@@ -177,9 +177,8 @@ def check_entry_defined(body: str, entry: str, path: Path) -> None:
         return
     # the entry may be in a header the file includes ("..."), kept beside its host code
     searched = [path]
-    for found, data in includes.walk(path):
-        if found == path:
-            continue
+    named = [path.parent / m["name"] for m in includes.QUOTED.finditer(body)]
+    for found, data in (f for header in named for f in includes.walk(header)):
         if data is None:
             return  # an include not next to the file (the include path): compiling decides
         if re.search(pattern, data.decode(errors="replace")):
