@@ -35,7 +35,7 @@ from harness.compiler.include_check import check_includes
 from harness.compiler.ptxas import parse_report
 from harness.errors import CompileError, HarnessError
 from harness.gpu.compilers import compiler_versions, cuda_version_for_ptx
-from harness.kernels import hostcode, ptxpp
+from harness.kernels import hostcode, includes, ptxpp
 from harness.kernels.registry import Kernel, source_sha256
 
 T, R = TypeVar("T"), TypeVar("R")
@@ -207,8 +207,9 @@ def nvrtc_device_cubin(source: bytes, name: str, flags: list[str],
     except CompileTimeout:
         raise
     except CompileError as first:
-        device = hostcode.device_part(text, default_device=headers.DEFAULT_DEVICE in flags,
-                                      header_found=_nvrtc_has_header)
+        # the quoted includes' host code is left out too, in memory (files on disk unchanged)
+        device = includes.device_source(text, name, header_found=_nvrtc_has_header,
+                                        default_device=headers.DEFAULT_DEVICE in flags)
         if not device.left_out:
             hints = hostcode.nvrtc_hints(str(first), text, name, defines, withheld=withheld)
             raise CompileError("\n".join([str(first), *hints])) from None

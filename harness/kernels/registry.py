@@ -20,12 +20,11 @@ from pathlib import Path
 
 from harness import kinds
 from harness.errors import FormulaError, HarnessError, SpecError
-from harness.kernels import expr
+from harness.kernels import expr, includes
 from harness.kernels.hostsetup import setup_path
 from harness.kernels.kernel_path import (
     KERNEL_SUFFIXES,
     kernel_file_problem,
-    read_regular,
     real_path,
     split_variant,
 )
@@ -202,24 +201,10 @@ class Kernel:
                      if self.spec.passes_as_macro(name))
 
 
-_INCLUDE = re.compile(rb'^\s*#\s*include\s+"([^"]+)"', re.MULTILINE)
-
-
 def sources(path: Path) -> Iterator[tuple[Path, bytes]]:
     """``path`` and, recursively, the quoted includes found next to it, with their bytes, in
     the order they appear (a missing include is the compiler's error to report)."""
-    seen, todo = set(), [Path(path)]
-    while todo:
-        current = todo.pop(0)
-        if current in seen:
-            continue
-        seen.add(current)
-        try:
-            data = read_regular(current)
-        except OSError:
-            continue
-        yield current, data
-        todo += [current.parent / m.decode(errors="replace") for m in _INCLUDE.findall(data)]
+    return ((found, data) for found, data in includes.walk(path) if data is not None)
 
 
 def source_sha256(path: Path) -> str:

@@ -9,6 +9,7 @@ import re
 from pathlib import Path
 
 from harness.errors import SpecError
+from harness.kernels import includes
 from harness.kernels.kernel_path import read_regular
 
 SPEC_BLOCK = re.compile(r"\A\s*/\*\s*harness[ \t]*\n(?P<body>.*?)\*/", re.DOTALL)
@@ -161,8 +162,6 @@ def line_of(source: str, number: int) -> str:
 def check_entry_defined(body: str, entry: str, path: Path) -> None:
     if path.suffix == ".ptx" and re.search(r"^\s*#\s*include\b", body, re.MULTILINE):
         return  # the entry may be in the included body; compiling finds it or says it is missing
-    if re.search(r'^\s*#\s*include\s*"', body, re.MULTILINE):
-        return  # a .cu including a kernel file of its own ("..."): the same, found by compiling
     if path.suffix == ".ptx":
         pattern = rf"\.entry\s+{re.escape(entry)}\b"
         how = f"'.visible .entry {entry}(...)'"
@@ -175,6 +174,18 @@ def check_entry_defined(body: str, entry: str, path: Path) -> None:
     else:
         pattern = rf"__global__[^;{{]*\b{re.escape(entry)}\s*\("
         how = f"'extern \"C\" __global__ void {entry}(...)'"
-    if not re.search(pattern, body):
-        raise SpecError(f"{path}: spec: entry symbol {entry!r} is not defined in the file; "
-                        f"expected {how}")
+    if re.search(pattern, body):
+        return
+    # the entry may be in a header the file includes ("..."), kept beside its host code
+    searched = [path]
+    named = [path.parent / m["name"] for m in includes.QUOTED.finditer(body)]
+    for found, data in (f for header in named for f in includes.walk(header)):
+        if data is None:
+            return  # an include not next to the file (the include path): compiling decides
+        if re.search(pattern, data.decode(errors="replace")):
+            return
+        searched.append(found)
+    where = ("the file" if len(searched) == 1 else "the file or the files it includes "
+             f"(searched: {', '.join(str(p) for p in searched)})")
+    raise SpecError(f"{path}: spec: entry symbol {entry!r} is not defined in {where}; "
+                    f"expected {how}")
