@@ -18,7 +18,8 @@ For a kernel at M x N x K, from the [model] table of its spec:
   issue bound), the intensity over the compulsory bytes where A, B and C fit in half of L2
   (``dram_intensity``: the tiling's re-reads are L2 hits), else over the bytes by waves
   where the launch is known, else over the implied bytes. The shared bound assumes one
-  warp-wide shared-load instruction per clock per SM (128 B per clock, the sm_80/sm_90 shared-memory bandwidth): a warp's FMA instruction does 64 FLOP,
+  warp-wide shared-load instruction per clock per SM (128 B per clock, the sm_80/sm_90
+  shared-memory bandwidth): a warp's FMA instruction does 64 FLOP,
   so shared loads cap an SM at 64 / (loads per FMA) FLOP per clock.
 Caches make real DRAM traffic lower than the implied bytes for small tiles (the naive kernels
 run far above their roofline point for that reason): the model says what the tiling alone
