@@ -44,13 +44,15 @@ for step in "$@"; do
       rm -rf "$HARNESS_CACHE_DIR"
       for state in cold warm; do
         start=$SECONDS
+        # the warm run traces its timings (a JSON line each: steps, warm-up stretches)
+        [ "$state" = warm ] && export HARNESS_TIMING_TRACE=$OUT/timing-trace-warm.jsonl
         { header "harness run (from an empty folder, the wheel installed; $state:" \
             "HARNESS_CACHE_DIR empty before the cold run)"
           (cd /tmp/empty && timeout 200 harness run --report-dir "$REP")
           echo "rc=$? wall $((SECONDS - start)) s"; } > "$OUT/default-run-$state.log" 2>&1
         tail -2 "$OUT/default-run-$state.log"
       done
-      unset HARNESS_CACHE_DIR ;;
+      unset HARNESS_CACHE_DIR HARNESS_TIMING_TRACE ;;
     compare)
       { header "harness compare \$TC_ROWS --size 4096 (experiments/wave61.sh)"
         (cd /tmp/empty && timeout 200 harness compare $TC_ROWS --size 4096 --report-dir "$REP")
@@ -71,14 +73,14 @@ for step in "$@"; do
             "check 19_wgmma_epi_bf16:s4e64" "check cu/memory/sum_07_tuned.cu" \
             "check --plan 19_wgmma_epi_bf16:s4e64" \
             "check --plan cu/attention/attention_02_online.cu" \
-            "tune 10_hoisted --size 2048 --gpus 0" \
-            "tune cu/memory/sum_07_tuned.cu --size 1<<26 --gpus 0" \
-            "profile 19_wgmma_epi_bf16:s4e64 --size 4096" \
-            "profile cu/memory/softmax_04_pipelined.cu --size 4096x4096" \
+            "tune 03_smem_tiled --size 1024 --param TILE=16,32 --gpus 0" \
+            "tune cu/memory/sum_07_tuned.cu --size 1<<26 --param THREADS=256,512 --param UNROLL=4 --param BPS=4 --param WAVES=1 --param CHUNKED=1 --gpus 0" \
+            "profile 19_wgmma_epi_bf16:s4e64 --size 2048" \
+            "profile cu/memory/softmax_04_pipelined.cu --size 2048x4096" \
             "ceiling"; do
           echo "== harness $args"
           start=$SECONDS
-          timeout 150 python3 -m harness $args --report-dir "$REP" 2>&1 | grep -v "^      " \
+          timeout 100 python3 -m harness $args --report-dir "$REP" 2>&1 | grep -v "^      " \
             | tail -25
           echo "== rc=${PIPESTATUS[0]} in $((SECONDS - start)) s"
         done; } > "$OUT/kinds.log" 2>&1
