@@ -334,6 +334,8 @@ def _plan(args) -> int:
         if not chosen:
             raise HarnessError(why)
         common.say(f"harness: {', '.join(k.name for k in left)} left out: {why}")
+    if args.size and not any(kernel_sizes.has_own_sizes(k) for k in chosen):
+        flags.run_options(args, ("1024",))  # a GEMM's --size refused as a run refuses it
     plans = [kinds.of(kernel.spec).plan(kernel) for kernel in chosen]
     if args.json:
         print(json.dumps([p.to_json() for p in plans], indent=1))
