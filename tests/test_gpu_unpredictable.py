@@ -118,8 +118,10 @@ def test_a_kernel_that_writes_into_the_reference_twin_is_named(device):
     from harness.bench.session import BenchSession
     from harness.kinds.gemm import measure
     from harness.kinds.gemm.checks import KernelChecks, known_of
+    from harness.kinds.gemm.session import gemm_session
 
-    with BenchSession() as session:
+    with BenchSession() as core:
+        session = gemm_session(core)  # the GEMM part: its loads, operands and twins
         prep = measure.prepare(session, _fixture("writes_reference")[0])
         ops = session.timing_operands(prep.kernel, SIZE, SIZE, SIZE)
         known = known_of(prep.gemm, ops, ops.seed, 1.0, 0.0)

@@ -47,12 +47,16 @@ def _measure(bench, path: Path, sizes, timed: bool = True):
 
 @pytest.mark.gpu
 def test_a_softmax_normalised_1e5_off_fails_at_16k_and_32k(bench):
-    """Item 8: every element within its bound; the rows, which must add up to one, fail."""
+    """Item 8: at 16K and 32K columns every element is within its bound and the rows, which
+    must add up to one, fail; the battery's one-column row (its output must be 1 within
+    1.4e-6) catches the normaliser first where it runs (the H100 at d5da2d7: "at 1x1 ...
+    got 0.99999")."""
     rows = _measure(bench, LOOSE / "softmax_sum_off.cu", [(8192, 16384), (4096, 32768)],
                     timed=False)
     for res in rows:
         assert res.status == "FAIL" and res.checks.finding == "wrong", res.message
-        assert "misnormalised" in res.checks.failure, res.checks.failure
+        assert ("misnormalised" in res.checks.failure
+                or "at 1x1" in res.checks.failure), res.checks.failure
 
 
 @pytest.mark.gpu
@@ -84,11 +88,13 @@ def test_a_softmax_declaring_more_bytes_than_its_buffers_gets_no_figure(bench):
 
 @pytest.mark.gpu
 def test_bf16x3_from_a_deep_k_on_fails_as_less_accurate_than_fp32(tmp_path):
-    """Item 4: BF16x3 from K = 8192 on, under 2x FP32's error there: the regression on
-    BF16x3's own error names it at the timed size's check."""
+    """Item 4: BF16x3 from K = 8192 on, near 2x FP32's error there: the regression on
+    BF16x3's own error names it at the timed size's check where the multiple passes; on the
+    H100 at d5da2d7 the multiple itself caught it (2.3x at K = 16384), which names the same
+    finding."""
     kernels = [k for k in discover([LOOSE]) if k.name == "bf16x3_deep_k"]
     record = run(kernels, "sm_90", RunOptions(sizes=((512, 512, 16384),), timing=QUICK),
                  tmp_path / "deep.jsonl", lambda _: None)
     (r,) = record.results
     assert r.status == "FAIL" and r.checks.finding == "less accurate than FP32", r.message
-    assert "bf16x3's" in r.message, r.message
+    assert "bf16x3's" in r.message or "what FP32 accumulation gives" in r.message, r.message

@@ -51,9 +51,18 @@ def test_kernels_that_work_off_the_clock_fail_with_their_cause(tmp_path):
     record = run(kernels, "sm_90", RunOptions(sizes=((512, 512, 512),), timing=QUICK),
                  tmp_path / "offclock.jsonl", lambda _: None)
     got = {r.kernel.name: r for r in record.results}
+    # slow_alone spins where its last launch ended over 1 ms before; on the H100 (d5da2d7)
+    # no launch of it was that far from the one before: its time alone is taken behind the
+    # gate right after its draws and flush, so its rest was never lengthened and its figure
+    # is its own. It passes there, or where it does spin alone, fails with its finding.
+    honest = got["slow_alone"]
+    if honest.status == "pass":
+        assert honest.timing.median_ms < 0.25, honest.timing  # 500 us never in a repetition
     wrong = {name: (r.status, r.checks.finding if r.checks else None, r.message)
-             for name, cause in CAUGHT.items() if (r := got[name]).status != "FAIL"
-             or r.checks.finding != cause or r.gflops is not None}
+             for name, cause in CAUGHT.items()
+             if not (name == "slow_alone" and (r := got[name]).status == "pass")
+             and ((r := got[name]).status != "FAIL" or r.checks.finding != cause
+                  or r.gflops is not None)}
     assert not wrong, wrong
 
 

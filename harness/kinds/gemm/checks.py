@@ -147,13 +147,34 @@ def compare_to_reference(gemm: LoadedGemm, ops: operands.Operands, out: np.ndarr
                                initial=initial, ref=ref, walked=walked)
     via, unit = getattr(spec, "fp32_via", ""), chunked.input_unit(spec, ops)
     strict = deep and spec.precision == "fp32" and not via
-    return chunked.compare(
+    got = chunked.compare(
         out, ref, spec.precision, k=k, seed=seed, alpha=alpha, beta=beta, c_type=spec.c_type,
         initial=initial, c64=ops.c64, scale=scale, operands=(ops.a64, ops.b64) if strict else None,
         yardstick=(numerics.fp32_yardstick(ops.a64, ops.b64, alpha, ops.product_norm())
                    if beta == 0.0 and ops.draw == "uniform" else None),
         max_multiple=numerics.FP32_MULTIPLE_MAX if strict else None, input_unit=unit,
         input_norm=abs(alpha) * ops.product_norm() if unit else 0.0, total=total)
+    return _past_fp16(got, spec.precision, ops)
+
+
+FP16_MAX = 65504.0
+
+
+def _past_fp16(r: CheckResult, precision: str, ops) -> CheckResult:
+    """A TF32 or FP32 kernel's non-finite outputs from finite inputs some of which lie past
+    FP16's largest value (contents.py scales one TF32 element in 64 by 2^17): named for what
+    they show, a computation in FP16 (the fp16_as_tf32 fixture read "non-finite: an
+    overflow, or arithmetic on memory nothing wrote" on the H100)."""
+    if r.passed or r.finding != "non-finite" or precision not in ("tf32", "fp32"):
+        return r
+    widest = max(float(np.abs(ops.a64).max(initial=0.0)), float(np.abs(ops.b64).max(initial=0.0)))
+    if not FP16_MAX < widest < np.inf:
+        return r
+    return dataclasses.replace(
+        r, finding=NARROWER,
+        message=f"{NARROWER}: {r.message}; its inputs are finite and reach {widest:.3g}, past "
+                f"FP16's {FP16_MAX:g}: it computes in a type with a narrower exponent range "
+                f"than {precision} (FP16?)")
 
 
 def launch_and_compare(gemm: LoadedGemm, ops: operands.Operands, stream: Stream, seed: int,
