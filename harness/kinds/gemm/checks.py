@@ -170,11 +170,8 @@ def _past_fp16(r: CheckResult, precision: str, ops) -> CheckResult:
     widest = max(float(np.abs(ops.a64).max(initial=0.0)), float(np.abs(ops.b64).max(initial=0.0)))
     if not FP16_MAX < widest < np.inf:
         return r
-    return dataclasses.replace(
-        r, finding=NARROWER,
-        message=f"{NARROWER}: {r.message}; its inputs are finite and reach {widest:.3g}, past "
-                f"FP16's {FP16_MAX:g}: it computes in a type with a narrower exponent range "
-                f"than {precision} (FP16?)")
+    return _narrower(r, precision, f"on finite inputs reaching {widest:.3g}, past FP16's "
+                                   f"{FP16_MAX:g},")
 
 
 def launch_and_compare(gemm: LoadedGemm, ops: operands.Operands, stream: Stream, seed: int,
@@ -491,16 +488,18 @@ def prefetch_battery(spec, battery: Plan, run_seed: int, executor: Executor) -> 
 NARROWER = "narrower range than claimed"
 
 
-def _narrower(r: CheckResult, precision: str) -> CheckResult:
-    """A failure on wide-exponent inputs named for what it shows: the kernel computes in a
-    type whose exponents do not reach the claimed precision's (FP16 for TF32, say)."""
-    spread = numerics.WIDE_EXPONENT[precision]
+def _narrower(r: CheckResult, precision: str, inputs: str = "") -> CheckResult:
+    """A failure named for what it shows: the kernel computes in a type whose exponents do
+    not reach the claimed precision's (FP16 for TF32, say). ``inputs``: what the inputs were
+    (default: the wide-exponent check's)."""
+    if not inputs:
+        spread = numerics.WIDE_EXPONENT[precision]
+        inputs = (f"on inputs spread over exponents -{spread}..{spread}"
+                  f"{' (unrounded FP32 values)' if precision == 'tf32' else ''}")
     return dataclasses.replace(
         r, finding=NARROWER,
-        message=f"{NARROWER}: on inputs spread over exponents -{spread}..{spread}"
-                f"{' (unrounded FP32 values)' if precision == 'tf32' else ''} it is wrong: "
-                f"{r.message}; it computes in a type with a narrower exponent range than "
-                f"{precision} (FP16?)")
+        message=f"{NARROWER}: {inputs} it is wrong: {r.message}; it computes in a type with a "
+                f"narrower exponent range than {precision} (FP16?)")
 
 
 def summary_of(results: list[CheckResult]) -> tuple[int, float, str, str, float]:
