@@ -42,6 +42,19 @@ def test_twins_are_found_by_their_host_array_and_given_up_with_it():
     assert all(x.closed for x in bufs["c"])
 
 
+def test_a_twin_given_up_stays_allocated_until_the_session_closes():
+    """A kernel that wrote into a twin may write again: its memory is not freed under it
+    (freed, the next write is an illegal address, or lands in whatever took the memory)."""
+    twins = Twins()
+    ref, bufs = np.zeros(3), (FakeBuffer(8), FakeBuffer(8))
+    twins.keep(ref, *bufs, checksum=7)
+    twins.forget(ref)
+    assert twins.of(ref) is None and twins.sealed(ref) is None
+    assert not any(x.closed for x in bufs)
+    twins.close()
+    assert all(x.closed for x in bufs)
+
+
 def _case(c_type, m=300, n=260, k=384, seed=4):
     rng = np.random.default_rng(seed)
     a, b = rng.uniform(-1, 1, (m, k)), rng.uniform(-1, 1, (k, n))

@@ -198,6 +198,7 @@ class Twins:
         self.budget = budget
         self._kept: dict[int, tuple[weakref.ref, Buffer, Buffer]] = {}
         self._sealed: dict[int, int | None] = {}
+        self._retired: list[Buffer] = []
 
     def keep(self, ref: np.ndarray, ref_buf: Buffer, scale_buf: Buffer,
              checksum: int | None = None) -> None:
@@ -223,13 +224,19 @@ class Twins:
         return self._sealed.get(id(ref)) if self.of(ref) is not None else None
 
     def forget(self, ref: np.ndarray) -> None:
-        """``ref``'s twin given up (it changed: the host's reference serves from now on)."""
-        if self.of(ref) is not None:
-            self._drop(id(ref))
+        """``ref``'s twin given up (it changed: the host's reference serves from now on). Its
+        memory stays allocated until :meth:`close`: a kernel that wrote there may write again,
+        and freed memory would turn that into an illegal address, or into someone else's."""
+        found = self._kept.pop(id(ref), None) if self.of(ref) is not None else None
+        self._sealed.pop(id(ref), None)
+        if found is not None:
+            self._retired += found[1:]
 
     def close(self) -> None:
         for key in list(self._kept):
             self._drop(key)
+        while self._retired:
+            self._retired.pop().close()
 
     def _prune(self) -> None:
         for key in [key for key, (alive, _, _) in self._kept.items() if alive() is None]:
