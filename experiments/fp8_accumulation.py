@@ -164,6 +164,12 @@ def cases(kind: str) -> list[dict]:
     for q in range(8, 24):  # own bits below the window kept, or truncated with the products'?
         out.append({"probe": "c_low_bits", "a": [tiny] * 4, "b": tiny, "c": 1.0 + 2.0 ** -q,
                     "steps": 1, "c_low_exp": -q})
+    for s in range(0, lowest - 1, -1):  # mixed signs: 8 x 2^big and 24 x -2^s; dropped
+        out.append({"probe": "mixed_signs", "a": [power(big, kind)] + [power(s, kind) | 0x80] * 3,
+                    "b": one, "c": 0.0, "steps": 1, "small_exp": s, "big_exp": big})
+    for q in range(8, 24):  # C = -(1 + 2^-q) plus 32 products of 2^-12: C's low bits, negative
+        out.append({"probe": "c_negative", "a": [tiny] * 4, "b": tiny, "c": -(1.0 + 2.0 ** -q),
+                    "steps": 1, "c_low_exp": -q})
     for s in (0, 4, 8, 12, 16, 20):  # 2^s instructions of 32 products of 1 in a row
         out.append({"probe": "steps", "a": [one] * 4, "b": one, "c": 0.0, "steps": 1 << s,
                     "steps_exp": s})
@@ -178,8 +184,22 @@ def run(kind: str, launch) -> list[dict]:
         values = sorted(set(float(v) for v in got))
         rows.append({**case, "kind": kind, "expected": want, "got": values,
                      "exact": values == [float(np.float32(want))]
-                     and float(np.float32(want)) == want})
+                     and float(np.float32(want)) == want, **models(case, kind)})
     return rows
+
+
+def models(case: dict, kind: str) -> dict:
+    """The window's model of the case (formats.window_step), its terms truncated toward zero
+    and toward minus infinity: which of the two the H100 gives (a single instruction's cases
+    only)."""
+    from harness.kinds.gemm.fp8.formats import window_step
+
+    if case["steps"] != 1:
+        return {}
+    products = np.array([value(x, kind) * value(case["b"], kind) for x in case["a"]] * 8)
+    c = np.array([case["c"]], dtype=np.float32)
+    return {f"model_{name}": float(window_step(c, products[None, :], floor=floor)[0])
+            for name, floor in (("zero", False), ("floor", True))}
 
 
 def main() -> int:
@@ -221,8 +241,11 @@ def main() -> int:
         got = r["got"][0] if len(r["got"]) == 1 else r["got"]
         lost = "" if r["exact"] else f"  (off by {got - r['expected']:.6g})" \
             if len(r["got"]) == 1 else "  (elements differ)"
+        which = [name for name in ("zero", "floor") if r.get(f"model_{name}") == got]
+        model = f"  model: toward {' and '.join(which)}" if which else (
+            "  model: neither" if "model_zero" in r else "")
         print(f"{r['kind']} {r['probe']:<17} {json.dumps(key):<36} expected "
-              f"{r['expected']:.10g}  got {got}{'  exact' if r['exact'] else lost}")
+              f"{r['expected']:.10g}  got {got}{'  exact' if r['exact'] else lost}{model}")
     if len(sys.argv) > 1:
         Path(sys.argv[1]).write_text(json.dumps(rows, indent=1))
     return 0

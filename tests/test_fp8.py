@@ -87,11 +87,17 @@ def _model(case: dict, kind: str) -> float:
     return float(acc)
 
 
+MIXED_SIGNS = ("mixed_signs", "c_negative")
+"""Probes added after that log (issue 57): negative terms, truncated toward zero or toward minus
+infinity (formats.window_step's ``floor``)."""
+
+
 def test_the_model_gives_every_output_the_h100_gave_the_probe():
     """Every probe the H100 answered (products lowered below the largest, C against 32
     products, sums over 2^s instructions), e4m3 and e5m2: the model's value is the GPU's."""
     probe = _probe()
-    cases = [(kind, case) for kind in probe.KINDS for case in probe.cases(kind)]
+    cases = [(kind, case) for kind in probe.KINDS for case in probe.cases(kind)
+             if case["probe"] not in MIXED_SIGNS]
     logged = _logged_outputs()
     assert len(logged) == len(cases) == 179
     for (kind, case), gpu in zip(cases, logged, strict=True):

@@ -5,6 +5,9 @@ with its name."""
 
 from __future__ import annotations
 
+import importlib.util
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -260,3 +263,65 @@ def test_a_check_takes_the_walk_given_over_the_rows_and_columns_it_bounds():
                                **kwargs).passed
     with pytest.raises(ValueError, match="a walk of"):
         fp8_check.check(out, g.a, g.b, spec, scales, "bf16", walked=walk(g)[:, :8], **kwargs)
+
+
+# --- checked against the hardware, not the spec (issue 57, item 5) ---------------------------
+
+def _simulated():
+    spec = importlib.util.spec_from_file_location(
+        "fp8_hardware_match", Path(__file__).resolve().parents[1] / "experiments"
+        / "fp8_hardware_match.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+SIM = _simulated()
+kernel_output, fp32_sums = SIM.kernel_output, SIM.fp32_sums
+
+
+HARDWARE_CASES = [(256, False, "bf16"), (1024, True, "fp32"), (4096, False, "fp32"),
+                  (4096, True, "bf16")]
+
+
+@pytest.mark.parametrize("k, blocked, out", HARDWARE_CASES)
+def test_right_kernels_pass_in_any_order_the_hardware_allows(k, blocked, out):
+    """The tensor core's sums in k order, split-K at tile boundaries, promotion more often
+    than declared, and FP32 sums on the CUDA cores: every one of them passes."""
+    g = gemm(k, 7, blocked=blocked, out=out, promote=None if blocked else 128)
+    for name, got in (("k order", kernel_output(g)), ("split-K 2", kernel_output(g, splits=2)),
+                      ("split-K 3", kernel_output(g, splits=3)),
+                      ("promote 64", kernel_output(g, run=64)), ("FP32 sums", fp32_sums(g))):
+        for seed in (1, 2):
+            verdict = judge(g, got, seed=seed)
+            assert verdict.passed, (name, seed, verdict.message)
+
+
+@pytest.mark.parametrize("k, blocked, out", HARDWARE_CASES)
+def test_an_accumulator_other_than_the_tensor_cores_fails_at_every_k(k, blocked, out):
+    """A 12- or 13-bit window, an FP16 register restarted every 64 k and, where 128 is
+    declared, no promotion: each within the norm's bound (the hole issue 57 found), each
+    failed by its sums, at shallow K and deep."""
+    g = gemm(k, 7, blocked=blocked, out=out, promote=None if blocked else 128)
+    cheats = {"12-bit window": kernel_output(g, places=11),
+              "13-bit window": kernel_output(g, places=12),
+              "FP16 register": kernel_output(g, run=64, fp16_register=True)}
+    if not blocked:
+        cheats["never promotes"] = kernel_output(g, run=k)
+    for name, got in cheats.items():
+        verdict = judge(g, got, seed=3)
+        assert not verdict.passed, (name, verdict.message)
+        assert verdict.finding in ("less accurate than the tensor core's FP8 accumulation",
+                                   "not the tensor core's accumulation"), verdict.message
+    verdict = judge(g, cheats["13-bit window"], seed=3)
+    assert "nearest: a 13-bit window" in verdict.message, verdict.message
+
+
+def test_what_matches_the_hardware_is_found_whatever_the_declaration():
+    """Declared none, a kernel that promotes every 128 is more accurate and passes; declared
+    128, one that promotes only every 512 does not."""
+    g = gemm(2048, 9, out="fp32")
+    assert judge(g, kernel_output(g, run=128), seed=1).passed
+    declared = Fp8Gemm(g.a, g.b, g.a_format, g.b_format, g.scale_a, g.scale_b, g.out, 128)
+    verdict = judge(declared, kernel_output(declared, run=512), seed=1)
+    assert not verdict.passed and "promote = 128" in verdict.message, verdict.message

@@ -22,7 +22,8 @@ K_STEP = 32
 """Products a wgmma with FP8 operands adds in one step (m64nNk32)."""
 FINDINGS = ("ignores the scale of A", "ignores the scale of B", "reads A as e4m3",
             "reads A as e5m2", "reads B as e4m3", "reads B as e5m2",
-            "less accurate than the tensor core's FP8 accumulation")
+            "less accurate than the tensor core's FP8 accumulation",
+            "not the tensor core's accumulation")
 """What the check of an FP8 GEMM can find beyond the others (fp8_check.py)."""
 
 
@@ -129,27 +130,30 @@ FORMATS = {"e4m3": Fp8Format("e4m3", 4, 3, 7, has_inf=False),
            "e5m2": Fp8Format("e5m2", 5, 2, 15, has_inf=True)}
 
 
-def window_step(c: np.ndarray, products: np.ndarray, places: int = WINDOW_PLACES) -> np.ndarray:
+def window_step(c: np.ndarray, products: np.ndarray, places: int = WINDOW_PLACES,
+                floor: bool = False) -> np.ndarray:
     """One k32 step of the tensor core as measured: ``c`` (FP32 accumulators, any shape) plus
     ``products`` (the same shape and a last axis of the step's products, exact in float64),
-    every term truncated toward zero at ``places`` below the largest, the rest added exactly,
-    written back as FP32."""
+    every term truncated toward zero at ``places`` below the largest (``floor``: toward minus
+    infinity, as a two's-complement alignment would; the probe's mixed signs say which), the
+    rest added exactly, written back as FP32."""
     c = np.asarray(c, dtype=np.float32).astype(np.float64)
     terms = np.concatenate([c[..., None], np.asarray(products, dtype=np.float64)], axis=-1)
     largest = np.max(np.abs(terms), axis=-1, keepdims=True)
     exponent = np.floor(np.log2(np.where(largest > 0, largest, 1.0)))
     unit = np.exp2(exponent - places)
-    kept = np.trunc(terms / unit) * unit
+    kept = (np.floor if floor else np.trunc)(terms / unit) * unit
     return kept.sum(axis=-1).astype(np.float32)
 
 
 def tensor_core_dot(a: np.ndarray, b: np.ndarray, c: np.ndarray | float = 0.0,
-                    places: int = WINDOW_PLACES, k_step: int = K_STEP) -> np.ndarray:
+                    places: int = WINDOW_PLACES, k_step: int = K_STEP,
+                    floor: bool = False) -> np.ndarray:
     """``c + a @ b`` as wgmma accumulates it in order over K, a k32 step at a time
     (:func:`window_step`); ``a`` (M x K) and ``b`` (K x N) hold the operands' exact values."""
     m, k = a.shape
     acc = np.broadcast_to(np.asarray(c, dtype=np.float32), (m, b.shape[1])).copy()
     for start in range(0, k, k_step):
         products = a[:, None, start:start + k_step] * b.T[None, :, start:start + k_step]
-        acc = window_step(acc, products, places)
+        acc = window_step(acc, products, places, floor)
     return acc
