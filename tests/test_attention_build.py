@@ -93,3 +93,35 @@ def test_skip_reasons_when_the_libraries_are_there_but_no_gpu(monkeypatch):
     monkeypatch.setattr(baselines, "_torch_gpu_reason", lambda: "")
     assert baselines.FlashAttention(False).unavailable().startswith(
         "flash_attn is not installed (pip install flash-attn")
+
+
+def test_harness_build_takes_both_kernels_at_their_head_dims_or_the_size_given():
+    """`harness build` (issue 60's done-means): each variant at the first timed size with its
+    own head dim; --size in the kind's named dims; a variant the size does not fit says why."""
+    import json
+    import subprocess
+    import sys
+
+    from conftest import harness_env
+
+    from harness.kernels.registry import PROJECT_ROOT
+
+    def build(*args):
+        done = subprocess.run([sys.executable, "-m", "harness", "build", NAIVE, ONLINE, *args],
+                              capture_output=True, text=True, cwd=PROJECT_ROOT,
+                              env=harness_env(gpu=False), timeout=300)
+        return done.returncode, json.loads(done.stdout) if done.stdout.startswith("[") else done
+
+    rc, rows = build("--json")
+    assert rc == 0, rows
+    by_name = {r["kernel"]: r for r in rows}
+    assert set(by_name) == {"attention_01_naive", "attention_02_online:d64",
+                            "attention_02_online:d128", "attention_02_online:d256"}
+    for name, d in (("attention_02_online:d64", 64), ("attention_02_online:d256", 256)):
+        assert by_name[name]["status"] == "ok" and f"D={d}" in by_name[name]["size"]
+        assert by_name[name]["spill_store_bytes"] == 0
+    rc, rows = build("--json", "--size", "B=2,H=8,S=1000,D=256", "--arch", "sm_80")
+    assert rc == 0, rows  # a variant the size does not fit is skipped, not failed
+    status = {r["kernel"]: r["status"] for r in rows}
+    assert status["attention_02_online:d256"] == "ok"
+    assert status["attention_02_online:d64"] == "skipped"

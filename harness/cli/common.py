@@ -57,8 +57,21 @@ def check_sizes(given) -> None:
         try:
             parse_size(text)
         except HarnessError:
-            if not _dims_size(text):  # a buffers kernel's dims ("1<<28", "4096x1024")
-                raise
+            if not _dims_size(text) and not _named_size(text):
+                raise  # a buffers kernel's dims ("1<<28", "4096x1024"), another kind's names
+
+
+def _named_size(text: str) -> bool:
+    """Whether a kind with named dims (attention's ``B=4,H=16,S=4096,D=128``) reads ``text``."""
+    if "=" not in str(text):
+        return False
+    for kind in kinds.all_kinds():
+        try:
+            kind.read_size(str(text))
+            return True
+        except (HarnessError, ValueError):
+            continue
+    return False
 
 
 def _dims_size(text: str) -> bool:

@@ -172,12 +172,18 @@ def _build_size(args, kernel) -> tuple[int, int, int]:
 
 
 def _build_rows(args, chosen) -> list[dict]:
-    """``build_all`` over ``chosen``, each kernel at its own size (:func:`_build_size`)."""
-    if args.size and len({kernel_sizes.has_own_sizes(k) for k in chosen}) > 1:
-        common.one_size_rank(list(chosen), "build")
-    sizes = [_build_size(args, k) for k in chosen]
+    """``build_all`` over ``chosen``, each kernel at its own size (:func:`_build_size`); a
+    kernel whose kind builds its own (Kind.build_row) by its kind."""
     rows: list[dict | None] = [None] * len(chosen)
-    for size in dict.fromkeys(sizes):
+    for i, kernel in enumerate(chosen):
+        rows[i] = kinds.of(kernel.spec).build_row(kernel, args.arch, args.size,
+                                                  args.compile_limit_s)
+    rest = [k for k, row in zip(chosen, rows, strict=True) if row is None]
+    if args.size and len({kernel_sizes.has_own_sizes(k) for k in rest}) > 1:
+        common.one_size_rank(rest, "build")
+    sizes = [_build_size(args, k) if row is None else None
+             for k, row in zip(chosen, rows, strict=True)]
+    for size in dict.fromkeys(s for s in sizes if s is not None):
         at = [i for i, s in enumerate(sizes) if s == size]
         built = build_all([chosen[i] for i in at], args.arch, size,
                           limit_s=args.compile_limit_s, jobs=args.jobs,

@@ -129,6 +129,13 @@ class Kind(ABC):
         ``occupancy(*size)``."""
         raise HarnessError(f"a {self.name} kernel is loaded by its own measurement")
 
+    def build_row(self, kernel: Any, arch: str, size: str | None,
+                  limit_s: float | None = None) -> dict | None:
+        """``harness build``'s row for ``kernel`` (compiled for ``arch``, its launch predicted
+        at ``size``, the ``--size`` text, or its own default), for a kind that builds its
+        kernels itself; None: the core's build (compiler/offline.py) at the run's slots."""
+        return None
+
     loads_for_the_driver: bool = False
     """Whether :meth:`load` gives what ``harness occupancy`` asks the driver about (its
     ``occupancy(m, n, k)``); a kind without it is predicted offline only."""

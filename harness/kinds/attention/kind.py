@@ -21,10 +21,10 @@ class AttentionKind(Kind):
     dims = problem.DIMS
     square = False
     baselines = BASELINES
-    commands = ("plan",)  # run and check: the issue "Attention on the H100" wires them
+    commands = ("plan", "build")  # run and check: the issue "Attention on the H100" wires them
     own_command = "harness check --plan"
     """What takes an attention kernel today: its battery listed (the API's ``.plan()``
-    alike); the checks on the GPU run through tests/test_attention_gpu.py."""
+    alike) and its build; the checks on the GPU run through tests/test_attention_gpu.py."""
 
     def parse_table(self, table, source, match, path, fail):
         return attention_spec.parse_table(table, source, match, path, fail)
@@ -42,6 +42,23 @@ class AttentionKind(Kind):
                                                     ks.head_dims[0], causal=p.causal)
                               for p in sizes)
         return sizes[:1] if quick else sizes
+
+    def build_row(self, kernel, arch: str, size: str | None, limit_s=None) -> dict:
+        """ptxas's report and the launch at ``size`` (default: the first timed size, at the
+        variant's head dim)."""
+        from harness.kinds.attention import build
+        params = build.params_of(kernel.spec, kernel.variant)
+        if size:
+            chosen = self.read_size(size)
+        else:
+            first = self.default_sizes(kernel.spec)[0]
+            heads = (params.get("HEAD_DIM"), first["D"], *kernel.spec.kind_spec.head_dims)
+            fitting = [AttentionProblem.make(first["B"], first["H"], first["S_q"],
+                                             first["S_kv"], d, causal=first.causal)
+                       for d in dict.fromkeys(h for h in heads if h)]
+            chosen = next((p for p in fitting if build.fits(kernel.spec, p, params)), first)
+        row = build.report_row(kernel.spec, arch, chosen, kernel.variant, limit_s)
+        return {**row, "kernel": kernel.name, "file": str(kernel.spec.path.name)}
 
     def problem_of(self, result) -> Problem:
         dims = getattr(result, "problem", None)
