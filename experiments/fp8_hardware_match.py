@@ -14,14 +14,8 @@ import sys
 
 import numpy as np
 
-from harness.kinds.gemm.fp8.check import (
-    Fp8Gemm,
-    _block_scales,
-    _magnitude,
-    _mismatch,
-    judge,
-    model_output,
-)
+from harness.kinds.gemm.fp8.accumulation import _magnitude, _mismatch, model_output
+from harness.kinds.gemm.fp8.check import Fp8Gemm, _block_scales, judge
 from harness.kinds.gemm.fp8.formats import FORMATS, tensor_core_dot
 from harness.kinds.gemm.numerics import stored, to_float64
 

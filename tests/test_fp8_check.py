@@ -185,12 +185,12 @@ def test_the_walk_taken_in_chunks_of_rows_is_the_walk(monkeypatch, blocked):
     """The walk goes through its K steps a few rows at a time (fp8_check.WALK_CHUNK, so that
     its arrays stay in cache): chunks of one row, of several and the whole output give the
     same walk, block scales and promotions restarting where they should in each chunk."""
-    from harness.kinds.gemm.fp8 import check as fp8_check
+    from harness.kinds.gemm.fp8 import walk as fp8_walk
     g = gemm(512, 5, blocked=blocked, promote=256 if not blocked else None)
-    monkeypatch.setattr(fp8_check, "WALK_CHUNK", 1 << 30)
+    monkeypatch.setattr(fp8_walk, "WALK_CHUNK", 1 << 30)
     whole = walk(g)
     for chunk in (1, 3 * N, 7 * N + 5):
-        monkeypatch.setattr(fp8_check, "WALK_CHUNK", chunk)
+        monkeypatch.setattr(fp8_walk, "WALK_CHUNK", chunk)
         np.testing.assert_allclose(walk(g), whole, rtol=1e-6, atol=0)
     assert whole.shape == (M, N) and (whole > 0).all()
 

@@ -26,13 +26,40 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from harness.bench.threads import host_threads
-from harness.kinds.gemm.chunked import pool
-from harness.kinds.gemm.fp8.formats import FORMATS, K_STEP, WINDOW_PLACES, tensor_core_dot
-from harness.kinds.gemm.numerics import half_ulp, stored, to_float64
+from harness.kinds.gemm.fp8.accumulation import (
+    HW_MISMATCH,
+    LESS_ACCURATE,
+    OTHERWISE,
+    accumulation,
+    model_output,
+)
+from harness.kinds.gemm.fp8.formats import K_STEP
+from harness.kinds.gemm.fp8.gemm import (
+    BLOCK_K,
+    Fp8Gemm,
+    _block_scales,
+    _by_rows,
+    reference,
+    subset,
+)
+from harness.kinds.gemm.fp8.walk import (
+    WALK_CHUNK,
+    _walk,
+    walk,
+    walk_of_sums,
+    walk_sums,
+    walk_with,
+)
+from harness.kinds.gemm.numerics import half_ulp, to_float64
 
-BLOCK_K = 128
-"""The k extent of a block scale (A: 1 x 128 per row, B: 128 x 128)."""
+__all__ = ["BLOCK_K", "HW_MISMATCH", "LESS_ACCURATE", "OTHERWISE", "WALK_CHUNK", "Fp8Gemm",
+           "Fp8Verdict", "accumulation", "check", "judge", "model_output", "reference",
+           "sample", "subset", "walk", "walk_of_sums", "walk_sums", "walk_with", "whole",
+           "_block_scales"]
+"""The FP8 check's API: its own, and its parts' (gemm.py, walk.py, accumulation.py), which
+the runs, tests and experiments import from here."""
+
+NORM_SAFETY = 3.0
 NORM_SAFETY = 3.0
 ELEMENT_SAFETY = 8.0
 FEWER_BITS = 16.0
@@ -40,303 +67,6 @@ FEWER_BITS = 16.0
 with fewer bits than the window (an FP16 accumulator: 3 bits, 8x, fewer); beyond, it is
 wrong."""
 OUTPUTS = ("bf16", "fp32")
-
-
-@dataclass(frozen=True)
-class Fp8Gemm:
-    """One FP8 GEMM's inputs: codes, formats, scales, output type and how the kernel promotes.
-
-    ``scale_a`` and ``scale_b``: floats (per tensor), or arrays of shape (M, K / 128) and (K / 128,
-    N / 128) (per block; B's also (K / 128, N), one per column: :func:`subset`). ``promote``: the
-    products a kernel adds on the tensor core before it promotes into FP32 (a multiple of 32; None:
-    all of K, as per-tensor kernels do; block scales need a promotion at least every 128)."""
-
-    a: np.ndarray
-    b: np.ndarray
-    a_format: str
-    b_format: str
-    scale_a: float | np.ndarray
-    scale_b: float | np.ndarray
-    out: str = "bf16"
-    promote: int | None = None
-
-    @property
-    def blocked(self) -> bool:
-        return np.ndim(self.scale_a) > 0
-
-    def values(self) -> tuple[np.ndarray, np.ndarray]:
-        """A and B's exact values, unscaled."""
-        return FORMATS[self.a_format].decode(self.a), FORMATS[self.b_format].decode(self.b)
-
-    def steps(self) -> int:
-        """Products per run on the tensor core between promotions."""
-        k = self.a.shape[1]
-        run = self.promote or k
-        if self.blocked:
-            run = min(run, BLOCK_K)
-        return run
-
-
-def _block_scales(g: Fp8Gemm, start: int, stop: int, rows: slice = slice(None)
-                  ) -> np.ndarray:
-    """The scale of each output (of ``rows`` only) for the products of k in [start, stop) (one
-    block's)."""
-    if not g.blocked:
-        return np.asarray(float(g.scale_a) * float(g.scale_b))
-    blk = start // BLOCK_K
-    sa = np.asarray(g.scale_a, dtype=np.float64)[rows, blk][:, None]
-    sb = np.asarray(g.scale_b, dtype=np.float64)[blk]
-    if sb.shape[0] != g.b.shape[1]:  # one per 128 columns, not one per column
-        sb = np.repeat(sb, BLOCK_K)[:g.b.shape[1]]
-    return sa * sb[None, :]
-
-
-def reference(g: Fp8Gemm, a: np.ndarray | None = None, b: np.ndarray | None = None
-              ) -> np.ndarray:
-    """D = (A x scales) @ (B x scales) in float64 from the exact values (``a``, ``b``: other
-    values of the operands, for the findings)."""
-    av, bv = g.values()
-    av, bv = (av if a is None else a), (bv if b is None else b)
-    if not g.blocked:
-        return (av @ bv) * float(g.scale_a) * float(g.scale_b)
-    k = av.shape[1]
-    out = np.zeros((av.shape[0], bv.shape[1]))
-    for start in range(0, k, BLOCK_K):
-        stop = min(k, start + BLOCK_K)
-        out += (av[:, start:stop] @ bv[start:stop]) * _block_scales(g, start, stop)
-    return out
-
-
-SPLIT_WORK = 1 << 21
-"""Outputs times k steps from which a walk is taken in blocks of rows on several threads."""
-
-
-def walk(g: Fp8Gemm) -> np.ndarray:
-    """Each output's random walk of the window's truncations (module docstring), in the
-    output's units (its scales applied). In float32, a bound's size needs no more; a large
-    one in blocks of rows on chunked.py's threads (numpy lets go of the GIL): the walk over
-    K / 32 steps of the whole output is most of a check's host time."""
-    return np.vstack(_by_rows(g, _walk))
-
-
-def _rows(g: Fp8Gemm, lo: int, hi: int) -> Fp8Gemm:
-    """Rows [lo, hi) of ``g``'s output: A's rows and, per block, their scales."""
-    return replace(g, a=g.a[lo:hi], scale_a=g.scale_a[lo:hi] if g.blocked else g.scale_a)
-
-
-def _by_rows(g: Fp8Gemm, work, *arrays: np.ndarray) -> list:
-    """``work(rows of g, rows of each array)`` over blocks of the output's rows, on chunked.py's
-    threads where the output is large enough (one block otherwise), in row order."""
-    m, k = g.a.shape
-    blocks = min(host_threads(), m // 32)
-    if m * g.b.shape[1] * -(-k // K_STEP) < SPLIT_WORK or blocks < 2:
-        return [work(g, *arrays)]
-    edges = np.linspace(0, m, blocks + 1).astype(int)
-    spans = list(zip(edges[:-1], edges[1:], strict=True))
-    return list(pool().map(lambda span: work(_rows(g, *span),
-                                             *(x[span[0]:span[1]] for x in arrays)), spans))
-
-
-WALK_CHUNK = 1 << 15
-"""Outputs per chunk of rows of a walk: its five working arrays (float32) stay in a core's
-cache through the K steps, where a block of a thread's rows at once streamed them from memory
-in every step (7 passes a step: 99 s of thread time over the two FP8 files' rows, issue 37)."""
-
-
-def _walk(g: Fp8Gemm) -> np.ndarray:
-    return walk_of_sums(g, walk_sums(g))
-
-
-def walk_sums(g: Fp8Gemm) -> np.ndarray:
-    """Each output's float32 sum over k32 steps of (scale M_j)^2 on the host, the scale
-    applied per block (:func:`walk_of_sums` makes the walk of it); by chunks of rows that stay
-    in a core's cache (:data:`WALK_CHUNK`)."""
-    av, bv = (x.astype(np.float32) for x in g.values())
-    (m, k), n = av.shape, bv.shape[1]
-    run = g.steps()
-    steps = -(-k // K_STEP)
-    # each step's largest |A| per row and |B| per column, for all steps at once
-    pad = steps * K_STEP - k
-    a_max = np.abs(np.pad(av, ((0, 0), (0, pad)))).reshape(m, steps, K_STEP).max(axis=2)
-    b_max = np.abs(np.pad(bv, ((0, pad), (0, 0)))).reshape(steps, K_STEP, n).max(axis=1)
-    var = np.empty((m, n), dtype=np.float32)
-    rows = max(1, WALK_CHUNK // max(n, 1))
-    shape = (min(rows, m), n)
-    partial, step, product = (np.empty(shape, dtype=np.float32) for _ in range(3))
-    for lo in range(0, m, rows):
-        hi = min(m, lo + rows)
-        v, p, st, pr = var[lo:hi], partial[:hi - lo], step[:hi - lo], product[:hi - lo]
-        v[:] = 0.0
-        scale = None
-        for j, start in enumerate(range(0, k, K_STEP)):
-            stop = min(k, start + K_STEP)
-            if start % run == 0:
-                p[:] = 0.0  # promoted: the tensor core starts again from zero
-            if g.blocked and start % BLOCK_K == 0:  # a block's scales, once per block
-                scale = _block_scales(g, start, stop, slice(lo, hi)).astype(np.float32)
-            np.multiply(a_max[lo:hi, j, None], b_max[None, j], out=st)
-            np.abs(p, out=pr)
-            np.maximum(st, pr, out=st)
-            if scale is not None:
-                st *= scale
-            np.multiply(st, st, out=st)
-            v += st
-            np.matmul(av[lo:hi, start:stop], bv[start:stop], out=pr)
-            p += pr
-    return var
-
-
-def walk_of_sums(g: Fp8Gemm, var: np.ndarray) -> np.ndarray:
-    """The walk from each output's sum over steps of (scale M_j)^2 (``var``, float32, the
-    scale applied per block; per tensor, here): the module docstring's formula, its factor
-    and square root in float64 (also the GPU's sums, harness/gpu/fp8_walk.py)."""
-    factor = 11.0 * ((1 + 2.0 ** -6) * 2.0 ** -WINDOW_PLACES) ** 2
-    if not g.blocked:
-        factor *= float(_block_scales(g, 0, g.a.shape[1])) ** 2
-    return np.sqrt(var.astype(np.float64) * factor)
-
-
-def walk_with(g: Fp8Gemm, sums) -> np.ndarray:
-    """:func:`walk` of ``g`` with its sums made by ``sums`` (the GPU's:
-    harness/gpu/fp8_walk.Fp8WalkKernels.sums), from the codes, each format's 256 values, the
-    promotion run and, per block, the scales."""
-    scales = (g.scale_a, g.scale_b) if g.blocked else (None, None)
-    return walk_of_sums(g, sums(g.a, g.b, FORMATS[g.a_format].values,
-                                FORMATS[g.b_format].values, g.steps(), *scales))
-
-
-def model_output(g: Fp8Gemm, places: int = WINDOW_PLACES,
-                 runs: list[tuple[int, int]] | None = None, floor: bool = False) -> np.ndarray:
-    """What a right kernel stores (the window's model; ``places``: another window, for the
-    tests), in the output type's exact values. ``runs``: the k ranges added on the tensor core
-    before each promotion into FP32, in the order they are added (default: ``g``'s promotion
-    runs from k = 0); ``floor``: terms truncated toward minus infinity (formats.window_step)."""
-    av, bv = g.values()
-    k = av.shape[1]
-    if runs is None:
-        run = g.steps()
-        runs = [(start, min(k, start + run)) for start in range(0, k, run)]
-    acc = np.zeros((av.shape[0], bv.shape[1]), dtype=np.float32)
-    for start, stop in runs:
-        part = tensor_core_dot(av[:, start:stop], bv[start:stop], places=places,
-                               floor=floor)
-        scales = (_block_scales(g, start, stop) if g.blocked else np.asarray(1.0))
-        acc = (acc + part.astype(np.float64) * scales).astype(np.float32)
-    if not g.blocked:
-        acc = (acc.astype(np.float64) * float(g.scale_a) * float(g.scale_b)).astype(np.float32)
-    return to_float64(stored(acc, g.out), g.out)
-
-
-HW_SAMPLE = 32
-"""Rows and columns (each, at random) of the outputs compared with the tensor core's own sums
-(:func:`accumulation`): 1024 outputs, some 0.1 s of host time at K = 4096."""
-HW_SLACK = 2.0 ** -20
-"""An output matches a model of its sums where it is within this share of sum |a b| (the
-scales applied) of the model's: FP32's rounding in another order of the same runs is some
-2^-24 of it, and an output type's rounding in the other direction 2^-8 of the output or more."""
-HW_MISMATCH = 0.02
-"""The share of the sampled outputs that may differ from a model and still match it. A right
-kernel differs in none (simulated: k order, split-K at tile boundaries, per tensor and block
-scales, BF16 and FP32 outputs); a 13-bit window in 12-15% (BF16) and 93-98% (FP32), an FP16
-register restarted every 64 k in 10-16% and 95-98%, no promotion where 128 was declared in
-7-35% and 86-99% (experiments/fp8_hardware_match.py; notes/verification.md, "FP8 against the
-hardware")."""
-LESS_ACCURATE = "less accurate than the tensor core's FP8 accumulation"
-OTHERWISE = "not the tensor core's accumulation"
-
-
-def _runs_candidates(k: int, run: int) -> list[tuple[str, list[tuple[int, int]]]]:
-    """The promotion runs a right kernel may use, as accurate as ``run`` (the declared) or
-    more: shorter runs from k = 0, and K split into 2-8 parts of whole tiles of 32-256 k (each
-    part's runs from its start, the parts added in order: split-K, as 22 and 20:n128k2)."""
-    found, seen = [], set()
-
-    def add(name, runs):
-        key = tuple(runs)
-        if key not in seen:
-            seen.add(key)
-            found.append((name, runs))
-
-    add(f"promote = {run}" if run < k else "no promotion",
-        [(s, min(k, s + run)) for s in range(0, k, run)])
-    shorter = run // 2
-    while shorter >= K_STEP:
-        add(f"promote = {shorter}", [(s, min(k, s + shorter)) for s in range(0, k, shorter)])
-        shorter //= 2
-    for tile in (32, 64, 128, 256):
-        for parts in range(2, 9):
-            per = math.ceil(math.ceil(k / tile) / parts) * tile
-            edges = [(s, min(k, s + per)) for s in range(0, k, per)]
-            if len(edges) < 2:
-                continue
-            add(f"split-K into {len(edges)} parts of {per} k",
-                [(s, min(e, s + run)) for lo, e in edges for s in range(lo, e, run)])
-    return found
-
-
-def _magnitude(g: Fp8Gemm) -> np.ndarray:
-    """Each output's sum of |a b| with its scales' magnitudes."""
-    av, bv = g.values()
-    mags = replace(g, scale_a=np.abs(g.scale_a), scale_b=np.abs(g.scale_b))
-    return reference(mags, np.abs(av), np.abs(bv))
-
-
-def _mismatch(out: np.ndarray, model: np.ndarray, magnitude: np.ndarray) -> float:
-    return float(np.mean(~(np.abs(out - model) <= HW_SLACK * magnitude)))
-
-
-def accumulation(g: Fp8Gemm, out: np.ndarray, seed: int = 0, ref: np.ndarray | None = None
-                 ) -> tuple[bool, str, str]:
-    """Whether ``out`` (``g``'s output, exact values) holds the sums a right kernel makes:
-    on HW_SAMPLE random rows by as many columns (from ``seed``), it matches (HW_MISMATCH) the
-    tensor core's window summed in runs as accurate as the declared promotion or more
-    (:func:`_runs_candidates`; terms truncated toward zero, or toward minus infinity: the
-    H100's probes have not yet had mixed signs), or FP32 sums of the exact products (a kernel
-    on the CUDA cores). Returned: (it does, the finding, the story). The norm bound cannot
-    tell these apart: an FP16 register restarted every 64 k, a 13-bit window or no promotion
-    where 128 was declared stayed within 0.15-0.22 of it (issue 57); their sums are not the
-    tensor core's, and show in the outputs at every K."""
-    m, n = out.shape
-    k = g.a.shape[1]
-    rng = np.random.default_rng([seed, m, n, k, 0x8A])
-    rows = np.sort(rng.choice(m, size=min(m, HW_SAMPLE), replace=False))
-    cols = np.sort(rng.choice(n, size=min(n, HW_SAMPLE), replace=False))
-    part = Fp8Gemm(g.a[rows], g.b[:, cols], g.a_format, g.b_format,
-                   *subset((g.scale_a, g.scale_b), rows, cols, n), g.out, g.promote)
-    got = out[np.ix_(rows, cols)]
-    magnitude = _magnitude(part)
-    candidates = _runs_candidates(k, part.steps())
-    declared_name, declared_runs = candidates[0]
-    declared = model_output(part, runs=declared_runs)
-    share = _mismatch(got, declared, magnitude)
-    exact = reference(part) if ref is None else ref[np.ix_(rows, cols)]
-
-    def models():
-        yield model_output(part, runs=declared_runs, floor=True)
-        yield to_float64(stored(exact, g.out), g.out)  # FP32 sums of the exact products
-        for floor in (False, True):
-            for _, runs in candidates[1:]:
-                yield model_output(part, runs=runs, floor=floor)
-
-    if share <= HW_MISMATCH or any(_mismatch(got, x, magnitude) <= HW_MISMATCH
-                                   for x in models()):
-        return True, "ok", "ok"
-    near = [(f"a {places + 1}-bit window", places, declared_runs)
-            for places in (WINDOW_PLACES - 2, WINDOW_PLACES - 1)]
-    if declared_runs != [(0, k)]:
-        near.append(("no promotion", WINDOW_PLACES, [(0, k)]))
-    near = [(nm + (" (toward minus infinity)" if floor else ""),
-             model_output(part, places, runs, floor))
-            for nm, places, runs in near for floor in (False, True)]
-    name, nearest = min(((nm, _mismatch(got, x, magnitude)) for nm, x in near),
-                        key=lambda item: item[1])
-    finding = (LESS_ACCURATE if np.linalg.norm(got - exact) > np.linalg.norm(declared - exact)
-               else OTHERWISE)
-    return False, finding, (
-        f"{finding}: {share:.0%} of {got.size} sampled outputs differ from the tensor core's "
-        f"sums with {declared_name} (a right kernel: none; at most {HW_MISMATCH:.0%}), and "
-        f"they are no FP32 sums of the exact products, nor a shorter promotion or a split of "
-        f"K; nearest: {name} ({nearest:.0%} differ)")
 
 
 @dataclass(frozen=True)
@@ -453,18 +183,6 @@ SAMPLED_NORM_SLACK = 1.5
 """The whole output's error norm may be this many times the sample's bound scaled to the
 whole (sqrt of the outputs' ratio): the sample's norm estimates the whole's within a few
 percent at 256 x 256, so only a kernel wrong outside the sample gets near it."""
-
-
-def subset(scales: tuple, rows: np.ndarray, cols: np.ndarray, n: int) -> tuple:
-    """The scales of the outputs at ``rows`` x ``cols`` of an N-wide output: per tensor as
-    they are; per block, A's rows and B's per column (K / 128 x len(cols))."""
-    sa, sb = scales
-    if not np.ndim(sa):
-        return sa, sb
-    sb = np.asarray(sb, dtype=np.float64)
-    if sb.shape[1] != n:
-        sb = np.repeat(sb, BLOCK_K, axis=1)[:, :n]
-    return np.asarray(sa, dtype=np.float64)[rows], sb[:, cols]
 
 
 def whole(m: int, n: int, k: int) -> bool:
