@@ -11,6 +11,7 @@
 #            ceiling; attention's plan (the one command its kind takes)
 #   gpu-rest the GPU tests outside tests/test_gpu.py;  gpu-main  tests/test_gpu.py
 #   cpu      the tests without the gpu marker
+#   fp8probe the wgmma FP8 probe with mixed signs (which way a negative term is truncated)
 # Logs (first lines: date, GPU, driver, command, commit) under $OUT; reports in $OUT/rep.tgz.
 set -uo pipefail
 OUT=${OUT:-/tmp/out}
@@ -94,6 +95,13 @@ for step in "$@"; do
         timeout 560 $PYTEST -n 16 -m "not gpu" 2>&1 | quiet
         echo "pytest rc=${PIPESTATUS[0]}"; } > "$OUT/pytest-cpu.log" 2>&1
       tail -3 "$OUT/pytest-cpu.log" ;;
+    fp8probe)
+      { header "python3 experiments/fp8_accumulation.py (issue 57: mixed signs)"
+        timeout 120 python3 experiments/fp8_accumulation.py "$OUT/fp8-accumulation.json"
+        echo "rc=$?"; } > "$OUT/fp8-accumulation.log" 2>&1
+      grep -c "model: toward zero" "$OUT/fp8-accumulation.log"
+      grep -E "mixed_signs|c_negative" "$OUT/fp8-accumulation.log" | head -4
+      tail -1 "$OUT/fp8-accumulation.log" ;;
     *) echo "unknown step: $step" >&2; exit 2 ;;
   esac
   tar czf "$OUT/rep.tgz" -C "$REP" . 2>/dev/null

@@ -149,3 +149,47 @@ def test_encode_looks_up_exact_values_and_rounds_the_rest_alike(name):
     assert fmt.encode(np.float64(-0.0)) == 0x80 and fmt.encode(np.float64(0.0)) == 0
     nearest = np.abs(fmt.decode(fmt.encode(thirds)) - thirds) <= (grid[1:] - grid[:-1]) / 2
     assert nearest.all()
+
+
+def _mixed_sign_log() -> str | None:
+    """The text of a committed probe log with the mixed-sign probes (issue 57), if any."""
+    import gzip
+    logs = sorted((ROOT / "reports" / "h100").glob("fp8-accumulation-*.log*"),
+                  key=lambda p: p.stat().st_mtime)
+    for path in reversed(logs):
+        text = (gzip.open(path, "rt").read() if path.suffix == ".gz" else path.read_text())
+        if " mixed_signs " in text:
+            return text
+    return None
+
+
+def test_negative_terms_are_truncated_one_way_the_model_names():
+    """The mixed-sign probes (8 x 2^8 beside 24 negative small products; C = -(1 + 2^-q)):
+    every output the H100 gave is the model's with terms truncated toward zero, or every one
+    toward minus infinity (formats.window_step's ``floor``): one of the two the FP8 check
+    accepts (fp8/accumulation.py)."""
+    text = _mixed_sign_log()
+    if text is None:
+        pytest.skip("no probe log with mixed signs committed yet (experiments/wave61.sh "
+                    "fp8probe)")
+    probe = _probe()
+    got = re.compile(r"\bgot (\S+)")
+    agree = {False: True, True: True}
+    count = 0
+    for kind in probe.KINDS:
+        cases = [c for c in probe.cases(kind) if c["probe"] in MIXED_SIGNS]
+        lines = [line for line in text.splitlines()
+                 if line.startswith(f"{kind} ") and line.split()[1] in MIXED_SIGNS]
+        assert len(lines) == len(cases), (kind, len(lines), len(cases))
+        for case, line in zip(cases, lines, strict=True):
+            gpu = float(got.search(line)[1])
+            fmt = FORMATS[kind]
+            row = np.repeat(fmt.decode(np.array(case["a"], dtype=np.uint8))[None, :], 8,
+                            axis=0).ravel()
+            products = (row * fmt.values[case["b"]])[None, :]
+            for floor in (False, True):
+                model = window_step(np.array([case["c"]], dtype=np.float32), products,
+                                    floor=floor)[0]
+                agree[floor] &= float(model) == gpu
+            count += 1
+    assert count > 0 and (agree[False] or agree[True]), agree
