@@ -68,6 +68,7 @@ for step in "$@"; do
             "check 19_wgmma_epi_bf16:s4e64" "check cu/memory/sum_07_tuned.cu" \
             "check --plan 19_wgmma_epi_bf16:s4e64" \
             "check --plan cu/attention/attention_02_online.cu" \
+            "build cu/attention/attention_01_naive.cu cu/attention/attention_02_online.cu" \
             "tune 03_smem_tiled --size 1024 --param TILE=16,32 --gpus 0" \
             "tune cu/memory/sum_07_tuned.cu --size 1<<26 --param THREADS=256,512 --param UNROLL=4 --param BPS=4 --param WAVES=1 --param CHUNKED=1 --gpus 0" \
             "profile 19_wgmma_epi_bf16:s4e64 --size 2048" \
