@@ -8,7 +8,7 @@
 #   compare  the tensor-core rows of the main job at 4096, interleaved (its 2% yardstick)
 #   ladders  the sum and softmax ladders and the example (their figures against 7328d84's)
 #   kinds    run, compare, check, tune --gpus, profile on a GEMM and a buffers kernel; the
-#            ceiling; attention's plan (the one command its kind takes)
+#            ceiling; attention's plan and build (the commands its kind takes)
 #   gpu-rest the GPU tests outside tests/test_gpu.py;  gpu-main  tests/test_gpu.py
 #   cpu      the tests without the gpu marker
 #   fp8probe the wgmma FP8 probe with mixed signs (which way a negative term is truncated)
