@@ -228,7 +228,7 @@ def test_a_replay_is_named_however_far_back_the_result_it_returns_was_computed()
     b3a8285: primer_replay, failing, was named only by the state it keeps): the output is
     compared with the products of the contents drawn before its own, as far back as
     REPLAY_WORK allows."""
-    from harness.kinds.gemm import capture
+    from harness.kinds.gemm import capture, kept_checks
     k, rows, cols = 32, np.arange(8), np.arange(8)
 
     def drawn(content):
@@ -248,13 +248,13 @@ def test_a_replay_is_named_however_far_back_the_result_it_returns_was_computed()
 
     def named(source):
         a, b = drawn(source)
-        return capture._replayed(timed, initial, one, a @ b, rows, cols)
+        return kept_checks._replayed(timed, initial, one, a @ b, rows, cols)
 
     assert named(299) == "the inputs of the repetition before it"
     assert named(298) == "the inputs its placement held before"
     assert named(40) == "the inputs drawn 260 draws before its own"
     assert named(301) == ""  # a later content is no replay
-    timed.k = capture.REPLAY_WORK  # so deep that the work allows the fewest: 64 draws back
+    timed.k = kept_checks.REPLAY_WORK  # so deep that the work allows the fewest: 64 draws back
     assert named(300 - 64) == "the inputs drawn 64 draws before its own"
     assert named(300 - 65) == ""
 
