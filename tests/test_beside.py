@@ -126,7 +126,8 @@ def test_inputs_drawn_beside_are_the_inputs_drawn_in_place(monkeypatch):
     import numpy as np
 
     from harness.kernels.registry import discover, select
-    from harness.kinds.gemm import checks, contents, numerics, operands
+    from harness.kinds.gemm import contents, numerics, operands
+    from harness.kinds.gemm.battery import prefetch_battery
     from harness.kinds.gemm.plan import STALE_C, plan
 
     monkeypatch.setattr(operands, "_PENDING", {})
@@ -144,7 +145,7 @@ def test_inputs_drawn_beside_are_the_inputs_drawn_in_place(monkeypatch):
     assert not operands._PENDING  # taken
 
     battery = plan(kernel)
-    checks.prefetch_battery(spec, battery, 5, pool)
+    prefetch_battery(spec, battery, 5, pool)
     for planned in battery.checks:
         seed = contents.derive(5, planned.seed)
         keys = [operands._host_key(*planned.shape, spec.precision, s, planned.beta != 0.0,

@@ -33,7 +33,7 @@ def test_per_tensor_and_block_scales_do_not_share_a_reference():
     per block, draw the same codes and different scales: a large reference (kept for every
     kernel on the same inputs) is each one's own. Sharing one, block-scaled rung 21's check
     at 1999 x 4208 x 208 read rung 20's product once the check took the reference given."""
-    from harness.kinds.gemm import checks
+    from harness.kinds.gemm import references
     m, n, k = 1024, 1024, 40  # m n >= 2^20: kept beside the operands' key, not with them
     refs = []
     for scales in ("tensor", "block"):
@@ -44,7 +44,7 @@ def test_per_tensor_and_block_scales_do_not_share_a_reference():
                               kinds=("e4m3", "e4m3"))
         gemm = SimpleNamespace(kernel=SimpleNamespace(spec=SimpleNamespace(
             precision="fp8", c_type="bf16", fp8=spec)))
-        ref, _ = checks.reference_of(gemm, ops, 5, 1.0, 0.0)
+        ref, _ = references.reference_of(gemm, ops, 5, 1.0, 0.0)
         np.testing.assert_allclose(ref, a64 @ b64, rtol=1e-12)
         refs.append(ref)
     assert not np.allclose(refs[0], refs[1])

@@ -40,12 +40,13 @@ from harness.gpu.cublas import compute_name, library_name, scheme_via
 from harness.gpu.timing import ISOLATED_MAX_REPS, Timing, TimingOptions
 from harness.kernels.registry import Kernel
 from harness.kinds.gemm import capture, kept_checks, limits, operands
-from harness.kinds.gemm.checks import kernel_checks, known_of
+from harness.kinds.gemm.battery import kernel_checks
 from harness.kinds.gemm.gemm import LoadedGemm
 from harness.kinds.gemm.launches import kernel_timed
 from harness.kinds.gemm.numerics import CheckResult
 from harness.kinds.gemm.plan import plan
 from harness.kinds.gemm.prepared import Prepared, Ready
+from harness.kinds.gemm.references import known_of
 from harness.kinds.gemm.timed_checks import (
     Pending,
     finished,

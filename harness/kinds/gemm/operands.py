@@ -423,7 +423,7 @@ def reference(ops: Operands, key: tuple, alpha: float, beta: float,
     """The float64 reference and its error scale (numerics.error_scale, what the tolerance is
     measured in), reused by every kernel checked on the same inputs (same shape, seed and
     precision give the same operands) at large sizes: at 8192 each costs seconds. ``engine``
-    computes them instead of numpy (checks.reference_of passes the session's GPU for large
+    computes them instead of numpy (references.reference_of passes the session's GPU for large
     ones); the cache keeps either, since they differ by float64 rounding only."""
     with PHASES("references"):
         if ops.m * ops.n < 1 << 20:  # kept with its operands (a check's repeats, a probe)
