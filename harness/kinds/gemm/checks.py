@@ -2,7 +2,7 @@
 
 Each check draws fresh inputs from a seed, fills C with the sentinel (beta = 0) or random start
 values (beta != 0) and a guard past its end, launches once and compares with float64
-(numerics.compare names the finding: unwritten, non-finite, wrong values, ignores beta, ignores
+(comparison.compare names the finding: unwritten, non-finite, wrong values, ignores beta, ignores
 alpha). A check may run the same launch again on the same inputs: identical runs must agree bit for
 bit (a race; a kernel that keeps state between launches; a nondeterministic kernel that did not say
 so), on an idle GPU and behind a crowd that holds most of its SMs (gpu/crowd.py). The guard after C
