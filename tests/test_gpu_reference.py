@@ -19,7 +19,7 @@ from harness.gpu import cublas as cublas_mod
 from harness.gpu import reference
 from harness.gpu.cublas import Cublas
 from harness.gpu.reference import MIN_MNK, reference_and_scale
-from harness.kinds.gemm import numerics, operands, references
+from harness.kinds.gemm import host_values, numerics, operands, references
 
 SHAPES = [(5, 7, 3), (37, 45, 29), (16, 80, 32), (1, 9, 4), (64, 1, 8)]
 
@@ -449,8 +449,8 @@ def _fp8_ops(m, n, k, scales="tensor"):
     from harness.kernels.fp8_spec import Fp8Spec
 
     spec = Fp8Spec("e4m3", "e5m2", scales, 128 if scales == "block" else None)
-    (a, a64, b, b64, _, _, drawn), _ = operands._host_operands(m, n, k, "fp8", 5, False,
-                                                             "bf16", fp8=spec)
+    (a, a64, b, b64, _, _, drawn), _ = host_values.of(m, n, k, "fp8", 5, False, "bf16",
+                                                      fp8=spec)
     ops = SimpleNamespace(m=m, n=n, k=k, a64=a64, b64=b64, c64=None, draw="uniform",
                           kinds=("e4m3", "e5m2"), fp8=spec, codes=(a, b), scales=drawn)
     gemm = SimpleNamespace(kernel=SimpleNamespace(spec=SimpleNamespace(

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from harness.gpu import reference as gpu_reference
 from harness.gpu.crowd import Crowd
 from harness.gpu.driver import Stream
-from harness.kinds.gemm import contents, operands
+from harness.kinds.gemm import contents, host_values
 from harness.kinds.gemm.checks import (
     NONDETERMINISTIC,
     check_launched,
@@ -112,7 +112,7 @@ def prefetch_battery(spec, battery: Plan, run_seed: int, executor: Executor) -> 
         ref = (alpha, beta) if m * n * k < gpu_reference.MIN_MNK and planned.kind != READS_C \
             else None
         draw = "wide" if planned.kind == WIDE else "uniform"
-        operands.prefetch(executor, spec, m, n, k, seed, beta != 0.0, draw, ref)
+        host_values.prefetch(executor, spec, m, n, k, seed, beta != 0.0, draw, ref)
         if planned.kind == STALE_C:  # its second launch's inputs
-            operands.prefetch(executor, spec, m, n, k, seed + 1000, False, draw, ref)
+            host_values.prefetch(executor, spec, m, n, k, seed + 1000, False, draw, ref)
 

@@ -34,8 +34,9 @@ from harness.kinds.gemm.baselines import CublasGemm
 from harness.kinds.gemm.capture import FRESH_SOURCE, FreshKernels, TimedOutputs
 from harness.kinds.gemm.contents import content_key
 from harness.kinds.gemm.gemm import LoadedGemm
+from harness.kinds.gemm.host_values import prefetch
 from harness.kinds.gemm.limits import Limits
-from harness.kinds.gemm.operands import Operands, for_kernel, fp8_key, prefetch
+from harness.kinds.gemm.operands import Operands, for_kernel, fp8_key
 
 SOURCES = (FRESH_SOURCE, REFERENCE_SOURCE, FP8_WALK_SOURCE, SUMS_SOURCE)
 """The GEMM part's own kernels, built beside a session's start-up (BenchSession ``ahead``)."""
