@@ -126,32 +126,33 @@ def test_inputs_drawn_beside_are_the_inputs_drawn_in_place(monkeypatch):
     import numpy as np
 
     from harness.kernels.registry import discover, select
-    from harness.kinds.gemm import checks, contents, numerics, operands
+    from harness.kinds.gemm import contents, host_values, numerics
+    from harness.kinds.gemm.battery import prefetch_battery
     from harness.kinds.gemm.plan import STALE_C, plan
 
-    monkeypatch.setattr(operands, "_PENDING", {})
+    monkeypatch.setattr(host_values, "_PENDING", {})
     pool = ThreadPoolExecutor(max_workers=1)
     (kernel,) = select(discover(), ["03_smem_tiled:t32"])
     spec = kernel.spec
-    operands.prefetch(pool, spec, 37, 45, 29, 11, True, "uniform", (0.5, 2.0))
-    (a, a64, b, b64, c, c64, _), refs = operands._host_operands(
+    host_values.prefetch(pool, spec, 37, 45, 29, 11, True, "uniform", (0.5, 2.0))
+    (a, a64, b, b64, c, c64, _), refs = host_values.of(
         37, 45, 29, spec.precision, 11, True, spec.c_type, "uniform")
-    drawn = operands._drawn(37, 45, 29, spec.precision, 11, True, spec.c_type, "uniform", None)
+    drawn = host_values._drawn(37, 45, 29, spec.precision, 11, True, spec.c_type, "uniform", None)
     for got, want in zip((a, a64, b, b64, c, c64), drawn[:6], strict=True):
         np.testing.assert_array_equal(got, want)
     ref, scale = refs[0.5, 2.0]
     np.testing.assert_array_equal(ref, numerics.reference(a64, b64, 0.5, 2.0, c64))
-    assert not operands._PENDING  # taken
+    assert not host_values._PENDING  # taken
 
     battery = plan(kernel)
-    checks.prefetch_battery(spec, battery, 5, pool)
+    prefetch_battery(spec, battery, 5, pool)
     for planned in battery.checks:
         seed = contents.derive(5, planned.seed)
-        keys = [operands._host_key(*planned.shape, spec.precision, s, planned.beta != 0.0,
-                                   spec.c_type, "wide" if planned.kind == "wide exponents"
-                                   else "uniform", None)
+        keys = [host_values._host_key(*planned.shape, spec.precision, s, planned.beta != 0.0,
+                                      spec.c_type, "wide" if planned.kind == "wide exponents"
+                                      else "uniform", None)
                 for s in ((seed, seed + 1000) if planned.kind == STALE_C else (seed,))]
-        assert all(key in operands._PENDING for key in keys), planned
+        assert all(key in host_values._PENDING for key in keys), planned
 
 
 class _Device:
@@ -228,7 +229,7 @@ def test_a_replay_is_named_however_far_back_the_result_it_returns_was_computed()
     b3a8285: primer_replay, failing, was named only by the state it keeps): the output is
     compared with the products of the contents drawn before its own, as far back as
     REPLAY_WORK allows."""
-    from harness.kinds.gemm import capture
+    from harness.kinds.gemm import capture, kept_checks
     k, rows, cols = 32, np.arange(8), np.arange(8)
 
     def drawn(content):
@@ -248,13 +249,13 @@ def test_a_replay_is_named_however_far_back_the_result_it_returns_was_computed()
 
     def named(source):
         a, b = drawn(source)
-        return capture._replayed(timed, initial, one, a @ b, rows, cols)
+        return kept_checks._replayed(timed, initial, one, a @ b, rows, cols)
 
     assert named(299) == "the inputs of the repetition before it"
     assert named(298) == "the inputs its placement held before"
     assert named(40) == "the inputs drawn 260 draws before its own"
     assert named(301) == ""  # a later content is no replay
-    timed.k = capture.REPLAY_WORK  # so deep that the work allows the fewest: 64 draws back
+    timed.k = kept_checks.REPLAY_WORK  # so deep that the work allows the fewest: 64 draws back
     assert named(300 - 64) == "the inputs drawn 64 draws before its own"
     assert named(300 - 65) == ""
 

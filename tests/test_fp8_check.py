@@ -195,7 +195,7 @@ def test_the_walk_taken_in_chunks_of_rows_is_the_walk(monkeypatch, blocked):
     assert whole.shape == (M, N) and (whole > 0).all()
 
 
-# ---- a walk made elsewhere (the GPU's: harness/gpu/fp8_walk.py, checks.walk_of) --------------
+# ---- a walk made elsewhere (the GPU's: harness/gpu/fp8_walk.py, references.walk_of) ----------
 
 
 def numpy_sums(a, b, table_a, table_b, run, scale_a=None, scale_b=None):

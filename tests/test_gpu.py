@@ -13,7 +13,8 @@ from harness.errors import LaunchError
 from harness.gpu.driver import Buffer, Stream
 from harness.gpu.timing import TimingOptions
 from harness.kernels.registry import discover, select
-from harness.kinds.gemm.checks import READS_C_NOTE, check_one, kernel_checks
+from harness.kinds.gemm.battery import READS_C_NOTE, kernel_checks
+from harness.kinds.gemm.checks import check_one
 from harness.kinds.gemm.plan import FP8_WIDE_REASON, WIDE, plan
 from harness.run.runner import RunOptions, run
 

@@ -19,7 +19,7 @@ from harness.gpu import cublas as cublas_mod
 from harness.gpu import reference
 from harness.gpu.cublas import Cublas
 from harness.gpu.reference import MIN_MNK, reference_and_scale
-from harness.kinds.gemm import checks, numerics, operands
+from harness.kinds.gemm import host_values, numerics, operands, references
 
 SHAPES = [(5, 7, 3), (37, 45, 29), (16, 80, 32), (1, 9, 4), (64, 1, 8)]
 
@@ -284,7 +284,7 @@ def test_a_refused_reference_allocates_nothing_and_a_failed_one_frees_what_it_to
 
 @pytest.fixture
 def engines(monkeypatch):
-    monkeypatch.setattr(checks, "_GPU_REFERENCES", [None])
+    monkeypatch.setattr(references, "_GPU_REFERENCES", [None])
     monkeypatch.setattr(operands, "_REFERENCES", {})
 
 
@@ -311,37 +311,37 @@ def test_the_gpu_takes_references_from_the_threshold_on(engines):
     calls = []
     engine = _recording(calls)
     assert MIN_MNK == 1 << 27
-    assert checks.reference_engine(512, 512, 512) is None  # no session: the host
-    checks.set_gpu_references(engine)
-    assert checks.reference_engine(512, 512, 512) is engine
-    assert checks.reference_engine(8, 8, 1 << 21) is engine
-    assert checks.reference_engine(512, 512, 511) is None
-    assert checks.reference_engine(1024, 1024, 2) is None
+    assert references.reference_engine(512, 512, 512) is None  # no session: the host
+    references.set_gpu_references(engine)
+    assert references.reference_engine(512, 512, 512) is engine
+    assert references.reference_engine(8, 8, 1 << 21) is engine
+    assert references.reference_engine(512, 512, 511) is None
+    assert references.reference_engine(1024, 1024, 2) is None
     large = _ops(512, 512, 512, with_c=True)
-    ref, scale = checks.reference_of(_gemm(), large, 9, 0.75, -0.5)
+    ref, scale = references.reference_of(_gemm(), large, 9, 0.75, -0.5)
     assert np.all(ref == 7.0) and np.all(scale == 3.0)  # the engine's
     ((a64, b64, alpha, beta, c64),) = calls
     assert (a64 is large.a64 and b64 is large.b64 and c64 is large.c64
             and (alpha, beta) == (0.75, -0.5))
     small = _ops(512, 511, 512)
-    ref, scale = checks.reference_of(_gemm(), small, 9, 1.0, 0.0)
+    ref, scale = references.reference_of(_gemm(), small, 9, 1.0, 0.0)
     assert len(calls) == 1 and np.array_equal(ref, small.a64 @ small.b64)
     assert np.array_equal(scale, numerics.error_scale(small.a64, small.b64, 1.0, 0.0, None))
 
 
 def test_without_an_engine_every_reference_is_the_hosts(engines):
     large = _ops(512, 512, 512, with_c=True)
-    ref, scale = checks.reference_of(_gemm(), large, 9, 0.75, -0.5)
+    ref, scale = references.reference_of(_gemm(), large, 9, 0.75, -0.5)
     assert np.array_equal(ref, numerics.reference(large.a64, large.b64, 0.75, -0.5, large.c64))
     assert np.array_equal(scale, numerics.error_scale(large.a64, large.b64, 0.75, -0.5,
                                                       large.c64))
 
 
 def test_a_large_reference_through_the_fake_gpu_is_numpys_and_cached_once(engines, blas):
-    checks.set_gpu_references(partial(reference_and_scale, blas))
+    references.set_gpu_references(partial(reference_and_scale, blas))
     ops = _ops(1024, 1024, 128, with_c=True)
-    first = checks.reference_of(_gemm(), ops, 9, 0.75, -0.5)
-    again = checks.reference_of(_gemm(), ops, 9, 0.75, -0.5)
+    first = references.reference_of(_gemm(), ops, 9, 0.75, -0.5)
+    again = references.reference_of(_gemm(), ops, 9, 0.75, -0.5)
     assert again[0] is first[0] and again[1] is first[1]  # the cache, as on the host
     assert [c[0] for c in blas.fake.calls].count("dgemm") == 2
     exact = _exact_scale(ops.a64, ops.b64, 0.75, -0.5, ops.c64)
@@ -352,11 +352,11 @@ def test_a_large_reference_through_the_fake_gpu_is_numpys_and_cached_once(engine
 
 def test_a_session_takes_back_only_its_own_engine(engines):
     ours, theirs = _recording([]), _recording([])
-    checks.set_gpu_references(ours)
-    checks.release_gpu_references(theirs)
-    assert checks.reference_engine(512, 512, 512) is ours
-    checks.release_gpu_references(ours)
-    assert checks.reference_engine(512, 512, 512) is None
+    references.set_gpu_references(ours)
+    references.release_gpu_references(theirs)
+    assert references.reference_engine(512, 512, 512) is ours
+    references.release_gpu_references(ours)
+    assert references.reference_engine(512, 512, 512) is None
 
 
 # ---- on a GPU ----------------------------------------------------------------------------------
@@ -434,12 +434,12 @@ def test_a_session_computes_large_references_on_its_gpu_while_open():
     from harness.kinds.gemm.session import GemmSession
 
     with GemmSession.open() as session:
-        assert checks.reference_engine(512, 512, 512) == session.reference_on_gpu
-        assert checks.reference_engine(256, 256, 256) is None
+        assert references.reference_engine(512, 512, 512) == session.reference_on_gpu
+        assert references.reference_engine(256, 256, 256) is None
         a64, b64, _ = _operands(512, 512, 512)
-        ref, _ = checks.reference_engine(512, 512, 512)(a64, b64, 1.0, 0.0, None)
+        ref, _ = references.reference_engine(512, 512, 512)(a64, b64, 1.0, 0.0, None)
         assert np.all(np.abs(ref - a64 @ b64) <= 1e-12 * (np.abs(a64) @ np.abs(b64)))
-    assert checks.reference_engine(512, 512, 512) is None
+    assert references.reference_engine(512, 512, 512) is None
 
 
 # ---- an FP8 check's walk on the GPU (gpu/fp8_walk.py) ----------------------------------------
@@ -449,8 +449,8 @@ def _fp8_ops(m, n, k, scales="tensor"):
     from harness.kernels.fp8_spec import Fp8Spec
 
     spec = Fp8Spec("e4m3", "e5m2", scales, 128 if scales == "block" else None)
-    (a, a64, b, b64, _, _, drawn), _ = operands._host_operands(m, n, k, "fp8", 5, False,
-                                                             "bf16", fp8=spec)
+    (a, a64, b, b64, _, _, drawn), _ = host_values.of(m, n, k, "fp8", 5, False, "bf16",
+                                                      fp8=spec)
     ops = SimpleNamespace(m=m, n=n, k=k, a64=a64, b64=b64, c64=None, draw="uniform",
                           kinds=("e4m3", "e5m2"), fp8=spec, codes=(a, b), scales=drawn)
     gemm = SimpleNamespace(kernel=SimpleNamespace(spec=SimpleNamespace(
@@ -476,12 +476,12 @@ def _host_sums(calls):
 @pytest.mark.parametrize("scales", ["tensor", "block"])
 def test_a_large_fp8_checks_walk_is_made_where_its_reference_is(engines, monkeypatch, scales):
     from harness.kinds.gemm.fp8 import check as fp8_check
-    monkeypatch.setattr(checks, "_GPU_WALKS", [None])
+    monkeypatch.setattr(references, "_GPU_WALKS", [None])
     gemm, ops = _fp8_ops(512, 512, 512, scales)
-    assert checks.walk_of(gemm, ops, 5) is None  # no session: the check walks on the host
+    assert references.walk_of(gemm, ops, 5) is None  # no session: the check walks on the host
     calls = []
-    checks.set_gpu_references(_recording([]), walks=_host_sums(calls))
-    ref, scale, walked = checks.known_of(gemm, ops, 5, 1.0, 0.0)
+    references.set_gpu_references(_recording([]), walks=_host_sums(calls))
+    ref, scale, walked = references.known_of(gemm, ops, 5, 1.0, 0.0)
     assert np.all(ref == 7.0) and np.all(scale == 3.0)  # the engine's reference
     ((a, b, run, sa, sb),) = calls
     assert a is ops.codes[0] and b is ops.codes[1]
@@ -493,7 +493,7 @@ def test_a_large_fp8_checks_walk_is_made_where_its_reference_is(engines, monkeyp
     # past the whole output's budget: the walk over the rows and columns the check samples
     _, big = _fp8_ops(1024, 1024, 4128, scales)
     assert not fp8_check.whole(1024, 1024, 4128)
-    walked = checks.walk_of(gemm, big, 5)
+    walked = references.walk_of(gemm, big, 5)
     rows, cols = fp8_check.sample(1024, 1024, 4128, 5)
     assert walked.shape == (len(rows), len(cols)) == (256, 256)
     sampled = fp8_check.Fp8Gemm(big.codes[0][rows], big.codes[1][:, cols], "e4m3", "e5m2",
@@ -502,11 +502,11 @@ def test_a_large_fp8_checks_walk_is_made_where_its_reference_is(engines, monkeyp
     np.testing.assert_allclose(walked, fp8_check.walk(sampled), rtol=1e-6)
     # below the reference's threshold, or not FP8: the host
     small = _fp8_ops(512, 512, 496, scales)[1]
-    assert checks.walk_of(gemm, small, 5) is None
+    assert references.walk_of(gemm, small, 5) is None
     fp32 = SimpleNamespace(**vars(_ops(512, 512, 512)), fp8=None)
-    assert checks.walk_of(_gemm(), fp32, 5) is None
-    checks.release_gpu_references(checks._GPU_REFERENCES[0][0])
-    assert checks.walk_of(gemm, ops, 5) is None and len(calls) == 2
+    assert references.walk_of(_gemm(), fp32, 5) is None
+    references.release_gpu_references(references._GPU_REFERENCES[0][0])
+    assert references.walk_of(gemm, ops, 5) is None and len(calls) == 2
 
 
 @pytest.mark.gpu
@@ -539,7 +539,7 @@ def test_the_gpus_walk_is_the_hosts_and_a_session_makes_it_while_open():
             device = fp8_check.walk_with(g, session.fp8_walk_sums)
             np.testing.assert_allclose(device, fp8_check.walk(g), rtol=1e-5, atol=0)
         gemm, ops = _fp8_ops(512, 512, 512, "block")
-        walked = checks.walk_of(gemm, ops, 5)
+        walked = references.walk_of(gemm, ops, 5)
         g = fp8_check.Fp8Gemm(*ops.codes, "e4m3", "e5m2", *ops.scales, "bf16", 128)
         np.testing.assert_allclose(walked, fp8_check.walk(g), rtol=1e-5, atol=0)
-    assert checks.walk_of(gemm, ops, 5) is None
+    assert references.walk_of(gemm, ops, 5) is None

@@ -117,7 +117,8 @@ def test_a_kernel_that_writes_into_the_reference_twin_is_named(device):
     from harness.bench.result import Result
     from harness.bench.session import BenchSession
     from harness.kinds.gemm import measure
-    from harness.kinds.gemm.checks import KernelChecks, known_of
+    from harness.kinds.gemm.battery import KernelChecks
+    from harness.kinds.gemm.references import known_of
     from harness.kinds.gemm.session import gemm_session
 
     with BenchSession() as core:

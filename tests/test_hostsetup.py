@@ -170,15 +170,15 @@ def test_setup_runs_in_its_own_process_and_hands_back_data_only(tmp_path):
     process, not the one that checks and times (issue 33 item 7)."""
     import os
 
-    from harness.kinds.gemm import numerics
+    from harness.kinds.gemm import comparison
     path = write(tmp_path, setup=SETUP.replace(
-        "    return {", "    import harness.kinds.gemm.numerics as n\n"
+        "    return {", "    import harness.kinds.gemm.comparison as n\n"
         "    n.compare = lambda *a, **k: None\n    import os\n"
         "    return {'tiles': os.getpid(), ").replace(', "tiles": len(order)}', "}"))
     spec = read_spec(path)
-    compare = numerics.compare
+    compare = comparison.compare
     out = hostsetup.run_setup(path, host_keys(spec.signature), launch_of())
-    assert out.values["tiles"] != os.getpid() and numerics.compare is compare
+    assert out.values["tiles"] != os.getpid() and comparison.compare is compare
     assert np.frombuffer(out.workspace, np.int32)[:3].tolist() == [0, 3, 6]
 
 

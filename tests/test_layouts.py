@@ -319,11 +319,11 @@ def test_operands_in_every_layout_meet_the_reference(monkeypatch, layouts):
 
 
 def test_row_major_operands_upload_what_they_always_did(monkeypatch):
-    from harness.kinds.gemm import operands
+    from harness.kinds.gemm import host_values, operands
     monkeypatch.setattr(operands, "Buffer", _HostBuffer)
     stream = _Stream()
     ops = operands.Operands(stream, M, N, K, "bf16", "col", 9, with_c=True, c_type="bf16")
-    (a, _, b, _, c_start, _, _), _ = operands._host_operands(M, N, K, "bf16", 9, True, "bf16")
+    (a, _, b, _, c_start, _, _), _ = host_values.of(M, N, K, "bf16", 9, True, "bf16")
     assert ops.a.data == bytearray(a.tobytes())
     assert ops.b.data == bytearray(np.ascontiguousarray(b.T).tobytes())
     ops.poison_c(stream)

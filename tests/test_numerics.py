@@ -1,6 +1,6 @@
 """Numerics: the reference, the error scale and the tolerance derived from the claimed arithmetic
 (FP32 accumulation of the stored inputs, plus a 16-bit C's rounding). The bound is proved on
-simulated kernel outputs pushed through the real numerics.compare with the real reference and
+simulated kernel outputs pushed through the real comparison.compare with the real reference and
 error scale: correct FP32 accumulation passes at every depth, every simulated mistake (narrower
 accumulators, inputs rounded further than stored, a tile that misses one k step) fails at every
 depth. M and N stay small: the bound depends on K and the error scale, not on M and N."""
@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from harness.errors import HarnessError
-from harness.kinds.gemm import numerics, operands
+from harness.kinds.gemm import comparison, numerics, operands
 
 M, N = 48, 40
 DEPTHS = (1024, 4096, 8192)
@@ -47,9 +47,9 @@ def draw(precision, k, seed, m=M, n=N, c_type=None, alpha=1.0, beta=0.0):
 
 def check(case, out32, c_type="fp32", initial=None):
     """Store a simulated float32 result in C's type and compare it as the harness does."""
-    return numerics.compare(numerics.stored(out32, c_type), case.ref, case.precision,
-                            scale=case.scale, k=case.k, seed=0, alpha=case.alpha,
-                            beta=case.beta, c_type=c_type, initial=initial, c64=case.c64)
+    return comparison.compare(numerics.stored(out32, c_type), case.ref, case.precision,
+                              scale=case.scale, k=case.k, seed=0, alpha=case.alpha,
+                              beta=case.beta, c_type=c_type, initial=initial, c64=case.c64)
 
 
 # --- simulated kernels: float32 products, accumulated in the order and width named ----------
@@ -306,8 +306,8 @@ def test_unwritten_poison_is_caught():
     ref = np.ones((4, 4))
     poison = np.full((4, 4), np.uint32(numerics.NAN_WORD)).view(np.float32)
     assert np.isnan(poison).all()
-    assert not numerics.compare(poison, ref, "fp32", scale=np.full((4, 4), 4.0, np.float32),
-                                k=4, seed=0, alpha=1, beta=0).passed
+    assert not comparison.compare(poison, ref, "fp32", scale=np.full((4, 4), 4.0, np.float32),
+                                  k=4, seed=0, alpha=1, beta=0).passed
 
 
 def test_unwritten_sentinel_is_named():
@@ -436,9 +436,9 @@ def test_fp32_passes_and_bf16x3_fails_the_deep_bound(k):
     stick = numerics.fp32_yardstick(a64, b64)
 
     def judged(out):
-        return numerics.compare(out, ref, "fp32", scale=scale, k=k, seed=0, alpha=1.0,
-                                beta=0.0, yardstick=stick,
-                                max_multiple=numerics.FP32_MULTIPLE_MAX)
+        return comparison.compare(out, ref, "fp32", scale=scale, k=k, seed=0, alpha=1.0,
+                                  beta=0.0, yardstick=stick,
+                                  max_multiple=numerics.FP32_MULTIPLE_MAX)
 
     right = judged(_sequential_fp32(a64, b64))
     assert right.passed and 0.8 < right.fp32_multiple < 1.2, right.message
@@ -447,8 +447,8 @@ def test_fp32_passes_and_bf16x3_fails_the_deep_bound(k):
     assert split.fp32_multiple > 3.0
     assert re.search(r"its error norm is \d+\.\dx what FP32 accumulation gives", split.message)
     # the same output without the deep bound passes: what it passed as before
-    assert numerics.compare(_bf16x3(a64, b64), ref, "fp32", scale=scale, k=k, seed=0,
-                            alpha=1.0, beta=0.0).passed
+    assert comparison.compare(_bf16x3(a64, b64), ref, "fp32", scale=scale, k=k, seed=0,
+                              alpha=1.0, beta=0.0).passed
 
 
 def test_a_declared_split_is_held_to_its_own_arithmetic():
@@ -460,8 +460,8 @@ def test_a_declared_split_is_held_to_its_own_arithmetic():
     norm = numerics.product_norm(a64, b64)
 
     def judged(out):
-        return numerics.compare(out, ref, "fp32", scale=scale, k=k, seed=0, alpha=1.0,
-                                beta=0.0, input_unit=unit, input_norm=norm)
+        return comparison.compare(out, ref, "fp32", scale=scale, k=k, seed=0, alpha=1.0,
+                                  beta=0.0, input_unit=unit, input_norm=norm)
 
     assert judged(_bf16x3(a64, b64)).passed
     plain = (_bf16(a64) @ _bf16(b64)).astype(np.float32)
@@ -482,8 +482,8 @@ def test_wide_exponents_overflow_a_narrower_type():
     unit, norm = numerics.TF32_UNROUNDED_UNIT, numerics.product_norm(a64, b64)
 
     def judged(out):
-        return numerics.compare(out, ref, "tf32", scale=scale, k=61, seed=0, alpha=1.0,
-                                beta=0.0, input_unit=unit, input_norm=norm)
+        return comparison.compare(out, ref, "tf32", scale=scale, k=61, seed=0, alpha=1.0,
+                                  beta=0.0, input_unit=unit, input_norm=norm)
 
     def truncated(x):
         return (x.view(np.uint32) & np.uint32(0xFFFFE000)).view(np.float32).astype(np.float64)
@@ -526,7 +526,7 @@ def test_the_quick_pass_is_the_whole_paths_result(monkeypatch, precision, c_type
                        k=512, seed=0, alpha=0.75, beta=-0.5, c_type=c_type, initial=initial,
                        c64=case.c64)
 
-    quick, whole = compared(out32, chunked.compare), compared(out32, numerics.compare)
+    quick, whole = compared(out32, chunked.compare), compared(out32, comparison.compare)
     assert quick.passed and whole.passed
     for field in ("rel_err_norm", "max_abs_err", "tolerance_norm", "fp32_multiple"):
         a, b = getattr(quick, field), getattr(whole, field)

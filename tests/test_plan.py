@@ -191,7 +191,7 @@ def test_a_batterys_comparisons_run_beside_its_next_launches_in_order(monkeypatc
     import time
     from types import SimpleNamespace
 
-    from harness.kinds.gemm import checks
+    from harness.kinds.gemm import battery
     from harness.kinds.gemm.numerics import CheckResult
     from harness.kinds.gemm.plan import READS_C, Plan, PlannedCheck
 
@@ -210,12 +210,12 @@ def test_a_batterys_comparisons_run_beside_its_next_launches_in_order(monkeypatc
         events.append(("probe", m, threading.current_thread().name))
         return False
 
-    monkeypatch.setattr(checks, "check_launched", launched)
-    monkeypatch.setattr(checks, "reads_c_at_beta_zero", reads_c)
+    monkeypatch.setattr(battery, "check_launched", launched)
+    monkeypatch.setattr(battery, "reads_c_at_beta_zero", reads_c)
     plan = Plan("k", (PlannedCheck(1, 8, 8, 1), PlannedCheck(2, 8, 8, 2),
                       PlannedCheck(3, 8, 8, 3, kind=READS_C), PlannedCheck(4, 8, 8, 4)))
     gemm = SimpleNamespace(kernel=SimpleNamespace(spec=SimpleNamespace(precision="fp32")))
-    out = checks.kernel_checks(gemm, None, plan)
+    out = battery.kernel_checks(gemm, None, plan)
     assert [r.m for r in out.results] == [1, 2, 4]
     order = [(what, m) for what, m, _ in events]
     assert order.index(("launch", 2)) < order.index(("compare", 1))  # beside, not after

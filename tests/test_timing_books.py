@@ -201,7 +201,7 @@ def test_the_primer_runs_on_decoys_and_the_timed_content_is_drawn_after_it(monke
 def test_a_kept_output_of_the_primers_decoy_is_named_a_replay():
     """A kernel that hands back what its primer computed returns the product of decoy
     inputs: the replay search tries the decoys' contents too."""
-    from harness.kinds.gemm import capture
+    from harness.kinds.gemm import capture, kept_checks
     def operands(content, rows, cols, decoy=False):
         return (("decoy" if decoy else "real", content), None)
 
@@ -213,9 +213,9 @@ def test_a_kept_output_of_the_primers_decoy_is_named_a_replay():
     initial = SimpleNamespace(codes=[np.zeros((4, 4)), np.zeros((4, 4))])
     rows = cols = np.arange(2)
     one = capture.Kept(0, 5, 30)
-    found = capture._replayed(timed, initial, one, ("decoy", 37), rows, cols)
+    found = kept_checks._replayed(timed, initial, one, ("decoy", 37), rows, cols)
     assert found == "the decoy inputs its untimed primer ran on"
-    assert capture._replayed(timed, initial, one, ("real", 29), rows, cols) == \
+    assert kept_checks._replayed(timed, initial, one, ("real", 29), rows, cols) == \
         "the inputs of the repetition before it"
 
 

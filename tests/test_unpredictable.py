@@ -17,7 +17,7 @@ from harness.bench import keyed
 from harness.compiler.compile import compile_kernel
 from harness.kernels.registry import kernels_in
 from harness.kernels.spec import read_spec
-from harness.kinds.gemm import capture, contents, numerics, timed_size
+from harness.kinds.gemm import contents, kept_checks, numerics, timed_size
 
 FIXTURES = sorted((FIXTURE_KERNELS / "unpredictable").glob("*.cu"))
 PRECISIONS = ("fp32", "tf32", "bf16", "fp16", "e4m3", "e5m2")
@@ -152,17 +152,17 @@ def test_a_kernel_counting_launches_cannot_know_which_are_checked():
     assert len(pairs) > 10
 
 
-def _gathered(total: int, made: int) -> capture.Gathered:
+def _gathered(total: int, made: int) -> kept_checks.Gathered:
     timed = SimpleNamespace(m=64, n=64, k=64, seed=5)
-    return capture.Gathered(timed, total, [], (0, 0), [], made)
+    return kept_checks.Gathered(timed, total, [], (0, 0), [], made)
 
 
 def test_the_reservoir_count_must_match_the_launches_made():
-    found, checked = capture.finish(_gathered(40, 41), None, None)
+    found, checked = kept_checks.finish(_gathered(40, 41), None, None)
     assert found is not None and not found.passed and checked == 0
-    assert found.finding == capture.MISCOUNTED
+    assert found.finding == kept_checks.MISCOUNTED
     assert "counted 40 timed repetitions where 41 were launched" in found.message
-    assert capture.finish(_gathered(41, 41), None, None) == (None, 0)
+    assert kept_checks.finish(_gathered(41, 41), None, None) == (None, 0)
 
 
 class _FakeTwins:

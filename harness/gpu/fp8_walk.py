@@ -6,7 +6,7 @@ product of each step's 32-deep slices between them: the two FP8 files' walks too
 thread time in a default run (28 s of it with the battery waiting on them, the rest beside
 the timings, slowing them), where the GPU does a 1024^3 walk in well under a millisecond. It
 depends only on the inputs, so the checks make it where they make the reference, on the
-device's thread, before any timing (checks.walk_of).
+device's thread, before any timing (references.walk_of).
 
 One thread per output, 16 x 16 outputs a block; each k32 step's codes of 16 rows of A and 16
 columns of B are decoded through the formats' 256-value tables into shared memory. Per step,

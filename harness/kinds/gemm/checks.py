@@ -2,38 +2,36 @@
 
 Each check draws fresh inputs from a seed, fills C with the sentinel (beta = 0) or random start
 values (beta != 0) and a guard past its end, launches once and compares with float64
-(numerics.compare names the finding: unwritten, non-finite, wrong values, ignores beta, ignores
+(comparison.compare names the finding: unwritten, non-finite, wrong values, ignores beta, ignores
 alpha). A check may run the same launch again on the same inputs: identical runs must agree bit for
 bit (a race; a kernel that keeps state between launches; a nondeterministic kernel that did not say
 so), on an idle GPU and behind a crowd that holds most of its SMs (gpu/crowd.py). The guard after C
 catches stores without bounds checks. Two launches are probes: NaN in C at beta = 0 (a kernel that
 computes beta * C there reads C when beta = 0: a note, a failure under BLAS strictness) and new
 inputs with C still holding the last result (a kernel that skips work where C looks computed).
-plan.py says which checks a kernel gets.
+plan.py says which checks a kernel gets, battery.py runs them in order and references.py says
+where their references are made.
 """
 
 from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
-from concurrent.futures import Executor, Future, ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import partial
 
 import numpy as np
 
 from harness.errors import HarnessError
-from harness.gpu import reference as gpu_reference
 from harness.gpu.crowd import PRESSES, Crowd
 from harness.gpu.cublas import Cublas
 from harness.gpu.driver import Stream
-from harness.kinds.gemm import chunked, contents, numerics, operands
+from harness.kinds.gemm import chunked, numerics, operands
 from harness.kinds.gemm.fp8 import check as fp8_check
 from harness.kinds.gemm.gemm import LoadedGemm
 from harness.kinds.gemm.numerics import CheckResult
-from harness.kinds.gemm.plan import DEEP, READS_C, STALE_C, WIDE, Plan, PlannedCheck
+from harness.kinds.gemm.references import known_of, reference_engine
 
-READS_C_NOTE = "reads C when beta = 0 (BLAS leaves C unset then: C may hold NaN)"
 KEEPS_STATE = "keeps state between launches"
 DEPENDS_ON_C = "depends on C's contents"
 NONDETERMINISTIC = "nondeterministic"
@@ -52,83 +50,6 @@ class Checked:
     out: np.ndarray
     result: CheckResult
     guard: int
-
-
-_GPU_REFERENCES: list[tuple[operands.ReferenceEngine, Callable[[], bool]] | None] = [None]
-"""The engine the checks' large references go to, and what says whether it can take them."""
-WalkSums = Callable[..., np.ndarray]  # an FP8 walk's sums: gpu/fp8_walk.Fp8WalkKernels.sums
-_GPU_WALKS: list[WalkSums | None] = [None]
-
-
-def set_gpu_references(engine: operands.ReferenceEngine | None,
-                       ready: Callable[[], bool] = lambda: True,
-                       walks: WalkSums | None = None) -> None:
-    """From now on the references of checks of gpu.reference.MIN_MNK or more are computed by
-    ``engine`` (BenchSession sets its cuBLAS DGEMM when it opens and takes it back when it
-    closes) where ``ready()`` says it can, asked when the first such reference is wanted
-    (whether cuBLAS's bindings import: the import may still run on another thread, and a
-    battery's small checks need not wait for it); None: every one on the host. ``walks``: an
-    FP8 check's walk (over all it bounds: the output, or its sample) is made by it where the
-    reference is made on the GPU (:func:`walk_of`); None: on the host."""
-    _GPU_REFERENCES[0] = None if engine is None else (engine, ready)
-    _GPU_WALKS[0] = None if engine is None else walks
-
-
-def release_gpu_references(engine: operands.ReferenceEngine) -> None:
-    """Back to the host, unless another engine than ``engine`` has been set since."""
-    if _GPU_REFERENCES[0] is not None and _GPU_REFERENCES[0][0] == engine:
-        _GPU_REFERENCES[0] = None
-        _GPU_WALKS[0] = None
-
-
-def reference_engine(m: int, n: int, k: int) -> operands.ReferenceEngine | None:
-    """What computes an m x n x k check's reference: the open session's GPU from
-    gpu.reference.MIN_MNK on (where it costs less than numpy's), else None (the host)."""
-    chosen = _GPU_REFERENCES[0]
-    if chosen is None or m * n * k < gpu_reference.MIN_MNK:
-        return None
-    engine, ready = chosen
-    return engine if ready() else None
-
-
-def reference_of(gemm: LoadedGemm, ops: operands.Operands, seed: int, alpha: float,
-                 beta: float) -> tuple[np.ndarray, np.ndarray]:
-    """The float64 reference of ``ops`` at alpha, beta and its error scale, under the one key
-    every caller shares (a large size's is computed once for every kernel on the same
-    inputs), on the GPU where :func:`reference_engine` says so."""
-    spec = gemm.kernel.spec
-    # an FP8 GEMM's key names its scales' kind too: per tensor and per block draw the same
-    # codes from a seed, and different scales (the values a64 and b64 hold)
-    return operands.reference(ops, (ops.m, ops.n, ops.k, seed, spec.precision, spec.c_type,
-                                     alpha, beta, ops.draw, ops.kinds, *operands.fp8_key(spec)),
-                              alpha, beta, reference_engine(ops.m, ops.n, ops.k))
-
-
-def walk_of(gemm: LoadedGemm, ops: operands.Operands, seed: int) -> np.ndarray | None:
-    """An FP8 GEMM's walk (fp8_check.walk) over the rows and columns its check on ``seed``
-    bounds (fp8_check.sample), made on the GPU where its reference is (:func:`reference_engine`;
-    None: the check walks on the host). On the device's thread only, as references are."""
-    walks = _GPU_WALKS[0]
-    m, n, k = ops.m, ops.n, ops.k
-    if ops.fp8 is None or walks is None or reference_engine(m, n, k) is None:
-        return None
-    a, b = ops.codes
-    rows, cols = fp8_check.sample(m, n, k, seed)
-    if not fp8_check.whole(m, n, k):
-        a, b = a[rows], b[:, cols]
-    g = fp8_check.Fp8Gemm(a, b, ops.fp8.a, ops.fp8.b,
-                          *fp8_check.subset(ops.scales, rows, cols, n),
-                          out=gemm.kernel.spec.c_type, promote=ops.fp8.promote)
-    with operands.PHASES("references"):
-        return fp8_check.walk_with(g, walks)
-
-
-def known_of(gemm: LoadedGemm, ops: operands.Operands, seed: int, alpha: float, beta: float
-             ) -> tuple:
-    """What a check's comparisons on ``seed`` need made on the device's thread before they
-    run on others: the reference and its error scale (:func:`reference_of`) and an FP8
-    GEMM's walk (:func:`walk_of`, or None)."""
-    return (*reference_of(gemm, ops, seed, alpha, beta), walk_of(gemm, ops, seed))
 
 
 def compare_to_reference(gemm: LoadedGemm, ops: operands.Operands, out: np.ndarray, seed: int,
@@ -170,8 +91,8 @@ def _past_fp16(r: CheckResult, precision: str, ops) -> CheckResult:
     widest = max(float(np.abs(ops.a64).max(initial=0.0)), float(np.abs(ops.b64).max(initial=0.0)))
     if not FP16_MAX < widest < np.inf:
         return r
-    return _narrower(r, precision, f"on finite inputs reaching {widest:.3g}, past FP16's "
-                                   f"{FP16_MAX:g},")
+    return narrower(r, precision, f"on finite inputs reaching {widest:.3g}, past FP16's "
+                                  f"{FP16_MAX:g},")
 
 
 def launch_and_compare(gemm: LoadedGemm, ops: operands.Operands, stream: Stream, seed: int,
@@ -396,99 +317,10 @@ def stale_c(gemm: LoadedGemm, stream: Stream, m: int, n: int, k: int,
         ops.close()
 
 
-@dataclass
-class KernelChecks:
-    """A kernel's battery before timing (the timed sizes add theirs)."""
-
-    results: list[CheckResult] = field(default_factory=list)
-    skipped: list[str] = field(default_factory=list)
-    """What the battery left out, with the reason (plan.Plan.skipped)."""
-    notes: list[str] = field(default_factory=list)
-    plan: Plan | None = None
-
-    def note(self, text: str) -> None:
-        """A finding that is not a failure, said once."""
-        if text not in self.notes:
-            self.notes.append(text)
-
-
-def kernel_checks(gemm: LoadedGemm, stream: Stream, plan: Plan, strict_blas: bool = False,
-                  say: Callable[[PlannedCheck], None] = lambda _: None,
-                  run_seed: int = 0, crowd: Crowd | None = None) -> KernelChecks:
-    """Every check of ``plan``, in order, on inputs drawn from ``run_seed`` and each check's
-    own seed; the probes run only once the checks before them passed (their findings mean
-    little on a kernel that computes wrong values)."""
-    out = KernelChecks(skipped=list(plan.skipped), plan=plan)
-    pending: list[tuple[PlannedCheck, Future]] = []
-
-    def judged() -> None:  # the comparisons made so far, their results in the plan's order
-        for check, comparing in pending:
-            for r in comparing.result():
-                if check.kind == WIDE and r.finding in ("non-finite", "wrong values"):
-                    r = _narrower(r, gemm.kernel.spec.precision)
-                if r.passed and r.finding == NONDETERMINISTIC:
-                    out.note(r.message)
-                    continue
-                out.results.append(r)
-        pending.clear()
-
-    for planned in plan.checks:
-        say(planned)
-        check = dataclasses.replace(planned, seed=contents.derive(run_seed, planned.seed))
-        shape = check.shape
-        if check.kind in (READS_C, STALE_C):
-            judged()
-        if check.kind == READS_C:
-            if all(r.passed for r in out.results) and reads_c_at_beta_zero(
-                    gemm, stream, *shape, check.seed):
-                if strict_blas:
-                    out.results.append(CheckResult.finding_only(
-                        "reads C when beta = 0", *shape, check.seed, 1.0, 0.0,
-                        f"{READS_C_NOTE}; a failure under BLAS strictness (--blas-strict or "
-                        "blas_strict = true): branch on beta == 0 and write alpha * acc alone"))
-                else:
-                    out.note(READS_C_NOTE)
-            continue
-        if check.kind == STALE_C:
-            out.results += stale_c(gemm, stream, *shape, check.seed)
-            continue
-        accuracy = {DEEP: {"deep": True}, WIDE: {"draw": "wide"}}.get(check.kind, {})
-        comparisons = check_launched(gemm, stream, *shape, check.seed, check.alpha,
-                                     check.beta, check.repeats, crowd=crowd, **accuracy)
-        pending.append((check, _BATTERY.submit(comparisons)))
-    judged()
-    return out
-
-
-_BATTERY = ThreadPoolExecutor(max_workers=4, thread_name_prefix="harness-battery")
-"""Where a battery's comparisons run while its next checks launch (kernel_checks): a check's
-launches take the device some milliseconds, its comparisons the host longer; one after the
-other on the main thread they were most of the battery's 8 s in a default run (issue 37).
-Their blocks of rows run on the main thread's pool (chunked.pool)."""
-
-
-def prefetch_battery(spec, battery: Plan, run_seed: int, executor: Executor) -> None:
-    """The host's part of ``battery``'s checks drawn on ``executor`` beside other work (the
-    device timing the kernel before): every check's inputs, and the references the host
-    computes (checks under gpu.reference.MIN_MNK), as :func:`kernel_checks` will ask for them
-    (the same seeds), so that it finds them made."""
-    for planned in battery.checks:
-        seed = contents.derive(run_seed, planned.seed)
-        m, n, k = planned.shape
-        alpha, beta = ((1.0, 0.0) if planned.kind in (READS_C, STALE_C)
-                       else (planned.alpha, planned.beta))
-        ref = (alpha, beta) if m * n * k < gpu_reference.MIN_MNK and planned.kind != READS_C \
-            else None
-        draw = "wide" if planned.kind == WIDE else "uniform"
-        operands.prefetch(executor, spec, m, n, k, seed, beta != 0.0, draw, ref)
-        if planned.kind == STALE_C:  # its second launch's inputs
-            operands.prefetch(executor, spec, m, n, k, seed + 1000, False, draw, ref)
-
-
 NARROWER = "narrower range than claimed"
 
 
-def _narrower(r: CheckResult, precision: str, inputs: str = "") -> CheckResult:
+def narrower(r: CheckResult, precision: str, inputs: str = "") -> CheckResult:
     """A failure named for what it shows: the kernel computes in a type whose exponents do
     not reach the claimed precision's (FP16 for TF32, say). ``inputs``: what the inputs were
     (default: the wide-exponent check's)."""

@@ -1,5 +1,5 @@
 """A check's verdict from sums over row blocks of C, taken by a pool of threads (numpy lets go
-of the GIL inside its loops): what :func:`harness.kinds.gemm.numerics.compare` needs to pass a
+of the GIL inside its loops): what :func:`harness.kinds.gemm.comparison.compare` needs to pass a
 check, without the masks and messages only a failure needs.
 
 At 4096 one comparison reads C, the reference and the error scale through a dozen full passes
@@ -18,7 +18,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from harness.bench.threads import host_threads
-from harness.kinds.gemm import narrow_inputs, numerics
+from harness.kinds.gemm import comparison, narrow_inputs, numerics
 from harness.kinds.gemm.numerics import (
     ELEMENT_SAFETY,
     CheckResult,
@@ -151,7 +151,7 @@ def passed_quickly(out: np.ndarray, ref: np.ndarray, precision: str, scale: np.n
                    initial: np.ndarray | None, yardstick: float | None,
                    max_multiple: float | None, input_unit: float, input_norm: float,
                    total: Sums | None = None) -> CheckResult | None:
-    """The result of :func:`~harness.kinds.gemm.numerics.compare` when the check passes (its
+    """The result of :func:`~harness.kinds.gemm.comparison.compare` when the check passes (its
     arguments), from :func:`sums` (``total``: made on the device already, for ``out``
     against ``ref`` and ``scale`` with ``initial``); None when it may fail (or C is not
     ``ref``'s shape)."""
@@ -183,17 +183,17 @@ def compare(out: np.ndarray, ref: np.ndarray, precision: str, *, scale: np.ndarr
             yardstick: float | None = None, max_multiple: float | None = None,
             input_unit: float = 0.0, input_norm: float = 0.0,
             total: Sums | None = None, operands: tuple | None = None) -> CheckResult:
-    """:func:`harness.kinds.gemm.numerics.compare` (its arguments and result): a pass from
+    """:func:`harness.kinds.gemm.comparison.compare` (its arguments and result): a pass from
     :func:`passed_quickly` (``total``: its sums, made on the device), anything else compared
     whole, by the path that names the cause. ``operands`` (A and B, float64), with
     ``max_multiple``: a pass is also held to narrow_inputs.verdict (FP32 at every K)."""
     got = passed_quickly(out, ref, precision, scale, k, seed, alpha, beta, c_type, initial,
                          yardstick, max_multiple, input_unit, input_norm, total)
     if got is None:
-        got = numerics.compare(out, ref, precision, scale=scale, k=k, seed=seed, alpha=alpha,
-                               beta=beta, c_type=c_type, initial=initial, c64=c64,
-                               yardstick=yardstick, max_multiple=max_multiple,
-                               input_unit=input_unit, input_norm=input_norm)
+        got = comparison.compare(out, ref, precision, scale=scale, k=k, seed=seed,
+                                 alpha=alpha, beta=beta, c_type=c_type, initial=initial,
+                                 c64=c64, yardstick=yardstick, max_multiple=max_multiple,
+                                 input_unit=input_unit, input_norm=input_norm)
     if got.passed and yardstick and max_multiple is not None and operands is not None:
         name, slope, sigma = narrow_inputs.verdict(to_float64(out, c_type), ref, *operands,
                                                    alpha, seed)

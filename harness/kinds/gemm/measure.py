@@ -39,13 +39,14 @@ from harness.errors import HarnessError, LaunchError
 from harness.gpu.cublas import compute_name, library_name, scheme_via
 from harness.gpu.timing import ISOLATED_MAX_REPS, Timing, TimingOptions
 from harness.kernels.registry import Kernel
-from harness.kinds.gemm import capture, limits, operands
-from harness.kinds.gemm.checks import kernel_checks, known_of
+from harness.kinds.gemm import capture, kept_checks, limits, operands
+from harness.kinds.gemm.battery import kernel_checks
 from harness.kinds.gemm.gemm import LoadedGemm
 from harness.kinds.gemm.launches import kernel_timed
 from harness.kinds.gemm.numerics import CheckResult
 from harness.kinds.gemm.plan import plan
 from harness.kinds.gemm.prepared import Prepared, Ready
+from harness.kinds.gemm.references import known_of
 from harness.kinds.gemm.timed_checks import (
     Pending,
     finished,
@@ -288,7 +289,7 @@ def measure(session: BenchSession, prep: Prepared, m: int, n: int, k: int,
         say("checking the timed launches", limit_s=launches_limit_s(m, n, k, 4)
             + timing_limit_s(timer.options, ready.launch_ms, 2))
         with PHASES(TIMED_LAUNCHES):
-            gathered = capture.gather(outputs)
+            gathered = kept_checks.gather(outputs)
             probe = (memo_probe(session, prep, ready, outputs)
                      if prep.screen is not None and prep.screen.stateful else None)
     finally:
@@ -309,7 +310,7 @@ def measure(session: BenchSession, prep: Prepared, m: int, n: int, k: int,
         checked_res = res if size is None else size.result()
         if checked_res.status == "FAIL":
             return checked_res, (None, 0)
-        return checked_res, capture.finish(gathered, ready.ops, prep.screen)
+        return checked_res, kept_checks.finish(gathered, ready.ops, prep.screen)
 
     def row(judged: tuple[Result, tuple[CheckResult | None, int]]) -> Result:
         checked_res, (found, kept) = judged

@@ -1,6 +1,6 @@
 """A, B and C of one GEMM on the device, made from a seed, with their float64 values kept for the
-reference; and the reference itself with its error scale, cached for the sizes every kernel is
-checked at.
+reference (drawn on the host: host_values.py); and the reference itself with its error scale,
+cached for the sizes every kernel is checked at.
 
 C is allocated with a guard after it, filled with the sentinel before every checked launch, so a
 kernel that writes past the end of C (tiles that ignore M and N) is caught instead of silently
@@ -19,9 +19,7 @@ and what :meth:`Operands.result` reads back; C keeps its start values.
 from __future__ import annotations
 
 import copy
-import threading
 from collections.abc import Callable, Iterator
-from concurrent.futures import Executor, Future
 from contextlib import contextmanager
 
 import numpy as np
@@ -29,7 +27,7 @@ import numpy as np
 from harness.bench.phases import PHASES
 from harness.gpu.driver import Buffer, Stream
 from harness.gpu.reference import WIDENED, Stored
-from harness.kinds.gemm import contents, numerics
+from harness.kinds.gemm import host_values, numerics
 
 GUARD_ELEMENTS = 1 << 15
 """Elements of C's type after C, checked unchanged after every checked launch: a kernel that
@@ -51,7 +49,7 @@ class Operands:
         self.kinds = (fp8.a, fp8.b) if fp8 is not None else (precision, precision)
         """A's and B's storage kinds: the precision, or each one's FP8 format."""
         (a, self.a64, b, self.b64, self.c_start, self.c64,
-         self.scales), self._refs = _host_operands(m, n, k, precision, seed, with_c, c_type,
+         self.scales), self._refs = host_values.of(m, n, k, precision, seed, with_c, c_type,
                                                    draw, fp8)
         """``_refs``: the small references of these values by (alpha, beta), once computed."""
         self.c_word_bytes = numerics.c_bytes(c_type)
@@ -159,7 +157,7 @@ class Operands:
     def redraw(self, seed: int, stream: Stream) -> None:
         """New A and B from ``seed`` in the same device buffers; C is left as it is (the stale-C
         probe: a kernel must not find its last result there and keep it)."""
-        (a, self.a64, b, self.b64, _, _, self.scales), self._refs = _host_operands(
+        (a, self.a64, b, self.b64, _, _, self.scales), self._refs = host_values.of(
             self.m, self.n, self.k, self.precision, seed, False, self.c_type, self.draw,
             self.fp8)
         self.seed, self._stored, self._norm = seed, (a, b), None
@@ -257,42 +255,11 @@ def fp8_key(spec) -> tuple:
     return () if fp8 is None else (fp8.a, fp8.b, fp8.scales)
 
 
-BLOCK = 128
-"""The extent of a block scale: 1 x 128 of A, 128 x 128 of B (fp8_spec.BLOCK_K)."""
-
-
 def scale_offset(nbytes: int) -> int:
     """Where an FP8 operand's scales start in its buffer: after its ``nbytes`` of codes, at the
     next 256-byte boundary (only an FP8 GEMM's operands have them; ``scale_a`` and ``scale_b``
     of its signature point there)."""
     return -(-nbytes // 256) * 256
-
-
-SCALE_EXPONENTS = (-6, -5, -4, -3, -2, -1, 1, 2, 3)
-"""Per-tensor FP8 scales are 2^e for e drawn here, different for A and B and never 1: a
-kernel that ignores one is off by a power of two, and a product of scales is exact."""
-
-
-def _fp8_scales(rng: np.random.Generator, fp8, m: int, n: int, k: int) -> tuple:
-    """Per tensor: 2^e for two different e of SCALE_EXPONENTS. Per block: 2^e for each row of
-    A and 128-deep k block (M x KB, fp8_check's layout) and each 128 x 128 block of B (KB x NB),
-    e drawn from SCALE_EXPONENTS."""
-    if fp8.scales != "block":
-        ea, eb = rng.choice(SCALE_EXPONENTS, size=2, replace=False)
-        return 2.0 ** int(ea), 2.0 ** int(eb)
-    kb, nb = -(-k // BLOCK), -(-n // BLOCK)
-    return (np.exp2(rng.choice(SCALE_EXPONENTS, size=(m, kb)).astype(np.float64)),
-            np.exp2(rng.choice(SCALE_EXPONENTS, size=(kb, nb)).astype(np.float64)))
-
-
-def _per_element(scale, k_axis: int, k: int, n: int | None = None):
-    """A scale per tensor as it is; block scales spread over the elements they scale (A's
-    M x KB over M x K; B's KB x NB over K x N)."""
-    if not np.ndim(scale):
-        return scale
-    out = np.repeat(scale, BLOCK, axis=k_axis)
-    out = out[:, :k] if k_axis == 1 else out[:k]
-    return out if n is None else np.repeat(out, BLOCK, axis=1)[:, :n]
 
 
 def stored_a(a: np.ndarray, layout: str) -> np.ndarray:
@@ -316,100 +283,6 @@ def logical_c(c: np.ndarray, layout: str, m: int, n: int) -> np.ndarray:
     return np.ascontiguousarray(flat.reshape(n, m).T)
 
 
-_HOST: dict[tuple, tuple] = {}
-CACHE_BYTES = 6 << 30
-"""Host memory each of the two caches below may hold: every timed size of a default run
-(1024, 2048, 4096) in every precision fits, so no kernel redraws what the one before drew."""
-
-
-def _keep(cache: dict, key, value, nbytes: int) -> None:
-    """Put ``value`` in ``cache``, dropping the oldest entries while it would exceed
-    CACHE_BYTES (``nbytes`` per entry, counted at insertion)."""
-    cache[key] = (value, nbytes)
-    while sum(n for _, n in cache.values()) > CACHE_BYTES and len(cache) > 1:
-        cache.pop(next(iter(cache)))
-
-
-def _host_operands(m: int, n: int, k: int, precision: str, seed: int, with_c: bool,
-                   c_type: str, draw: str = "uniform", fp8=None) -> tuple[tuple, dict]:
-    """A, B (and C's start values) drawn from ``seed``: their storage form and float64 values,
-    and the scales of A and B (an FP8 GEMM's, already in the float64 values; 1 otherwise);
-    with the references :func:`prefetch` computed beside (by (alpha, beta); else none).
-    The large ones (a timed size, checked and timed for every kernel of a run on the same
-    seed) are kept, since drawing them costs a second of CPU at 8192."""
-    args = (m, n, k, precision, seed, with_c, c_type, draw, fp8)
-    key = _host_key(*args)
-    if key in _HOST:
-        return _HOST[key][0], {}
-    with _PENDING_LOCK:
-        pending = _PENDING.pop(key, None)
-    made, refs = pending.result() if pending is not None else (_drawn(*args), {})
-    if m * n >= 1 << 20:
-        _keep(_HOST, key, made, sum(x.nbytes for x in made[:6] if x is not None))
-    return made, dict(refs)
-
-
-def _host_key(m, n, k, precision, seed, with_c, c_type, draw, fp8) -> tuple:
-    return (m, n, k, precision, seed, with_c, c_type, draw,
-            None if fp8 is None else (fp8.a, fp8.b, fp8.scales))
-
-
-def _drawn(m, n, k, precision, seed, with_c, c_type, draw, fp8) -> tuple:
-    # A, B and C's start values from the run secret (contents.check_operand): the one value
-    # family of every launch, the timed repetitions' included; FP8 scales from the seed
-    rng = np.random.default_rng(seed)
-    if fp8 is None:
-        a, a64 = contents.check_operand(seed, "A", (m, k), precision, draw)
-        b, b64 = contents.check_operand(seed, "B", (k, n), precision, draw)
-        scales = (1.0, 1.0)
-    else:
-        (a, a64), (b, b64) = (contents.check_operand(seed, "A", (m, k), fp8.a),
-                              contents.check_operand(seed, "B", (k, n), fp8.b))
-        scales = _fp8_scales(rng, fp8, m, n, k)
-        a64, b64 = a64 * _per_element(scales[0], 1, k), b64 * _per_element(scales[1], 0, k, n)
-    c_start = c64 = None
-    if with_c:
-        _, values = contents.check_operand(seed, "C", (m, n), "fp32")
-        c_start = numerics.stored(values, c_type)
-        c64 = numerics.to_float64(c_start, c_type)
-    return a, a64, b, b64, c_start, c64, scales
-
-
-_PENDING: dict[tuple, Future] = {}
-"""Host operands being drawn beside other work (:func:`prefetch`), by their key."""
-_PENDING_LOCK = threading.Lock()
-PENDING_MOST = 256
-"""Prefetches kept waiting for their Operands at most (the oldest are dropped past it)."""
-
-
-def prefetch(executor: Executor, spec, m: int, n: int, k: int, seed: int,
-             with_c: bool = False, draw: str = "uniform",
-             reference: tuple[float, float] | None = None) -> None:
-    """The host values of operands about to be made (:func:`for_kernel`'s arguments) drawn on
-    ``executor`` beside other work (the device timing the last kernel, the host idle), and,
-    with ``reference`` (alpha, beta), their float64 reference and error scale on the host
-    (a check small enough that the host computes it): the Operands made with the same
-    arguments takes them instead of drawing."""
-    args = (m, n, k, spec.precision, seed, with_c, spec.c_type, draw, getattr(spec, "fp8", None))
-    key = _host_key(*args)
-    with _PENDING_LOCK:
-        if key in _HOST or key in _PENDING:
-            return
-        while len(_PENDING) >= PENDING_MOST:
-            _PENDING.pop(next(iter(_PENDING))).cancel()
-        _PENDING[key] = executor.submit(_drawn_with, args, reference)
-
-
-def _drawn_with(args: tuple, reference: tuple[float, float] | None) -> tuple[tuple, dict]:
-    made = _drawn(*args)
-    if reference is None:
-        return made, {}
-    alpha, beta = reference
-    a64, b64, c64 = made[1], made[3], made[5]
-    return made, {reference: (numerics.reference(a64, b64, alpha, beta, c64),
-                              numerics.error_scale(a64, b64, alpha, beta, c64))}
-
-
 _REFERENCES: dict[tuple, tuple] = {}
 ReferenceEngine = Callable[[np.ndarray, np.ndarray, float, float, np.ndarray | None],
                            tuple[np.ndarray, np.ndarray]]
@@ -423,7 +296,7 @@ def reference(ops: Operands, key: tuple, alpha: float, beta: float,
     """The float64 reference and its error scale (numerics.error_scale, what the tolerance is
     measured in), reused by every kernel checked on the same inputs (same shape, seed and
     precision give the same operands) at large sizes: at 8192 each costs seconds. ``engine``
-    computes them instead of numpy (checks.reference_of passes the session's GPU for large
+    computes them instead of numpy (references.reference_of passes the session's GPU for large
     ones); the cache keeps either, since they differ by float64 rounding only."""
     with PHASES("references"):
         if ops.m * ops.n < 1 << 20:  # kept with its operands (a check's repeats, a probe)
@@ -433,7 +306,7 @@ def reference(ops: Operands, key: tuple, alpha: float, beta: float,
             return kept[alpha, beta]
         if key not in _REFERENCES:
             ref, scale = _reference_and_scale(ops, alpha, beta, engine)
-            _keep(_REFERENCES, key, (ref, scale), ref.nbytes + scale.nbytes)
+            host_values.keep(_REFERENCES, key, (ref, scale), ref.nbytes + scale.nbytes)
         return _REFERENCES[key][0]
 
 

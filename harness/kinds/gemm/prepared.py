@@ -10,7 +10,7 @@ from harness.bench.result import KernelInfo, Result
 from harness.compiler.screen import Screen
 from harness.kernels.registry import Kernel
 from harness.kinds.gemm import operands
-from harness.kinds.gemm.checks import KernelChecks
+from harness.kinds.gemm.battery import KernelChecks
 from harness.kinds.gemm.gemm import LoadedGemm
 from harness.kinds.gemm.timed_size import SizeCheck
 

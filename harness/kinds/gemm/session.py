@@ -29,13 +29,14 @@ from harness.gpu.reference import ReferenceKernels, reference_and_scale
 from harness.gpu.timing import Timing, TimingOptions
 from harness.kernels.registry import Kernel
 from harness.kinds.ceiling.probe import Ceilings
-from harness.kinds.gemm import checks
+from harness.kinds.gemm import references
 from harness.kinds.gemm.baselines import CublasGemm
 from harness.kinds.gemm.capture import FRESH_SOURCE, FreshKernels, TimedOutputs
 from harness.kinds.gemm.contents import content_key
 from harness.kinds.gemm.gemm import LoadedGemm
+from harness.kinds.gemm.host_values import prefetch
 from harness.kinds.gemm.limits import Limits
-from harness.kinds.gemm.operands import Operands, for_kernel, fp8_key, prefetch
+from harness.kinds.gemm.operands import Operands, for_kernel, fp8_key
 
 SOURCES = (FRESH_SOURCE, REFERENCE_SOURCE, FP8_WALK_SOURCE, SUMS_SOURCE)
 """The GEMM part's own kernels, built beside a session's start-up (BenchSession ``ahead``)."""
@@ -84,7 +85,7 @@ class GemmSession:
         """The shapes and types cuBLAS has been checked at in this session."""
         self.twins = Twins()
         """The device copies of the references made here (gpu/compare_sums.py)."""
-        checks.set_gpu_references(self.reference_on_gpu, cublas_available, self.fp8_walk_sums)
+        references.set_gpu_references(self.reference_on_gpu, cublas_available, self.fp8_walk_sums)
 
     @classmethod
     def open(cls, timing: TimingOptions | None = None, **options) -> GemmSession:
@@ -113,7 +114,7 @@ class GemmSession:
             self._own = False
             self.core.close()
             return
-        checks.release_gpu_references(self.reference_on_gpu)
+        references.release_gpu_references(self.reference_on_gpu)
         self.twins.close()
         self._loaded.clear()
         for ops in [*self._timing_operands.values(), *sum(self._placements.values(), [])]:
@@ -129,7 +130,7 @@ class GemmSession:
     def reference_on_gpu(self, a64, b64, alpha: float, beta: float, c64):
         """A check's float64 reference and error scale computed with this session's cuBLAS
         (gpu/reference.py): how the checks compute the large ones while it is open
-        (checks.set_gpu_references); their device copies stay in :attr:`twins`."""
+        (references.set_gpu_references); their device copies stay in :attr:`twins`."""
         kept: list = []
         ref, scale = reference_and_scale(self.blas, a64, b64, alpha, beta, c64,
                                          self.reference_kernels, kept)
@@ -156,7 +157,7 @@ class GemmSession:
     def fp8_walk_sums(self, *args, **kwargs):
         """An FP8 check's walk sums on this session's stream (gpu/fp8_walk.py): how the
         checks make the walk where they make the reference on the GPU
-        (checks.set_gpu_references)."""
+        (references.set_gpu_references)."""
         return self.fp8_walk.sums(*args, **kwargs)
 
     @cached_property

@@ -1,12 +1,12 @@
-"""The timed launches checked after their timing (capture.py): the kept repetitions judged on
-the host, now or beside the next timing (:class:`Pending`), and, for a kernel whose cubin can
-keep state, whether it runs faster on inputs it has seen (:func:`memo_probe`).
+"""The timed launches checked after their timing (kept_checks.py): the kept repetitions
+judged on the host, now or beside the next timing (:class:`Pending`), and, for a kernel whose
+cubin can keep state, whether it runs faster on inputs it has seen (:func:`memo_probe`).
 
-The device's part (capture.gather: scans, the sampled blocks, the inputs' changes) is read
-before the buffers are freed; the host's part (capture.finish: the float64 products of the
-sampled rows and columns, drawn again from their seeds, and the comparisons) needs no device,
-so a run hands it to a thread and times the next size meanwhile: the host is idle while the
-device times, and the device while the host compares (issue 37)."""
+The device's part (kept_checks.gather: scans, the sampled blocks, the inputs' changes) is read
+before the buffers are freed; the host's part (kept_checks.finish: the float64 products of
+the sampled rows and columns, drawn again from their seeds, and the comparisons) needs no
+device, so a run hands it to a thread and times the next size meanwhile: the host is idle
+while the device times, and the device while the host compares (issue 37)."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from harness.bench.phases import CHECKS_BESIDE, PHASES, TIMED_LAUNCHES
 from harness.bench.result import Result
-from harness.kinds.gemm import capture
+from harness.kinds.gemm import capture, kept_checks
 from harness.kinds.gemm.launches import _before_launch, gemm_launch
 from harness.kinds.gemm.numerics import CheckResult
 
@@ -51,8 +51,8 @@ class Pending:
 
 def finished(judge: Callable[[], T], row: Callable[[T], Result],
              beside: Executor | None) -> Result | Pending:
-    """``row`` of what ``judge`` (the host's comparisons, capture.finish on what
-    capture.gather read) says: now, or on ``beside`` (a :class:`Pending`)."""
+    """``row`` of what ``judge`` (the host's comparisons, kept_checks.finish on what
+    kept_checks.gather read) says: now, or on ``beside`` (a :class:`Pending`)."""
     if beside is None:
         with PHASES(TIMED_LAUNCHES):
             return row(judge())
@@ -66,10 +66,10 @@ def finished(judge: Callable[[], T], row: Callable[[T], Result],
 
 def verify_timed(session: BenchSession, prep: Prepared, ready: Ready,
                  outputs: capture.TimedOutputs) -> Verdict:
-    """The timed launches checked after the timing (capture.verify: the kept repetitions'
+    """The timed launches checked after the timing (kept_checks.verify: the kept repetitions'
     outputs and inputs), then, for a kernel whose cubin can keep state, whether it runs
     faster on inputs it has seen (:func:`memo_probe`)."""
-    found, kept = capture.verify(outputs, ready.ops, prep.screen)
+    found, kept = kept_checks.verify(outputs, ready.ops, prep.screen)
     if found is None and prep.screen is not None and prep.screen.stateful:
         found = memo_probe(session, prep, ready, outputs)
     return found, kept
@@ -104,9 +104,9 @@ def memo_probe(session: BenchSession, prep: Prepared, ready: Ready,
     m, n, k = ops.m, ops.n, ops.k
     held = "; ".join(prep.screen.lines()) if prep.screen else ""
     return CheckResult.finding_only(
-        capture.MEMOISES, m, n, k, outputs.seed, 1.0, 0.0,
-        f"{capture.MEMOISES}: on the inputs it had just run on it took {again.median_ms * 1e3:.2f}"
-        f" us against {new.median_ms * 1e3:.2f} us on fresh ones "
+        kept_checks.MEMOISES, m, n, k, outputs.seed, 1.0, 0.0,
+        f"{kept_checks.MEMOISES}: on the inputs it had just run on it took "
+        f"{again.median_ms * 1e3:.2f} us against {new.median_ms * 1e3:.2f} us on fresh ones "
         f"({100 * (1 - again.median_ms / new.median_ms):.0f}% faster, timed interleaved, both "
         f"with a cold L2): it keeps results or inputs between launches ({held}); a kernel "
         "timed on inputs it has seen is timed on its memory, not on the work", 0)

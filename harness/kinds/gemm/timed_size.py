@@ -23,9 +23,9 @@ from harness.bench.result import CheckSummary, Result
 from harness.compiler.screen import Screen
 from harness.gpu.compare_sums import KINDS
 from harness.kinds.gemm import chunked, contents, numerics, operands
+from harness.kinds.gemm.battery import KernelChecks
 from harness.kinds.gemm.checks import (
     Checked,
-    KernelChecks,
     baseline_output,
     compare_to_reference,
     judge_baseline,
@@ -52,7 +52,7 @@ class SizeCheck:
     battery: KernelChecks
     screen: Screen | None
     known: tuple
-    """The reference, its error scale and an FP8 GEMM's walk (checks.known_of), made before
+    """The reference, its error scale and an FP8 GEMM's walk (references.known_of), made before
     the launches."""
     runs: list[tuple[np.ndarray, int]]
     """The two launches' outputs and their guards' overwritten elements."""
@@ -121,7 +121,7 @@ class SizeCheck:
 
 def launched(session, gemm: LoadedGemm, ops: operands.Operands, known: tuple,
              battery: KernelChecks, screen: Screen | None) -> tuple[SizeCheck, float]:
-    """The device's part of a size's check (``known``: checks.known_of, made before), and
+    """The device's part of a size's check (``known``: references.known_of, made before), and
     the first launch's host wall time (with its synchronisation: a timing estimate)."""
     stream, spec, seed = session.stream, gemm.kernel.spec, ops.seed
     runs, took, totals = [], [], []

@@ -13,9 +13,9 @@ from typing import Any
 
 from harness.errors import HarnessError, LaunchError
 from harness.kernels.registry import Kernel
-from harness.kinds.gemm.checks import prefetch_battery
+from harness.kinds.gemm.battery import prefetch_battery
+from harness.kinds.gemm.host_values import prefetch
 from harness.kinds.gemm.measure import Prepared, check_only, compare, measure, prepare
-from harness.kinds.gemm.operands import prefetch
 from harness.kinds.gemm.plan import plan
 from harness.kinds.gemm.session import gemm_session, timing_key
 

@@ -238,7 +238,7 @@ def check(out: np.ndarray, a: np.ndarray, b: np.ndarray, fp8, scales: tuple,
     over all of it or a sample (:func:`sample`), and then, with ``ref`` (the whole float64
     reference), the whole output's error norm against the sample's bound scaled to it.
     ``walked``: the :func:`walk` over the rows and columns the bound is taken over (all, or
-    :func:`sample`'s for ``seed``), made already (on the GPU: checks.walk_of)."""
+    :func:`sample`'s for ``seed``), made already (on the GPU: references.walk_of)."""
     from harness.kinds.gemm.numerics import CheckResult, bits
 
     m, n = out.shape
