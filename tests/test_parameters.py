@@ -10,12 +10,12 @@ import pytest
 from harness.compiler.compile import compile_kernel
 from harness.compiler.offline import build_row
 from harness.errors import CompileError
-from harness.kernels.registry import PROJECT_ROOT, kernels_in
-from harness.kernels.signature import (
+from harness.kernels.compiled_params import (
     cubin_parameter_sizes,
     parameter_mismatch,
     ptx_entry_parameters,
 )
+from harness.kernels.registry import PROJECT_ROOT, kernels_in
 from harness.kernels.spec import read_spec
 
 pytest_plugins = ["pytester"]

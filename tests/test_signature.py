@@ -13,12 +13,12 @@ from harness.gpu import driver, tensormaps
 from harness.kernels.registry import Kernel, discover
 from harness.kernels.signature import (
     DEFAULT_SIGNATURE,
-    TensorMapDesc,
     leading_dimensions,
     pack,
     parse_signature,
 )
 from harness.kernels.spec import TMA_OPERANDS, parse_spec
+from harness.kernels.tmap_spec import TensorMapDesc
 from harness.kinds.gemm import gemm
 
 NAMES = frozenset({"M", "N", "K", "BM"})

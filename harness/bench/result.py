@@ -9,109 +9,48 @@ derived from the parts (GFLOP/s, % of the baseline, % of peak, energy per FLOP) 
 computed where they are read; the JSON also spells them out under ``metrics`` for other
 programs, and ignores them when it is read back.
 
-Reports written before the schema had a version (flat rows, ``cublas_*`` keys) are read too.
+Reports written before the schema had a version (flat rows, ``cublas_*`` keys) are read too
+(:mod:`harness.bench.result_flat`). Which kernel a result is of, :class:`KernelInfo`, is in
+:mod:`harness.bench.kernel_info`.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
+from harness.bench.kernel_info import (
+    BUFFERS,
+    KernelInfo,
+    launch_text,
+    layouts_text,
+    signature_text,
+)
+from harness.bench.result_flat import need, nested_from_flat
 from harness.compiler.ptxas import Resources
 from harness.errors import ReportError
 from harness.gpu.timing import Timing
-from harness.kernels.registry import Kernel, project_relative
 from harness.stats import gflops
-from harness.typed_json import AT_LEAST, found, jsonable, record_of, value_of
+from harness.typed_json import AT_LEAST, found, jsonable, record_of
+
+__all__ = [
+    "BUFFERS", "PASSED", "SCHEMA_VERSION", "Baseline", "CeilingRef", "CheckSummary",
+    "Comparison", "GpuInfo", "KernelInfo", "LaunchInfo", "MemoryFigures", "OccupancyInfo",
+    "Result", "launch_text", "layouts_text", "need", "nested_from_flat", "result_from_json",
+    "signature_text",
+]
+"""The result's API: its own records, and those of kernel_info.py and result_flat.py, which
+the runs, reports and tests import from here."""
 
 SCHEMA_VERSION = 3
 """Version of the run-report JSON: 3 names each row's kind (``kernel.kind``) and its
 baseline (``baseline.library``, as 2 did), its figures computed by the kind
 (harness.kinds); 2 is nested typed records; 1 (no ``schema`` key) flat rows. Every version
 reads: a row without ``kernel.kind`` is given the kind that recognises it."""
-BUFFERS = "buffers: "
-"""How a buffers kernel's signature text begins (KernelInfo.signature)."""
 PASSED = ("pass", "skipped")
 """Statuses that are not failures."""
-
-
-@dataclass(frozen=True)
-class KernelInfo:
-    """Which kernel, with what parameters, from which source."""
-
-    name: str
-    file: str
-    """The kernel file, relative to the project root where it lies inside it."""
-    precision: str
-    params: dict[str, int] = field(default_factory=dict)
-    layout_b: str = "row"
-    c_type: str = "fp32"
-    source_sha256: str = ""
-    """Hash of the kernel file and the files it includes, as they were when it ran."""
-    signature: str = ""
-    """The declared parameter list as text (``"ptr A, ptr B, ptr C, i32 M, i32 N, i32 K"``);
-    empty for the common ABI (and in reports written before signatures existed)."""
-    layouts: str = ""
-    """The operands' storage, ``"A row, B col, C row"``; empty in older reports."""
-    launch_attributes: str = ""
-    """What the kernel is launched with besides its grid and block: ``"cluster 2x1x1
-    (__cluster_dims__), block order spread"``; empty for a plain launch."""
-    fp32_via: str = ""
-    """How an FP32 kernel computes on tensor cores, as its spec declares (``bf16x3``, ...);
-    empty: FP32 itself."""
-    kind: str = ""
-    """The kernel's kind (harness.kinds); empty in reports before schema 3."""
-
-    @classmethod
-    def of(cls, kernel: Kernel) -> KernelInfo:
-        spec = kernel.spec
-        return cls(kernel.name, project_relative(spec.path), spec.precision, dict(kernel.params),
-                   spec.layout_b, spec.c_type, kernel.source_sha256,
-                   signature_text(spec.signature) if spec.buffers is None else
-                   BUFFERS + ", ".join(a.label for a in spec.buffers.args),
-                   layouts_text(spec), launch_text(kernel),
-                   getattr(spec, "fp32_via", ""), spec.kind)
-
-    @property
-    def computes(self) -> str:
-        """The precision as every table names it: ``fp32``, or ``fp32 via bf16x3``."""
-        return f"{self.precision} via {self.fp32_via}" if self.fp32_via else self.precision
-
-
-def launch_text(kernel: Kernel) -> str:
-    """The launch attributes a kernel declares (cluster, block order) as one phrase; "" for
-    none."""
-    spec, parts = kernel.spec, []
-    if kernel.cluster_dims is not None:
-        parts.append(f"cluster {'x'.join(map(str, kernel.cluster_dims))} ("
-                     f"{'__cluster_dims__' if spec.cluster_from == 'source' else 'spec'})")
-    if spec.block_order != "default":
-        parts.append(f"block order {spec.block_order}")
-    return ", ".join(parts)
-
-
-def signature_text(signature) -> str:
-    """A declared signature (a tuple of signature.Param) as one line; "" for None (the common
-    ABI)."""
-    if signature is None:
-        return ""
-    def one(p) -> str:
-        if p.name == "const":
-            return f"const {p.value}"
-        if p.name == "host":
-            return f"{p.type} host {p.key}"
-        if p.name == "workspace":
-            return f"ptr workspace ({p.fill})"
-        return f"{p.type} {p.name}"
-    return ", ".join(one(p) for p in signature)
-
-
-def layouts_text(spec) -> str:
-    """``"A row, B col, C row"``: how the spec stores A, B and C."""
-    return (f"A {getattr(spec, 'layout_a', 'row')}, B {spec.layout_b}, "
-            f"C {getattr(spec, 'layout_c', 'row')}")
 
 
 @dataclass(frozen=True)
@@ -411,88 +350,11 @@ AT_LEAST.update({(Result, "m"): 1, (Result, "n"): 1, (Result, "k"): 1,
 """Read back, a size is at least 1 and a time not negative (typed_json.AT_LEAST)."""
 
 
-# --- flat rows of schema 1 -------------------------------------------------------------------
-
-def need(row: dict, key: str):
-    """A flat row's ``key``; ReportError naming it when it is not there."""
-    if key not in row:
-        raise ReportError(f"{key} is missing (a flat row of schema 1)")
-    return row[key]
-
-
-def _timing_from_flat(row: dict, prefix: str, m, n, k) -> dict[str, Any]:
-    power_gflops = row.get(f"{prefix}power_gflops")
-    ms = None
-    if power_gflops:
-        power = value_of(float, power_gflops, f"{prefix}power_gflops")
-        sizes = [value_of(int, v, name) for v, name in ((m, "m"), (n, "n"), (k, "k"))]
-        if power > 0:
-            ms = 2.0 * sizes[0] * sizes[1] * sizes[2] / (power * 1e9) * 1e3
-    return {"median_ms": need(row, f"{prefix}median_ms"), "p20_ms": need(row, f"{prefix}p20_ms"),
-            "p80_ms": need(row, f"{prefix}p80_ms"), "min_ms": None, "max_ms": None,
-            "reps": need(row, f"{prefix}reps"), "cold_l2": row.get("cold_l2", True),
-            "sm_clock_mhz": row.get(f"{prefix}sm_clock_mhz"),
-            "sm_clock_min_mhz": row.get(f"{prefix}sm_clock_min_mhz"),
-            "sm_clock_max_mhz": row.get(f"{prefix}sm_clock_max_mhz"),
-            "queue_ahead_ms": row.get(f"{prefix}queue_ahead_ms"),
-            "clock_limits": row.get(f"{prefix}clock_limits") or "",
-            "power_w": row.get(f"{prefix}power_w"),
-            "power_span_s": row.get(f"{prefix}power_span_s") or 0.0,
-            "power_ms_per_launch": ms}
-
-
-def _nested_from_flat(row: dict) -> dict[str, Any]:
-    """A flat row of schema 1 (reports written before the schema had a version) in the nested
-    form of this schema."""
-    m, n, k = need(row, "m"), need(row, "n"), need(row, "k")
-    nested: dict[str, Any] = {
-        "kernel": {"name": row["kernel"], "file": row.get("file", ""),
-                   "precision": row.get("precision", ""), "params": row.get("params") or {}},
-        "m": m, "n": n, "k": k, "status": row.get("status", ""), "message": row.get("message", "")}
-    if "registers" in row:
-        nested["resources"] = {"registers": row["registers"],
-                               "static_smem_bytes": row.get("static_smem_bytes", 0),
-                               "spill_store_bytes": row.get("spill_store_bytes", 0),
-                               "spill_load_bytes": row.get("spill_load_bytes", 0)}
-    if "block_threads" in row:
-        nested["launch"] = {"block_threads": row["block_threads"], "grid": row.get("grid") or None,
-                            "dynamic_smem_bytes": row.get("dynamic_smem_bytes")}
-    if "blocks_per_sm_offline" in row:
-        nested["occupancy"] = {
-            "driver_blocks_per_sm": need(row, "blocks_per_sm"),
-            "offline_blocks_per_sm": row["blocks_per_sm_offline"],
-            "occupancy_pct": need(row, "occupancy_pct"), "limiter": need(row, "limiter"),
-            "waves_per_sm": row.get("waves_per_sm")}
-    if "checks_total" in row:
-        nested["checks"] = {"passed": need(row, "checks_passed"), "total": row["checks_total"],
-                            "max_rel_err": row.get("max_rel_err"),
-                            "skipped": row.get("check_skips") or ()}
-    if "median_ms" in row:
-        nested["timing"] = _timing_from_flat(row, "", m, n, k)
-        nested["peak_gflops_at_clock"] = row.get("peak_gflops_at_clock")
-    if "cublas_median_ms" in row:
-        nested["baseline"] = {"compute": row.get("cublas_compute", ""),
-                              "timing": _timing_from_flat(row, "cublas_", m, n, k)}
-    if row.get("ceiling_gflops") is not None:
-        nested["ceiling"] = {"gflops": row["ceiling_gflops"],
-                             "instruction": need(row, "ceiling_instruction"),
-                             "sm_clock_mhz": row.get("ceiling_sm_clock_mhz")}
-    if "speedup" in row:
-        within = row.get("within_noise")
-        nested["comparison"] = {"compared_to": need(row, "compared_to"),
-                                "speedup": row["speedup"], "speedup_p20": need(row, "speedup_p20"),
-                                "speedup_p80": need(row, "speedup_p80"),
-                                "within_noise": bool(within) if within in (None, 0, 1) else within}
-    if "sass" in row:
-        nested["sass"] = row["sass"]
-    return nested
-
-
 def result_from_json(data) -> Result:
     """A result from its JSON (:meth:`Result.from_json`); ReportError, naming the field, for
     one that is not a result row."""
     if not isinstance(data, dict):
         raise ReportError(f"the row is {found(data)}; expected an object (a result)")
     if isinstance(data.get("kernel"), str):
-        data = _nested_from_flat(data)
+        data = nested_from_flat(data)
     return record_of(Result, data)

@@ -1,10 +1,10 @@
 """Commands that measure on the GPU: run, compare, check, tune (their flags, what they print,
-their exit status); ceiling, energy and launch are in cli/power.py. The work is the command
-layer's (harness/commands/), the reports report/'s."""
+their exit status); ceiling, energy and launch are in cli/power.py, a run without a GPU in
+cli/offline_run.py. The work is the command layer's (harness/commands/), the reports
+report/'s."""
 
 from __future__ import annotations
 
-import re
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -13,10 +13,9 @@ from harness import kinds
 from harness.archs import get_arch
 from harness.bench.phases import beside
 from harness.cli import common, flags, power
-from harness.cli.kernels import build_progress
+from harness.cli.offline_run import run_offline
 from harness.commands import measure, place, tune
 from harness.commands.measure import DEFAULT_RUN_SIZES
-from harness.compiler.offline import build_all
 from harness.errors import HarnessError
 from harness.kernels.registry import Kernel, representatives
 from harness.kinds import sizes as kernel_sizes
@@ -107,50 +106,7 @@ def add_parsers(sub) -> None:
     flags.seed_flag(p)
     p.set_defaults(run=_tune)
 
-    p = sub.add_parser("ceiling", help="the mma.sync (or wgmma) issue ceiling of this GPU, per "
-                                       "precision (needs a GPU)")
-    p.add_argument("--precision", action="append", metavar="PREC",
-                   help="bf16 or fp16 (repeatable; default: every precision a ceiling kernel "
-                        "covers)")
-    p.add_argument("--family", choices=("mma.sync", "wgmma"), default="mma.sync",
-                   help="the instruction family measured (mma.sync; wgmma: sm_90a)")
-    p.add_argument("--json", action="store_true", help="print the results as JSON")
-    p.add_argument("--budget-ms", type=float, default=500.0,
-                   help="GPU time per precision, turned into repetitions (500)")
-    flags.power_flags(p, "the kernel")
-    p.add_argument("--warmup-ms", type=float, default=100.0)
-    p.add_argument("--launch-ms", type=float, default=2.0,
-                   help="shortest GPU time of one launch; sets the iterations (2)")
-    p.add_argument("--blocks-per-sm", type=int, action="append", metavar="N",
-                   help="blocks per SM (repeatable: one row each, to see where the pipe "
-                        "saturates; default: the kernel's [ceiling] blocks_per_sm)")
-    p.add_argument("--report-dir", type=Path, default=common.REPORTS)
-    p.set_defaults(run=power.ceiling)
-
-    p = sub.add_parser("energy", help="board energy per FLOP of a kernel and of its measurement "
-                                      "knobs, round by round (needs a GPU)")
-    p.add_argument("kernel", metavar="KERNEL")
-    p.add_argument("--knob", action="append", default=[], metavar="NAME=V[,NAME=V]",
-                   help="a point with these parameters set (repeatable); NOLOAD and NOSTORE "
-                        "points must fail their check, every other point must pass")
-    p.add_argument("--size", default="4096")
-    p.add_argument("--seconds", type=float, default=2.0, help="power pass per point (2)")
-    p.add_argument("--rounds", type=int, default=2, help="rounds over the points (2)")
-    p.add_argument("--report-dir", type=Path, default=common.REPORTS)
-    p.set_defaults(run=power.energy)
-
-    p = sub.add_parser("launch", help="check a kernel, then launch it (and cuBLAS) N times "
-                                      "between cuProfilerStart/Stop: a profiler's target")
-    p.add_argument("kernel", metavar="KERNEL")
-    p.add_argument("--size", metavar="N|M,N,K", help="default 4096; a buffers kernel's dims "
-                   "(\"1<<28\", \"4096x1024\"), default its spec's largest size")
-    p.add_argument("--repeats", type=int, default=5)
-    p.add_argument("--param", action="append", default=[], metavar="NAME=VALUE",
-                   help="override a parameter (the launches are then unchecked)")
-    p.add_argument("--no-baseline", action="store_true", help="leave cuBLAS out")
-    p.add_argument("--gap-ms", type=float, default=0.0,
-                   help="sleep between launches (isolated launches; 0: back to back)")
-    p.set_defaults(run=power.launch)
+    power.add_parsers(sub)
 
 
 def _phases_lines(record: RunRecord) -> list[str]:
@@ -182,13 +138,11 @@ def _run(args) -> int:
         sizes = options.sizes
         if not args.size and chosen and all(kernel_sizes.has_own_sizes(k) for k in chosen):
             sizes = kernel_sizes.own_slots(chosen[0])
-        return _run_offline(chosen, sizes, status.reason, common.width(args))
+        return run_offline(chosen, sizes, status.reason, common.width(args))
     target = place.local(args.gpus)
     return _run_and_report(args, chosen, options, target, f"{target.where} ({target.arch})",
                            not dims)
 
-
-OFFLINE_ARCH = "sm_90"
 
 
 def _gemms_and_buffers(args) -> list[Kernel]:
@@ -212,50 +166,6 @@ def _buffer_sizes(args, chosen: Sequence[Kernel]) -> list[tuple[int, int, int]]:
     common.one_size_rank(list(chosen), "run")
     return [kernel_sizes.read_slots(own[0], text) for text in args.size]
 
-
-def _run_offline(chosen: Sequence[Kernel], sizes, why: str, width: int | None) -> int:
-    """``harness run`` without a GPU: the offline build report at the largest size, and one
-    line per failure a GPU run would have too: a kernel that does not compile (once), or that
-    cannot launch at a size (with that size). Exit 1 when there is one, else NoGpu (3)."""
-    largest = max(sizes, key=lambda s: s[0] * s[1] * s[2])
-    print(fit_text(f"no GPU here ({why}): nothing can be checked or timed; the offline build "
-                   f"report for {OFFLINE_ARCH} at {_size_text(largest)} follows", width))
-    try:
-        rows = build_all(chosen, OFFLINE_ARCH, largest, progress=build_progress())
-        built = [k for k, r in zip(chosen, rows, strict=True) if "registers" in r]
-        at = {size: build_all(built, OFFLINE_ARCH, size) for size in sizes if size != largest}
-    except KeyboardInterrupt:
-        print("harness: interrupted: every compile in flight was stopped", file=sys.stderr)
-        return common.EXIT_INTERRUPTED
-    print(tables.build_table(rows, width=width))
-    at[largest] = [r for r in rows if "registers" in r]
-    failures = [f"- {r['kernel']}: {r['status']}: {_first_problem(r['message'])}"
-                for r in rows if r["status"] == "compile error"]
-    failures += [f"- {r['kernel']} at {_size_text(size)}: {r['status']}: {r['message']}"
-                 for size in sizes for r in at.get(size, []) if r["status"] == "cannot launch"]
-    failures = list(dict.fromkeys(failures))  # a size asked twice is said once
-    if failures:
-        print("\nFails without a GPU already (`harness build KERNEL` shows a whole compiler "
-              "log):\n" + "\n".join(failures))
-        common.say(f"harness: {len(failures)} failure(s) found offline; `harness run` needs a "
-                   "GPU to check and time the rest")
-        return common.EXIT_FAILED
-    raise common.NoGpu("`harness run` needs a GPU; the report above is what it can say "
-                       "without one")
-
-
-def _size_text(size) -> str:
-    return "x".join(map(str, size))
-
-
-_DIAGNOSTIC = re.compile(r"^\S.*:\d+: (?:error|catastrophic error|fatal)\b.*$", re.MULTILINE)
-
-
-def _first_problem(message: str) -> str:
-    """A compile error in one line: its first diagnostic (file:line: error: ...), else its first
-    line."""
-    found = _DIAGNOSTIC.search(message)
-    return found[0].strip() if found else message.strip().splitlines()[0]
 
 
 def _run_and_report(args, chosen, options, target: place.Target, where: str,

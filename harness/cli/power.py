@@ -1,11 +1,12 @@
-"""The GPU commands that measure in this process: ceiling, energy, launch (their flags are
-declared with the others in cli/bench.py): options from the flags, the command
-(harness/commands/), what it prints, its exit status."""
+"""The GPU commands that measure in this process: ceiling, energy, launch: their flags
+(:func:`add_parsers`, which cli/bench.py calls after its own), options from the flags, the
+command (harness/commands/), what it prints, its exit status."""
 
 from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
 
 from harness import kinds
 from harness.cli import common, flags
@@ -16,6 +17,54 @@ from harness.commands.params import parse_setting
 from harness.kinds import sizes as kernel_sizes
 from harness.report import files, power, tables
 from harness.run.runner import parse_size
+
+
+def add_parsers(sub) -> None:
+    """The flags of ceiling, energy and launch (cli/bench.py adds them after its own)."""
+    p = sub.add_parser("ceiling", help="the mma.sync (or wgmma) issue ceiling of this GPU, per "
+                                       "precision (needs a GPU)")
+    p.add_argument("--precision", action="append", metavar="PREC",
+                   help="bf16 or fp16 (repeatable; default: every precision a ceiling kernel "
+                        "covers)")
+    p.add_argument("--family", choices=("mma.sync", "wgmma"), default="mma.sync",
+                   help="the instruction family measured (mma.sync; wgmma: sm_90a)")
+    p.add_argument("--json", action="store_true", help="print the results as JSON")
+    p.add_argument("--budget-ms", type=float, default=500.0,
+                   help="GPU time per precision, turned into repetitions (500)")
+    flags.power_flags(p, "the kernel")
+    p.add_argument("--warmup-ms", type=float, default=100.0)
+    p.add_argument("--launch-ms", type=float, default=2.0,
+                   help="shortest GPU time of one launch; sets the iterations (2)")
+    p.add_argument("--blocks-per-sm", type=int, action="append", metavar="N",
+                   help="blocks per SM (repeatable: one row each, to see where the pipe "
+                        "saturates; default: the kernel's [ceiling] blocks_per_sm)")
+    p.add_argument("--report-dir", type=Path, default=common.REPORTS)
+    p.set_defaults(run=ceiling)
+
+    p = sub.add_parser("energy", help="board energy per FLOP of a kernel and of its measurement "
+                                      "knobs, round by round (needs a GPU)")
+    p.add_argument("kernel", metavar="KERNEL")
+    p.add_argument("--knob", action="append", default=[], metavar="NAME=V[,NAME=V]",
+                   help="a point with these parameters set (repeatable); NOLOAD and NOSTORE "
+                        "points must fail their check, every other point must pass")
+    p.add_argument("--size", default="4096")
+    p.add_argument("--seconds", type=float, default=2.0, help="power pass per point (2)")
+    p.add_argument("--rounds", type=int, default=2, help="rounds over the points (2)")
+    p.add_argument("--report-dir", type=Path, default=common.REPORTS)
+    p.set_defaults(run=energy)
+
+    p = sub.add_parser("launch", help="check a kernel, then launch it (and cuBLAS) N times "
+                                      "between cuProfilerStart/Stop: a profiler's target")
+    p.add_argument("kernel", metavar="KERNEL")
+    p.add_argument("--size", metavar="N|M,N,K", help="default 4096; a buffers kernel's dims "
+                   "(\"1<<28\", \"4096x1024\"), default its spec's largest size")
+    p.add_argument("--repeats", type=int, default=5)
+    p.add_argument("--param", action="append", default=[], metavar="NAME=VALUE",
+                   help="override a parameter (the launches are then unchecked)")
+    p.add_argument("--no-baseline", action="store_true", help="leave cuBLAS out")
+    p.add_argument("--gap-ms", type=float, default=0.0,
+                   help="sleep between launches (isolated launches; 0: back to back)")
+    p.set_defaults(run=launch)
 
 
 def ceiling(args) -> int:

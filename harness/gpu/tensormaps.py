@@ -74,7 +74,7 @@ _OOB_FILLS = {"none": "NONE", "nan": "NAN_REQUEST_ZERO_FMA"}
 def tensor_map(desc, address: int, dtype: str, label: str = "tensor map",
                api=None) -> ctypes.Array:
     """A tensor map of rank 1..5 (``cuTensorMapEncodeTiled``) as a kernel's ``[tmaps.X]``
-    describes it, evaluated (``harness.kernels.signature.TensorMapDesc``: shape, strides in
+    describes it, evaluated (``harness.kernels.tmap_spec.TensorMapDesc``: shape, strides in
     elements, box, element strides, swizzle, interleave, L2 promotion, OOB fill), over
     ``dtype`` elements (a precision or C type) at ``address``. Returned as the 128 bytes a
     kernel takes by value. ``api`` is ``cuda.bindings.driver`` (a fake one in CPU tests)."""

@@ -10,7 +10,8 @@ part only when that fails (:func:`harness.compiler.compile.nvrtc_device_cubin`),
 compiles today compiles exactly as before. What it cannot recognise gets a hint naming the line
 and the ``#ifndef __CUDACC_RTC__`` guard (:func:`nvrtc_hints`).
 
-Pure Python: a scanner of comments, literals, directives and braces, not a C++ parser.
+Pure Python: a scanner of comments, literals, directives and braces
+(:mod:`harness.kernels.cxx_scan`), not a C++ parser.
 """
 
 from __future__ import annotations
@@ -18,6 +19,14 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+
+from harness.kernels.cxx_scan import (
+    Decl,
+    declarations,
+    has_initializer,
+    mask,
+    strip_template_prefix,
+)
 
 STD_HEADERS = frozenset("""
 algorithm any array atomic barrier bit bitset cassert cctype cerrno cfenv cfloat charconv chrono
@@ -46,8 +55,6 @@ _HOST_MARKERS = re.compile(
     r"\w|\b(?:fprintf|fopen|fclose|fflush|exit|getenv|atoi|puts)\s*\(")
 _QUALIFIERS = ("__global__", "__device__", "__host__")
 _MEMORY_SPACES = re.compile(r"\b(?:__device__|__constant__|__shared__|__managed__|__global__)\b")
-_CONTAINER = re.compile(r"^(?:inline\s+)?namespace\b[\w\s:]*$|^extern\s*\"[\s\w+]*\"$")
-_CLASS_HEAD = re.compile(r"^(?:typedef\s+)?(?:struct|class|union|enum)\b")
 _NOT_A_VARIABLE = re.compile(
     r"^(?:typedef|using|namespace|template|static_assert|extern\s+template|friend|asm|"
     r"__asm__|struct|class|union|enum)\b")
@@ -100,17 +107,6 @@ class DevicePart:
                 + "; ".join(piece.describe() for piece in self.left_out))
 
 
-@dataclass(frozen=True)
-class _Decl:
-    """A declaration at namespace scope: its span in the text, and its head (what comes before
-    its body's ``{``, or all of it) with comments, literals and directives blanked."""
-
-    start: int
-    end: int
-    head: str
-    kind: str
-    """``function`` (a definition), ``class`` (struct, class, union, enum), ``other``."""
-
 
 def device_part(source: str, *, default_device: bool = False,
                 header_found: Callable[[str], bool] = lambda header: False) -> DevicePart:
@@ -123,7 +119,7 @@ def device_part(source: str, *, default_device: bool = False,
     declarations that name what was left out (``using ns::launch;``)."""
     if len(source) > MAX_SCAN_CHARS:
         return DevicePart(source, ())
-    masked = _mask(source)
+    masked = mask(source)
     qualifier_macros = _qualifier_macros(source)
     out = list(source)
     left: list[tuple[int, int, str]] = []
@@ -139,9 +135,9 @@ def device_part(source: str, *, default_device: bool = False,
         if header in STD_HEADERS and not header_found(header):
             blank(match.start(), match.end(), f"#include <{header}>")
 
-    decls = list(_declarations(masked, 0, len(masked)))
+    decls = list(declarations(masked, 0, len(masked)))
     removed: set[str] = set()
-    kept: list[_Decl] = []
+    kept: list[Decl] = []
     for decl in decls:
         body = masked[decl.start:decl.end]
         why = _host_reason(decl, body, default_device, qualifier_macros)
@@ -175,10 +171,10 @@ def device_part(source: str, *, default_device: bool = False,
     return DevicePart("".join(out), pieces)
 
 
-def _host_reason(decl: _Decl, body: str, default_device: bool,
+def _host_reason(decl: Decl, body: str, default_device: bool,
                  qualifier_macros: dict[str, frozenset[str]]) -> str | None:
     """Why ``decl`` is host code NVRTC refuses, or None to keep it."""
-    head = _strip_template_prefix(decl.head).strip()
+    head = strip_template_prefix(decl.head).strip()
     qualifiers = set()
     for word in _IDENTIFIER.findall(head):
         if word in _QUALIFIERS:
@@ -200,11 +196,11 @@ def _host_reason(decl: _Decl, body: str, default_device: bool,
     return None
 
 
-def _is_prototype(decl: _Decl, head: str) -> bool:
+def _is_prototype(decl: Decl, head: str) -> bool:
     """A function declaration without a body (``void launch(float* C, int n);``): a return
     type and a name before its parameters (``MACRO(x);`` and ``void (*f)(int);`` are not)."""
     if (decl.kind != "other" or "(" not in head or _NOT_A_VARIABLE.match(head)
-            or _has_initializer(head)):
+            or has_initializer(head)):
         return False
     before = head[: head.index("(")]
     return (len(_IDENTIFIER.findall(before)) >= 2
@@ -221,45 +217,22 @@ def _is_host_variable(head: str) -> bool:
     return len(_IDENTIFIER.findall(head.split("=")[0])) >= 2  # a type and a name
 
 
-def _has_initializer(head: str) -> bool:
-    text = re.sub(r"operator\s*[^\s(]+", "operator", head)
-    depth = 0
-    for i, char in enumerate(text):
-        if char in "([":
-            depth += 1
-        elif char in ")]":
-            depth -= 1
-        elif (char == "=" and depth == 0 and text[i - 1:i] not in ("=", "<", ">", "!")
-              and text[i + 1:i + 2] != "="):
-            return True
-    return False
 
 
-def _name_of(decl: _Decl) -> str:
+def _name_of(decl: Decl) -> str:
     """The name a declaration declares: a function's or a class's, a variable's."""
-    head = _strip_template_prefix(decl.head).strip()
+    head = strip_template_prefix(decl.head).strip()
     if decl.kind == "class":
         words = [w for w in _IDENTIFIER.findall(head.split(":")[0].split("{")[0])
                  if w not in ("struct", "class", "union", "enum", "typedef", "alignas")]
         return words[-1] if words else ""
-    if "(" in head and not _has_initializer(head):
+    if "(" in head and not has_initializer(head):
         found = _FUNCTION_NAME.search(head[: head.index("(") + 1])
         return found[0].rstrip("( ").split("::")[-1] if found else ""
     words = _IDENTIFIER.findall(head.split("=")[0].split("[")[0].split("{")[0])
     return words[-1] if len(words) >= 2 else ""
 
 
-def _strip_template_prefix(head: str) -> str:
-    """``head`` without its leading ``template <...>`` clauses (nested angle brackets)."""
-    while True:
-        match = re.match(r"\s*template\s*<", head)
-        if not match:
-            return head
-        depth, i = 1, match.end()
-        while i < len(head) and depth:
-            depth += {"<": 1, ">": -1}.get(head[i], 0)
-            i += 1
-        head = head[i:]
 
 
 def _qualifier_macros(source: str) -> dict[str, frozenset[str]]:
@@ -278,146 +251,6 @@ def _qualifier_macros(source: str) -> dict[str, frozenset[str]]:
     return found
 
 
-def _declarations(masked: str, start: int, end: int) -> Iterable[_Decl]:
-    """The declarations between ``start`` and ``end`` at namespace scope, descending into
-    namespaces and ``extern "C" { }`` blocks."""
-    i = start
-    while i < end:
-        while i < end and masked[i].isspace():
-            i += 1
-        if i >= end:
-            return
-        if masked[i] == "}":  # the end of the enclosing block
-            i += 1
-            continue
-        depth, j = 0, i
-        while j < end:
-            char = masked[j]
-            if char in "([":
-                depth += 1
-            elif char in ")]":
-                depth -= 1
-            elif char == ";" and depth <= 0:
-                yield _Decl(i, j + 1, masked[i:j + 1], "other")
-                i = j + 1
-                break
-            elif char == "{" and depth <= 0:
-                head = masked[i:j]
-                close = _matching_brace(masked, j, end)
-                stripped = head.strip()
-                if _CONTAINER.match(stripped):
-                    yield from _declarations(masked, j + 1, close)
-                    i = close + 1
-                    break
-                bare = _strip_template_prefix(head).strip()
-                function = (not _CLASS_HEAD.match(bare) and not _has_initializer(bare)
-                            and re.search(r"\)[\s\w:&*<>,()\->]*$", bare) is not None)
-                if function:
-                    yield _Decl(i, close + 1, head, "function")
-                    i = close + 1
-                    break
-                # a class, an initializer, a brace-init variable: up to its ';'
-                k = close + 1
-                while k < end and masked[k] != ";":
-                    k = _matching_brace(masked, k, end) + 1 if masked[k] == "{" else k + 1
-                yield _Decl(i, min(k + 1, end), head,
-                            "class" if _CLASS_HEAD.match(bare) else "other")
-                i = min(k + 1, end)
-                break
-            elif char == "}" and depth <= 0:  # an unbalanced close: leave the rest alone
-                return
-            j += 1
-        else:
-            return
-
-
-def _matching_brace(masked: str, open_at: int, end: int) -> int:
-    depth = 0
-    for k in range(open_at, end):
-        if masked[k] == "{":
-            depth += 1
-        elif masked[k] == "}":
-            depth -= 1
-            if depth == 0:
-                return k
-    return end - 1
-
-
-def _mask(source: str) -> str:
-    """``source`` with comments, string and character literals' contents and preprocessor
-    directives replaced by spaces (newlines kept): what is left is code, position for
-    position."""
-    out = list(source)
-    n, i = len(source), 0
-    at_line_start = True
-
-    def blank(a: int, b: int) -> None:
-        for k in range(a, min(b, n)):
-            if out[k] != "\n":
-                out[k] = " "
-
-    while i < n:
-        char = source[i]
-        if char == "\n":
-            at_line_start = True
-            i += 1
-            continue
-        if at_line_start and char in " \t":
-            i += 1
-            continue
-        if at_line_start and char == "#":  # a directive, with its continuation lines
-            j = i
-            while j < n and source[j] != "\n":
-                if source.startswith("/*", j):
-                    close = source.find("*/", j + 2)
-                    j = n if close < 0 else close + 2
-                    continue
-                if source[j] == "\\" and j + 1 < n and source[j + 1] == "\n":
-                    j += 2
-                    continue
-                j += 1
-            blank(i, j)
-            i = j
-            continue
-        at_line_start = False
-        if source.startswith("//", i):
-            j = source.find("\n", i)
-            j = n if j < 0 else j
-            blank(i, j)
-            i = j
-        elif source.startswith("/*", i):
-            j = source.find("*/", i + 2)
-            j = n if j < 0 else j + 2
-            blank(i, j)
-            i = j
-        elif char == '"':
-            raw = re.search(r"(?:\b|^)(?:u8|u|U|L)?R$", source[max(0, i - 3):i])
-            if raw:
-                close_paren = source.find("(", i)
-                delimiter = source[i + 1:close_paren] if close_paren > 0 else ""
-                j = source.find(")" + delimiter + '"', close_paren)
-                j = n if j < 0 else j + len(delimiter) + 2
-            else:
-                j = i + 1
-                while j < n and source[j] not in '"\n':
-                    j += 2 if source[j] == "\\" else 1
-                j += 1
-            blank(i + 1, j - 1)
-            i = j
-        elif char == "'":
-            before = source[i - 1] if i else ""
-            if before.isalnum() and not re.search(r"(?:\b|^)(?:u8|u|U|L)$",
-                                                  source[max(0, i - 3):i]):
-                i += 1  # a digit separator (1'000'000)
-                continue
-            j = i + 1
-            while j < n and source[j] not in "'\n":
-                j += 2 if source[j] == "\\" else 1
-            blank(i + 1, j)
-            i = j + 1
-        else:
-            i += 1
-    return "".join(out)
 
 
 _JIT_HOST = re.compile(r"^(?P<file>.+?)\((?P<line>\d+)\): error: (?P<msg>A function explicitly "

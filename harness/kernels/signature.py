@@ -5,16 +5,16 @@ A spec without ``signature`` takes the common GEMM ABI, :data:`DEFAULT_SIGNATURE
 byte for byte as before. A declared signature lists the kernel's parameters in order from a
 fixed vocabulary (docs/gemm.md, "Other signatures"); :func:`pack` turns it and the launch's values
 into the ctypes values a launch passes. Tensor-map descriptions (``[tmaps.NAME]``) are parsed
-here too. Pure Python: no driver import (tensor maps come from an injected function).
+in :mod:`harness.kernels.tmap_spec`, and the parameters a compiled kernel takes are read and
+compared with those declared in :mod:`harness.kernels.compiled_params`. Pure Python: no driver
+import (tensor maps come from an injected function).
 """
 
 from __future__ import annotations
 
 import ctypes
 import difflib
-import re
-import struct
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from harness.errors import SpecError
@@ -260,121 +260,7 @@ def _as_tmap(raw, name: str) -> ctypes.Array:
     return (ctypes.c_ubyte * TMAP_BYTES).from_buffer_copy(data)
 
 
-# ---- tensor maps as the kernel wants them ([tmaps.NAME]) ----
-
-TMAP_SWIZZLES = ("none", "32B", "64B", "128B")
-TMAP_INTERLEAVES = ("none", "16B", "32B")
-TMAP_L2_PROMOTIONS = ("none", "64B", "128B", "256B")
-TMAP_OOB_FILLS = ("none", "nan")
-"""``none``: zeros outside the tensor; ``nan``: NaN (``..._NAN_REQUEST_ZERO_FMA``)."""
-_TMAP_KEYS = ("rank", "shape", "strides", "box", "element_strides", "swizzle", "interleave",
-              "l2_promotion", "oob_fill")
-
-
-@dataclass(frozen=True)
-class TensorMapSpec:
-    """One ``[tmaps.X]`` table: a tensor map of operand X as the kernel wants it, formulas
-    over M, N, K and the parameters. Dimension 0 is the contiguous one."""
-
-    rank: int
-    shape: tuple[expr.Expr, ...]
-    """Global extent of each dimension, in elements (``globalDim``)."""
-    strides: tuple[expr.Expr, ...]
-    """Distance between consecutive indices of dimensions 1..rank-1, in elements (the driver
-    takes bytes: ``globalStrides``)."""
-    box: tuple[expr.Expr, ...]
-    """Box extent per dimension (``boxDim``), 1..256."""
-    element_strides: tuple[expr.Expr, ...]
-    """``elementStrides``, 1..8 each (all 1: every element)."""
-    swizzle: str = "128B"
-    interleave: str = "none"
-    l2_promotion: str = "256B"
-    oob_fill: str = "none"
-
-    def evaluate(self, env: Mapping[str, int]) -> TensorMapDesc:
-        def ints(formulas):
-            return tuple(int(f(env)) for f in formulas)
-        return TensorMapDesc(self.rank, ints(self.shape), ints(self.strides), ints(self.box),
-                             ints(self.element_strides), self.swizzle, self.interleave,
-                             self.l2_promotion, self.oob_fill)
-
-
-@dataclass(frozen=True)
-class TensorMapDesc:
-    """A :class:`TensorMapSpec` at one problem size: what ``tensormaps.tensor_map`` encodes."""
-
-    rank: int
-    shape: tuple[int, ...]
-    strides: tuple[int, ...]
-    box: tuple[int, ...]
-    element_strides: tuple[int, ...]
-    swizzle: str = "128B"
-    interleave: str = "none"
-    l2_promotion: str = "256B"
-    oob_fill: str = "none"
-
-
-def parse_tmaps(raw, names: frozenset[str], fail=SpecError) -> dict[str, TensorMapSpec]:
-    """``[tmaps.X]`` tables (X among A, B, C, D) checked: rank 1..5, shape and box of rank
-    entries, rank - 1 strides, element_strides (default all 1), and the enumerations."""
-    if not isinstance(raw, dict):
-        raise fail(f"tmaps must be a table of [tmaps.X] tables (X among {', '.join(OPERANDS)}), "
-                   f"found {raw!r}")
-    out = {}
-    for operand, table in raw.items():
-        where = f"tmaps.{operand}"
-        if operand not in OPERANDS:
-            raise fail(f"{where}: {operand!r} is not an operand; expected one of "
-                       f"{', '.join(OPERANDS)}")
-        if not isinstance(table, dict):
-            raise fail(f"{where} must be a table, found {table!r}")
-        unknown = sorted(set(table) - set(_TMAP_KEYS))
-        if unknown:
-            raise fail(f"{where}: unknown key(s) {', '.join(unknown)}; allowed: "
-                       f"{', '.join(_TMAP_KEYS)}")
-        missing = [k for k in ("rank", "shape", "strides", "box") if k not in table]
-        if missing:
-            raise fail(f"{where}: missing {', '.join(missing)}")
-        rank = table["rank"]
-        if isinstance(rank, bool) or not isinstance(rank, int) or not 1 <= rank <= 5:
-            raise fail(f"{where}.rank must be an integer 1..5, found {rank!r}")
-
-        enums = {}
-        for key, allowed, default in (("swizzle", TMAP_SWIZZLES, "128B"),
-                                      ("interleave", TMAP_INTERLEAVES, "none"),
-                                      ("l2_promotion", TMAP_L2_PROMOTIONS, "256B"),
-                                      ("oob_fill", TMAP_OOB_FILLS, "none")):
-            value = table.get(key, default)
-            if value not in allowed:
-                raise fail(f"{where}.{key} must be one of {', '.join(map(repr, allowed))}, "
-                           f"found {value!r}")
-            enums[key] = value
-        lists = {key: _formulas(table.get(key, default), count, f"{where}.{key}", rank, names,
-                                fail)
-                 for key, count, default in (("shape", rank, None), ("strides", rank - 1, None),
-                                             ("box", rank, None),
-                                             ("element_strides", rank, ["1"] * rank))}
-        out[operand] = TensorMapSpec(rank, **lists, **enums)
-    return out
-
-
-def _formulas(items, count: int, where: str, rank: int, names: frozenset[str], fail) -> tuple:
-    if not isinstance(items, list) or len(items) != count:
-        raise fail(f"{where} must list {count} formula(s) (rank {rank}), found {items!r}")
-    parsed = []
-    for item in items:
-        try:
-            e = expr.parse(item)
-        except SpecError as exc:
-            raise fail(f"{where}: {exc}") from None
-        if e.names - names:
-            raise fail(f"{where}: formula {e.text!r} uses {', '.join(sorted(e.names - names))}; "
-                       f"it may use only {', '.join(sorted(names))}")
-        parsed.append(e)
-    return tuple(parsed)
-
-
-# ---- the parameters a compiled kernel takes, against those declared ----
+# ---- each parameter as a launch's buffer and a parameter list hold it ----
 
 def param_bytes(param: Param) -> int:
     """The bytes ``param`` takes in a launch's parameter buffer."""
@@ -390,110 +276,3 @@ def param_label(param: Param) -> str:
     if param.name == "host":
         return f"host {param.key} {param.type}"
     return f"{param.name} {param.type}"
-
-
-_NV_INFO_KPARAM = 0x17
-"""EIATTR_KPARAM_INFO: one record per kernel parameter in the cubin's ``.nv.info.<symbol>``."""
-_EIFMT_SVAL = 0x04
-
-
-def cubin_parameter_sizes(cubin: bytes, symbol: str) -> tuple[int, ...] | None:
-    """The bytes of each parameter of the kernel ``symbol``, in order, as ptxas recorded them
-    in the cubin (``.nv.info.<symbol>``, the records ``cuobjdump -elf`` shows as
-    EIATTR_KPARAM_INFO: ordinal, offset, size); None when the cubin does not say."""
-    try:
-        info = _elf_sections(cubin).get(f".nv.info.{symbol}")
-        if info is None:
-            return None
-        sizes: dict[int, int] = {}
-        i = 0
-        while i + 4 <= len(info):
-            fmt, attr = info[i], info[i + 1]
-            if fmt == _EIFMT_SVAL:
-                (length,) = struct.unpack_from("<H", info, i + 2)
-                if attr == _NV_INFO_KPARAM and length >= 12:
-                    _, ordinal_offset, flags = struct.unpack_from("<III", info, i + 4)
-                    sizes[ordinal_offset & 0xFFFF] = (flags >> 18) & 0x3FFF
-                i += 4 + length
-            else:
-                i += 4
-    except (struct.error, ValueError, IndexError):
-        return None
-    if not sizes or sorted(sizes) != list(range(len(sizes))):
-        return () if not sizes else None
-    return tuple(sizes[k] for k in range(len(sizes)))
-
-
-def _elf_sections(data: bytes) -> dict[str, bytes]:
-    """The sections of a 64-bit little-endian ELF file (a cubin) by name."""
-    if data[:4] != b"\x7fELF" or data[4] != 2:
-        raise ValueError("not a 64-bit ELF file")
-    (shoff,) = struct.unpack_from("<Q", data, 0x28)
-    entsize, count, names_index = struct.unpack_from("<HHH", data, 0x3A)
-    headers = [struct.unpack_from("<IIQQQQ", data, shoff + i * entsize) for i in range(count)]
-    names_at = headers[names_index][4]
-    sections = {}
-    for name, _, _, _, offset, size in headers:
-        end = data.index(b"\0", names_at + name)
-        sections[data[names_at + name:end].decode(errors="replace")] = data[offset:offset + size]
-    return sections
-
-
-_PTX_ENTRY = r"\.entry\s+{name}\s*\("
-_PTX_TYPE = re.compile(r"\.(?:[usbf])(8|16|32|64)\b")
-_PTX_ARRAY = re.compile(r"\[\s*(\d+)\s*\]")
-
-
-def ptx_entry_parameters(ptx: str, entry: str) -> tuple[tuple[str, int], ...] | None:
-    """Each parameter of ``.entry entry(...)`` in ``ptx``: its declaration as written
-    (``.u32 M``) and its bytes (type size x array length); None when the entry or one of its
-    parameters cannot be read."""
-    text = re.sub(r"//[^\n]*|/\*.*?\*/", " ", ptx, flags=re.DOTALL)
-    found = re.search(_PTX_ENTRY.format(name=re.escape(entry)), text)
-    if not found:
-        return None
-    close = text.find(")", found.end())
-    if close < 0:
-        return None
-    params = []
-    for raw in text[found.end():close].split(","):
-        raw = " ".join(raw.split())
-        if not raw:
-            continue
-        declared = raw.removeprefix(".param").strip()
-        kind = _PTX_TYPE.search(declared)
-        if not raw.startswith(".param") or kind is None:
-            return None
-        count = 1
-        for length in _PTX_ARRAY.findall(declared):
-            count *= int(length)
-        shown = re.sub(r"\s*\.ptr\b|\s*\.(?:global|const|shared|local)\b|\s*\.align\s+\d+", "",
-                       declared).strip()
-        params.append((shown, int(kind[1]) // 8 * count))
-    return tuple(params)
-
-
-def parameter_mismatch(declared: Sequence[tuple[str, int]],
-                       found: Sequence[tuple[str, int]]) -> str | None:
-    """How the parameters a kernel was compiled with (``found``: label and bytes, the label
-    empty where only sizes are known) differ from those ``declared`` (label, bytes) in count
-    or sizes; None when they agree."""
-    sizes = [b for _, b in found]
-    if sizes == [b for _, b in declared]:
-        return None
-    for i, ((label, want), (_, have)) in enumerate(zip(declared, found, strict=False), 1):
-        if want != have:
-            return (f"parameter {i} is {have} bytes in the kernel, {want} declared "
-                    f"({label})")
-    if len(found) > len(declared):
-        extra = ", ".join(f"{label or '?'} {b}" for label, b in found[len(declared):])
-        return (f"the kernel takes {len(found) - len(declared)} more after the declared "
-                f"{len(declared)} ({extra} bytes)")
-    missing = ", ".join(label for label, _ in declared[len(found):])
-    return f"the kernel ends after {len(found)}; declared next: {missing}"
-
-
-def show_parameters(params: Sequence[tuple[str, int]]) -> str:
-    """``n: label bytes, ...`` for an error message."""
-    return f"{len(params)}: " + (", ".join(f"{label} {b}".strip() for label, b in params)
-                                 or "none")

@@ -21,20 +21,21 @@ from harness.kernels.budget import (  # noqa: F401 (BUDGET_KEYS, budget_problems
     budget_problems,
     parse_budget,
 )
+from harness.kernels.compiled_params import (
+    cubin_parameter_sizes,
+    parameter_mismatch,
+    ptx_entry_parameters,
+    show_parameters,
+)
 from harness.kernels.fp8_spec import Fp8Spec
 from harness.kernels.signature import (
     DEFAULT_SIGNATURE,
     TMAP_BYTES,
     Param,
-    TensorMapSpec,
-    cubin_parameter_sizes,
     has_alpha,
     has_beta,
     param_bytes,
     param_label,
-    parameter_mismatch,
-    ptx_entry_parameters,
-    show_parameters,
 )
 from harness.kernels.spec_tables import (
     TMA_OPERANDS,
@@ -52,6 +53,7 @@ from harness.kernels.spec_text import (
     read_source,
     unclosed,
 )
+from harness.kernels.tmap_spec import TensorMapSpec
 
 PRECISIONS = ("fp32", "tf32", "bf16", "fp16")
 CEILING_PRECISIONS = (*PRECISIONS, "fp8")

@@ -12,8 +12,9 @@ from pathlib import Path
 from harness.archs import ARCHS
 from harness.errors import SpecError
 from harness.kernels import expr
-from harness.kernels.signature import parse_signature, parse_tmaps, tensor_map_operands
+from harness.kernels.signature import parse_signature, tensor_map_operands
 from harness.kernels.spec_text import NAME
+from harness.kernels.tmap_spec import parse_tmaps
 
 SHAPE_NAMES = frozenset({"M", "N", "K"})
 TMA_OPERANDS = ("A", "B", "C")
