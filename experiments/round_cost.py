@@ -37,7 +37,7 @@ def per_call_us(session: GemmSession, work, calls: int = CALLS) -> float:
 
 
 def one_round(timer, stream, slots, events, skip: str) -> None:
-    """A round as the timer enqueues it (sustained.Batches), less the pieces ``skip`` names."""
+    """A round as the timer enqueues it (batches.Batches), less the pieces ``skip`` names."""
     for (run, primer, prep, after), (start, end) in zip(slots, events, strict=True):
         if skip != "primers":
             primer()

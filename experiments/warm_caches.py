@@ -18,7 +18,7 @@ from types import SimpleNamespace
 from harness.compiler.compile import compile_kernel
 from harness.errors import HarnessError
 from harness.kernels.registry import Kernel, load_registry
-from harness.kinds.gemm.measure import instruction_family
+from harness.kinds.gemm.screening import instruction_family
 from harness.run import tune
 
 

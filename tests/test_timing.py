@@ -127,10 +127,10 @@ def line(monkeypatch):
                     tick()
             return SimpleNamespace(median=1980.0, minimum=1980.0, maximum=1980.0, limits="")
 
-    for module in (timing.timer, timing.sustained, timing.isolated):
+    for module in (timing.timer, timing.sustained, timing.batches, timing.isolated):
         monkeypatch.setattr(module, "Event", Event)
     monkeypatch.setattr(timing.timer, "Buffer", Buffer)
-    monkeypatch.setattr(timing.sustained, "Graph", Graph)
+    monkeypatch.setattr(timing.batches, "Graph", Graph)
     monkeypatch.setattr(timing.warmup, "Graph", Graph)
     monkeypatch.setattr(timing.timer.time, "perf_counter", lambda: line.host / 1e3)
     line.stream = SimpleNamespace(synchronize=lambda what="": setattr(
@@ -161,14 +161,14 @@ def test_launches_enqueued_one_by_one_read_the_host_when_it_is_slower(line, monk
     """What graphs fix: a host whose launches cost more during the repetitions than when the
     timer sized the work queued ahead of them (NVML sampling, the interpreter) starves the GPU;
     the same kernel then reads about the host's cost of a launch, 100x the kernel."""
-    real = timing.sustained.Batches.enqueue
+    real = timing.batches.Batches.enqueue
     line.launch_host_ms = 0.002  # calibration: cheap
 
     def slower(self):
         line.launch_host_ms = 0.5  # a cuBLAS call costs the host ~0.2 ms on a good day
         real(self)
 
-    monkeypatch.setattr(timing.sustained.Batches, "enqueue", slower)
+    monkeypatch.setattr(timing.batches.Batches, "enqueue", slower)
     t = _time(line, graph=False, cold=False, max_rel_se_pct=0, budget_ms=40)
     assert not t.graph
     assert t.median_ms > 5 * line.kernel_ms
@@ -180,13 +180,13 @@ def test_launches_enqueued_one_by_one_read_the_host_when_it_is_slower(line, monk
 def test_a_host_that_falls_behind_between_batches_is_reported(line, monkeypatch):
     """Graph batches keep their repetitions' times, and the idle time between batches (the
     host late to launch the next one) is measured for every batch and reported."""
-    real = timing.sustained.Batches.tick
+    real = timing.batches.Batches.tick
 
     def slow_tick(self):
         line.host += 25.0  # the host stalls longer than a batch whenever it looks
         real(self)
 
-    monkeypatch.setattr(timing.sustained.Batches, "tick", slow_tick)
+    monkeypatch.setattr(timing.batches.Batches, "tick", slow_tick)
     t = _time(line, graph=True, budget_ms=80, max_rel_se_pct=0)
     assert t.median_ms == pytest.approx(line.kernel_ms, abs=1e-9)
     assert t.queue_ahead_ms < -1.0
@@ -693,10 +693,10 @@ def test_the_warm_up_that_never_settles_stops_at_its_cap_and_zero_runs_it_whole(
 
 
 def _faked_captures(monkeypatch):
-    """sustained.Batches with its graphs and events faked: the graphs made (each with the
+    """batches.Batches with its graphs and events faked: the graphs made (each with the
     event moves of its copies, and the copies), a timer, a stopping rule, the fake Graph."""
     from harness.gpu.driver import EventPool
-    from harness.gpu.timing import sustained
+    from harness.gpu.timing import batches
     from harness.gpu.timing.stop import Rounds, StopRule
 
     made = []
@@ -717,8 +717,8 @@ def _faked_captures(monkeypatch):
 
     timer = SimpleNamespace(stream=None, options=TimingOptions(), flush=lambda: None,
                             kernels=SimpleNamespace(spin=lambda ms: None), events=EventPool())
-    monkeypatch.setattr(sustained, "Graph", Graph)
-    monkeypatch.setattr(sustained, "Event", Event)
+    monkeypatch.setattr(batches, "Graph", Graph)
+    monkeypatch.setattr(batches, "Event", Event)
     rule = StopRule.of(Rounds(2, False, 0.0), cap=2000, floor=3, max_rel_se_pct=0.25,
                        reps_caps=(2000,))
     return made, timer, rule, Graph
@@ -729,14 +729,13 @@ def test_a_batch_of_whole_cycles_is_captured_once_and_copied(monkeypatch):
     a batch holds whole cycles of the copies a small GEMM's launches take in turn, one capture
     and two copies of it, each copy's event records moved to events of its own; otherwise, or
     where copies are refused, three captures, each going on where the one before stopped."""
-    from harness.gpu.timing import sustained
     from harness.kinds.gemm.session import BASELINE_PLACEMENTS
 
-    assert sustained.ROUND_CYCLE == BASELINE_PLACEMENTS
+    assert timing.batches.ROUND_CYCLE == BASELINE_PLACEMENTS
     made, timer, rule, Graph = _faked_captures(monkeypatch)
     recorded = []
     launches = [lambda: recorded.append("kernel"), lambda: recorded.append("blas")]
-    batches = sustained.Batches(timer, launches, [None, None], rule, 37, graph=True)
+    batches = timing.batches.Batches(timer, launches, [None, None], rule, 37, graph=True)
     assert batches.per_batch == 32 and not batches.replica_error  # 2 whole cycles of 16
     assert len(made) == 1 and len(recorded) == 2 * 32  # captured once
     (first,) = made
@@ -746,7 +745,7 @@ def test_a_batch_of_whole_cycles_is_captured_once_and_copied(monkeypatch):
         assert [moved[e] for r in mine.batch for pair in r for e in pair] == [
             e for r in theirs.batch for pair in r for e in pair]
     made.clear()
-    small = sustained.Batches(timer, launches, [None, None], rule, 12, graph=True)
+    small = timing.batches.Batches(timer, launches, [None, None], rule, 12, graph=True)
     assert small.per_batch == 12 and "not whole cycles" in small.replica_error
     assert len(made) == 3 and all(not g.retargets for g in made)
 
@@ -755,9 +754,9 @@ def test_a_batch_of_whole_cycles_is_captured_once_and_copied(monkeypatch):
             raise TypeError("no copies here")
         return Graph(stream, enqueue, label)
 
-    monkeypatch.setattr(sustained, "Graph", refuses)
+    monkeypatch.setattr(timing.batches, "Graph", refuses)
     made.clear()
-    fallen = sustained.Batches(timer, launches, [None, None], rule, 48, graph=True)
+    fallen = timing.batches.Batches(timer, launches, [None, None], rule, 48, graph=True)
     assert "no copies here" in fallen.replica_error and len(made) == 3
 
 
@@ -765,22 +764,20 @@ def test_a_timings_events_go_back_to_the_timer_once_nothing_records_them(monkeyp
     """The batches' events come from the timer's pool and go back to it when the batches
     close, so the next timing captures with them; not while a batch is still in flight (an
     error on its way out): the GPU may still record them."""
-    from harness.gpu.timing import sustained
-
     made, timer, rule, _ = _faked_captures(monkeypatch)
     launches = [lambda: None, lambda: None]
-    first = sustained.Batches(timer, launches, [None, None], rule, 32, graph=True)
+    first = timing.batches.Batches(timer, launches, [None, None], rule, 32, graph=True)
     used = {id(e) for c in first.sets for e in [c.mark, *(e for r in c.batch for p in r
                                                            for e in p)]}
     assert len(used) == 3 * (1 + 32 * 2 * 2)
     first.close()
-    second = sustained.Batches(timer, launches, [None, None], rule, 32, graph=True)
+    second = timing.batches.Batches(timer, launches, [None, None], rule, 32, graph=True)
     again = {id(e) for c in second.sets for e in [c.mark, *(e for r in c.batch for p in r
                                                             for e in p)]}
     assert again == used
     second.in_flight.append(second.sets[0].batch)  # a batch the GPU may still be running
     second.close()
-    third = sustained.Batches(timer, launches, [None, None], rule, 32, graph=True)
+    third = timing.batches.Batches(timer, launches, [None, None], rule, 32, graph=True)
     assert not {id(e) for c in third.sets for e in [c.mark]} & used
 
 
@@ -932,7 +929,7 @@ def test_launches_that_say_their_cycle_are_copied_at_any_whole_number_of_it(monk
     any length is captured once and copied; launches that take 4 copies in turn, a batch of
     8; a launch that does not say its cycle is held to ROUND_CYCLE (as before)."""
     from harness.bench.session import in_turn
-    from harness.gpu.timing import launch_cycle, sustained
+    from harness.gpu.timing import launch_cycle
 
     one, _ = in_turn([lambda: None], [lambda: None])
     four, _ = in_turn([lambda: None] * 4, [lambda: None] * 4)
@@ -942,8 +939,8 @@ def test_launches_that_say_their_cycle_are_copied_at_any_whole_number_of_it(monk
     for cycle, per_batch, kept, captures in ((1, 1, 1, 1), (1, 7, 7, 1), (4, 10, 8, 1),
                                               (0, 10, 10, 3)):
         made.clear()
-        batches = sustained.Batches(timer, [one, one], [None, None], rule, per_batch,
-                                    graph=True, cycle=cycle)
+        batches = timing.batches.Batches(timer, [one, one], [None, None], rule, per_batch,
+                                         graph=True, cycle=cycle)
         assert (batches.per_batch, len(made)) == (kept, captures), cycle
 
 
@@ -1114,7 +1111,7 @@ def test_a_pass_of_launches_is_timed_behind_one_gate(line):
 def _counting_graphs(monkeypatch):
     """The batches' graphs made, by label (three captures a Batches: the fake has no
     replicas)."""
-    made, real = [], timing.sustained.Graph
+    made, real = [], timing.batches.Graph
     line = Timer.kernels.line
 
     def graph(stream, enqueue, label, retargets=None):
@@ -1123,7 +1120,7 @@ def _counting_graphs(monkeypatch):
         made.append((label, line.gpu > line.host))  # the GPU busy while it is captured
         return real(stream, enqueue, label)
 
-    monkeypatch.setattr(timing.sustained, "Graph", graph)
+    monkeypatch.setattr(timing.batches, "Graph", graph)
     return made
 
 

@@ -1,5 +1,6 @@
-"""The CUDA driver layer: device and context, memory, streams, events, graphs, modules,
-launches (which GPUs there are, before any context: devices.py; tensor maps: tensormaps.py).
+"""The CUDA driver layer: device and context, modules, launches; memory (memory.py), streams and
+events (streams.py) and what lives in the context (context.py) are found here too (which GPUs
+there are, before any context: devices.py; tensor maps: tensormaps.py).
 
 Everything goes through :func:`harness.gpu.check.check`. Resources are released by context
 managers or ``weakref.finalize``.
@@ -9,17 +10,15 @@ from __future__ import annotations
 
 import ctypes
 import weakref
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import cached_property
 
-import numpy as np
-
 from harness.archs import Arch, arch_for_capability
 from harness.errors import HarnessError
-from harness.gpu import host_pool
 from harness.gpu.check import check
+from harness.gpu.context import _CONTEXT_RESOURCES, _RETAINS, context_resource
 from harness.gpu.devices import (  # noqa: F401 (callers find them here, as they always did)
     GpuStatus,
     cu,
@@ -30,28 +29,10 @@ from harness.gpu.devices import (  # noqa: F401 (callers find them here, as they
     gpu_status,
     uuid_text,
 )
+from harness.gpu.memory import Buffer
+from harness.gpu.streams import Event, EventPool, Stream  # noqa: F401 (callers find them here)
 
 _ATTR = cu.CUdevice_attribute if cu else None
-
-
-_CONTEXT_RESOURCES: list[weakref.finalize] = []
-_PRUNE_AT = [256]  # the list's length at which its dead finalizers are next dropped
-_RETAINS = [0]  # open Device objects: the primary context dies with the last one's release
-
-
-def context_resource(obj, release, *args) -> weakref.finalize:
-    """``weakref.finalize(obj, release, *args)`` for something that lives in the primary
-    context (memory, streams, events, modules, library handles): Device.close() runs every
-    one still alive before it releases the context, so none is freed into a destroyed context
-    (a module unloaded after the release crashed the interpreter in cuModuleUnload). Only the
-    last open Device frees them: the primary context is shared."""
-    if len(_CONTEXT_RESOURCES) >= _PRUNE_AT[0]:  # the dead ones dropped now and then: the
-        # list scanned at every call cost a default run's worker 8 s over 36,000 events
-        _CONTEXT_RESOURCES[:] = [f for f in _CONTEXT_RESOURCES if f.alive]
-        _PRUNE_AT[0] = max(256, 2 * len(_CONTEXT_RESOURCES))
-    finalizer = weakref.finalize(obj, release, *args)
-    _CONTEXT_RESOURCES.append(finalizer)
-    return finalizer
 
 
 class Device:
@@ -158,183 +139,6 @@ def profiler_range() -> Iterator[None]:
         yield
     finally:
         check(cu.cuProfilerStop(), "cuProfilerStop")
-
-
-class Buffer:
-    """Device memory of ``nbytes``; freed when closed or garbage-collected."""
-
-    def __init__(self, nbytes: int):
-        if nbytes <= 0:
-            raise HarnessError(f"a device buffer needs a positive size, got {nbytes} bytes")
-        self.nbytes = nbytes
-        self.dptr = check(cu.cuMemAlloc(nbytes), "cuMemAlloc", f"{nbytes} bytes")
-        self._free = context_resource(self, cu.cuMemFree, self.dptr)
-
-    @classmethod
-    def view(cls, dptr, nbytes: int) -> Buffer:
-        """Device memory something else owns (a module's ``.global``): never freed here."""
-        buffer = cls.__new__(cls)
-        buffer.nbytes, buffer.dptr, buffer._free = nbytes, dptr, lambda: None
-        return buffer
-
-    @property
-    def address(self) -> int:
-        return int(self.dptr)
-
-    def close(self) -> None:
-        self._free()
-
-    def upload(self, array: np.ndarray, stream: Stream) -> None:
-        """Copy ``array`` in, ordered on ``stream``, and wait for it (a plain cuMemcpyHtoD
-        from pageable memory may return before its DMA lands, and a non-blocking stream
-        would not wait for it)."""
-        array = np.ascontiguousarray(array)
-        if array.nbytes != self.nbytes:
-            raise HarnessError(f"upload of {array.nbytes} bytes into a {self.nbytes}-byte buffer")
-        check(cu.cuMemcpyHtoDAsync(self.dptr, array.ctypes.data, array.nbytes, stream.handle),
-              "cuMemcpyHtoDAsync")
-        stream.synchronize("upload")
-
-    def download(self, dtype, shape: Sequence[int], stream: Stream) -> np.ndarray:
-        """Copy out after the work queued on ``stream``, into host memory used again
-        (host_pool.py: a copy into fresh pages ran at a quarter of the speed)."""
-        nbytes = int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize
-        if nbytes != self.nbytes:
-            raise HarnessError(f"download of {nbytes} bytes from a {self.nbytes}-byte buffer")
-        out = host_pool.array(shape, dtype)
-        check(cu.cuMemcpyDtoHAsync(out.ctypes.data, self.dptr, out.nbytes, stream.handle),
-              "cuMemcpyDtoHAsync")
-        stream.synchronize("download")
-        return out
-
-    def download_at(self, offset_bytes: int, dtype, count: int, stream: Stream) -> np.ndarray:
-        """``count`` elements of ``dtype`` from ``offset_bytes`` on, after the work queued on
-        ``stream``."""
-        out = np.empty(count, dtype=dtype)
-        if offset_bytes < 0 or offset_bytes + out.nbytes > self.nbytes:
-            raise HarnessError(f"download of {out.nbytes} bytes at {offset_bytes} from a "
-                               f"{self.nbytes}-byte buffer")
-        check(cu.cuMemcpyDtoHAsync(out.ctypes.data, self.address + offset_bytes, out.nbytes,
-                                   stream.handle), "cuMemcpyDtoHAsync")
-        stream.synchronize("download")
-        return out
-
-    def download_lines(self, offsets_bytes: Sequence[int], dtype, count: int,
-                       stream: Stream) -> np.ndarray:
-        """``count`` elements of ``dtype`` from each of ``offsets_bytes`` on, one line each (a
-        (len, count) array), after the work queued on ``stream``: enqueued together, one
-        synchronisation for all."""
-        out = np.empty((len(offsets_bytes), count), dtype=dtype)
-        line = out.itemsize * count
-        for i, offset in enumerate(offsets_bytes):
-            if offset < 0 or offset + line > self.nbytes:
-                raise HarnessError(f"download of {line} bytes at {offset} from a "
-                                   f"{self.nbytes}-byte buffer")
-            check(cu.cuMemcpyDtoHAsync(out[i].ctypes.data, self.address + offset, line,
-                                       stream.handle), "cuMemcpyDtoHAsync")
-        stream.synchronize("download")
-        return out
-
-    def fill_u32(self, word: int, stream: Stream) -> None:
-        """Write the 32-bit pattern ``word`` over the whole buffer (poison, L2 flush)."""
-        check(cu.cuMemsetD32Async(self.dptr, word, self.nbytes // 4, stream.handle),
-              "cuMemsetD32Async")
-
-    def fill(self, word: int, word_bytes: int, stream: Stream) -> None:
-        """Write the 16- or 32-bit pattern ``word`` over the whole buffer."""
-        if word_bytes == 4:
-            self.fill_u32(word, stream)
-        elif word_bytes == 2:
-            check(cu.cuMemsetD16Async(self.dptr, word, self.nbytes // 2, stream.handle),
-                  "cuMemsetD16Async")
-        else:
-            raise HarnessError(f"fill takes 2- or 4-byte words, got {word_bytes}")
-
-    def copy_from(self, source: Buffer, stream: Stream) -> None:
-        """Copy ``source``'s bytes over the start of this buffer, ordered on ``stream`` (a
-        device-to-device copy: no wait, capturable in a graph)."""
-        if source.nbytes > self.nbytes:
-            raise HarnessError(f"copy of {source.nbytes} bytes into a {self.nbytes}-byte buffer")
-        check(cu.cuMemcpyDtoDAsync(self.dptr, source.dptr, source.nbytes, stream.handle),
-              "cuMemcpyDtoDAsync")
-
-    def upload_at(self, array: np.ndarray, offset_bytes: int, stream: Stream) -> None:
-        """Copy ``array`` in at ``offset_bytes`` and wait for it."""
-        array = np.ascontiguousarray(array)
-        if offset_bytes + array.nbytes > self.nbytes:
-            raise HarnessError(f"upload of {array.nbytes} bytes at {offset_bytes} into a "
-                               f"{self.nbytes}-byte buffer")
-        check(cu.cuMemcpyHtoDAsync(self.address + offset_bytes, array.ctypes.data,
-                                   array.nbytes, stream.handle), "cuMemcpyHtoDAsync")
-        stream.synchronize("upload")
-
-
-class Stream:
-    """A non-blocking stream."""
-
-    def __init__(self):
-        flags = cu.CUstream_flags.CU_STREAM_NON_BLOCKING
-        self.handle = check(cu.cuStreamCreate(flags), "cuStreamCreate")
-        self._destroy = context_resource(self, cu.cuStreamDestroy, self.handle)
-
-    @classmethod
-    def of(cls, handle) -> Stream:
-        """A stream something else owns (a CUstream or its address; 0, the legacy default
-        stream): never destroyed here."""
-        stream = cls.__new__(cls)
-        stream.handle = handle if isinstance(handle, cu.CUstream) else cu.CUstream(int(handle))
-        stream._destroy = lambda: None
-        return stream
-
-    def synchronize(self, context: str = "") -> None:
-        check(cu.cuStreamSynchronize(self.handle), "cuStreamSynchronize", context)
-
-    def close(self) -> None:
-        self._destroy()
-
-
-class Event:
-    """A timing event."""
-
-    def __init__(self):
-        self.handle = check(cu.cuEventCreate(cu.CUevent_flags.CU_EVENT_DEFAULT), "cuEventCreate")
-        self._destroy = context_resource(self, cu.cuEventDestroy, self.handle)
-
-    def record(self, stream: Stream, in_graph: bool = False) -> None:
-        """Record on ``stream``; ``in_graph`` while the stream is captured (Graph): a plain
-        record there only joins streams inside the capture, an EXTERNAL one becomes an event
-        record node, recorded on every replay (and is refused outside a capture)."""
-        if in_graph:
-            check(cu.cuEventRecordWithFlags(self.handle, stream.handle,
-                                            cu.CUevent_record_flags.CU_EVENT_RECORD_EXTERNAL),
-                  "cuEventRecordWithFlags")
-        else:
-            check(cu.cuEventRecord(self.handle, stream.handle), "cuEventRecord")
-
-    def done(self) -> bool:
-        (status,) = cu.cuEventQuery(self.handle)
-        if status == cu.CUresult.CUDA_ERROR_NOT_READY:
-            return False
-        check((status,), "cuEventQuery")
-        return True
-
-    def elapsed_ms(self, since: Event) -> float:
-        return check(cu.cuEventElapsedTime(since.handle, self.handle), "cuEventElapsedTime")
-
-
-class EventPool:
-    """Events made once and used again: a timer's batches of repetitions made and destroyed
-    some 77,000 events in a default run, about 1.3 s of its worker's main thread (issue 37).
-    An event goes back (``give``) only once no pending work and no live graph records it."""
-
-    def __init__(self):
-        self._free: list[Event] = []
-
-    def take(self, make: Callable[[], Event] = Event) -> Event:
-        return self._free.pop() if self._free else make()
-
-    def give(self, events: Iterable[Event]) -> None:
-        self._free.extend(events)
 
 
 class Module:

@@ -1,5 +1,5 @@
 """CUDA graphs: work enqueued on a stream once, captured and instantiated, then replayed as one
-launch (the sustained timer's batches, sustained.py), and copies of one capture whose event
+launch (the sustained timer's batches, timing/batches.py), and copies of one capture whose event
 record nodes point at events of their own."""
 
 from __future__ import annotations

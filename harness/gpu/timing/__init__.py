@@ -19,7 +19,8 @@ SMs' caches is not, whatever else the round runs.
 One module per part: ``options`` (TimingOptions, Timing, PowerPass), ``stop`` (the one stop
 rule), ``launches`` (a launch's before, primer and warm-up), ``kernels`` (the timer's own
 kernels), ``gate`` (the spin the host opens, ahead of work timed alone), ``warmup`` (the
-launches timed alone and the warm-up, before a sustained timing's batches), ``trace`` (a
+launches timed alone and the warm-up, before a sustained timing's batches), ``batches``
+(those batches, enqueued from the host or captured in CUDA graphs and replayed), ``trace`` (a
 timing's steps, for experiments), ``timer`` (Timer: rounds, calibration, power pass), and one
 per regime:
 ``sustained`` (the default: launches back to back, the GPU never idle, batches replayed from

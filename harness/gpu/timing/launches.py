@@ -45,7 +45,7 @@ class Primed:
     cycle: int = 0
     """The rounds after which its repetitions repeat themselves, call for call (the copies of
     its operands it takes in turn; 1 on one copy); 0: not known. A timed batch of whole
-    cycles may be captured once and copied (sustained.Batches)."""
+    cycles may be captured once and copied (batches.Batches)."""
 
     def __call__(self) -> None:
         self.launch()

@@ -53,7 +53,7 @@ class Timer:
         self._gate: Gate | None = None
         self._gate_off = False
         self.events = EventPool()
-        """The timed batches' events, used again from one timing to the next (sustained.py)."""
+        """The timed batches' events, used again from one timing to the next (batches.py)."""
 
     @property
     def kernels(self) -> TimerKernels:

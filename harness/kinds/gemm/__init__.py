@@ -4,7 +4,8 @@ for FP8, whose operands and check are the precision module kinds/gemm/fp8/).
 
 Its package: the spec's parse (kernels/spec.py's GEMM-shaped fields), the operands and their
 contents, the check battery (plan, checks, numerics, chunked), the timed measurement (measure,
-launches, capture, timed_size, timed_checks), the session part (session.py), the baselines
+launches, capture, timed_size, timed_checks; screening, the SASS read; hang_limits, how long
+a stage may go quiet), the session part (session.py), the baselines
 (baselines.py) and the figures (figures.py).
 """
 

@@ -14,7 +14,7 @@ CEILING_KIND = "ceiling"
 
 
 def read_sass(kernel: Kernel, arch: str) -> None:
-    from harness.kinds.gemm.measure import screened_cubin
+    from harness.kinds.gemm.screening import screened_cubin
 
     try:  # the cubin screen() compiled; none where it did not (the worker compiles then)
         screened_cubin(compile_kernel(kernel, arch, cached_only=True).cubin)

@@ -14,10 +14,8 @@ the kernel claims (limits.py).
 from __future__ import annotations
 
 import dataclasses
-import hashlib
-import json
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from concurrent.futures import Executor, ThreadPoolExecutor
 
 from harness.bench.phases import BATTERY, PHASES, TIMED_LAUNCHES, TIMED_SIZE
@@ -32,21 +30,25 @@ from harness.bench.result import (
     Result,
 )
 from harness.bench.session import BenchSession
-from harness.compiler.compile import cache_dir
-from harness.compiler.sass import disassemble, opcodes
-from harness.compiler.screen import Screen, screen
 from harness.errors import HarnessError, LaunchError
 from harness.gpu.cublas import compute_name, library_name, scheme_via
-from harness.gpu.timing import ISOLATED_MAX_REPS, Timing, TimingOptions
+from harness.gpu.timing import Timing
 from harness.kernels.registry import Kernel
 from harness.kinds.gemm import capture, kept_checks, limits, operands
 from harness.kinds.gemm.battery import kernel_checks
-from harness.kinds.gemm.gemm import LoadedGemm
+from harness.kinds.gemm.hang_limits import (
+    QUIET_FLOOR_S,
+    Say,
+    launches_limit_s,
+    reference_limit_s,
+    timing_limit_s,
+)
 from harness.kinds.gemm.launches import kernel_timed
 from harness.kinds.gemm.numerics import CheckResult
 from harness.kinds.gemm.plan import plan
 from harness.kinds.gemm.prepared import Prepared, Ready
 from harness.kinds.gemm.references import known_of
+from harness.kinds.gemm.screening import screened
 from harness.kinds.gemm.timed_checks import (
     Pending,
     finished,
@@ -56,73 +58,7 @@ from harness.kinds.gemm.timed_checks import (
 from harness.kinds.gemm.timed_size import AMONG, launched
 from harness.stats import Summary, peak_gflops
 
-Say = Callable[..., None]
-"""``say(stage, limit_s=None, show=True)``: a stage begins; ``limit_s`` is the longest it may
-go without another word before the kernel is called hung; ``show=False`` keeps it off the
-console (a heartbeat)."""
 FASTER_THAN_HARDWARE = "faster than the hardware allows"
-
-# How long a stage may go quiet: a floor, plus its launches at a rate slower than any working
-# kernel's (the naive rung runs at 0.5 TFLOP/s at 4096 on an H100), plus its host work at a
-# slow host's float64 rate. A hung kernel at the default sizes is called within about 30 s;
-# a slow but working naive kernel at 8192 (2 s a launch) is not.
-QUIET_FLOOR_S = 10.0
-SLOWEST_GFLOPS = 25.0
-HOST_GFLOPS = 5.0
-
-
-def launches_limit_s(m: int, n: int, k: int, launches: int) -> float:
-    return QUIET_FLOOR_S + launches * 2.0 * m * n * k / (SLOWEST_GFLOPS * 1e9)
-
-
-def reference_limit_s(m: int, n: int, k: int) -> float:  # two GEMMs, on the host at worst
-    return QUIET_FLOOR_S + 2 * 2.0 * m * n * k / (HOST_GFLOPS * 1e9)
-
-
-def timing_limit_s(options: TimingOptions, launch_ms: float, launches: int = 1) -> float:
-    """No word for this long while ``launches`` launches of about ``launch_ms`` each are timed
-    (and their power measured) is a hang: three times what the stopping rule can take."""
-    per_rep_ms = launch_ms + 1.0  # and its L2 flush and C poisoning
-    expected_ms = options.warmup_ms + max(options.budget_ms, options.min_reps * per_rep_ms)
-    if options.regime == "isolated":
-        expected_ms += ISOLATED_MAX_REPS * (options.isolated_gap_ms + per_rep_ms)
-    expected_s = launches * (expected_ms / 1e3 + options.power_s)
-    return QUIET_FLOOR_S + 3 * expected_s
-
-
-def screened(gemm: LoadedGemm) -> tuple[str, Screen | None]:
-    """The instruction family of a kernel's SASS (limits.family) and its cubin's screening
-    (:func:`screened_cubin`)."""
-    return screened_cubin(gemm.compiled.cubin)
-
-
-def screened_cubin(cubin: bytes) -> tuple[str, Screen | None]:
-    """The instruction family of a cubin's SASS and its screening, kept beside the compile
-    cache by the cubin's hash: a disassembly costs the host most of a second (the runner
-    screens every kernel in parallel before its worker starts, so that the worker finds it
-    here)."""
-    path = cache_dir() / f"{hashlib.sha256(cubin).hexdigest()[:32]}.screen.json"
-    try:
-        known = json.loads(path.read_text())
-        return known["family"], Screen.from_json(known["screen"])
-    except (OSError, ValueError, KeyError, TypeError):
-        pass
-    try:
-        sass = disassemble(cubin)
-        found = limits.family(opcodes(sass)), screen(cubin, sass)
-    except HarnessError:
-        return "unknown", None
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps({"family": found[0], "screen": found[1].to_json()}))
-    except OSError:
-        pass  # an unwritable cache costs the next run the disassembly, nothing else
-    return found
-
-
-def instruction_family(gemm: LoadedGemm) -> str:
-    """The instruction family of a kernel's SASS (:func:`screened`)."""
-    return screened(gemm)[0]
 
 
 def prepare(session: BenchSession, kernel: Kernel, strict_blas: bool = False,
