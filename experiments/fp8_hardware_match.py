@@ -14,8 +14,8 @@ import sys
 
 import numpy as np
 
-from harness.kinds.gemm.fp8.accumulation import _magnitude, _mismatch, model_output
-from harness.kinds.gemm.fp8.check import Fp8Gemm, _block_scales, judge
+from harness.kinds.gemm.fp8.accumulation import magnitude_of, mismatch, model_output
+from harness.kinds.gemm.fp8.check import Fp8Gemm, block_scales, judge
 from harness.kinds.gemm.fp8.formats import FORMATS, tensor_core_dot
 from harness.kinds.gemm.numerics import stored, to_float64
 
@@ -42,7 +42,7 @@ def kernel_output(g: Fp8Gemm, places: int = 13, run: int | None = None, splits: 
                     part = (part.astype(np.float64) + av[:, s:e] @ bv[s:e]).astype(np.float16)
             else:
                 part = tensor_core_dot(av[:, start:stop], bv[start:stop], places=places)
-            scale = _block_scales(g, start, stop) if g.blocked else np.asarray(1.0)
+            scale = block_scales(g, start, stop) if g.blocked else np.asarray(1.0)
             acc = (acc + part.astype(np.float64) * scale).astype(np.float32)
         total = acc if total is None else (total.astype(np.float64) + acc).astype(np.float32)
     if not g.blocked:
@@ -61,7 +61,7 @@ def fp32_sums(g: Fp8Gemm) -> np.ndarray:
         acc = np.zeros_like(total)
         for kk in range(lo, min(k, lo + block)):
             acc = (acc.astype(np.float64) + np.outer(av[:, kk], bv[kk])).astype(np.float32)
-        scale = _block_scales(g, lo, min(k, lo + block)) if g.blocked else np.asarray(1.0)
+        scale = block_scales(g, lo, min(k, lo + block)) if g.blocked else np.asarray(1.0)
         total = (total + acc.astype(np.float64) * scale).astype(np.float32)
     if not g.blocked:
         total = (total.astype(np.float64) * float(g.scale_a) * float(g.scale_b)
@@ -95,7 +95,7 @@ def main() -> int:
                     kernels["never promotes"] = kernel_output(g, run=k)
                 declared = model_output(g)
                 for name, got in kernels.items():
-                    share = _mismatch(got, declared, _magnitude(g))
+                    share = mismatch(got, declared, magnitude_of(g))
                     verdict = judge(g, got, seed=1)
                     print(f"{k:<5} {'block' if blocked else 'tensor':<6} {out:<5} {name:<17} "
                           f"{share:6.1%}  {verdict.finding}")

@@ -10,7 +10,7 @@ from dataclasses import replace
 import numpy as np
 
 from harness.kinds.gemm.fp8.formats import K_STEP, WINDOW_PLACES, tensor_core_dot
-from harness.kinds.gemm.fp8.gemm import Fp8Gemm, _block_scales, reference, subset
+from harness.kinds.gemm.fp8.gemm import Fp8Gemm, block_scales, reference, subset
 from harness.kinds.gemm.numerics import stored, to_float64
 
 
@@ -29,7 +29,7 @@ def model_output(g: Fp8Gemm, places: int = WINDOW_PLACES,
     for start, stop in runs:
         part = tensor_core_dot(av[:, start:stop], bv[start:stop], places=places,
                                floor=floor)
-        scales = (_block_scales(g, start, stop) if g.blocked else np.asarray(1.0))
+        scales = (block_scales(g, start, stop) if g.blocked else np.asarray(1.0))
         acc = (acc + part.astype(np.float64) * scales).astype(np.float32)
     if not g.blocked:
         acc = (acc.astype(np.float64) * float(g.scale_a) * float(g.scale_b)).astype(np.float32)
@@ -83,14 +83,14 @@ def _runs_candidates(k: int, run: int) -> list[tuple[str, list[tuple[int, int]]]
     return found
 
 
-def _magnitude(g: Fp8Gemm) -> np.ndarray:
+def magnitude_of(g: Fp8Gemm) -> np.ndarray:
     """Each output's sum of |a b| with its scales' magnitudes."""
     av, bv = g.values()
     mags = replace(g, scale_a=np.abs(g.scale_a), scale_b=np.abs(g.scale_b))
     return reference(mags, np.abs(av), np.abs(bv))
 
 
-def _mismatch(out: np.ndarray, model: np.ndarray, magnitude: np.ndarray) -> float:
+def mismatch(out: np.ndarray, model: np.ndarray, magnitude: np.ndarray) -> float:
     return float(np.mean(~(np.abs(out - model) <= HW_SLACK * magnitude)))
 
 
@@ -113,11 +113,11 @@ def accumulation(g: Fp8Gemm, out: np.ndarray, seed: int = 0, ref: np.ndarray | N
     part = Fp8Gemm(g.a[rows], g.b[:, cols], g.a_format, g.b_format,
                    *subset((g.scale_a, g.scale_b), rows, cols, n), g.out, g.promote)
     got = out[np.ix_(rows, cols)]
-    magnitude = _magnitude(part)
+    magnitude = magnitude_of(part)
     candidates = _runs_candidates(k, part.steps())
     declared_name, declared_runs = candidates[0]
     declared = model_output(part, runs=declared_runs)
-    share = _mismatch(got, declared, magnitude)
+    share = mismatch(got, declared, magnitude)
     exact = reference(part) if ref is None else ref[np.ix_(rows, cols)]
 
     def models():
@@ -127,7 +127,7 @@ def accumulation(g: Fp8Gemm, out: np.ndarray, seed: int = 0, ref: np.ndarray | N
             for _, runs in candidates[1:]:
                 yield model_output(part, runs=runs, floor=floor)
 
-    if share <= HW_MISMATCH or any(_mismatch(got, x, magnitude) <= HW_MISMATCH
+    if share <= HW_MISMATCH or any(mismatch(got, x, magnitude) <= HW_MISMATCH
                                    for x in models()):
         return True, "ok", "ok"
     near = [(f"a {places + 1}-bit window", places, declared_runs)
@@ -137,7 +137,7 @@ def accumulation(g: Fp8Gemm, out: np.ndarray, seed: int = 0, ref: np.ndarray | N
     near = [(nm + (" (toward minus infinity)" if floor else ""),
              model_output(part, places, runs, floor))
             for nm, places, runs in near for floor in (False, True)]
-    name, nearest = min(((nm, _mismatch(got, x, magnitude)) for nm, x in near),
+    name, nearest = min(((nm, mismatch(got, x, magnitude)) for nm, x in near),
                         key=lambda item: item[1])
     finding = (LESS_ACCURATE if np.linalg.norm(got - exact) > np.linalg.norm(declared - exact)
                else OTHERWISE)

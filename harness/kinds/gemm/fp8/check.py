@@ -37,8 +37,8 @@ from harness.kinds.gemm.fp8.formats import K_STEP
 from harness.kinds.gemm.fp8.gemm import (
     BLOCK_K,
     Fp8Gemm,
-    _block_scales,
     _by_rows,
+    block_scales,
     reference,
     subset,
 )
@@ -55,7 +55,7 @@ from harness.kinds.gemm.numerics import half_ulp, to_float64
 __all__ = ["BLOCK_K", "HW_MISMATCH", "LESS_ACCURATE", "OTHERWISE", "WALK_CHUNK", "Fp8Gemm",
            "Fp8Verdict", "accumulation", "check", "judge", "model_output", "reference",
            "sample", "subset", "walk", "walk_of_sums", "walk_sums", "walk_with", "whole",
-           "_block_scales"]
+           "block_scales"]
 """The FP8 check's API: its own, and its parts' (gemm.py, walk.py, accumulation.py), which
 the runs, tests and experiments import from here."""
 

@@ -48,7 +48,7 @@ class Fp8Gemm:
         return run
 
 
-def _block_scales(g: Fp8Gemm, start: int, stop: int, rows: slice = slice(None)
+def block_scales(g: Fp8Gemm, start: int, stop: int, rows: slice = slice(None)
                   ) -> np.ndarray:
     """The scale of each output (of ``rows`` only) for the products of k in [start, stop) (one
     block's)."""
@@ -74,7 +74,7 @@ def reference(g: Fp8Gemm, a: np.ndarray | None = None, b: np.ndarray | None = No
     out = np.zeros((av.shape[0], bv.shape[1]))
     for start in range(0, k, BLOCK_K):
         stop = min(k, start + BLOCK_K)
-        out += (av[:, start:stop] @ bv[start:stop]) * _block_scales(g, start, stop)
+        out += (av[:, start:stop] @ bv[start:stop]) * block_scales(g, start, stop)
     return out
 
 

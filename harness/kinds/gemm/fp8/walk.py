@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from harness.kinds.gemm.fp8.formats import FORMATS, K_STEP, WINDOW_PLACES
-from harness.kinds.gemm.fp8.gemm import BLOCK_K, Fp8Gemm, _block_scales, _by_rows
+from harness.kinds.gemm.fp8.gemm import BLOCK_K, Fp8Gemm, _by_rows, block_scales
 
 
 def walk(g: Fp8Gemm) -> np.ndarray:
@@ -52,7 +52,7 @@ def walk_sums(g: Fp8Gemm) -> np.ndarray:
             if start % run == 0:
                 p[:] = 0.0  # promoted: the tensor core starts again from zero
             if g.blocked and start % BLOCK_K == 0:  # a block's scales, once per block
-                scale = _block_scales(g, start, stop, slice(lo, hi)).astype(np.float32)
+                scale = block_scales(g, start, stop, slice(lo, hi)).astype(np.float32)
             np.multiply(a_max[lo:hi, j, None], b_max[None, j], out=st)
             np.abs(p, out=pr)
             np.maximum(st, pr, out=st)
@@ -71,7 +71,7 @@ def walk_of_sums(g: Fp8Gemm, var: np.ndarray) -> np.ndarray:
     and square root in float64 (also the GPU's sums, harness/gpu/fp8_walk.py)."""
     factor = 11.0 * ((1 + 2.0 ** -6) * 2.0 ** -WINDOW_PLACES) ** 2
     if not g.blocked:
-        factor *= float(_block_scales(g, 0, g.a.shape[1])) ** 2
+        factor *= float(block_scales(g, 0, g.a.shape[1])) ** 2
     return np.sqrt(var.astype(np.float64) * factor)
 
 
