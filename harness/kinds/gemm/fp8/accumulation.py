@@ -21,10 +21,8 @@ def model_output(g: Fp8Gemm, places: int = WINDOW_PLACES,
     before each promotion into FP32, in the order they are added (default: ``g``'s promotion
     runs from k = 0); ``floor``: terms truncated toward minus infinity (formats.window_step)."""
     av, bv = g.values()
-    k = av.shape[1]
     if runs is None:
-        run = g.steps()
-        runs = [(start, min(k, start + run)) for start in range(0, k, run)]
+        runs = runs_of(0, av.shape[1], g.steps())
     acc = np.zeros((av.shape[0], bv.shape[1]), dtype=np.float32)
     for start, stop in runs:
         part = tensor_core_dot(av[:, start:stop], bv[start:stop], places=places,
@@ -54,6 +52,12 @@ LESS_ACCURATE = "less accurate than the tensor core's FP8 accumulation"
 OTHERWISE = "not the tensor core's accumulation"
 
 
+def runs_of(lo: int, hi: int, run: int) -> list[tuple[int, int]]:
+    """k in [lo, hi) in runs of ``run`` from ``lo``: what the tensor core adds between
+    promotions."""
+    return [(s, min(hi, s + run)) for s in range(lo, hi, run)]
+
+
 def _runs_candidates(k: int, run: int) -> list[tuple[str, list[tuple[int, int]]]]:
     """The promotion runs a right kernel may use, as accurate as ``run`` (the declared) or
     more: shorter runs from k = 0, and K split into 2-8 parts of whole tiles of 32-256 k (each
@@ -66,20 +70,19 @@ def _runs_candidates(k: int, run: int) -> list[tuple[str, list[tuple[int, int]]]
             seen.add(key)
             found.append((name, runs))
 
-    add(f"promote = {run}" if run < k else "no promotion",
-        [(s, min(k, s + run)) for s in range(0, k, run)])
+    add(f"promote = {run}" if run < k else "no promotion", runs_of(0, k, run))
     shorter = run // 2
     while shorter >= K_STEP:
-        add(f"promote = {shorter}", [(s, min(k, s + shorter)) for s in range(0, k, shorter)])
+        add(f"promote = {shorter}", runs_of(0, k, shorter))
         shorter //= 2
     for tile in (32, 64, 128, 256):
         for parts in range(2, 9):
             per = math.ceil(math.ceil(k / tile) / parts) * tile
-            edges = [(s, min(k, s + per)) for s in range(0, k, per)]
+            edges = runs_of(0, k, per)
             if len(edges) < 2:
                 continue
             add(f"split-K into {len(edges)} parts of {per} k",
-                [(s, min(e, s + run)) for lo, e in edges for s in range(lo, e, run)])
+                [r for lo, hi in edges for r in runs_of(lo, hi, run)])
     return found
 
 
