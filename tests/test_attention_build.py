@@ -125,3 +125,41 @@ def test_harness_build_takes_both_kernels_at_their_head_dims_or_the_size_given()
     status = {r["kernel"]: r["status"] for r in rows}
     assert status["attention_02_online:d256"] == "ok"
     assert status["attention_02_online:d64"] == "skipped"
+
+
+def test_harness_run_without_a_gpu_builds_both_kernels_at_the_sizes_a_run_takes():
+    """Offline `harness run` (issue 60's done-means): each attention kernel built at every
+    size a run of it would take (each variant at its own head dim), the largest shown; a
+    --size in named dims, a variant it does not fit said with its constraint; exit 3 (no
+    GPU) with the report printed."""
+    import subprocess
+    import sys
+
+    from conftest import harness_env
+
+    from harness import kinds
+    from harness.kernels.registry import PROJECT_ROOT, discover, select
+
+    def run(*args):
+        return subprocess.run([sys.executable, "-m", "harness", "run", *args],
+                              capture_output=True, text=True, cwd=PROJECT_ROOT,
+                              env=harness_env(gpu=False), timeout=300)
+
+    done = run(NAIVE, ONLINE)
+    assert done.returncode == 3, done.stdout + done.stderr
+    for name in ("attention_01_naive", "attention_02_online:d64", "attention_02_online:d128",
+                 "attention_02_online:d256"):
+        assert name in done.stdout
+    assert "needs a GPU" in done.stderr and "Fails without a GPU" not in done.stdout
+
+    kernels = select(discover(), [ONLINE])
+    d64 = next(k for k in kernels if k.variant == "d64")
+    rows = kinds.of(d64.spec).offline_rows(d64, "sm_90")
+    assert len(rows) >= 2 and all(r["status"] == "ok" and ",D=64" in r["size"] for r in rows)
+    assert rows == sorted(rows, key=lambda r: kinds.of(d64.spec).flops(
+        d64.spec, read_size(r["size"])))  # the largest last: the one the table shows
+
+    done = run(ONLINE, "--size", "B=1,H=8,S=1000,D=64")
+    assert done.returncode == 3, done.stdout + done.stderr
+    assert "attention_02_online:d128 at B=1,H=8,H_kv=8,S_q=1000,S_kv=1000,D=64" in done.stdout
+    assert "D == HEAD_DIM" in done.stdout  # why d128 and d256 are not built there

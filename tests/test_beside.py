@@ -12,6 +12,7 @@ import pytest
 
 from harness.bench.phases import CHECKS_BESIDE, Phases, beside
 from harness.bench.result import KernelInfo, Result
+from harness.kinds.dims import Problem
 from harness.kinds.gemm import work
 from harness.kinds.gemm.timed_checks import Pending
 from harness.run import worker
@@ -83,11 +84,11 @@ def test_sizes_measured_before_a_fault_still_go_out(emitted, monkeypatch):
 
     monkeypatch.setattr(work, "measure", measure)
     monkeypatch.setattr(worker, "_progress", lambda *a: None)
-    job = type("Job", (), {"sizes": [(128,) * 3, (256,) * 3, (512,) * 3], "mode": "run",
-                           "reuse_baseline": False})()
+    job = type("Job", (), {"mode": "run", "reuse_baseline": False})()
+    problems = [Problem.of(M=n, N=n, K=n) for n in (128, 256, 512)]
     prep = type("Prep", (), {"kernel": KernelInfo("k", "k.cu", "fp32")})()
     with pytest.raises(RuntimeError, match="ILLEGAL_ADDRESS"):
-        work._run_sizes(None, prep, job, worker.CONTEXT)
+        work._run_sizes(None, prep, problems, job, worker.CONTEXT)
     assert emitted == [128, 256]
 
 
@@ -294,7 +295,7 @@ def test_a_kernel_is_checked_while_the_one_before_is_still_compared(monkeypatch)
                         SimpleNamespace(gemm=SimpleNamespace(kernel=None)))
     monkeypatch.setattr(work, "_run_sizes",
                         lambda *a: events.append(("sizes", "next")) or worker.InOrder())
-    job = SimpleNamespace(strict_blas=False)
+    job = SimpleNamespace(strict_blas=False, problems=lambda kernel: ())
     kernel = SimpleNamespace(name="next", spec=SimpleNamespace(kind="gemm"))
     for status in ("pass", "FAIL"):
         events.clear()

@@ -94,7 +94,7 @@ def test_a_loaded_kernel_refuses_a_grid_over_the_limits_before_launching():
         gemm.prepare(100000000, 100000000, 100000000)
 
 
-@pytest.mark.parametrize(("at", "said"), [((256, 256, 256), "hung at 256x256x256: "),
+@pytest.mark.parametrize(("at", "said"), [("256x256x256", "hung at 256x256x256: "),
                                           (None, "hung while its check battery ran: ")])
 def test_a_hung_kernel_is_skipped_at_its_other_sizes_saying_where_it_hung(at, said):
     from harness.kernels.registry import discover, select
@@ -316,3 +316,19 @@ def test_a_worker_started_ahead_goes_to_a_run_on_one_gpu_or_is_ended(monkeypatch
     assert process.take_ahead(None) is None
     process.start_ahead()
     assert process.take_ahead(object()) is None and closed == [made[1]]
+
+
+def test_a_job_hands_each_kind_its_sizes_as_named_dims():
+    """The worker's kinds read a job's sizes as their kernels' dims by name (Job.problems),
+    never as the runner's (m, n, k) slots: a GEMM's M, N, K; a buffers kernel's own dims,
+    whatever it names them, without the slots' padding; the job's JSON carries them."""
+    from harness.kernels.registry import discover, select
+    from harness.run.protocol import Job, KernelRef
+
+    (gemm,) = select(discover(), ["01_naive"])
+    (softmax,) = select(discover(), ["cu/memory/softmax_04_pipelined.cu"])
+    job = Job.from_json(Job((KernelRef.of(gemm),), ((64, 32, 16), (4096, 1024, 1))).to_json())
+    assert [p.text for p in job.problems(gemm)] == ["M=64,N=32,K=16", "M=4096,N=1024,K=1"]
+    dims = softmax.spec.buffers.dims
+    assert [p.names for p in job.problems(softmax)] == [tuple(dims)] * 2
+    assert job.problems(softmax, job.sizes[1:])[0].values == (4096, 1024)

@@ -13,7 +13,7 @@ from harness import kinds
 from harness.archs import get_arch
 from harness.bench.phases import beside
 from harness.cli import common, flags, power
-from harness.cli.offline_run import run_offline
+from harness.cli.offline_run import builds_itself, run_offline
 from harness.commands import measure, place, tune
 from harness.commands.measure import DEFAULT_RUN_SIZES
 from harness.errors import HarnessError
@@ -124,6 +124,9 @@ def _run(args) -> int:
         from harness.run.process import start_ahead
 
         start_ahead()  # the one worker's start beside reading the kernels and the GPU
+    status = None if args.cluster else common.has_gpu()
+    if status is not None and not status.found:
+        return _offline(args, status.reason)
     chosen = _gemms_and_buffers(args)
     dims = _buffer_sizes(args, chosen)
     options = flags.run_options(args, DEFAULT_RUN_SIZES, **_as_sizes(dims))
@@ -133,21 +136,32 @@ def _run(args) -> int:
         with place.cluster(args.cluster, common.say) as target:
             return _run_and_report(args, chosen, options, target,
                                    f"a Dask cluster ({target.where})", not dims)
-    status = common.has_gpu()
-    if not status.found:
-        sizes = options.sizes
-        if not args.size and chosen and all(kernel_sizes.has_own_sizes(k) for k in chosen):
-            sizes = kernel_sizes.own_slots(chosen[0])
-        return run_offline(chosen, sizes, status.reason, common.width(args))
     target = place.local(args.gpus)
     return _run_and_report(args, chosen, options, target, f"{target.where} ({target.arch})",
                            not dims)
 
 
 
-def _gemms_and_buffers(args) -> list[Kernel]:
-    """The kernels named (GEMMs and buffers kernels); the default run's GEMMs without names."""
-    return common.gemms_and_buffers(args, "run") if args.kernels else common.kernels(args)
+def _gemms_and_buffers(args, command: str = "run") -> list[Kernel]:
+    """The kernels named (GEMMs and buffers kernels; ``build``: any kind harness build takes);
+    the default run's GEMMs without names."""
+    return common.gemms_and_buffers(args, command) if args.kernels else common.kernels(args)
+
+
+def _offline(args, why: str) -> int:
+    """``harness run`` without a GPU: what the build says of every kernel harness build
+    takes (a kind that builds its kernels itself, at its own sizes)."""
+    chosen = _gemms_and_buffers(args, "build")
+    if not args.kernels and not args.all:
+        chosen = representatives(chosen)
+    measured = [k for k in chosen if not builds_itself(k)]
+    sizes: tuple = ()
+    if measured:  # --size read by their kinds (a kind that builds itself reads its own)
+        dims = _buffer_sizes(args, measured)
+        sizes = flags.run_options(args, DEFAULT_RUN_SIZES, **_as_sizes(dims)).sizes
+        if not args.size and all(kernel_sizes.has_own_sizes(k) for k in measured):
+            sizes = kernel_sizes.own_slots(measured[0])
+    return run_offline(chosen, sizes, why, common.width(args), tuple(args.size or ()))
 
 
 def _as_sizes(dims: Sequence[tuple[int, int, int]]) -> dict:

@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import math
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from harness.errors import HarnessError
@@ -136,6 +136,13 @@ class Kind(ABC):
         kernels itself; None: the core's build (compiler/offline.py) at the run's slots."""
         return None
 
+    def offline_rows(self, kernel: Any, arch: str, sizes: Sequence[str] = (),
+                     limit_s: float | None = None) -> list[dict] | None:
+        """``harness run`` without a GPU, for a kind that builds its kernels itself: a
+        :meth:`build_row` at each size the run would take (``sizes``, the ``--size`` texts, or
+        the kernel's own), the largest last; None: the core's offline run at the run's slots."""
+        return None
+
     loads_for_the_driver: bool = False
     """Whether :meth:`load` gives what ``harness occupancy`` asks the driver about (its
     ``occupancy(m, n, k)``); a kind without it is predicted offline only."""
@@ -208,7 +215,7 @@ class Kind(ABC):
         return None
 
     # --- in the worker (run/worker.py) ---------------------------------------------------
-    # ``ctx`` is the worker's context: ``progress(name, size=None)`` (a ``say``), ``emit``,
+    # ``ctx`` is the worker's context: ``progress(name, problem=None)`` (a ``say``), ``emit``,
     # ``rows()`` (an in-order row queue: ``add``, ``wait``), ``ended_well(ran)``,
     # ``kind_of(kernel)``, and the ``beside`` and ``prefetch`` executors. A "ran" is
     # ``(kernel name, rows)``; None tells the worker to end (a failed check or a fault).
@@ -218,8 +225,8 @@ class Kind(ABC):
 
     def run_kernel(self, session: Any, kernel: Any, job: Any, ctx: Any, after: Any = None,
                    before: Any = None) -> Any:
-        """Every size of ``kernel`` (``job.sizes``, the run's slots), its rows emitted in
-        order; ``before`` (the kernel before's ran) is waited for with
+        """Every size of ``kernel`` (``job.problems(kernel)``: the run's sizes as its dims, by
+        name), its rows emitted in order; ``before`` (the kernel before's ran) is waited for with
         ``ctx.ended_well(before)`` before this kernel's first launch."""
         raise HarnessError(f"a {self.name} kernel is not measured by the worker; "
                            f"{self.runs_it()} runs it")
@@ -228,8 +235,9 @@ class Kind(ABC):
         """``harness compare``: ``kernels`` (all of this kind) timed interleaved."""
         raise HarnessError(f"{self.name} kernels cannot be compared")
 
-    def draw_ahead(self, kernel: Any, job: Any, sizes: Any, session: Any, ctx: Any) -> None:
-        """On ``ctx.prefetch``, beside other work: the inputs ``kernel`` will need first."""
+    def draw_ahead(self, kernel: Any, job: Any, problems: Any, session: Any, ctx: Any) -> None:
+        """On ``ctx.prefetch``, beside other work: the inputs ``kernel`` will need first, at
+        ``problems`` (its dims by name)."""
         return None
 
     # --- reading results ----------------------------------------------------------------

@@ -1,6 +1,7 @@
 """A kernel's sizes, asked of its kind: ``--size`` read once, by the kind, into a
-:class:`~harness.kinds.dims.Problem`, and carried to the worker in the run's ``(m, n, k)``
-slots (the transport of schema 2; the kind pads its dims into them).
+:class:`~harness.kinds.dims.Problem`. The runner keys its rows by the run's ``(m, n, k)``
+slots (a result's ``m, n, k``, schema 2's; the kind pads its dims into them); in the worker a
+kind reads each size back as its own dims by name (``Job.problems``), never as slots.
 
 Kind-neutral: the CLI, the API, the commands and the plugin call these instead of testing a
 kernel's kind. Imports nothing but the registry.

@@ -58,7 +58,8 @@ class WorkerProcess:
         self.finished: set[str] = set()
         self.reported: set[tuple[str, Size]] = set()
         self.current: str | None = None
-        self.at: Size | None = None  # the size the current kernel was last reported at
+        self.at: str | None = None  # the size the current kernel was last reported at
+        # (its problem's short text, 4096x4096x4096: the worker speaks in named dims)
         self.stage = "starting"
         self.limit_s = options.timeout_s or STARTUP_LIMIT_S
         self.idle = False
@@ -143,9 +144,9 @@ class WorkerProcess:
             self.current, self.at = event["kernel"], None
         elif kind == "progress":
             if "size" in event:
-                self.at = tuple(event["size"])
+                self.at = str(event["size"])
             if event.get("show", True):
-                where = "x".join(map(str, event["size"])) + " " if "size" in event else ""
+                where = f"{event['size']} " if "size" in event else ""
                 self.say(f"      {event['kernel']} {where}{event['stage']}")
             self.stage = event["stage"]
         elif kind == "result":
@@ -198,11 +199,11 @@ class WorkerProcess:
             return
         status, message = failure(error, hung, returncode, tail, self.limit_s, self.stage)
         kernel = self.by_name[self.current]
-        failed_at = self.at if self.at in pending else pending[0]
+        at = [s for s in pending if self.job.problems(kernel, [s])[0].short == self.at]
+        failed_at = at[0] if at else pending[0]
         self.keep(unrun(kernel, failed_at, status, message))
         word = {"timeout": "hung", "fault": "faulted"}.get(status, status)
-        where = (f"at {'x'.join(map(str, self.at))}" if self.at
-                 else "while its check battery ran")
+        where = f"at {self.at}" if self.at else "while its check battery ran"
         for size in pending:
             if size != failed_at:
                 self.keep(unrun(kernel, size, "skipped",

@@ -27,6 +27,8 @@ from typing import Any
 
 from harness.gpu.timing import TimingOptions
 from harness.kernels.registry import Kernel
+from harness.kinds import sizes as kernel_sizes
+from harness.kinds.dims import Problem
 
 EVENT_PREFIX = "HARNESS-EVENT "
 GO, SKIP = "go", "skip"
@@ -63,6 +65,8 @@ class KernelRef:
 class Job:
     kernels: tuple[KernelRef, ...]
     sizes: tuple[tuple[int, int, int], ...]
+    """The run's sizes as the runner keys its rows (a result's ``m, n, k``): a kind reads them
+    as its kernels' named dims with :meth:`problems`, never as these slots."""
     timing: TimingOptions = field(default_factory=TimingOptions)
     carveout_pct: int | None = None
     reuse_baseline: bool = False
@@ -80,6 +84,12 @@ class Job:
     can launch) or anything else (the runner has its rows; skip it). The runner compiles while
     the worker measures the kernels already compiled (the first row is not held by the last
     compile)."""
+
+    def problems(self, kernel: Kernel, sizes=None) -> tuple[Problem, ...]:
+        """The job's sizes (or ``sizes``, some of them) as ``kernel``'s problems: its kind's
+        dims by name, in order (``M, N, K``; a buffers kernel's ``ROWS, COLS``)."""
+        return tuple(kernel_sizes.problem_at(kernel, s)
+                     for s in (self.sizes if sizes is None else sizes))
 
     def to_json(self) -> str:
         return json.dumps(asdict(self))

@@ -31,12 +31,12 @@ from harness.kernels.spec import read_spec
 from harness.run.protocol import GO, Job, KernelRef, emit
 
 
-def _progress(kernel: str, size=None):
+def _progress(kernel: str, problem=None):
     """A ``say`` (measure.Say) that emits progress events: each resets the runner's no-progress
     clock to its ``limit_s``; ``show=False`` ones are heartbeats kept off the console."""
     def say(stage: str, limit_s: float | None = None, show: bool = True) -> None:
         emit("progress", kernel=kernel, stage=stage, limit_s=limit_s, show=show,
-             **({"size": list(size)} if size else {}))
+             **({"size": problem.short} if problem else {}))
     return say
 
 
@@ -48,7 +48,8 @@ def run_job(job: Job) -> None:
     kernels = [_kernel(ref) for ref in job.kernels]
     if kernels:  # the first kernel's inputs beside the session's start-up (a gated job's
         # kernels come tuned for the GPU already; another's battery may differ, and draws its own)
-        _kind(kernels[0]).draw_ahead(kernels[0], job, job.sizes[:1], None, CONTEXT)
+        _kind(kernels[0]).draw_ahead(kernels[0], job, job.problems(kernels[0], job.sizes[:1]),
+                                     None, CONTEXT)
     ahead = tuple(s for k in dict.fromkeys(_kind(k) for k in kernels)
                   for s in k.session_sources())
     with PHASES("worker start"):
@@ -210,8 +211,8 @@ class _Context:
     prefetch: ThreadPoolExecutor
 
     @staticmethod
-    def progress(kernel: str, size=None):
-        return _progress(kernel, size)
+    def progress(kernel: str, problem=None):
+        return _progress(kernel, problem)
 
     @staticmethod
     def emit(kind: str, **fields) -> None:

@@ -24,7 +24,8 @@ class AttentionKind(Kind):
     commands = ("plan", "build")  # run and check: the issue "Attention on the H100" wires them
     own_command = "harness check --plan"
     """What takes an attention kernel today: its battery listed (the API's ``.plan()``
-    alike) and its build; the checks on the GPU run through tests/test_attention_gpu.py."""
+    alike), its build, and ``harness run`` without a GPU (its build at each size a run
+    takes); the checks on the GPU run through tests/test_attention_gpu.py."""
 
     def parse_table(self, table, source, match, path, fail):
         return attention_spec.parse_table(table, source, match, path, fail)
@@ -43,20 +44,39 @@ class AttentionKind(Kind):
                               for p in sizes)
         return sizes[:1] if quick else sizes
 
-    def build_row(self, kernel, arch: str, size: str | None, limit_s=None) -> dict:
-        """ptxas's report and the launch at ``size`` (default: the first timed size, at the
-        variant's head dim)."""
+    def run_problems(self, kernel) -> tuple[AttentionProblem, ...]:
+        """The sizes a run of ``kernel`` takes without ``--size``: each timed size at the
+        head dim its variant launches at (its ``HEAD_DIM``, else the size's, else the first
+        of the spec's head dims that fits); a size none fits stays as it is (its row says
+        why it cannot launch)."""
         from harness.kinds.attention import build
+
         params = build.params_of(kernel.spec, kernel.variant)
-        if size:
-            chosen = self.read_size(size)
-        else:
-            first = self.default_sizes(kernel.spec)[0]
+        chosen = []
+        for first in self.default_sizes(kernel.spec):
             heads = (params.get("HEAD_DIM"), first["D"], *kernel.spec.kind_spec.head_dims)
             fitting = [AttentionProblem.make(first["B"], first["H"], first["S_q"],
                                              first["S_kv"], d, causal=first.causal)
                        for d in dict.fromkeys(h for h in heads if h)]
-            chosen = next((p for p in fitting if build.fits(kernel.spec, p, params)), first)
+            chosen.append(next((p for p in fitting if build.fits(kernel.spec, p, params)),
+                               first))
+        return tuple(dict.fromkeys(chosen))
+
+    def build_row(self, kernel, arch: str, size: str | None, limit_s=None) -> dict:
+        """ptxas's report and the launch at ``size`` (default: the first timed size, at the
+        variant's head dim)."""
+        chosen = self.read_size(size) if size else self.run_problems(kernel)[0]
+        return self._row(kernel, arch, chosen, limit_s)
+
+    def offline_rows(self, kernel, arch: str, sizes=(), limit_s=None) -> list[dict]:
+        problems = tuple(map(self.read_size, sizes)) or self.run_problems(kernel)
+        return [self._row(kernel, arch, p, limit_s)
+                for p in sorted(problems, key=lambda p: self.flops(kernel.spec, p))]
+
+    @staticmethod
+    def _row(kernel, arch: str, chosen: AttentionProblem, limit_s) -> dict:
+        from harness.kinds.attention import build
+
         row = build.report_row(kernel.spec, arch, chosen, kernel.variant, limit_s)
         return {**row, "kernel": kernel.name, "file": str(kernel.spec.path.name)}
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from harness.bench.phases import PHASES
 from harness.kernels.registry import Kernel
-from harness.kinds.sizes import rank
 
 PART = "buffers"
 
@@ -38,23 +37,21 @@ def compare_kernels(session, kernels: list[Kernel], job, ctx) -> None:
     from harness.kinds.buffers.compare import compare_kernels as compare
 
     ceiling = memory_ceiling(session, kernels[0].name, ctx)
-    dims = rank(kernels[0])
-    for res in compare(session, kernels, [tuple(s[:dims]) for s in job.sizes], ceiling,
+    for res in compare(session, kernels, [p.values for p in job.problems(kernels[0])], ceiling,
                        ctx.progress("compare")):
         ctx.emit("result", result=res.to_json())
 
 
 def run_kernel(session, kernel: Kernel, job, ctx, after: Kernel | None = None, before=None):
-    """A buffers kernel: the job's sizes hold its dims, padded with 1; None when the worker
+    """A buffers kernel at each of the job's sizes, read as its dims; None when the worker
     must end."""
     from harness.kinds.buffers.timed import measure_kernel
 
     if not ctx.ended_well(before):
         return None
     ceiling = memory_ceiling(session, kernel.name, ctx) if job.mode != "check" else None
-    dims = rank(kernel)
     ok = True
-    for res in measure_kernel(session, kernel, [tuple(s[:dims]) for s in job.sizes], ceiling,
+    for res in measure_kernel(session, kernel, [p.values for p in job.problems(kernel)], ceiling,
                               ctx.progress(kernel.name), timed=job.mode != "check"):
         ctx.emit("result", result=res.to_json())
         ok = ok and res.status != "FAIL"

@@ -184,7 +184,7 @@ class GemmKind(Kind):
 
         work.open_for(session, job)
 
-    def draw_ahead(self, kernel: Any, job: Any, sizes: Any, session: Any, ctx: Any) -> None:
+    def draw_ahead(self, kernel: Any, job: Any, problems: Any, session: Any, ctx: Any) -> None:
         from harness.kinds.gemm import work
 
-        work.draw_ahead(kernel, job, sizes, session, ctx)
+        work.draw_ahead(kernel, job, problems, session, ctx)

@@ -2,7 +2,7 @@
 battery run), then measured (or checked) at each size, its rows in order as they are ready;
 the kernels of a compare timed interleaved; the next kernel's inputs drawn ahead on the host.
 
-The worker hands each kind a context (``ctx``): ``progress(name, size)``, ``emit``,
+The worker hands each kind a context (``ctx``): ``progress(name, problem)``, ``emit``,
 ``rows()`` (its in-order row queue), ``ended_well(ran)``, and the ``beside`` and ``prefetch``
 executors.
 """
@@ -18,6 +18,11 @@ from harness.kinds.gemm.host_values import prefetch
 from harness.kinds.gemm.measure import Prepared, check_only, compare, measure, prepare
 from harness.kinds.gemm.plan import plan
 from harness.kinds.gemm.session import gemm_session, timing_key
+
+
+def _mnk(problem) -> tuple[int, int, int]:
+    """A GEMM problem's M, N, K by name (Job.problems gives every size so)."""
+    return problem["M"], problem["N"], problem["K"]
 
 
 def open_for(session, job) -> None:
@@ -49,17 +54,18 @@ def run_kernel(session, kernel: Kernel, job, ctx, after: Kernel | None = None, b
     if not ctx.ended_well(before):
         return None
     _prefetch(gemm, prep.gemm.kernel, after, job, ctx)
-    return kernel.name, _run_sizes(gemm, prep, job, ctx)
+    return kernel.name, _run_sizes(gemm, prep, job.problems(kernel), job, ctx)
 
 
-def _run_sizes(session, prep: Prepared, job, ctx):
-    """Measure (mode ``check``: check only) every size; the rows, the last sizes' kept
+def _run_sizes(session, prep: Prepared, problems, job, ctx):
+    """Measure (mode ``check``: check only) at every problem; the rows, the last sizes' kept
     launches maybe still compared (``InOrder.wait``: False when the kernel failed a check).
     Every row measured goes out before this raises, when a later size raises (a fault)."""
     rows = ctx.rows()
     try:
-        for size in job.sizes:
-            say = ctx.progress(prep.kernel.name, size)
+        for problem in problems:
+            size = _mnk(problem)
+            say = ctx.progress(prep.kernel.name, problem)
             rows.add(check_only(session, prep, *size, say=say) if job.mode == "check" else
                      measure(session, prep, *size, reuse_baseline=job.reuse_baseline, say=say,
                              beside=ctx.beside))
@@ -76,21 +82,21 @@ def compare_kernels(session, kernels: list[Kernel], job, ctx) -> None:
     """``harness compare``: every kernel prepared, then each size timed interleaved."""
     gemm = gemm_session(session)
     preps = [prepare(gemm, k, job.strict_blas, ctx.progress(k.name)) for k in kernels]
-    for size in job.sizes:
-        for res in compare(gemm, preps, *size, say=ctx.progress("compare", size)):
+    for problem in job.problems(kernels[0]):
+        for res in compare(gemm, preps, *_mnk(problem), say=ctx.progress("compare", problem)):
             ctx.emit("result", result=res.to_json())
 
 
-def draw_ahead(kernel: Kernel, job, sizes, session: Any, ctx) -> None:
+def draw_ahead(kernel: Kernel, job, problems, session: Any, ctx) -> None:
     """On the prefetch thread, beside other work: ``kernel``'s check battery (inputs and host
-    references) and the timing operands of ``sizes``, those ``session`` does not hold yet
+    references) and the timing operands of ``problems``, those ``session`` does not hold yet
     (before the session starts, all). A spec the plan cannot read is left to the kernel's own
     turn, which says why."""
     if job.mode != "run" or job.seed is None:
         return
     try:
         prefetch_battery(kernel.spec, plan(kernel), job.seed, ctx.prefetch)
-        for size in sizes:
+        for size in map(_mnk, problems):
             if session is not None:
                 gemm_session(session).prefetch_timing_operands(kernel, *size, ctx.prefetch)
             else:
@@ -105,8 +111,9 @@ def _prefetch(session, kernel: Kernel, after: Kernel | None, job, ctx) -> None:
     next kernel's battery and first size."""
     if job.mode != "run":
         return
-    for size in job.sizes[1:]:
-        session.prefetch_timing_operands(kernel, *size, ctx.prefetch)
+    for problem in job.problems(kernel)[1:]:
+        session.prefetch_timing_operands(kernel, *_mnk(problem), ctx.prefetch)
     if after is not None:
         after_kind = ctx.kind_of(after)
-        after_kind.draw_ahead(session.kernel(after), job, job.sizes[:1], session, ctx)
+        after_kind.draw_ahead(session.kernel(after), job, job.problems(after, job.sizes[:1]),
+                              session, ctx)
