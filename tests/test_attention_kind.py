@@ -250,7 +250,19 @@ def test_check_plan_takes_attention_kernels_and_names_what_takes_them(capsys):
     assert "large_logits" in out and "sum_07_tuned left out" in err, (out, err)
     assert main(["check", "--plan", "--json", "cu/attention/attention_01_naive.cu"]) == 0
     assert '"ragged"' in capsys.readouterr().out
+    assert KIND.runs_it() == "harness check --plan"
+
+
+def test_run_on_a_gpu_refuses_attention_naming_what_takes_it(capsys, monkeypatch):
+    """With a GPU, ``harness run`` refuses an attention kernel (its measuring is the issue
+    "Attention on the H100"), naming the command that takes it; without one it builds it
+    (tests/test_attention_build.py)."""
+    from harness.cli import common, main
+    from harness.gpu.devices import GpuStatus
+    from harness.run import process
+
+    monkeypatch.setattr(common, "has_gpu", lambda: GpuStatus(name="a GPU"))
+    monkeypatch.setattr(process, "start_ahead", lambda: None)
     assert main(["run", "cu/attention/attention_02_online.cu"]) == 2
     err = capsys.readouterr().err
     assert "`harness check --plan` takes attention kernels" in err, err
-    assert KIND.runs_it() == "harness check --plan"

@@ -10,7 +10,7 @@ import re
 from pathlib import Path
 
 from harness.errors import CompileError
-from harness.kernels.kernel_path import read_regular
+from harness.kernels.includes import traverse
 
 _INCLUDE = re.compile(r'^[ \t]*#[ \t]*include[ \t]*(?:"(?P<quoted>[^"\n]*)"|<(?P<angled>[^>\n]*)>'
                       r"|(?P<other>\S.*))?", re.MULTILINE)
@@ -26,16 +26,11 @@ def check_includes(kernel: Path, include_paths: tuple[str, ...]) -> None:
     by an absolute path, a file outside its folder and the include path, or by a macro."""
     home = os.path.realpath(os.path.dirname(os.path.abspath(kernel)))
     allowed = [os.path.realpath(p) for p in include_paths]
-    seen, todo = set(), [os.path.abspath(kernel)]
-    while todo:
-        current = todo.pop(0)
-        if current in seen:
-            continue
-        seen.add(current)
-        try:
-            text = read_regular(Path(current)).decode(errors="replace")
-        except OSError as exc:
-            raise CompileError(f"{current}: cannot read the header: {exc.strerror}") from None
+
+    def followed(current: Path, data: bytes) -> list[Path]:
+        """The headers of ``current`` to screen next (those in the kernel's folder), each of
+        its includes refused here where it must be."""
+        text, follow = data.decode(errors="replace"), []
         for match in _INCLUDE.finditer(text):
             line = text.count("\n", 0, match.start()) + 1
             name = match["quoted"] if match["quoted"] is not None else match["angled"]
@@ -54,8 +49,15 @@ def check_includes(kernel: Path, include_paths: tuple[str, ...]) -> None:
             if found is None:
                 continue  # missing: the compiler's error says where it looked
             if _inside(found, [home]):
-                todo.append(found)
+                follow.append(Path(found))
             elif not _inside(found, allowed):
                 raise CompileError(f"{where} reaches outside the kernel's folder ({home}) and "
                                    "the harness's include path; the harness refuses it: copy "
                                    "the header into the kernel's folder")
+        return follow
+
+    def unreadable(current: Path, exc: OSError) -> None:
+        raise CompileError(f"{current}: cannot read the header: {exc.strerror}") from None
+
+    for _ in traverse(Path(os.path.abspath(kernel)), followed, unreadable):
+        pass

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -19,11 +19,14 @@ QUOTED = re.compile(r'^[ \t]*#[ \t]*include[ \t]*"(?P<name>[^"\n]+)"[^\n]*$', re
 _PRAGMA_ONCE = re.compile(r"^[ \t]*#[ \t]*pragma[ \t]+once\b[^\n]*$", re.MULTILINE)
 
 
-def walk(path: Path) -> Iterator[tuple[Path, bytes | None]]:
-    """``path`` and, recursively, the quoted includes found next to the file naming them, in
-    the order they appear, each once, with their bytes (None: not found there, perhaps on the
-    include path; the compiler's to find or report)."""
-    seen, todo = set(), [Path(path)]
+def traverse(start: Path, children: Callable[[Path, bytes], Iterable[Path]],
+             unreadable: Callable[[Path, OSError], None] | None = None
+             ) -> Iterator[tuple[Path, bytes | None]]:
+    """``start`` and the files ``children(file, its bytes)`` name, breadth first, each once,
+    with their bytes (None: it could not be read, ``unreadable(file, error)`` told first; its
+    children are not asked)."""
+    seen: set[Path] = set()
+    todo = [Path(start)]
     while todo:
         current = todo.pop(0)
         if current in seen:
@@ -31,11 +34,21 @@ def walk(path: Path) -> Iterator[tuple[Path, bytes | None]]:
         seen.add(current)
         try:
             data = read_regular(current)
-        except OSError:
+        except OSError as exc:
+            if unreadable is not None:
+                unreadable(current, exc)
             yield current, None
             continue
         yield current, data
-        todo += [current.parent / m["name"] for m in QUOTED.finditer(data.decode(errors="replace"))]
+        todo += children(current, data)
+
+
+def walk(path: Path) -> Iterator[tuple[Path, bytes | None]]:
+    """``path`` and, recursively, the quoted includes found next to the file naming them, in
+    the order they appear, each once, with their bytes (None: not found there, perhaps on the
+    include path; the compiler's to find or report)."""
+    return traverse(path, lambda current, data: [
+        current.parent / m["name"] for m in QUOTED.finditer(data.decode(errors="replace"))])
 
 
 @dataclass(frozen=True)
