@@ -13,7 +13,7 @@ from harness import kinds
 from harness.archs import get_arch
 from harness.bench.phases import beside
 from harness.cli import common, flags, power
-from harness.cli.offline_run import builds_itself, run_offline
+from harness.cli.offline_run import builds_itself, run_offline, runs_offline
 from harness.commands import measure, place, tune
 from harness.commands.measure import DEFAULT_RUN_SIZES
 from harness.errors import HarnessError
@@ -142,16 +142,17 @@ def _run(args) -> int:
 
 
 
-def _gemms_and_buffers(args, command: str = "run") -> list[Kernel]:
-    """The kernels named (GEMMs and buffers kernels; ``build``: any kind harness build takes);
-    the default run's GEMMs without names."""
-    return common.gemms_and_buffers(args, command) if args.kernels else common.kernels(args)
+def _gemms_and_buffers(args, takes=None) -> list[Kernel]:
+    """The kernels named (GEMMs and buffers kernels; ``takes(kind)``, those it takes); the
+    default run's GEMMs without names."""
+    return (common.gemms_and_buffers(args, "run", takes=takes) if args.kernels
+            else common.kernels(args))
 
 
 def _offline(args, why: str) -> int:
-    """``harness run`` without a GPU: what the build says of every kernel harness build
-    takes (a kind that builds its kernels itself, at its own sizes)."""
-    chosen = _gemms_and_buffers(args, "build")
+    """``harness run`` without a GPU: what the build says of every kernel a run takes, and
+    of a kind that builds its kernels itself offline (at its own sizes)."""
+    chosen = _gemms_and_buffers(args, runs_offline)
     if not args.kernels and not args.all:
         chosen = representatives(chosen)
     measured = [k for k in chosen if not builds_itself(k)]

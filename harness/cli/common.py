@@ -161,17 +161,19 @@ def kernels(args: argparse.Namespace, kind: str | None = kinds.DEFAULT,
 
 
 def gemms_and_buffers(args: argparse.Namespace, command: str,
-                      patterns: list[str] | None = None) -> list[Kernel]:
+                      patterns: list[str] | None = None, takes=None) -> list[Kernel]:
     """The kernels ``patterns`` name (default: the command's KERNEL arguments) whose kind
-    ``harness command`` takes (GEMM and buffers kernels): a glob that also matched kernels of
-    other kinds keeps these; a name of other kinds alone is refused in one line."""
+    ``harness command`` takes (GEMM and buffers kernels; ``takes(kind)`` where the command's
+    say is not the kind's): a glob that also matched kernels of other kinds keeps these; a
+    name of other kinds alone is refused in one line."""
+    takes = takes or (lambda kind: kind.takes(command))
     chosen = kernels(args, kind=None, patterns=patterns)
-    other = [k for k in chosen if not kinds.of(k.spec).takes(command)]
+    other = [k for k in chosen if not takes(kinds.of(k.spec))]
     if other and len(other) < len(chosen):
-        return [k for k in chosen if kinds.of(k.spec).takes(command)]
+        return [k for k in chosen if takes(kinds.of(k.spec))]
     if other:
         kind = kinds.of(other[0].spec)
-        takers = [k.title for k in kinds.all_kinds() if k.takes(command)]
+        takers = [k.title for k in kinds.all_kinds() if takes(k)]
         raise HarnessError(f"{other[0].name} is a {kind.name!r} kernel; harness {command} "
                            f"takes {' and '.join(takers)} kernels (`{kind.runs_it()}` "
                            f"takes {kind.name} kernels)")

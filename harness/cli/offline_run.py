@@ -28,10 +28,10 @@ def run_offline(chosen: Sequence[Kernel], sizes, why: str, width: int | None,
     when there is a failure, else NoGpu (3)."""
     core = [k for k in chosen if not builds_itself(k)]
     largest = max(sizes, key=lambda s: s[0] * s[1] * s[2]) if core and sizes else None
-    parts = ([f"at {_size_text(largest)}"] if largest else []) + (
-        ["kernels of their own sizes at their largest"] if len(core) < len(chosen) else [])
+    at_text = (f" at {_size_text(largest)}" if largest else "") + (
+        " (kernels of their own sizes at their largest)" if len(core) < len(chosen) else "")
     print(fit_text(f"no GPU here ({why}): nothing can be checked or timed; the offline build "
-                   f"report for {OFFLINE_ARCH} ({'; '.join(parts)}) follows", width))
+                   f"report for {OFFLINE_ARCH}{at_text} follows", width))
     try:
         own = {k.name: kinds.of(k.spec).offline_rows(k, OFFLINE_ARCH, texts)
                for k in chosen if k not in core}
@@ -71,7 +71,16 @@ def run_offline(chosen: Sequence[Kernel], sizes, why: str, width: int | None,
 
 def builds_itself(kernel: Kernel) -> bool:
     """Whether ``kernel``'s kind builds its kernels itself offline (Kind.offline_rows)."""
-    kind = kinds.of(kernel.spec)
+    return _own_rows(kinds.of(kernel.spec))
+
+
+def runs_offline(kind: Kind) -> bool:
+    """Whether ``harness run`` without a GPU takes ``kind``'s kernels: a kind run takes, or
+    one that builds its kernels itself offline (Kind.offline_rows)."""
+    return kind.takes("run") or _own_rows(kind)
+
+
+def _own_rows(kind: Kind) -> bool:
     return type(kind).offline_rows is not Kind.offline_rows
 
 
