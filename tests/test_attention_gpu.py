@@ -95,4 +95,4 @@ def test_a_wrong_scale_on_the_gpu_is_named(device):
         launcher.close()
     verdict = judge_raw(spec, case, drawn, o_raw, lse_raw)
     assert verdict.cause.startswith("wrong softmax scale (log2 e applied twice"), str(verdict)
-    assert params_of(spec, "d128") == {"HEAD_DIM": 128}
+    assert params_of(spec, "d128")["HEAD_DIM"] == 128
