@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from harness.kinds.gemm.fp8.check import Fp8Gemm, judge, model_output, reference, walk
+from harness.kinds.gemm.fp8.check import Fp8Gemm, accumulation, judge, model_output, reference, walk
 from harness.kinds.gemm.fp8.formats import FORMATS
 from harness.kinds.gemm.numerics import stored, to_float64
 
@@ -298,10 +298,11 @@ def test_right_kernels_pass_in_any_order_the_hardware_allows(k, blocked, out):
 
 
 @pytest.mark.parametrize("k, blocked, out", HARDWARE_CASES)
-def test_an_accumulator_other_than_the_tensor_cores_fails_at_every_k(k, blocked, out):
-    """A 12- or 13-bit window, an FP16 register restarted every 64 k and, where 128 is
-    declared, no promotion: each within the norm's bound (the hole issue 57 found), each
-    failed by its sums, at shallow K and deep."""
+def test_an_accumulator_other_than_the_models_fails_its_comparison_at_every_k(k, blocked, out):
+    """accumulation() in simulation: a 12- or 13-bit window, an FP16 register restarted every
+    64 k and, where 128 is declared, no promotion, each within the norm's bound (the hole
+    issue 57 found), each told from the window model's sums, at shallow K and deep. (The
+    judge does not call it: the H100 refuted the model, test below.)"""
     g = gemm(k, 7, blocked=blocked, out=out, promote=None if blocked else 128)
     cheats = {"12-bit window": kernel_output(g, places=11),
               "13-bit window": kernel_output(g, places=12),
@@ -309,19 +310,26 @@ def test_an_accumulator_other_than_the_tensor_cores_fails_at_every_k(k, blocked,
     if not blocked:
         cheats["never promotes"] = kernel_output(g, run=k)
     for name, got in cheats.items():
-        verdict = judge(g, got, seed=3)
-        assert not verdict.passed, (name, verdict.message)
-        assert verdict.finding in ("less accurate than the tensor core's FP8 accumulation",
-                                   "not the tensor core's accumulation"), verdict.message
-    verdict = judge(g, cheats["13-bit window"], seed=3)
-    assert "nearest: a 13-bit window" in verdict.message, verdict.message
+        passed, finding, story = accumulation(g, got, 3)
+        assert not passed, (name, story)
+        assert finding in ("less accurate than the tensor core's FP8 accumulation",
+                           "not the tensor core's accumulation"), story
+    assert "nearest: a 13-bit window" in accumulation(g, cheats["13-bit window"], 3)[2]
 
 
-def test_what_matches_the_hardware_is_found_whatever_the_declaration():
-    """Declared none, a kernel that promotes every 128 is more accurate and passes; declared
-    128, one that promotes only every 512 does not."""
+@pytest.mark.xfail(strict=True, reason="the window model of accumulation() was refuted by the "
+                   "H100's own outputs at f4d6e98 (notes/verification.md): judge no longer "
+                   "compares sums, so a 13-bit window within the bound passes (issue 57)")
+def test_the_judge_fails_a_narrower_window_within_the_bound():
+    g = gemm(1024, 7, out="fp32", promote=128)
+    assert not judge(g, kernel_output(g, places=12), seed=3).passed
+
+
+def test_what_matches_the_model_is_found_whatever_the_declaration():
+    """Declared none, a kernel that promotes every 128 is more accurate and matches; declared
+    128, one that promotes only every 512 does not (accumulation(), in simulation)."""
     g = gemm(2048, 9, out="fp32")
-    assert judge(g, kernel_output(g, run=128), seed=1).passed
+    assert accumulation(g, kernel_output(g, run=128), 1)[0]
     declared = Fp8Gemm(g.a, g.b, g.a_format, g.b_format, g.scale_a, g.scale_b, g.out, 128)
-    verdict = judge(declared, kernel_output(declared, run=512), seed=1)
-    assert not verdict.passed and "promote = 128" in verdict.message, verdict.message
+    passed, _, story = accumulation(declared, kernel_output(declared, run=512), 1)
+    assert not passed and "promote = 128" in story, story

@@ -11,9 +11,9 @@ KINDS = ("nvml-power-probe", "kernel-energy", "kernel-clock", "occupancy-sweep",
          "run", "ncu", "pytest", "sass")
 """Report kinds by the start of their file names; the longest that fits wins."""
 EXTENSIONS = (".csv.gz", ".txt.gz", ".log.gz", ".json.gz", ".jsonl", ".json", ".md", ".png", ".txt",
-              ".log", ".csv")
+              ".log", ".csv", ".npz")
 """A report file's endings; the ``.gz`` ones are committed reports kept compressed
-(DEVELOPING.md), read through gzip."""
+(DEVELOPING.md), read through gzip; ``.npz``, the arrays an experiment saved beside its text."""
 COMPANIONS = ("-ladder", "-roofline", "-table", "-sass", "-ncu", "-sustained", "-isolated")
 """Name endings of files (and folders) that belong to the report whose name they extend, a
 size after them allowed (``profile-X-roofline-4096x4096x4096.png``)."""

@@ -1,0 +1,78 @@
+"""Models of the tensor core's FP8 accumulation tried against the H100's outputs (issue 61):
+reads the arrays experiments/fp8_tc_dump.py saved (FP8 codes of A and B, cuBLASLt's FP32
+outputs, scales 1) and prints, per GEMM, the models whose outputs differ least.
+
+Each model adds a k step's products and the FP32 accumulator in a window: every term cut at
+``places`` binary places below the anchor (the largest term's exponent, ``value``, or the
+largest sum of the operands' exponents, ``expsum``, which ignores a product's carry), toward
+zero, the rest added exactly and stored to FP32 (round to nearest, or toward zero), in steps of
+32, 16 or 8 k; optionally products pre-summed exactly in groups of 2 or 4 first.
+
+Run on a CPU: python3 experiments/fp8_tc_models.py reports/h100/fp8-tc-models-362163b.npz"""
+
+from __future__ import annotations
+
+import itertools
+import sys
+
+import numpy as np
+
+from harness.kinds.gemm.fp8.formats import FORMATS
+
+
+def _f32(x: np.ndarray, toward_zero: bool) -> np.ndarray:
+    y = x.astype(np.float32)
+    if toward_zero:
+        over = np.abs(y.astype(np.float64)) > np.abs(x)
+        y = np.where(over, np.nextafter(y, np.float32(0)), y)
+    return y.astype(np.float64)
+
+
+def _exponent(x: np.ndarray) -> np.ndarray:
+    with np.errstate(divide="ignore"):
+        return np.where(x == 0, -1000.0, np.floor(np.log2(np.where(x == 0, 1, np.abs(x)))))
+
+
+def model(av, bv, places, anchor, toward_zero, group=1, k_step=32):
+    m, k = av.shape
+    n = bv.shape[0]
+    ae, be = _exponent(av), _exponent(bv)
+    acc = np.zeros((m, n))
+    for s in range(0, k, k_step):
+        p = av[:, None, s:s + k_step] * bv[None, :, s:s + k_step]
+        if group > 1:
+            p = p.reshape(m, n, -1, group).sum(-1)
+            anc = _exponent(p)
+        elif anchor == "value":
+            anc = _exponent(p)
+        else:
+            anc = np.where(p == 0, -1000, ae[:, None, s:s + k_step] + be[None, :, s:s + k_step])
+        terms = np.concatenate([acc[..., None], p], axis=-1)
+        top = np.concatenate([_exponent(acc)[..., None], anc], axis=-1).max(-1, keepdims=True)
+        unit = np.exp2(top - places)
+        acc = _f32((np.trunc(terms / unit) * unit).sum(-1), toward_zero)
+    return acc
+
+
+def main(path: str) -> int:
+    data = np.load(path)
+    for key in sorted({name.rsplit("_", 1)[0] for name in data.files}):
+        fa, fb, _ = key.split("_")
+        out = data[key + "_out"].astype(np.float64)
+        av, bv = FORMATS[fa].decode(data[key + "_a"]), FORMATS[fb].decode(data[key + "_b"])
+        exact = (av @ bv.T).astype(np.float32).astype(np.float64)
+        rows = [(100 * np.mean(exact != out), "FP32 sum of the exact products")]
+        for anchor, places, rz, group, step in itertools.product(
+                ("value", "expsum"), (12, 13, 14, 15), (False, True), (1, 2, 4), (32, 16, 8)):
+            if group > 1 and (anchor == "expsum" or step != 32):
+                continue
+            got = model(av, bv, places, anchor, rz, group, step)
+            rows.append((100 * np.mean(got != out), f"{anchor} {places} places, k{step}, "
+                         f"groups of {group}, store {'RZ' if rz else 'RN'}"))
+        rows.sort()
+        print(f"{key}: " + "; ".join(f"{share:.1f}% {name}" for share, name in rows[:4]))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1]))
