@@ -6,7 +6,10 @@ Each model adds a k step's products and the FP32 accumulator in a window: every 
 ``places`` binary places below the anchor (the largest term's exponent, ``value``, or the
 largest sum of the operands' exponents, ``expsum``, which ignores a product's carry), toward
 zero, the rest added exactly and stored to FP32 (round to nearest, or toward zero), in steps of
-32, 16 or 8 k; optionally products pre-summed exactly in groups of 2 or 4 first.
+32, 16 or 8 k; optionally products pre-summed exactly in groups of 2 or 4 first; and each
+step's sum cut to 14 significant bits (``sum14``), with runs of 64-256 k promoted into FP32
+(round to nearest) between them. The last is the H100's: it matches every output
+(harness/kinds/gemm/fp8/formats.window_step).
 
 Run on a CPU: python3 experiments/fp8_tc_models.py reports/h100/fp8-tc-models-362163b.npz"""
 
@@ -33,8 +36,15 @@ def _exponent(x: np.ndarray) -> np.ndarray:
         return np.where(x == 0, -1000.0, np.floor(np.log2(np.where(x == 0, 1, np.abs(x)))))
 
 
-def model(av, bv, places, anchor, toward_zero, group=1, k_step=32):
+def model(av, bv, places, anchor, toward_zero, group=1, k_step=32, sum14=False, run=None):
     m, k = av.shape
+    if run is not None and run < k:  # promotion: each run's sum added into FP32
+        total = np.zeros((m, bv.shape[0]), dtype=np.float32)
+        for s in range(0, k, run):
+            part = model(av[:, s:s + run], bv[:, s:s + run], places, anchor, toward_zero,
+                         group, k_step, sum14)
+            total = (total.astype(np.float64) + part).astype(np.float32)
+        return total.astype(np.float64)
     n = bv.shape[0]
     ae, be = _exponent(av), _exponent(bv)
     acc = np.zeros((m, n))
@@ -50,7 +60,11 @@ def model(av, bv, places, anchor, toward_zero, group=1, k_step=32):
         terms = np.concatenate([acc[..., None], p], axis=-1)
         top = np.concatenate([_exponent(acc)[..., None], anc], axis=-1).max(-1, keepdims=True)
         unit = np.exp2(top - places)
-        acc = _f32((np.trunc(terms / unit) * unit).sum(-1), toward_zero)
+        total = (np.trunc(terms / unit) * unit).sum(-1)
+        if sum14:
+            kept = np.where(total == 0, 1.0, np.exp2(_exponent(total) - places))
+            total = np.trunc(total / kept) * kept
+        acc = _f32(total, toward_zero)
     return acc
 
 
@@ -69,6 +83,10 @@ def main(path: str) -> int:
             got = model(av, bv, places, anchor, rz, group, step)
             rows.append((100 * np.mean(got != out), f"{anchor} {places} places, k{step}, "
                          f"groups of {group}, store {'RZ' if rz else 'RN'}"))
+        for anchor, run in itertools.product(("value", "expsum"), (None, 64, 128, 256)):
+            got = model(av, bv, 13, anchor, False, sum14=True, run=run)
+            rows.append((100 * np.mean(got != out), f"{anchor} 13 places, k32, sum to 14 bits, "
+                         f"promoted every {run or 'never'}"))
         rows.sort()
         print(f"{key}: " + "; ".join(f"{share:.1f}% {name}" for share, name in rows[:4]))
     return 0

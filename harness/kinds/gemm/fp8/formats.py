@@ -17,7 +17,8 @@ from functools import cached_property
 import numpy as np
 
 WINDOW_PLACES = 13
-"""Binary places kept below the largest term of a k32 step (a 14-bit window)."""
+"""Binary places kept below a k32 step's anchor (a 14-bit window), and below its sum's leading
+bit (14 significant bits)."""
 K_STEP = 32
 """Products a wgmma with FP8 operands adds in one step (m64nNk32)."""
 FINDINGS = ("ignores the scale of A", "ignores the scale of B", "reads A as e4m3",
@@ -130,30 +131,46 @@ FORMATS = {"e4m3": Fp8Format("e4m3", 4, 3, 7, has_inf=False),
            "e5m2": Fp8Format("e5m2", 5, 2, 15, has_inf=True)}
 
 
+def _exponent(x: np.ndarray) -> np.ndarray:
+    """floor(log2 |x|), and a value far below any other for 0."""
+    with np.errstate(divide="ignore"):
+        return np.where(x == 0, -1e4, np.floor(np.log2(np.where(x == 0, 1.0, np.abs(x)))))
+
+
 def window_step(c: np.ndarray, products: np.ndarray, places: int = WINDOW_PLACES,
-                floor: bool = False) -> np.ndarray:
-    """One k32 step of the tensor core as measured: ``c`` (FP32 accumulators, any shape) plus
-    ``products`` (the same shape and a last axis of the step's products, exact in float64),
-    every term truncated toward zero at ``places`` below the largest (``floor``: toward minus
-    infinity, as a two's-complement alignment would; the probe's mixed signs say which), the
-    rest added exactly, written back as FP32."""
+                floor: bool = False, anchors: np.ndarray | None = None) -> np.ndarray:
+    """One k32 step of the tensor core as measured on the H100: ``c`` (FP32 accumulators, any
+    shape) plus ``products`` (the same shape and a last axis of the step's products, exact in
+    float64). Every term is truncated toward zero (``floor``: toward minus infinity, which the
+    probe's mixed signs refute) at ``places`` below the anchor: the largest of ``c``'s exponent
+    and the products' ``anchors``, the sums of their operands' exponents (a product's carry
+    ignored; default: each product's own exponent, the same for powers of two). The terms are
+    added exactly and the sum is truncated toward zero to ``places`` + 1 significant bits.
+    Reproduces cuBLASLt's FP32 outputs on random e4m3 and e5m2 inputs exactly
+    (reports/h100/fp8-tc-models-362163b; tests/test_fp8.py)."""
     c = np.asarray(c, dtype=np.float32).astype(np.float64)
-    terms = np.concatenate([c[..., None], np.asarray(products, dtype=np.float64)], axis=-1)
-    largest = np.max(np.abs(terms), axis=-1, keepdims=True)
-    exponent = np.floor(np.log2(np.where(largest > 0, largest, 1.0)))
-    unit = np.exp2(exponent - places)
-    kept = (np.floor if floor else np.trunc)(terms / unit) * unit
-    return kept.sum(axis=-1).astype(np.float32)
+    products = np.asarray(products, dtype=np.float64)
+    marks = _exponent(products) if anchors is None else np.where(products == 0, -1e4, anchors)
+    top = np.maximum(_exponent(c), np.max(marks, axis=-1))[..., None]
+    terms = np.concatenate([c[..., None], products], axis=-1)
+    unit = np.exp2(top - places)
+    total = ((np.floor if floor else np.trunc)(terms / unit) * unit).sum(axis=-1)
+    kept = np.where(total == 0, 1.0, np.exp2(_exponent(total) - places))
+    return (np.trunc(total / kept) * kept).astype(np.float32)
 
 
 def tensor_core_dot(a: np.ndarray, b: np.ndarray, c: np.ndarray | float = 0.0,
                     places: int = WINDOW_PLACES, k_step: int = K_STEP,
                     floor: bool = False) -> np.ndarray:
     """``c + a @ b`` as wgmma accumulates it in order over K, a k32 step at a time
-    (:func:`window_step`); ``a`` (M x K) and ``b`` (K x N) hold the operands' exact values."""
+    (:func:`window_step`, each product anchored at its operands' exponents summed); ``a``
+    (M x K) and ``b`` (K x N) hold the operands' exact values."""
     m, k = a.shape
+    ea, eb = _exponent(a), _exponent(b)
     acc = np.broadcast_to(np.asarray(c, dtype=np.float32), (m, b.shape[1])).copy()
     for start in range(0, k, k_step):
-        products = a[:, None, start:start + k_step] * b.T[None, :, start:start + k_step]
-        acc = window_step(acc, products, places, floor)
+        stop = start + k_step
+        products = a[:, None, start:stop] * b.T[None, :, start:stop]
+        anchors = ea[:, None, start:stop] + eb.T[None, :, start:stop]
+        acc = window_step(acc, products, places, floor, anchors)
     return acc
