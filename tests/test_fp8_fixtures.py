@@ -11,8 +11,8 @@ formats, C type and the finding the harness must give once the runs judge FP8 GE
 simt_e4m3:fp16_accumulator (BF16 C) was found by chance at shallow K: its C's BF16 rounding
 hides most of the FP16 accumulator's error from the norm's bound (0.34 of it at K = 256). Its
 sums are neither the tensor core's nor FP32's; the sampled outputs' comparison with both
-(fp8/check.accumulation, issue 57) found it at every K in simulation, but its model of the
-tensor core was refuted by the H100 (f4d6e98) and is not judged: at K = 256 it is hidden again.
+(fp8/check.accumulation, issue 57) finds it at every K, but it does not judge until its
+corrected model is confirmed on rung 20's H100 outputs: at K = 256 it is hidden again.
 
 simt_e4m3_block is the same kernel with block scales (scale_a FP32 [KB][M] on the device, the
 transpose of fp8_check's M x KB; scale_b [KB][NB]), each 128-deep k block's FP32 partial sum
@@ -242,8 +242,8 @@ def emulate(kernel, g: Fp8Gemm) -> np.ndarray:
 
 
 HIDDEN_AT = {("simt_e4m3:fp16_accumulator", 256)}
-HIDDEN = ("only the sums' comparison (fp8/accumulation.py) found it; that is not judged since "
-          "the H100 refuted its model at f4d6e98 (notes/verification.md): the hole is open")
+HIDDEN = ("only the sums' comparison (fp8/accumulation.py) finds it; it does not judge until "
+          "its model is confirmed on rung 20's H100 outputs (notes/verification.md)")
 
 
 @pytest.mark.parametrize("k", [256, 4096])

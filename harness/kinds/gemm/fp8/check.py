@@ -16,9 +16,10 @@ is held to NORM_SAFETY times the walk's norm, each element to ELEMENT_SAFETY tim
 plus the output's rounding. The model of the window, run on the check's own inputs, stays
 within both by a wide margin; a window of FP16's width (11 bits) does not
 (tests/test_fp8_check.py). Whether the outputs hold the tensor core's own sums
-(:func:`accumulation`, issue 57) is not judged: its window model was refuted by the H100's
-own outputs at f4d6e98 (notes/verification.md, "FP8 against the hardware"), so the bound
-still takes a kernel's word for its promotion."""
+(:func:`accumulation`, issue 57) is not judged yet: its first window model was refuted by the
+H100 at f4d6e98; the corrected one (formats.window_step) gives cuBLASLt's FP8 sums on the H100
+to the last bit, and judges once rung 20's own outputs agree on the H100 (notes/verification.md,
+"FP8 against the hardware"). Until then the bound takes a kernel's word for its promotion."""
 
 from __future__ import annotations
 
@@ -137,8 +138,8 @@ def judge(g: Fp8Gemm, out: np.ndarray, ref: np.ndarray | None = None,
         return Fp8Verdict(False, "non-finite", math.inf, math.nan, n,
                           f"non-finite: {n} of {out.size} outputs are NaN or Inf")
     ok, norm, norm_bound, bad = _within(g, out, ref=ref, walked=walked)
-    if ok:  # the sums themselves (accumulation()) are not judged: the window model was
-        # refuted on the H100 at f4d6e98 (notes/verification.md, "FP8 against the hardware")
+    if ok:  # the sums themselves (accumulation()) are not judged until the corrected
+        # model is confirmed on rung 20's outputs (notes/verification.md)
         return Fp8Verdict(True, "ok", norm, norm_bound, 0, "ok")
     finding, story = _explain(g, out, walked)
     return Fp8Verdict(False, finding, norm, norm_bound, bad,
