@@ -1,6 +1,7 @@
 """Models of the tensor core's FP8 accumulation tried against the H100's outputs (issue 61):
 reads the arrays experiments/fp8_tc_dump.py saved (FP8 codes of A and B, cuBLASLt's FP32
-outputs, scales 1) and prints, per GEMM, the models whose outputs differ least.
+outputs, scales 1; the committed ones keep each GEMM's first 64 rows and columns) and prints,
+per GEMM, the models whose outputs differ least, the old model's share and FP32 sums'.
 
 Each model adds a k step's products and the FP32 accumulator in a window: every term cut at
 ``places`` binary places below the anchor (the largest term's exponent, ``value``, or the
@@ -20,7 +21,7 @@ import sys
 
 import numpy as np
 
-from harness.kinds.gemm.fp8.formats import FORMATS
+from harness.kinds.gemm.fp8.formats import FORMATS, exponent_of
 
 
 def _f32(x: np.ndarray, toward_zero: bool) -> np.ndarray:
@@ -29,11 +30,6 @@ def _f32(x: np.ndarray, toward_zero: bool) -> np.ndarray:
         over = np.abs(y.astype(np.float64)) > np.abs(x)
         y = np.where(over, np.nextafter(y, np.float32(0)), y)
     return y.astype(np.float64)
-
-
-def _exponent(x: np.ndarray) -> np.ndarray:
-    with np.errstate(divide="ignore"):
-        return np.where(x == 0, -1000.0, np.floor(np.log2(np.where(x == 0, 1, np.abs(x)))))
 
 
 def model(av, bv, places, anchor, toward_zero, group=1, k_step=32, sum14=False, run=None):
@@ -46,26 +42,31 @@ def model(av, bv, places, anchor, toward_zero, group=1, k_step=32, sum14=False, 
             total = (total.astype(np.float64) + part).astype(np.float32)
         return total.astype(np.float64)
     n = bv.shape[0]
-    ae, be = _exponent(av), _exponent(bv)
+    ae, be = exponent_of(av), exponent_of(bv)
     acc = np.zeros((m, n))
     for s in range(0, k, k_step):
         p = av[:, None, s:s + k_step] * bv[None, :, s:s + k_step]
         if group > 1:
             p = p.reshape(m, n, -1, group).sum(-1)
-            anc = _exponent(p)
+            anc = exponent_of(p)
         elif anchor == "value":
-            anc = _exponent(p)
+            anc = exponent_of(p)
         else:
             anc = np.where(p == 0, -1000, ae[:, None, s:s + k_step] + be[None, :, s:s + k_step])
         terms = np.concatenate([acc[..., None], p], axis=-1)
-        top = np.concatenate([_exponent(acc)[..., None], anc], axis=-1).max(-1, keepdims=True)
+        top = np.concatenate([exponent_of(acc)[..., None], anc], axis=-1).max(-1, keepdims=True)
         unit = np.exp2(top - places)
         total = (np.trunc(terms / unit) * unit).sum(-1)
         if sum14:
-            kept = np.where(total == 0, 1.0, np.exp2(_exponent(total) - places))
+            kept = np.where(total == 0, 1.0, np.exp2(exponent_of(total) - places))
             total = np.trunc(total / kept) * kept
         acc = _f32(total, toward_zero)
     return acc
+
+
+OLD = "value 13 places, k32, groups of 1, store RN"
+"""The model the check used until 8c3d6ba: anchored at each product's own exponent, the sum
+stored to FP32 as it is."""
 
 
 def main(path: str) -> int:
@@ -88,7 +89,10 @@ def main(path: str) -> int:
             rows.append((100 * np.mean(got != out), f"{anchor} 13 places, k32, sum to 14 bits, "
                          f"promoted every {run or 'never'}"))
         rows.sort()
-        print(f"{key}: " + "; ".join(f"{share:.1f}% {name}" for share, name in rows[:4]))
+        old = next(r for r in rows if r[1] == OLD)  # formats.window_step before 8c3d6ba
+        fp32 = next(r for r in rows if r[1].startswith("FP32"))
+        print(f"{key}: " + "; ".join(f"{share:.1f}% {name}" for share, name in rows[:3])
+              + f"; old model {old[0]:.1f}%; FP32 sums {fp32[0]:.1f}%")
     return 0
 
 

@@ -131,7 +131,7 @@ FORMATS = {"e4m3": Fp8Format("e4m3", 4, 3, 7, has_inf=False),
            "e5m2": Fp8Format("e5m2", 5, 2, 15, has_inf=True)}
 
 
-def _exponent(x: np.ndarray) -> np.ndarray:
+def exponent_of(x: np.ndarray) -> np.ndarray:
     """floor(log2 |x|), and a value far below any other for 0."""
     with np.errstate(divide="ignore"):
         return np.where(x == 0, -1e4, np.floor(np.log2(np.where(x == 0, 1.0, np.abs(x)))))
@@ -150,12 +150,12 @@ def window_step(c: np.ndarray, products: np.ndarray, places: int = WINDOW_PLACES
     (reports/h100/fp8-tc-models-362163b; tests/test_fp8.py)."""
     c = np.asarray(c, dtype=np.float32).astype(np.float64)
     products = np.asarray(products, dtype=np.float64)
-    marks = _exponent(products) if anchors is None else np.where(products == 0, -1e4, anchors)
-    top = np.maximum(_exponent(c), np.max(marks, axis=-1))[..., None]
+    marks = exponent_of(products) if anchors is None else np.where(products == 0, -1e4, anchors)
+    top = np.maximum(exponent_of(c), np.max(marks, axis=-1))[..., None]
     terms = np.concatenate([c[..., None], products], axis=-1)
     unit = np.exp2(top - places)
     total = ((np.floor if floor else np.trunc)(terms / unit) * unit).sum(axis=-1)
-    kept = np.where(total == 0, 1.0, np.exp2(_exponent(total) - places))
+    kept = np.where(total == 0, 1.0, np.exp2(exponent_of(total) - places))
     return (np.trunc(total / kept) * kept).astype(np.float32)
 
 
@@ -166,7 +166,7 @@ def tensor_core_dot(a: np.ndarray, b: np.ndarray, c: np.ndarray | float = 0.0,
     (:func:`window_step`, each product anchored at its operands' exponents summed); ``a``
     (M x K) and ``b`` (K x N) hold the operands' exact values."""
     m, k = a.shape
-    ea, eb = _exponent(a), _exponent(b)
+    ea, eb = exponent_of(a), exponent_of(b)
     acc = np.broadcast_to(np.asarray(c, dtype=np.float32), (m, b.shape[1])).copy()
     for start in range(0, k, k_step):
         stop = start + k_step
