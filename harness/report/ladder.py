@@ -237,6 +237,12 @@ def text(run: RunReport, path: Path, width: int | None = None,
                                         for line in lines]
 
 
+def _bare(path: Path) -> Path:
+    """``path`` without its report ending (``run-X.json`` and ``run-X.json.gz``: ``run-X``),
+    the stem its plots and tables are named after."""
+    return path.with_name(path.name.removesuffix(".gz").rsplit(".", 1)[0])
+
+
 def write(run_path: Path, size: tuple[int, int, int] | None,
           folder: Path | None = None) -> tuple[Path, Path, Path | None]:
     """<run>-ladder.md (tables at every size), the ladder plot at ``size`` (None: 4096, else
@@ -253,7 +259,7 @@ def write(run_path: Path, size: tuple[int, int, int] | None,
         asked = "x".join(map(str, size)) if size else "any size"
         raise HarnessError(f"{run_path} has no passing results at {asked}; it has "
                            f"{', '.join(have) or 'none'}: pass one with --size")
-    stem = run_path.with_name(run_path.name.removesuffix(".gz").rsplit(".", 1)[0])
+    stem = _bare(run_path)
     out = Path(folder) if folder is not None else stem.parent
     md = out / f"{stem.name}-ladder.md"
     ladder_png = out / f"{stem.name}-ladder.png"
@@ -296,7 +302,7 @@ def readme_section(run_path: Path, size: tuple[int, int, int] | None,
         raise HarnessError(f"--readme: {run_path} records no {', '.join(missing)} (a stream, "
                            "or a report cut short); the README's section names them: pass the "
                            "finished run's .json")
-    stem = (up / rel).with_suffix("")  # Path(".") / rel is rel: the README's own links
+    stem = _bare(up / rel)  # Path(".") / rel is rel: the README's own links
     rows = napkin_rows(run)
     sizes = [size] if size else sorted({(r["m"], r["n"], r["k"]) for r in rows})
     command = f"harness report {rel} --readme" + (f" --section {section}"
@@ -311,7 +317,7 @@ def readme_section(run_path: Path, size: tuple[int, int, int] | None,
         + f"): `{run.meta['command']}`; plots: "
         f"[ladder]({stem}-ladder.png)"
         + (f", [roofline]({stem}-roofline.png)" if (
-            PROJECT_ROOT / f"{rel.with_suffix('')}-roofline.png").exists() else "")
+            PROJECT_ROOT / f"{_bare(rel)}-roofline.png").exists() else "")
         + f"; every size in [{stem.name}-ladder.md]({stem}-ladder.md).",
     ]
     for s in sizes:
