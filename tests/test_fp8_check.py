@@ -302,7 +302,7 @@ def test_an_accumulator_other_than_the_models_fails_its_comparison_at_every_k(k,
     """accumulation() in simulation: a 12- or 13-bit window, an FP16 register restarted every
     64 k and, where 128 is declared, no promotion, each within the norm's bound (the hole
     issue 57 found), each told from the window model's sums, at shallow K and deep. (The
-    judge does not call it yet: test below.)"""
+    judge calls it: test below.)"""
     g = gemm(k, 7, blocked=blocked, out=out, promote=None if blocked else 128)
     cheats = {"12-bit window": kernel_output(g, places=11),
               "13-bit window": kernel_output(g, places=12),
@@ -317,9 +317,6 @@ def test_an_accumulator_other_than_the_models_fails_its_comparison_at_every_k(k,
     assert "nearest: a 13-bit window" in accumulation(g, cheats["13-bit window"], 3)[2]
 
 
-@pytest.mark.xfail(strict=True, reason="judge compares no sums until the corrected window "
-                   "model is confirmed on rung 20's H100 outputs (notes/verification.md): a "
-                   "13-bit window within the bound passes (issue 57's hole, open)")
 def test_the_judge_fails_a_narrower_window_within_the_bound():
     g = gemm(1024, 7, out="fp32", promote=128)
     assert not judge(g, kernel_output(g, places=12), seed=3).passed

@@ -11,8 +11,7 @@ formats, C type and the finding the harness must give once the runs judge FP8 GE
 simt_e4m3:fp16_accumulator (BF16 C) was found by chance at shallow K: its C's BF16 rounding
 hides most of the FP16 accumulator's error from the norm's bound (0.34 of it at K = 256). Its
 sums are neither the tensor core's nor FP32's; the sampled outputs' comparison with both
-(fp8/check.accumulation, issue 57) finds it at every K, but it does not judge until its
-corrected model is confirmed on rung 20's H100 outputs: at K = 256 it is hidden again.
+(fp8/check.accumulation, issue 57) finds it at every K.
 
 simt_e4m3_block is the same kernel with block scales (scale_a FP32 [KB][M] on the device, the
 transpose of fp8_check's M x KB; scale_b [KB][NB]), each 128-deep k block's FP32 partial sum
@@ -241,16 +240,9 @@ def emulate(kernel, g: Fp8Gemm) -> np.ndarray:
     return to_float64(stored(scale * acc.astype(np.float32), g.out), g.out)
 
 
-HIDDEN_AT = {("simt_e4m3:fp16_accumulator", 256)}
-HIDDEN = ("only the sums' comparison (fp8/accumulation.py) finds it; it does not judge until "
-          "its model is confirmed on rung 20's H100 outputs (notes/verification.md)")
-
-
 @pytest.mark.parametrize("k", [256, 4096])
 @pytest.mark.parametrize("kernel", tensor_kernels(), ids=lambda k: k.name)
-def test_the_emulated_fixture_gets_its_finding(kernel, k, request):
-    if (kernel.name, k) in HIDDEN_AT:
-        request.applymarker(pytest.mark.xfail(strict=True, reason=HIDDEN))
+def test_the_emulated_fixture_gets_its_finding(kernel, k):
     a_format, b_format, c_type, finding = FIXTURES[kernel.name]
     for seed in (1, 2):
         rng = np.random.default_rng([seed, k])

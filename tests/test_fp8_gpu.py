@@ -19,9 +19,8 @@ RIGHT = ("simt_e4m3:right", "simt_e4m3_e5m2:right", "simt_e4m3_fp32:right",
          "simt_e4m3_block:right")
 ACCUMULATOR = ("less accurate than the tensor core's FP8 accumulation",
                "not the tensor core's accumulation")
-"""An FP16 accumulator: found by the walk's bound at 512 (a few times the window's error);
-the sums' own comparison (fp8/check.accumulation) does not judge until its corrected model is
-confirmed on rung 20's outputs (notes/verification.md)."""
+"""An FP16 accumulator's sums are neither the tensor core's nor FP32's (fp8/check.accumulation):
+named by whether its error is above the tensor core's on the same inputs."""
 WRONG = {"simt_e4m3:ignores_scale_a": "ignores the scale of A",
          "simt_e4m3:fp16_accumulator": ACCUMULATOR,
          "simt_e4m3_fp32:fp16_accumulator": ACCUMULATOR,
@@ -50,9 +49,6 @@ def test_fp8_kernels_pass_or_fail_with_their_cause(device, tmp_path):
     assert not wrong, wrong
 
 
-@pytest.mark.xfail(strict=True, reason="only the sums' comparison (fp8/accumulation.py) finds "
-                   "it, within the walk's bound; it does not judge until its corrected model is "
-                   "confirmed on rung 20's outputs (notes/verification.md): issue 57's hole")
 def test_a_promotion_declared_and_not_done_is_found(device, tmp_path):
     """Rung 20's own body declaring promote = 128 (tests/kernels/fp8_declared): its sums are
     the tensor core's over all of K, and the sampled outputs say so at every K (issue 57)."""

@@ -16,10 +16,8 @@ is held to NORM_SAFETY times the walk's norm, each element to ELEMENT_SAFETY tim
 plus the output's rounding. The model of the window, run on the check's own inputs, stays
 within both by a wide margin; a window of FP16's width (11 bits) does not
 (tests/test_fp8_check.py). Whether the outputs hold the tensor core's own sums
-(:func:`accumulation`, issue 57) is not judged yet: its first window model was refuted by the
-H100 at f4d6e98; the corrected one (formats.window_step) gives cuBLASLt's FP8 sums on the H100
-to the last bit, and judges once rung 20's own outputs agree on the H100 (notes/verification.md,
-"FP8 against the hardware"). Until then the bound takes a kernel's word for its promotion."""
+(:func:`accumulation`, issue 57) is judged on a sample: the window model (formats.window_step)
+gives the H100's FP8 sums to the last bit (notes/verification.md, "FP8 against the hardware")."""
 
 from __future__ import annotations
 
@@ -130,17 +128,16 @@ def judge(g: Fp8Gemm, out: np.ndarray, ref: np.ndarray | None = None,
           walked: np.ndarray | None = None, seed: int = 0) -> Fp8Verdict:
     """``out`` (the output's exact values) against the reference (``ref``, made if not given)
     and the bound (from ``walked``, ``g``'s :func:`walk`, where it is given); a failure named
-    by the mistaken GEMM that ``out`` passes as instead. Within the bound it passes: whether
-    its sums are the tensor core's (:func:`accumulation`) is not judged until the model
-    matches the H100's outputs (``seed`` drew its sample)."""
+    by the mistaken GEMM that ``out`` passes as instead. Within the bound, its sums must be
+    the tensor core's, or FP32's (:func:`accumulation`, on a sample drawn from ``seed``)."""
     if not np.isfinite(out).all():
         n = int(np.count_nonzero(~np.isfinite(out)))
         return Fp8Verdict(False, "non-finite", math.inf, math.nan, n,
                           f"non-finite: {n} of {out.size} outputs are NaN or Inf")
     ok, norm, norm_bound, bad = _within(g, out, ref=ref, walked=walked)
-    if ok:  # the sums themselves (accumulation()) are not judged until the corrected
-        # model is confirmed on rung 20's outputs (notes/verification.md)
-        return Fp8Verdict(True, "ok", norm, norm_bound, 0, "ok")
+    if ok:
+        summed, finding, story = accumulation(g, out, seed, ref)
+        return Fp8Verdict(summed, finding, norm, norm_bound, 0, story)
     finding, story = _explain(g, out, walked)
     return Fp8Verdict(False, finding, norm, norm_bound, bad,
                       f"{finding}: error norm {norm:.3g} against a bound of {norm_bound:.3g}, "
