@@ -12,6 +12,9 @@
 #   gpu-rest the GPU tests outside tests/test_gpu.py;  gpu-main  tests/test_gpu.py
 #   cpu      the tests without the gpu marker
 #   fp8probe the wgmma FP8 probe with mixed signs (which way a negative term is truncated)
+#   fp8      the FP8 rungs', cuBLASLt's and attention's GPU tests (the FP8 sums' verdict)
+#   sampled  the main job warm once more, its worker's main thread sampled every 2 ms and
+#            its timings traced (where the wall goes)
 # Logs (first lines: date, GPU, driver, command, commit) under $OUT; reports in $OUT/rep.tgz.
 set -uo pipefail
 OUT=${OUT:-/tmp/out}
@@ -48,6 +51,22 @@ for step in "$@"; do
         tail -2 "$OUT/default-run-$state.log"
       done
       unset HARNESS_CACHE_DIR HARNESS_TIMING_TRACE ;;
+    fp8)
+      { header "$PYTEST -n 8 -m gpu (FP8, cuBLASLt, attention tests)"
+        timeout 300 $PYTEST -n 8 -m gpu tests/test_fp8_gpu.py tests/test_cublaslt.py \
+          tests/test_attention_gpu.py tests/test_gpu.py -k "fp8 or cublaslt or attention or scale" \
+          2>&1 | quiet
+        echo "pytest rc=${PIPESTATUS[0]}"; } > "$OUT/pytest-fp8.log" 2>&1
+      tail -3 "$OUT/pytest-fp8.log" ;;
+    sampled)
+      export HARNESS_CACHE_DIR=/tmp/wave-cache HARNESS_WORKER_SAMPLE=$OUT \
+        HARNESS_TIMING_TRACE=$OUT/timing-trace-sampled.jsonl
+      start=$SECONDS
+      { header "harness run (warm; HARNESS_WORKER_SAMPLE, HARNESS_TIMING_TRACE)"
+        (cd /tmp/empty && timeout 200 harness run --report-dir "$REP")
+        echo "rc=$? wall $((SECONDS - start)) s"; } > "$OUT/default-run-sampled.log" 2>&1
+      tail -2 "$OUT/default-run-sampled.log"
+      unset HARNESS_CACHE_DIR HARNESS_WORKER_SAMPLE HARNESS_TIMING_TRACE ;;
     compare)
       { header "harness compare \$TC_ROWS --size 4096 (experiments/wave61.sh)"
         (cd /tmp/empty && timeout 200 harness compare $TC_ROWS --size 4096 --report-dir "$REP")

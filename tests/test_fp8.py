@@ -163,9 +163,9 @@ def _mixed_sign_log() -> str | None:
 
 def test_negative_terms_are_truncated_one_way_the_model_names():
     """The mixed-sign probes (8 x 2^8 beside 24 negative small products; C = -(1 + 2^-q)):
-    every output the H100 gave is the model's with terms truncated toward zero, or every one
-    toward minus infinity (formats.window_step's ``floor``): one of the two the FP8 check
-    accepts (fp8/accumulation.py)."""
+    every output the H100 gave is the model's with terms truncated toward zero, the one the
+    FP8 check accepts (fp8/accumulation.py); toward minus infinity (formats.window_step's
+    ``floor``) misses some (reports/h100/fp8-accumulation-f4d6e98.log)."""
     text = _mixed_sign_log()
     if text is None:
         pytest.skip("no probe log with mixed signs committed yet (experiments/wave61.sh "
@@ -190,7 +190,7 @@ def test_negative_terms_are_truncated_one_way_the_model_names():
                                     floor=floor)[0]
                 agree[floor] &= float(model) == gpu
             count += 1
-    assert count > 0 and (agree[False] or agree[True]), agree
+    assert count > 0 and agree[False] and not agree[True], agree
 
 
 def test_the_model_gives_the_h100s_own_sums_on_random_inputs():
