@@ -104,10 +104,10 @@ def accumulation(g: Fp8Gemm, out: np.ndarray, seed: int = 0, ref: np.ndarray | N
     tensor core's window summed in runs as accurate as the declared promotion or more
     (:func:`_runs_candidates`; terms truncated toward zero, as the H100's own sums are:
     reports/h100/fp8-accumulation-f4d6e98.log, fp8-tc-models-362163b.txt), or FP32 sums of the
-    exact products (a kernel on the CUDA cores). Returned: (it does, the finding, the story). The norm bound cannot
-    tell these apart: an FP16 register restarted every 64 k, a 13-bit window or no promotion
-    where 128 was declared stayed within 0.15-0.22 of it (issue 57); their sums are not the
-    tensor core's, and show in the outputs at every K."""
+    exact products (a kernel on the CUDA cores). Returned: (it does, the finding, the story).
+    The norm bound cannot tell these apart: an FP16 register restarted every 64 k, a 13-bit
+    window or no promotion where 128 was declared stayed within 0.15-0.22 of it (issue 57);
+    their sums are not the tensor core's, and show in the outputs at every K."""
     m, n = out.shape
     k = g.a.shape[1]
     rng = np.random.default_rng([seed, m, n, k, 0x8A])
