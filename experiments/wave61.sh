@@ -16,6 +16,8 @@
 #   sampled  the main job warm once more, its worker's main thread sampled every 2 ms and
 #            its timings traced (where the wall goes)
 # Logs (first lines: date, GPU, driver, command, commit) under $OUT; reports in $OUT/rep.tgz.
+# Steps run one after another: the GPU parts at once time-slice the GPU between their workers,
+# which the timer's books read as work off the clock (notes/timing.md, "Nothing off the clock").
 set -uo pipefail
 OUT=${OUT:-/tmp/out}
 REP=/tmp/rep

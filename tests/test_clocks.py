@@ -114,13 +114,28 @@ def test_sample_until_without_energy_counter_or_reasons_says_unknown(monkeypatch
     assert out.count == 1 and math.isnan(out.power_w) and out.limits == ""
 
 
+def test_other_contexts_counts_what_nvml_lists_beside_this_process():
+    """NVML lists every process with a context on the GPU, this one included (under its
+    host pid in a container); an empty list is NVML that cannot see them, not an idle GPU."""
+    nvml = FakeNVML()
+    for listed, want in (([1, 2, 3], 2), ([7], 0), ([], None)):
+        nvml.nvmlDeviceGetComputeRunningProcesses = lambda handle, listed=listed: listed
+        assert sampler(nvml).other_contexts() == want
+
+    def refused(handle):
+        raise nvml.NVMLError("Not Supported")
+    nvml.nvmlDeviceGetComputeRunningProcesses = refused
+    assert sampler(nvml).other_contexts() is None
+    assert sampler(FakeNVML()).other_contexts() is None  # an NVML without the call
+
+
 def test_no_nvml_gives_nan_everywhere():
     s = ClockSampler.__new__(ClockSampler)
     s.handle, s.reason, s._reader = None, "NVML unavailable: test", None
     out = s.sample_until(lambda: True)
     assert out.count == 0 and math.isnan(out.median) and math.isnan(out.power_w)
     assert out.limits == ""
-    assert math.isnan(s.energy_mj()) and s.limit_bits() is None
+    assert math.isnan(s.energy_mj()) and s.limit_bits() is None and s.other_contexts() is None
 
 
 def test_run_table_shows_power_only_where_results_have_it():

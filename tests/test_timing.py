@@ -127,6 +127,9 @@ def line(monkeypatch):
                     tick()
             return SimpleNamespace(median=1980.0, minimum=1980.0, maximum=1980.0, limits="")
 
+        def other_contexts(self):
+            return line.others
+
     for module in (timing.timer, timing.sustained, timing.batches, timing.isolated):
         monkeypatch.setattr(module, "Event", Event)
     monkeypatch.setattr(timing.timer, "Buffer", Buffer)
@@ -136,6 +139,7 @@ def line(monkeypatch):
     line.stream = SimpleNamespace(synchronize=lambda what="": setattr(
         line, "host", max(line.host, line.gpu)))
     line.clocks = Clocks()
+    line.others = None  # what NVML lists beside this process (ClockSampler.other_contexts)
     monkeypatch.setattr(Timer, "kernels", Kernels(line))
     line.gate = Gate(line)
     monkeypatch.setattr(Timer, "gate", line.gate)

@@ -50,6 +50,27 @@ def test_a_primer_that_works_ahead_is_found_in_the_gaps(line, monkeypatch):  # n
     assert "primer 100.0" in t.findings[0]
 
 
+def test_a_finding_on_a_shared_gpu_names_the_other_processes_too(line, monkeypatch):  # noqa: F811
+    """Where NVML lists other processes with a context on the GPU, their kernels time-sliced
+    in read as work off the clock: the finding stays (the books cannot tell them apart) and
+    says so; an honest launch on a shared GPU is not accused."""
+    monkeypatch.setattr(Timer, "kernels", Kernels(line))
+    line.others = 3
+    t = _timer(line).time(_primed(line, 0.1, 0.3))
+    assert len(t.findings) == 1 and t.findings[0].startswith(account.HIDES_WORK)
+    assert "NVML lists 3 other processes" in t.findings[0], t.findings
+    assert _timer(line).time(_primed(line, 0.1, 0.1)).findings == ()
+    line.others = 1
+    t = _timer(line).time(_primed(line, 0.1, 0.3))
+    assert "1 other process with" in t.findings[0], t.findings
+
+
+def test_a_finding_names_no_other_process_where_nvml_lists_none():
+    found = account.unexplained([[5.0]] * 3, account.Parts((0.0,), (0.0,), (0.0,), 0.5), 1)[0]
+    assert account.on_a_shared_gpu(found, None) == found == account.on_a_shared_gpu(found, 0)
+    assert account.on_a_shared_gpu("", 4) == ""
+
+
 def test_the_keeping_after_a_launch_is_not_booked_as_the_next_ones(line, monkeypatch):  # noqa: F811
     """A launch's ``after`` (the harness keeping its output: at 4096 a copy and the inputs
     read again, 0.25 ms) runs behind its end in stream order; the next launch's gap is read

@@ -121,6 +121,19 @@ class ClockSampler:
             self._reader = ThreadPoolExecutor(max_workers=1, thread_name_prefix="harness-nvml")
         return self._reader
 
+    def other_contexts(self) -> int | None:
+        """How many other processes hold a compute context on this GPU now, by NVML's list
+        (this process is one of those listed, under whatever pid its namespace gives it);
+        None where NVML lists none, not even this one (a container that hides them), or
+        cannot say."""
+        if self.handle is None:
+            return None
+        try:
+            listed = len(self._nvml.nvmlDeviceGetComputeRunningProcesses(self.handle))
+        except (self._nvml.NVMLError, AttributeError):
+            return None
+        return listed - 1 if listed else None
+
     def limit_bits(self) -> int | None:
         """The clocks-event reasons now (a bit mask); None where unsupported."""
         if self.handle is None:

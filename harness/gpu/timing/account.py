@@ -134,6 +134,21 @@ def slower_alone(alone_ms: Sequence[float], timed_ms: Sequence[float],
     return found
 
 
+def on_a_shared_gpu(finding: str, others: int | None) -> str:
+    """``finding`` (from :func:`unexplained` or :func:`slower_alone`) with the other cause
+    that reads the same, where NVML lists ``others`` processes with a context on the GPU:
+    their kernels, time-sliced in between the timer's, fill its gaps and slow a launch alone
+    (three parts of the suite at once on one H200 failed a right kernel so: notes/timing.md,
+    "Nothing off the clock"). The books cannot tell the two apart, so the row still gets no
+    figure; the finding says both."""
+    if not finding or not others:
+        return finding
+    return (f"{finding} (or the GPU was shared: NVML lists {others} other "
+            f"process{'es' if others > 1 else ''} with a context on it, and kernels of "
+            "theirs time-sliced in fill the gaps and slow a launch alone just so; time it "
+            "on a GPU of its own to tell)")
+
+
 def rests_changed(written_ns: Sequence[int], held_ns: Sequence[int]) -> str:
     """Why the rest lengths on the device differ from those the timer wrote ("" if alike)."""
     moved = [i for i, (w, h) in enumerate(zip(written_ns, held_ns, strict=True)) if w != h]

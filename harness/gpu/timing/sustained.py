@@ -165,7 +165,7 @@ def time_sustained(timer: Timer, launches: Sequence[Callable[[], None]], before:
                     explained_ms=sum(account.span_explained(t, parts, len(launches))
                                      for t in batches.batch_times),
                     launches=len(launches), stop=batches.stop)
-        return _booked(out, batches, parts, warmed, rounds.launches)
+        return _booked(out, batches, parts, warmed, rounds.launches, timer.clocks)
 
     # Work ahead of the first two batches: enough flushes to outlast the host's enqueueing
     # of them (about 4 driver calls per launch), with a 2x margin; later batches are
@@ -205,14 +205,19 @@ def _parts(timer: Timer, before: Sequence, alone: Sequence[float], primers: Sequ
 
 
 def _booked(out: tuple[list[Timing], list[list[float]]], batches: Batches,
-            parts: account.Parts, alone: Sequence[float], launches: int
+            parts: account.Parts, alone: Sequence[float], launches: int, clocks
             ) -> tuple[list[Timing], list[list[float]]]:
     """The timings with what their books found (timing.account): each launch's gaps against
-    its parts, and its time alone (its rest's source) against its timed median."""
+    its parts, and its time alone (its rest's source) against its timed median; a finding
+    says too when ``clocks`` (NVML) lists other processes on the GPU."""
     timings, per_round = out
     gaps = account.unexplained(batches.gaps, parts, launches)
     medians = [statistics.median(r[i] for r in batches.times) for i in range(launches)]
     alone_found = account.slower_alone(alone[:launches], medians, parts.rests[:launches])
+    if any(gaps) or any(alone_found):
+        others = clocks.other_contexts()
+        gaps = [account.on_a_shared_gpu(f, others) for f in gaps]
+        alone_found = [account.on_a_shared_gpu(f, others) for f in alone_found]
     booked = [replace(t, findings=t.findings + tuple(f for f in (gap, slow) if f))
               for t, gap, slow in zip(timings, gaps, alone_found, strict=True)]
     return booked, per_round
