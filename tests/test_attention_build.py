@@ -29,6 +29,46 @@ def test_kernels_build_offline_without_spills(path, variant, d, arch):
     assert row["blocks_per_sm"] >= 1 and row["registers"] <= 255
 
 
+TMA_KERNEL = """/* harness
+kind = "attention"
+entry = "f"
+summary = "s"
+min_arch = "sm_90"
+precision = "bf16"
+layout = "bhsd"
+block = ["128"]
+grid = ["cdiv(S_q, 64)", "H", "B"]
+[tmaps.q]
+rank = 2
+shape = ["D", "B * H * S_q"]
+strides = ["D"]
+box = ["64", "64"]
+[tmaps.k]
+rank = 2
+shape = ["D", "B * H_kv * S_kv"]
+strides = ["D"]
+box = ["64", "64"]
+*/
+struct alignas(64) Map { unsigned char bytes[128]; };
+extern "C" __global__ void f(const void* q, const void* k, const void* v, void* o, float* lse,
+                             int B, int H, int H_kv, int S_q, int S_kv, int D, float scale,
+                             int causal, const __grid_constant__ Map tq%s) {}
+"""
+
+
+def test_a_kernel_taking_tensor_maps_builds_and_one_missing_a_map_is_refused(tmp_path):
+    """The maps a spec's [tmaps.X] declares are part of what a launch passes: a kernel that
+    takes them builds; one that takes fewer is refused at its build, naming the ABI."""
+    good = tmp_path / "tma_attention.cu"
+    good.write_text(TMA_KERNEL % ", const __grid_constant__ Map tk")
+    row = report_row(load(good), "sm_90", read_size("B=1,H=2,S=256,D=64"))
+    assert row["status"] == "ok", row
+    short = tmp_path / "tma_short.cu"
+    short.write_text(TMA_KERNEL % "")
+    row = report_row(load(short), "sm_90", read_size("B=1,H=2,S=256,D=64"))
+    assert row["status"] == "compile error" and "tmap_k (from [tmaps.k])" in row["message"], row
+
+
 def test_online_uses_the_instructions_it_names():
     from harness.compiler import sass
     built = build(load(ONLINE), "sm_90", "d128")

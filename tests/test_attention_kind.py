@@ -185,6 +185,62 @@ def test_spec_errors(change, match):
         _spec(GOOD.replace(*change))
 
 
+# a BSHD K as TMA sees it: D contiguous, then heads, then positions, then batch
+TMAPS = ('[params]\nBLOCK_N = 128\n'
+         '[tmaps.k]\nrank = 4\nshape = ["D", "H_kv", "S_kv", "B"]\n'
+         'strides = ["D", "H_kv * D", "S_kv * H_kv * D"]\nbox = ["64", "1", "BLOCK_N", "1"]\n'
+         '[tmaps.q]\nrank = 2\nshape = ["D", "B * S_q * H"]\nstrides = ["D"]\n'
+         'box = ["64", "64"]\nswizzle = "64B"\n')
+
+
+def test_tensor_maps_follow_the_abi_in_q_k_v_o_order():
+    """A kernel that loads by TMA declares ``[tmaps.X]`` per tensor: its launch takes the ABI
+    and then a 128-byte map each, q before k whatever the order in the file, each encoded
+    over its own tensor's buffer at the problem's dims."""
+    from harness.kernels.signature import TMAP_BYTES
+    from harness.kinds.attention.launch import tensor_maps
+    from harness.kinds.attention.spec import ABI
+
+    spec = _spec(GOOD + TMAPS)
+    assert spec.launch_parameters == ABI + (("tmap_q (from [tmaps.q])", TMAP_BYTES),
+                                            ("tmap_k (from [tmaps.k])", TMAP_BYTES))
+    assert _spec(GOOD).launch_parameters == ABI
+    seen = []
+
+    def encode(desc, address, dtype, label):
+        seen.append((desc.shape, desc.strides, desc.box, desc.swizzle, address, dtype, label))
+        return len(seen)
+
+    p = read_size("B=2,H=8,H_kv=2,S_q=100,S_kv=300,D=128")
+    maps = tensor_maps(spec, p, {"BLOCK_N": 128}, {"q": 0x1000, "k": 0x2000, "v": 0x3000,
+                                                     "o": 0x4000}, encode)
+    assert maps == [1, 2]
+    assert seen == [((128, 2 * 100 * 8), (128,), (64, 64), "64B", 0x1000, "bf16",
+                     "t tensor map q"),
+                    ((128, 2, 300, 2), (128, 256, 300 * 256), (64, 1, 128, 1), "128B",
+                     0x2000, "bf16", "t tensor map k")]
+
+
+@pytest.mark.parametrize("change, match", [
+    (("[tmaps.k]", "[tmaps.A]"), "'A' is not an operand; expected one of q, k, v, o"),
+    (('box = ["64", "1", "BLOCK_N", "1"]', 'box = ["64", "1", "BLOCK_M", "1"]'), "uses BLOCK_M"),
+    (("rank = 4", "rank = 6"), "rank must be an integer 1..5"),
+    (('strides = ["D"]', 'strides = []'), "must list 1 formula"),
+])
+def test_tensor_map_errors(change, match):
+    with pytest.raises(SpecError, match=match):
+        _spec(GOOD + TMAPS.replace(*change))
+
+
+def test_a_tensor_map_that_cannot_be_evaluated_names_the_map_and_size():
+    from harness.kinds.attention.launch import tensor_maps
+
+    spec = _spec(GOOD + TMAPS.replace('"BLOCK_N", "1"]', '"BLOCK_N // (D - 128)", "1"]'))
+    with pytest.raises(HarnessError, match=r"tensor map k: \[tmaps.k\] at .*D=128"):
+        tensor_maps(spec, read_size("S=64,D=128"), {"BLOCK_N": 128},
+                    dict.fromkeys("qkvo", 0), lambda *a: None)
+
+
 # --- the kind object -----------------------------------------------------------------------
 
 def test_kind_registry_napkin_and_figures():

@@ -63,18 +63,20 @@ class TensorMapDesc:
     oob_fill: str = "none"
 
 
-def parse_tmaps(raw, names: frozenset[str], fail=SpecError) -> dict[str, TensorMapSpec]:
-    """``[tmaps.X]`` tables (X among A, B, C, D) checked: rank 1..5, shape and box of rank
-    entries, rank - 1 strides, element_strides (default all 1), and the enumerations."""
+def parse_tmaps(raw, names: frozenset[str], fail=SpecError,
+                operands: tuple[str, ...] = OPERANDS) -> dict[str, TensorMapSpec]:
+    """``[tmaps.X]`` tables (X among ``operands``: a GEMM's A, B, C, D; attention's q, k, v,
+    o) checked: rank 1..5, shape and box of rank entries, rank - 1 strides, element_strides
+    (default all 1), and the enumerations."""
     if not isinstance(raw, dict):
-        raise fail(f"tmaps must be a table of [tmaps.X] tables (X among {', '.join(OPERANDS)}), "
+        raise fail(f"tmaps must be a table of [tmaps.X] tables (X among {', '.join(operands)}), "
                    f"found {raw!r}")
     out = {}
     for operand, table in raw.items():
         where = f"tmaps.{operand}"
-        if operand not in OPERANDS:
+        if operand not in operands:
             raise fail(f"{where}: {operand!r} is not an operand; expected one of "
-                       f"{', '.join(OPERANDS)}")
+                       f"{', '.join(operands)}")
         if not isinstance(table, dict):
             raise fail(f"{where} must be a table, found {table!r}")
         unknown = sorted(set(table) - set(_TMAP_KEYS))

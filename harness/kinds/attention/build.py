@@ -43,7 +43,9 @@ class Built:
 
 def build(spec: KernelSpec, arch: str, variant: str | None = None,
           limit_s: float | None = None) -> Built:
-    """Compile ``spec``'s kernel (its variant's parameters as ``-D``) for ``arch``."""
+    """Compile ``spec``'s kernel (its variant's parameters as ``-D``) for ``arch``; refused
+    (CompileError) where its parameters differ from what a launch passes: the attention ABI
+    and its tensor maps."""
     get_arch(arch)
     params = params_of(spec, variant)
     options = CompileOptions(arch=arch, defines=tuple(f"-D{k}={v}" for k, v in params.items()),
@@ -55,6 +57,9 @@ def build(spec: KernelSpec, arch: str, variant: str | None = None,
     if spec.entry not in report:
         raise CompileError(f"{spec.path}: ptxas reported no entry {spec.entry!r} (found "
                            f"{', '.join(report) or 'none'}); the kernel must be extern \"C\"")
+    problem = spec.parameter_problem(cubin, spec.entry)
+    if problem:  # a launch with other parameters reads garbage: refused here, as GEMMs are
+        raise CompileError(problem)
     return Built(cubin, report[spec.entry], arch, params)
 
 

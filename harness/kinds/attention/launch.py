@@ -10,10 +10,31 @@ from collections.abc import Iterator
 
 import numpy as np
 
+from harness.errors import HarnessError, SpecError
 from harness.kinds.attention import battery, numerics
 from harness.kinds.attention.build import build, fitted, launch_shape, params_of
 from harness.kinds.attention.kind import judge_raw
 from harness.kinds.attention.reference import to_layout
+
+
+def tensor_maps(spec, problem, params: dict[str, int], addresses: dict[str, int],
+                encode=None) -> list[ctypes.Array]:
+    """The tensor maps ``spec`` declares (``[tmaps.q]`` ... ``[tmaps.o]``), each evaluated at
+    ``problem`` and ``params`` and encoded over its tensor's buffer (``addresses``: q, k, v,
+    o), in the order they follow the ABI. ``encode`` is ``harness.gpu.tensormaps.tensor_map``
+    (a fake in CPU tests)."""
+    if encode is None:
+        from harness.gpu.tensormaps import tensor_map as encode
+    env = {**problem.as_dict(), **params}
+    maps = []
+    for tensor, tmap in spec.kind_spec.tmaps:
+        label = f"{spec.path.stem} tensor map {tensor}"
+        try:
+            desc = tmap.evaluate(env)
+        except SpecError as exc:
+            raise HarnessError(f"{label}: [tmaps.{tensor}] at {problem.text}: {exc}") from None
+        maps.append(encode(desc, addresses[tensor], spec.precision, label))
+    return maps
 
 
 class Launcher:
@@ -61,7 +82,10 @@ class Launcher:
                 ctypes.c_uint64(lse.address if lse is not None else 0),
                 *(ctypes.c_int32(p[d]) for d in ("B", "H", "H_kv", "S_q", "S_kv", "D")),
                 ctypes.c_float(case.scale if scale is None else scale),
-                ctypes.c_int32(int(p.causal))))
+                ctypes.c_int32(int(p.causal)),
+                *tensor_maps(self.spec, p, self.params, {
+                    "q": buffers[0].address, "k": buffers[1].address,
+                    "v": buffers[2].address, "o": out.address})))
             o_raw = out.download(np.uint16, raws[0].shape, self.stream).copy()
             lse_raw = (lse.download(np.float32, (p["B"], p["H"], p["S_q"]), self.stream).copy()
                        if lse is not None else None)

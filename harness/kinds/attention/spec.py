@@ -9,6 +9,9 @@ Every attention kernel takes one ABI, so kernels and baselines are interchangeab
 kernel that declares ``lse = false``, and ``causal`` is 1 for the bottom-right causal mask.
 Grid, block and dynamic shared memory are formulas over the dims (``B, H, H_kv, S_q, S_kv, D``)
 and ``[params]``; ``constraints`` restrict the shapes (``D == HEAD_DIM``), never the checks.
+A kernel that loads by TMA declares ``[tmaps.q]`` (``k``, ``v``, ``o``): the harness encodes
+each map over that tensor's buffer and passes them after the ABI, in q, k, v, o order, 128
+bytes each by value (``const __grid_constant__ CUtensorMap``).
 """
 
 from __future__ import annotations
@@ -18,8 +21,10 @@ from dataclasses import dataclass
 from harness.archs import ARCHS
 from harness.kernels import expr
 from harness.kernels.budget import parse_budget
+from harness.kernels.signature import TMAP_BYTES
 from harness.kernels.spec_tables import int_table, macros_of, param_sets
 from harness.kernels.spec_text import NAME, check_entry_defined, check_keys
+from harness.kernels.tmap_spec import TensorMapSpec, parse_tmaps
 from harness.kinds.attention.problem import DIMS
 from harness.kinds.attention.reference import LAYOUTS, PRECISIONS
 
@@ -27,11 +32,13 @@ ABI = (("q u64", 8), ("k u64", 8), ("v u64", 8), ("o u64", 8), ("lse u64", 8), (
        ("H i32", 4), ("H_kv i32", 4), ("S_q i32", 4), ("S_kv i32", 4), ("D i32", 4),
        ("scale f32", 4), ("causal i32", 4))
 """The parameters every attention launch passes, in order: label and bytes."""
+TENSORS = ("q", "k", "v", "o")
+"""The tensors a ``[tmaps.X]`` may describe, in the order their maps follow the ABI."""
 P_TYPES = ("input", "fp32")
 KEYS = ("kind", "entry", "summary", "predicted", "min_arch", "precision", "layout", "lse",
         "causal", "head_dims", "p_type", "block", "grid", "dynamic_smem_bytes", "constraints",
         "params", "variants", "representative", "carveout_pct", "budget", "baseline",
-        "nondeterministic", "macros")
+        "nondeterministic", "macros", "tmaps")
 REQUIRED = ("entry", "summary", "min_arch", "precision", "layout", "block", "grid")
 
 
@@ -50,11 +57,14 @@ class AttentionSpec:
     p_type: str
     """``input``: P is rounded to the input type before P V (mma.sync); ``fp32``: kept."""
     baseline: str
+    tmaps: tuple[tuple[str, TensorMapSpec], ...] = ()
+    """The tensor maps it takes after the ABI, in :data:`TENSORS` order: (tensor, map)."""
 
     @property
     def launch_parameters(self) -> tuple[tuple[str, int], ...]:
-        """The attention ABI (:data:`ABI`), which KernelSpec.launch_parameters reports."""
-        return ABI
+        """The attention ABI (:data:`ABI`) and a 128-byte tensor map per ``[tmaps.X]``, which
+        KernelSpec.launch_parameters reports."""
+        return ABI + tuple((f"tmap_{t} (from [tmaps.{t}])", TMAP_BYTES) for t, _ in self.tmaps)
 
     def p_precision(self, precision: str) -> str:
         return precision if self.p_type == "input" else "fp32"
@@ -116,8 +126,10 @@ def parse_table(table, source: str, match, path, fail) -> dict:
     dynamic_smem = expr.parse_using(table.get("dynamic_smem_bytes", "0"), names, fail,
                                     "dynamic_smem_bytes")
     macros, template_params, macro_tested = macros_of(table, entry, params, body, path, fail)
+    tmaps = parse_tmaps(table.get("tmaps", {}), names, fail, TENSORS)
     kind_spec = AttentionSpec(layout, table.get("lse", False), table.get("causal", False),
-                              tuple(head_dims), p_type, table.get("baseline", "cudnn_sdpa"))
+                              tuple(head_dims), p_type, table.get("baseline", "cudnn_sdpa"),
+                              tuple((t, tmaps[t]) for t in TENSORS if t in tmaps))
     return dict(
         path=path, entry=entry, summary=table["summary"].strip(), precision=precision,
         min_arch=table["min_arch"], block=block, grid=grid, dynamic_smem_bytes=dynamic_smem,
