@@ -16,6 +16,7 @@ from harness.kinds.attention.problem import read_size
 
 NAIVE = "cu/attention/attention_01_naive.cu"
 ONLINE = "cu/attention/attention_02_online.cu"
+WGMMA = "cu/attention/attention_03_wgmma.cu"
 
 
 @pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
@@ -77,6 +78,32 @@ def test_online_uses_the_instructions_it_names():
         pytest.skip("no SASS disassembler in harness.compiler.sass")
     for opcode in ("HMMA", "LDSM", "LDGSTS", "MUFU.EX2"):
         assert opcode in text, opcode
+
+
+@pytest.mark.parametrize("variant, d, smem", [("d64", 64, 82944), ("d128", 128, 164864),
+                                              ("d256", 256, 197632)])
+def test_the_hopper_rung_builds_for_sm_90a_without_spills(variant, d, smem):
+    """attention_03 needs sm_90a (wgmma, setmaxnreg): asked for sm_90 it is built for sm_90a,
+    as GEMM rungs are; one block of 384 threads an SM, every variant under 227 KB."""
+    row = report_row(load(WGMMA), "sm_90", read_size(f"B=4,H=16,S=4096,D={d}"), variant)
+    assert row["status"] == "ok", row
+    assert row["spill_store_bytes"] == row["spill_load_bytes"] == 0
+    assert row["dynamic_smem_bytes"] == smem and row["blocks_per_sm"] == 1
+    assert row["grid"] == [32, 16, 4] and row["block"] == [384]
+
+
+def test_the_hopper_rung_uses_the_instructions_it_names():
+    """TMA loads counted on mbarriers, the register split, wgmma from shared memory (S) and
+    with A in registers and B transposed (P V), the exponentials, and the wait that leaves
+    one group in flight: P V of the last tile runs on while the softmax of the next one is
+    computed (its summary's intra-warpgroup pipelining)."""
+    from harness.compiler import sass
+    text = sass.disassemble(build(load(WGMMA), "sm_90", "d128").cubin)
+    for opcode in ("UTMALDG.3D", "SYNCS.", "USETMAXREG", "HGMMA.64x128x16.F32.BF16",
+                   "MUFU.EX2", "WARPGROUP.DEPBAR.LE gsb0, 0x1"):
+        assert opcode in text, opcode
+    assert any("HGMMA" in line and "tnspB" in line and "gdesc" in line and ", R" in line
+               for line in text.splitlines())
 
 
 def test_launch_shape_and_constraints():

@@ -46,7 +46,9 @@ def build(spec: KernelSpec, arch: str, variant: str | None = None,
     """Compile ``spec``'s kernel (its variant's parameters as ``-D``) for ``arch``; refused
     (CompileError) where its parameters differ from what a launch passes: the attention ABI
     and its tensor maps."""
-    get_arch(arch)
+    need = get_arch(spec.min_arch)
+    if need.needs_arch_specific and get_arch(arch).compute_capability == need.compute_capability:
+        arch = need.name  # wgmma, setmaxnreg: sm_90a's cubins, as GEMMs get (target_arch)
     params = params_of(spec, variant)
     options = CompileOptions(arch=arch, defines=tuple(f"-D{k}={v}" for k, v in params.items()),
                              include_paths=headers.include_paths())

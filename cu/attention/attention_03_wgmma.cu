@@ -1,0 +1,501 @@
+/* harness
+kind = "attention"
+entry = "attention_wgmma"
+summary = "Against 02: the Hopper rung, FlashAttention-3's recipe (first cut). A block of 384 threads takes 128 query rows. A producer warpgroup (setmaxnreg.dec to 40; one thread) loads Q once and K and V in tiles of BLOCK_N keys by TMA (128-byte swizzle; 3-D maps, so the sequence's end reads zeros, not the next head) into a STAGES-deep ring with full and empty mbarriers. Two consumer warpgroups (setmaxnreg.inc to 232), 64 rows each, compute S = Q K^T with wgmma from shared memory and O += P V with P in registers (the S accumulators rounded to BF16 are wgmma's A fragments) and V read N-major through its descriptor. Softmax overlapped with the products (intra-warpgroup pipelining): S of tile j and P V of tile j - 1 are issued back to back, tile j's softmax runs while P V is on the tensor cores, and O is rescaled once it lands. Not yet: ping-pong scheduling between the two consumer warpgroups, TMA stores of O."
+predicted = "BF16 dense peak 1070 TFLOP/s at 1980 MHz (4096 FLOP per clock per SM). At S = 4096, D = 128, non-causal, a block's 128 rows against a tile of 128 keys are 8.4 MFLOP of wgmma (2048 clocks, 1.03 us) beside 16K exponentials (MUFU.EX2 at 16 per clock per SM: 1024 clocks, 0.52 us) and ~3 FP32 operations per score on 128 lanes per clock (0.2-0.3 us): the softmax is ~0.8 of the tensor time. With the softmax hidden behind P V only within a warpgroup, ~70-80% of the tensor time is issued: ~500-600 TFLOP/s, 80-95% of cuDNN's ~620, under FlashAttention-3's 648 until the two warpgroups ping-pong. D = 64: ~350-450 (the exponentials are half the tensor time); D = 256: ~550-650. Causal within 10% per unmasked pair at S >= 4096."
+min_arch = "sm_90a"
+precision = "bf16"
+layout = "bhsd"
+lse = true
+causal = true
+p_type = "input"
+head_dims = [64, 128, 256]
+block = ["384"]
+grid = ["cdiv(S_q, 128)", "H", "B"]
+dynamic_smem_bytes = "256 * HEAD_DIM + 4 * STAGES * BLOCK_N * HEAD_DIM + 1024"
+constraints = ["D == HEAD_DIM"]
+representative = "d128"
+baseline = "cudnn_sdpa"
+
+[params]
+HEAD_DIM = 128
+BLOCK_N = 128
+STAGES = 2
+
+[variants]
+d64 = { HEAD_DIM = 64 }
+d128 = { HEAD_DIM = 128 }
+d256 = { HEAD_DIM = 256, BLOCK_N = 64 }
+
+# Q, K and V as [B * heads][S][D]: boxes of 64 columns (128 bytes, the swizzle's span) by rows
+[tmaps.q]
+rank = 3
+shape = ["D", "S_q", "B * H"]
+strides = ["D", "S_q * D"]
+box = ["64", "64", "1"]
+
+[tmaps.k]
+rank = 3
+shape = ["D", "S_kv", "B * H_kv"]
+strides = ["D", "S_kv * D"]
+box = ["64", "BLOCK_N", "1"]
+
+[tmaps.v]
+rank = 3
+shape = ["D", "S_kv", "B * H_kv"]
+strides = ["D", "S_kv * D"]
+box = ["64", "BLOCK_N", "1"]
+*/
+// The attention ABI (docs/attention.md), BHSD, and the three tensor maps. Causal mask
+// bottom-right (j <= i + S_kv - S_q); a query that sees no key writes 0 and lse = -inf.
+//
+// Shared memory (1024-byte aligned: the 128-byte swizzle repeats every 8 rows of 128 bytes):
+// Q as 2 x HEAD_DIM / 64 panels of 64 rows x 128 bytes (consumer warpgroup w's rows in its
+// own panels), then STAGES stages of K and of V, each HEAD_DIM / 64 panels of BLOCK_N rows x
+// 128 bytes. Descriptors (PTX ISA, "Matrix Descriptor Format"; the layouts of
+// ptx/hgemm/wgmma_gemm.ptxh, which the GEMM rungs run): Q and K are K-major (k = the head
+// dim): SBO 1024 (8 rows), LBO unused, + 32 bytes a k16 step inside a panel. V is N-major
+// (k = the keys, n = the head dim: the transpose flag): LBO = one panel (the next 64
+// columns), SBO 1024 (8 keys), + 2048 bytes (16 keys) a k16 step.
+//
+// Fragments: the m64nN accumulator gives warp w of a warpgroup rows 16 w + g and 16 w + g + 8
+// (lane = 4 g + t): d[4 nb + 2 half + e] is (row + 8 half, column 8 nb + 2 t + e). wgmma's A
+// fragment from registers (m64k16, as mma.m16n8k16's A) is a0 (g, 2t..), a1 (g + 8, 2t..),
+// a2 (g, 2t + 8..), a3 (g + 8, 2t + 8..): S's accumulators of keys 16 kk .. 16 kk + 15,
+// rounded to BF16 in pairs, are P's A fragment for k step kk.
+#include <cuda_bf16.h>
+
+#ifndef HEAD_DIM
+#define HEAD_DIM 128
+#endif
+#ifndef BLOCK_N
+#define BLOCK_N 128
+#endif
+#ifndef STAGES
+#define STAGES 2
+#endif
+#define BLOCK_M 128                          // two consumer warpgroups of 64 rows
+#define PANELS (HEAD_DIM / 64)
+#define Q_PANEL_BYTES 8192                   // 64 rows x 128 bytes
+#define KV_PANEL_BYTES (BLOCK_N * 128)
+#define KV_BYTES (PANELS * KV_PANEL_BYTES)    // one K (or V) tile
+#define Q_BYTES (2 * PANELS * Q_PANEL_BYTES)
+#define NEG_INF (__int_as_float(0xff800000))
+
+static_assert(HEAD_DIM == 64 || HEAD_DIM == 128 || HEAD_DIM == 256, "HEAD_DIM: 64, 128, 256");
+static_assert(BLOCK_N == 64 || BLOCK_N == 128, "BLOCK_N: 64 or 128");
+static_assert(STAGES >= 2, "STAGES: at least 2 (V of tile j - 1 is read while K of j lands)");
+
+struct alignas(64) TmaMap {  // a CUtensorMap, by value (const __grid_constant__)
+    unsigned char bytes[128];
+};
+
+__device__ __forceinline__ unsigned smem_u32(const void* p) {
+    return (unsigned)__cvta_generic_to_shared(p);
+}
+
+__device__ __forceinline__ void mbar_init(unsigned bar, unsigned count) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" :: "r"(bar), "r"(count) : "memory");
+}
+
+__device__ __forceinline__ void mbar_expect_tx(unsigned bar, unsigned bytes) {
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n"
+                 :: "r"(bar), "r"(bytes) : "memory");
+}
+
+__device__ __forceinline__ void mbar_arrive(unsigned bar) {
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" :: "r"(bar) : "memory");
+}
+
+__device__ __forceinline__ void mbar_wait(unsigned bar, unsigned parity) {
+    asm volatile("{\n.reg .pred done;\n"
+                 "WAIT:\n"
+                 "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
+                 "@!done bra WAIT;\n}\n" :: "r"(bar), "r"(parity) : "memory");
+}
+
+// one box of a 3-D tensor map into shared memory, counted on `bar`
+__device__ __forceinline__ void tma_load(unsigned dst, const TmaMap* map, int c0, int c1, int c2,
+                                         unsigned bar) {
+    asm volatile("cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
+                 " [%0], [%1, {%2, %3, %4}], [%5];\n"
+                 :: "r"(dst), "l"(reinterpret_cast<unsigned long long>(map)), "r"(c0), "r"(c1),
+                    "r"(c2), "r"(bar) : "memory");
+}
+
+// a shared-memory matrix descriptor, 128-byte swizzle
+__device__ __forceinline__ unsigned long long descriptor(unsigned addr, unsigned lbo_bytes,
+                                                         unsigned sbo_bytes) {
+    return (unsigned long long)((addr & 0x3FFFF) >> 4)
+         | ((unsigned long long)(lbo_bytes >> 4) << 16)
+         | ((unsigned long long)(sbo_bytes >> 4) << 32) | (1ull << 62);
+}
+
+__device__ __forceinline__ void wgmma_fence() {
+    asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+}
+__device__ __forceinline__ void wgmma_commit() {
+    asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+}
+template <int N> __device__ __forceinline__ void wgmma_wait() {
+    asm volatile("wgmma.wait_group.sync.aligned %0;\n" :: "n"(N) : "memory");
+}
+
+// ties registers to this point of the program: the compiler may not move their reads above a
+// wgmma wait, nor their writes below a wgmma issue (CUTLASS's warpgroup_fence_operand)
+template <int N> __device__ __forceinline__ void fence_regs(float (&r)[N]) {
+#pragma unroll
+    for (int i = 0; i < N; ++i) asm volatile("" : "+f"(r[i]) :: "memory");
+}
+
+#if BLOCK_N == 64
+// S (+)= Q K^T, one k16 step: A (Q) and B (K) K-major in shared memory
+__device__ __forceinline__ void wgmma_qk(float (&d)[32], unsigned long long da,
+                                         unsigned long long db, int accumulate) {
+    asm volatile("{\n.reg .pred p;\n"
+                 "setp.ne.b32 p, %34, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {"
+                 "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15,"
+                 "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31},"
+                 " %32, %33, p, 1, 1, 0, 0;\n}\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]),
+                   "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]),
+                   "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]),
+                   "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+                   "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]),
+                   "+f"(d[30]), "+f"(d[31])
+                 : "l"(da), "l"(db), "r"(accumulate));
+}
+#endif
+#if BLOCK_N == 128
+// S (+)= Q K^T, one k16 step: A (Q) and B (K) K-major in shared memory
+__device__ __forceinline__ void wgmma_qk(float (&d)[64], unsigned long long da,
+                                         unsigned long long db, int accumulate) {
+    asm volatile("{\n.reg .pred p;\n"
+                 "setp.ne.b32 p, %66, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {"
+                 "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15,"
+                 "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31,"
+                 "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47,"
+                 "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63},"
+                 " %64, %65, p, 1, 1, 0, 0;\n}\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]),
+                   "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]),
+                   "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]),
+                   "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+                   "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]),
+                   "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]),
+                   "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]),
+                   "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
+                   "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]),
+                   "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]),
+                   "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+                 : "l"(da), "l"(db), "r"(accumulate));
+}
+#endif
+#if HEAD_DIM == 64
+// O += P V, one k16 step: A (P, BF16) in registers, B (V) N-major in shared memory
+__device__ __forceinline__ void wgmma_pv(float (&d)[32], const unsigned (&a)[4],
+                                         unsigned long long db, int accumulate) {
+    asm volatile("{\n.reg .pred p;\n"
+                 "setp.ne.b32 p, %37, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {"
+                 "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15,"
+                 "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31},"
+                 " {%32, %33, %34, %35}, %36, p, 1, 1, 1;\n}\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]),
+                   "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]),
+                   "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]),
+                   "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+                   "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]),
+                   "+f"(d[30]), "+f"(d[31])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db),
+                   "r"(accumulate));
+}
+#endif
+#if HEAD_DIM == 128
+// O += P V, one k16 step: A (P, BF16) in registers, B (V) N-major in shared memory
+__device__ __forceinline__ void wgmma_pv(float (&d)[64], const unsigned (&a)[4],
+                                         unsigned long long db, int accumulate) {
+    asm volatile("{\n.reg .pred p;\n"
+                 "setp.ne.b32 p, %69, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {"
+                 "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15,"
+                 "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31,"
+                 "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47,"
+                 "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63},"
+                 " {%64, %65, %66, %67}, %68, p, 1, 1, 1;\n}\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]),
+                   "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]),
+                   "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]),
+                   "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+                   "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]),
+                   "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]),
+                   "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]),
+                   "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
+                   "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]),
+                   "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]),
+                   "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db),
+                   "r"(accumulate));
+}
+#endif
+#if HEAD_DIM == 256
+// O += P V, one k16 step: A (P, BF16) in registers, B (V) N-major in shared memory
+__device__ __forceinline__ void wgmma_pv(float (&d)[128], const unsigned (&a)[4],
+                                         unsigned long long db, int accumulate) {
+    asm volatile("{\n.reg .pred p;\n"
+                 "setp.ne.b32 p, %133, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 {"
+                 "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15,"
+                 "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31,"
+                 "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47,"
+                 "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63,"
+                 "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79,"
+                 "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95,"
+                 "%96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111,"
+                 "%112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127},"
+                 " {%128, %129, %130, %131}, %132, p, 1, 1, 1;\n}\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]),
+                   "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]),
+                   "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]),
+                   "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+                   "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]),
+                   "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]),
+                   "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]),
+                   "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
+                   "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]),
+                   "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]),
+                   "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]), "+f"(d[64]), "+f"(d[65]),
+                   "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]),
+                   "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]),
+                   "+f"(d[78]), "+f"(d[79]), "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]),
+                   "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]), "+f"(d[88]), "+f"(d[89]),
+                   "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]),
+                   "+f"(d[96]), "+f"(d[97]), "+f"(d[98]), "+f"(d[99]), "+f"(d[100]), "+f"(d[101]),
+                   "+f"(d[102]), "+f"(d[103]), "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]),
+                   "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]), "+f"(d[112]), "+f"(d[113]),
+                   "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]),
+                   "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]),
+                   "+f"(d[126]), "+f"(d[127])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db),
+                   "r"(accumulate));
+}
+#endif
+
+__device__ __forceinline__ unsigned pack(float lo, float hi) {  // lo in the low half
+    __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+    return *reinterpret_cast<unsigned*>(&v);
+}
+
+// S = Q K^T over the head dim, issued and committed (one group)
+__device__ __forceinline__ void issue_qk(float (&s)[BLOCK_N / 2], unsigned q_tile,
+                                         unsigned k_tile) {
+    fence_regs(s);
+    wgmma_fence();
+#pragma unroll
+    for (int ks = 0; ks < HEAD_DIM / 16; ++ks) {
+        const unsigned step = (ks / 4), within = (ks % 4) * 32;
+        wgmma_qk(s, descriptor(q_tile + step * Q_PANEL_BYTES + within, 16, 1024),
+                 descriptor(k_tile + step * KV_PANEL_BYTES + within, 16, 1024), ks > 0);
+    }
+    wgmma_commit();
+    fence_regs(s);
+}
+
+// O += P V over the tile's keys, issued and committed (one group)
+__device__ __forceinline__ void issue_pv(float (&o)[HEAD_DIM / 2],
+                                         const unsigned (&p)[BLOCK_N / 16][4], unsigned v_tile) {
+    fence_regs(o);
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < BLOCK_N / 16; ++kk)
+        wgmma_pv(o, p[kk], descriptor(v_tile + kk * 2048, KV_PANEL_BYTES, 1024), 1);
+    wgmma_commit();
+    fence_regs(o);
+}
+
+// the online softmax over one tile of S (in place: S becomes exp2 of the scaled logits less the
+// running maximum), the running maximum and this thread's share of the row sums; alpha is what
+// O must be multiplied by (the old maximum against the new)
+__device__ __forceinline__ void softmax(float (&s)[BLOCK_N / 2], float (&m_run)[2],
+                                        float (&l_run)[2], float (&alpha)[2], int n0,
+                                        bool mask, const int (&rows)[2], int S_kv, int causal,
+                                        int shift, float scale_log2, int t) {
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+        float mx = NEG_INF;
+#pragma unroll
+        for (int nb = 0; nb < BLOCK_N / 8; ++nb) {
+#pragma unroll
+            for (int e = 0; e < 2; ++e) {
+                float& x = s[4 * nb + 2 * half + e];
+                if (mask) {
+                    const int key = n0 + nb * 8 + 2 * t + e;
+                    if (key >= S_kv || (causal && key > rows[half] + shift)) x = NEG_INF;
+                }
+                mx = fmaxf(mx, x);
+            }
+        }
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+        const float m_new = fmaxf(m_run[half], mx);
+        // a row that has seen no key yet subtracts 0, not -inf (exp2(-inf + inf) = NaN)
+        const float sub = m_new == NEG_INF ? 0.f : m_new * scale_log2;
+        alpha[half] = exp2f(m_run[half] * scale_log2 - sub);
+        m_run[half] = m_new;
+        float sum = 0.f;
+#pragma unroll
+        for (int nb = 0; nb < BLOCK_N / 8; ++nb) {
+#pragma unroll
+            for (int e = 0; e < 2; ++e) {
+                float& x = s[4 * nb + 2 * half + e];
+                x = exp2f(fmaf(x, scale_log2, -sub));
+                sum += x;
+            }
+        }
+        l_run[half] = l_run[half] * alpha[half] + sum;
+    }
+}
+
+__device__ __forceinline__ void to_p(unsigned (&p)[BLOCK_N / 16][4], const float (&s)[BLOCK_N / 2]) {
+#pragma unroll
+    for (int kk = 0; kk < BLOCK_N / 16; ++kk) {
+        p[kk][0] = pack(s[8 * kk], s[8 * kk + 1]);
+        p[kk][1] = pack(s[8 * kk + 2], s[8 * kk + 3]);
+        p[kk][2] = pack(s[8 * kk + 4], s[8 * kk + 5]);
+        p[kk][3] = pack(s[8 * kk + 6], s[8 * kk + 7]);
+    }
+}
+
+extern "C" __global__ void __launch_bounds__(384, 1)
+attention_wgmma(const __nv_bfloat16* __restrict__ q, const __nv_bfloat16* __restrict__ k,
+                const __nv_bfloat16* __restrict__ v, __nv_bfloat16* __restrict__ o,
+                float* __restrict__ lse, int B, int H, int H_kv, int S_q, int S_kv, int D,
+                float scale, int causal, const __grid_constant__ TmaMap tmap_q,
+                const __grid_constant__ TmaMap tmap_k, const __grid_constant__ TmaMap tmap_v) {
+    extern __shared__ __align__(1024) unsigned char smem_raw[];
+    __shared__ __align__(8) unsigned long long bars[1 + 3 * STAGES];
+    const unsigned base = (smem_u32(smem_raw) + 1023u) & ~1023u;
+    const unsigned sq = base, sk = base + Q_BYTES, sv = sk + STAGES * KV_BYTES;
+    const unsigned q_full = smem_u32(&bars[0]);
+    const unsigned k_full = q_full + 8, v_full = k_full + 8 * STAGES, empty = v_full + 8 * STAGES;
+
+    const int m0 = blockIdx.x * BLOCK_M, h = blockIdx.y, b = blockIdx.z;
+    const int hk = h / (H / H_kv);
+    const int shift = S_kv - S_q;  // bottom-right: row i sees keys j <= i + shift
+    int n_end = S_kv;              // keys this block's rows can see at most
+    if (causal) n_end = max(0, min(S_kv, m0 + BLOCK_M + shift));
+    const int tiles = (n_end + BLOCK_N - 1) / BLOCK_N;
+    const int wg = threadIdx.x / 128, tid = threadIdx.x % 128;
+
+    if (threadIdx.x == 0) {
+        mbar_init(q_full, 1);
+        for (int s = 0; s < STAGES; ++s) {
+            mbar_init(k_full + 8 * s, 1);
+            mbar_init(v_full + 8 * s, 1);
+            mbar_init(empty + 8 * s, 8);  // lane 0 of each consumer warp
+        }
+        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+    }
+    __syncthreads();
+
+    if (wg == 0) {  // the producer
+        asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n");
+        if (tid == 0) {
+            mbar_expect_tx(q_full, Q_BYTES);
+            for (int w = 0; w < 2; ++w)
+                for (int p = 0; p < PANELS; ++p)
+                    tma_load(sq + (w * PANELS + p) * Q_PANEL_BYTES, &tmap_q, p * 64, m0 + 64 * w,
+                             b * H + h, q_full);
+            for (int j = 0; j < tiles; ++j) {
+                const int s = j % STAGES;
+                if (j >= STAGES) mbar_wait(empty + 8 * s, ((j / STAGES) & 1) ^ 1);
+                mbar_expect_tx(k_full + 8 * s, KV_BYTES);
+                for (int p = 0; p < PANELS; ++p)
+                    tma_load(sk + s * KV_BYTES + p * KV_PANEL_BYTES, &tmap_k, p * 64, j * BLOCK_N,
+                             b * H_kv + hk, k_full + 8 * s);
+                mbar_expect_tx(v_full + 8 * s, KV_BYTES);
+                for (int p = 0; p < PANELS; ++p)
+                    tma_load(sv + s * KV_BYTES + p * KV_PANEL_BYTES, &tmap_v, p * 64, j * BLOCK_N,
+                             b * H_kv + hk, v_full + 8 * s);
+            }
+        }
+        return;
+    }
+
+    // a consumer: 64 rows
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n");
+    const int cw = wg - 1, warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
+    const int wg_row0 = m0 + 64 * cw;
+    const int rows[2] = {wg_row0 + 16 * warp + g, wg_row0 + 16 * warp + g + 8};
+    const unsigned q_tile = sq + cw * PANELS * Q_PANEL_BYTES;
+    const float scale_log2 = scale * 1.4426950408889634f;  // exp(x) = exp2(x log2 e)
+    // a tile needs its mask where it reaches past S_kv or, causal, past this warpgroup's
+    // first row's diagonal
+    const int unmasked_end = causal ? min(S_kv, wg_row0 + shift + 1) : S_kv;
+
+    float o_acc[HEAD_DIM / 2];
+#pragma unroll
+    for (int i = 0; i < HEAD_DIM / 2; ++i) o_acc[i] = 0.f;
+    float s_acc[BLOCK_N / 2];
+    unsigned p_frag[BLOCK_N / 16][4];
+    float m_run[2] = {NEG_INF, NEG_INF}, l_run[2] = {0.f, 0.f}, alpha[2];
+
+    mbar_wait(q_full, 0);
+    if (tiles > 0) {
+        mbar_wait(k_full, 0);
+        issue_qk(s_acc, q_tile, sk);
+        wgmma_wait<0>();
+        fence_regs(s_acc);
+        softmax(s_acc, m_run, l_run, alpha, 0, BLOCK_N > unmasked_end, rows, S_kv, causal, shift,
+                scale_log2, t);
+        to_p(p_frag, s_acc);
+        for (int j = 1; j < tiles; ++j) {
+            const int s = j % STAGES, sp = (j - 1) % STAGES;
+            mbar_wait(k_full + 8 * s, (j / STAGES) & 1);
+            issue_qk(s_acc, q_tile, sk + s * KV_BYTES);
+            mbar_wait(v_full + 8 * sp, ((j - 1) / STAGES) & 1);
+            issue_pv(o_acc, p_frag, sv + sp * KV_BYTES);
+            wgmma_wait<1>();  // S of tile j has landed; P V of tile j - 1 runs on
+            fence_regs(s_acc);
+            softmax(s_acc, m_run, l_run, alpha, j * BLOCK_N, (j + 1) * BLOCK_N > unmasked_end,
+                    rows, S_kv, causal, shift, scale_log2, t);
+            wgmma_wait<0>();
+            fence_regs(o_acc);
+            if (lane == 0) mbar_arrive(empty + 8 * sp);  // K and V of tile j - 1 are free
+#pragma unroll
+            for (int nb = 0; nb < HEAD_DIM / 8; ++nb) {
+                o_acc[4 * nb] *= alpha[0]; o_acc[4 * nb + 1] *= alpha[0];
+                o_acc[4 * nb + 2] *= alpha[1]; o_acc[4 * nb + 3] *= alpha[1];
+            }
+            to_p(p_frag, s_acc);
+        }
+        const int sl = (tiles - 1) % STAGES;
+        mbar_wait(v_full + 8 * sl, ((tiles - 1) / STAGES) & 1);
+        issue_pv(o_acc, p_frag, sv + sl * KV_BYTES);
+        wgmma_wait<0>();
+        fence_regs(o_acc);
+    }
+
+    // the row sums over the quad, then O / l and the log-sum-exp
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+        float l = l_run[half];
+        l += __shfl_xor_sync(0xffffffffu, l, 1);
+        l += __shfl_xor_sync(0xffffffffu, l, 2);
+        const int row = rows[half];
+        if (row >= S_q) continue;
+        const float inv = l > 0.f ? 1.f / l : 0.f;  // a row that saw no key writes 0
+        __nv_bfloat16* orow = o + (((size_t)b * H + h) * S_q + row) * HEAD_DIM;
+#pragma unroll
+        for (int nb = 0; nb < HEAD_DIM / 8; ++nb) {
+            const unsigned w = pack(o_acc[4 * nb + 2 * half] * inv,
+                                    o_acc[4 * nb + 2 * half + 1] * inv);
+            *reinterpret_cast<unsigned*>(orow + nb * 8 + 2 * t) = w;
+        }
+        if (lse != nullptr && t == 0)
+            lse[((size_t)b * H + h) * S_q + row] =
+                l > 0.f ? m_run[half] * scale + logf(l) : NEG_INF;
+    }
+}
