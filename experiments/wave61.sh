@@ -13,6 +13,7 @@
 #   cpu      the tests without the gpu marker
 #   fp8probe the wgmma FP8 probe with mixed signs (which way a negative term is truncated)
 #   fp8      the FP8 rungs', cuBLASLt's and attention's GPU tests (the FP8 sums' verdict)
+#   attn     the attention kind's GPU tests alone (attention_03_wgmma's battery among them)
 #   sampled  the main job warm once more, its worker's main thread sampled every 2 ms and
 #            its timings traced (where the wall goes)
 # Logs (first lines: date, GPU, driver, command, commit) under $OUT; reports in $OUT/rep.tgz.
@@ -60,6 +61,11 @@ for step in "$@"; do
           2>&1 | quiet
         echo "pytest rc=${PIPESTATUS[0]}"; } > "$OUT/pytest-fp8.log" 2>&1
       tail -3 "$OUT/pytest-fp8.log" ;;
+    attn)
+      { header "$PYTEST -n 8 -m gpu tests/test_attention_gpu.py"
+        timeout 300 $PYTEST -n 8 -m gpu tests/test_attention_gpu.py 2>&1 | quiet
+        echo "pytest rc=${PIPESTATUS[0]}"; } > "$OUT/pytest-attn.log" 2>&1
+      tail -3 "$OUT/pytest-attn.log" ;;
     sampled)
       export HARNESS_CACHE_DIR=/tmp/wave-cache HARNESS_WORKER_SAMPLE=$OUT \
         HARNESS_TIMING_TRACE=$OUT/timing-trace-sampled.jsonl
