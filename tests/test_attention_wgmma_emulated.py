@@ -104,27 +104,30 @@ def a_matrix(frag):
     return a
 
 
-def block(q, k, v, scale, causal, m0, d, block_n, pv_panel_lbo=None):
-    """One block of attention_03_wgmma for one (b, h) (q [1][S_q][D], k, v [1][S_kv][D] as the
-    maps see them): {row: (o, lse)} as its two consumer warpgroups store them."""
+def block(q, k, v, scale, causal, m0, b, h, heads, kv_heads, d, block_n, pv_panel_lbo=None):
+    """Block (m0 / 128, h, b) of attention_03_wgmma (q [B * H][S_q][D], k, v [B * H_kv][S_kv][D]
+    as its maps see them): {row: (o, lse)} as its two consumer warpgroups store them."""
     panels, kv_panel = d // 64, block_n * 128
     kv_bytes = panels * kv_panel
     q_bytes = 2 * panels * Q_PANEL
     smem = Smem(q_bytes + 2 * 2 * kv_bytes)
     sq, sk, sv = 0, q_bytes, q_bytes + 2 * kv_bytes
     s_q, s_kv = q.shape[1], k.shape[1]
+    hk = h // (heads // kv_heads)
     shift = s_kv - s_q
     n_end = max(0, min(s_kv, m0 + BLOCK_M + shift)) if causal else s_kv
     tiles = -(-n_end // block_n)
     for w in range(2):  # the producer: Q once, then each tile into its stage
         for p in range(panels):
-            smem.tma(sq + (w * panels + p) * Q_PANEL, q, p * 64, m0 + 64 * w, 0, 64, 64)
+            smem.tma(sq + (w * panels + p) * Q_PANEL, q, p * 64, m0 + 64 * w, b * heads + h,
+                     64, 64)
 
     def load(j):
         s = j % 2
         for p in range(panels):
-            smem.tma(sk + s * kv_bytes + p * kv_panel, k, p * 64, j * block_n, 0, 64, block_n)
-            smem.tma(sv + s * kv_bytes + p * kv_panel, v, p * 64, j * block_n, 0, 64, block_n)
+            z = b * kv_heads + hk
+            smem.tma(sk + s * kv_bytes + p * kv_panel, k, p * 64, j * block_n, z, 64, block_n)
+            smem.tma(sv + s * kv_bytes + p * kv_panel, v, p * 64, j * block_n, z, 64, block_n)
 
     scale_log2 = np.float32(scale * 1.4426950408889634)
     lbo = kv_panel if pv_panel_lbo is None else pv_panel_lbo
@@ -228,17 +231,20 @@ def _emulated(name, d, block_n, **wrong):
     case = battery.CASES[[c.name for c in battery.CASES].index(name)]
     p = case.problem
     drawn = battery.draw(case, "bf16", np.random.default_rng(9))
-    width = drawn.q.shape[-1]
-    reps = -(-d // width)  # the battery's head dim may be smaller: tile it to D
-    q, k, v = (np.concatenate([x[:1, :1]] * reps, axis=-1)[..., :d]
-               for x in (drawn.q, drawn.k, drawn.v))
+    reps = -(-d // drawn.q.shape[-1])  # the battery's head dim may be smaller: tile it to D
+    q, k, v = (np.concatenate([x] * reps, axis=-1)[..., :d] for x in (drawn.q, drawn.k, drawn.v))
+    nb, heads, kv_heads = p["B"], p["H"], p["H_kv"]
     scale = 1 / math.sqrt(d)
-    o = np.full((1, 1, p["S_q"], d), np.nan)
-    lse = np.full((1, 1, p["S_q"]), np.nan)
-    for m0 in range(0, p["S_q"], BLOCK_M):
-        got = block(q[0], k[0], v[0], scale, p.causal, m0, d, block_n, **wrong)
-        for row, (o_row, row_lse) in got.items():
-            o[0, 0, row], lse[0, 0, row] = o_row, row_lse[0]
+    o = np.full((nb, heads, p["S_q"], d), np.nan)
+    lse = np.full((nb, heads, p["S_q"]), np.nan)
+    maps = [x.reshape(-1, *x.shape[2:]) for x in (q, k, v)]  # [B * heads][S][D], as the maps
+    for b in range(nb):
+        for h in range(heads):
+            for m0 in range(0, p["S_q"], BLOCK_M):
+                got = block(*maps, scale, p.causal, m0, b, h, heads, kv_heads, d, block_n,
+                            **wrong)
+                for row, (o_row, row_lse) in got.items():
+                    o[b, h, row], lse[b, h, row] = o_row, row_lse[0]
     arithmetic = Arithmetic("bf16", "bf16")
     ref = reference(q, k, v, scale, p.causal, arithmetic)
     return judge(o, np.isnan(o), ref, arithmetic, p["S_kv"], lse=lse)
@@ -246,7 +252,7 @@ def _emulated(name, d, block_n, **wrong):
 
 @pytest.mark.parametrize("name, d, block_n", [
     ("ragged", 64, 128), ("causal_s_q_gt_s_kv", 64, 128), ("causal_s_q_lt_s_kv", 128, 128),
-    ("causal_square", 128, 128), ("s_q_ne_s_kv", 256, 64)])
+    ("causal_square", 128, 128), ("s_q_ne_s_kv", 256, 64), ("grouped_query", 64, 128)])
 def test_the_hopper_rungs_addresses_and_fragments_compute_attention(name, d, block_n):
     verdict = _emulated(name, d, block_n)
     assert verdict.ok, str(verdict)
