@@ -19,10 +19,10 @@ import math
 
 import numpy as np
 import pytest
+from test_attention_online_emulated import bf16
 
 from harness.kinds.attention import battery
 from harness.kinds.attention.numerics import Arithmetic, judge, reference
-from harness.kinds.attention.reference import exact, stored
 
 BLOCK_M, Q_PANEL = 128, 8192
 W, LANE = np.meshgrid(np.arange(4), np.arange(32), indexing="ij")  # [warp, lane]
@@ -39,11 +39,6 @@ def descriptor(addr, lbo, sbo):  # as the kernel's descriptor(): fields in 16-by
 
 def fields(desc):
     return (desc & 0x3FFF) << 4, ((desc >> 16) & 0x3FFF) << 4, ((desc >> 32) & 0x3FFF) << 4
-
-
-def bf16(x):
-    x = np.asarray(x, dtype=np.float32)
-    return exact(stored(x, "bf16"), "bf16").reshape(x.shape)
 
 
 class Smem:

@@ -80,7 +80,12 @@ class CompileOptions:
 def target_arch(kernel: Kernel, device_arch: str) -> str:
     """The compile target for ``kernel`` on a device of ``device_arch``: the device's own, or
     the arch-specific target (``sm_90a``) when the kernel's min_arch needs one."""
-    need = get_arch(kernel.spec.min_arch)
+    return spec_target(kernel.spec, device_arch)
+
+
+def spec_target(spec, device_arch: str) -> str:
+    """:func:`target_arch` for a spec (a kind that builds its kernels itself)."""
+    need = get_arch(spec.min_arch)
     return need.name if need.needs_arch_specific else device_arch
 
 

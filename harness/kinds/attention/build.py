@@ -8,7 +8,7 @@ from pathlib import Path
 
 from harness.archs import get_arch
 from harness.compiler import headers
-from harness.compiler.compile import CompileOptions, nvrtc_cubin
+from harness.compiler.compile import CompileOptions, nvrtc_cubin, spec_target
 from harness.compiler.ptxas import Resources, parse_report
 from harness.errors import CompileError, HarnessError
 from harness.kernels.spec import KernelSpec, read_spec
@@ -46,9 +46,8 @@ def build(spec: KernelSpec, arch: str, variant: str | None = None,
     """Compile ``spec``'s kernel (its variant's parameters as ``-D``) for ``arch``; refused
     (CompileError) where its parameters differ from what a launch passes: the attention ABI
     and its tensor maps."""
-    need = get_arch(spec.min_arch)
-    if need.needs_arch_specific and get_arch(arch).compute_capability == need.compute_capability:
-        arch = need.name  # wgmma, setmaxnreg: sm_90a's cubins, as GEMMs get (target_arch)
+    get_arch(arch)
+    arch = spec_target(spec, arch)  # sm_90a where min_arch asks for it (wgmma, setmaxnreg)
     params = params_of(spec, variant)
     options = CompileOptions(arch=arch, defines=tuple(f"-D{k}={v}" for k, v in params.items()),
                              include_paths=headers.include_paths())
