@@ -114,3 +114,10 @@ def cubin_runs_on(target: Arch, device_arch: Arch) -> bool:
     one major version, on the same or a later minor (sm_80 code does not run on sm_90)."""
     same_major = target.compute_capability[0] == device_arch.compute_capability[0]
     return can_run(target, device_arch) and same_major
+
+
+def compile_target(min_arch: str, device_arch: str) -> str:
+    """The target a kernel whose min_arch is ``min_arch`` compiles for on a device of
+    ``device_arch``: the device's own, or the arch-specific one (``sm_90a``) it needs."""
+    need = get_arch(min_arch)
+    return need.name if need.needs_arch_specific else device_arch

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeVar
 
-from harness.archs import ARCHS, can_run, get_arch
+from harness.archs import ARCHS, can_run, compile_target, get_arch
 from harness.compiler import child, headers
 from harness.compiler.cache import CompiledKernel, cache_dir  # noqa: F401 (re-exported)
 from harness.compiler.cache import load as _cache_load
@@ -78,15 +78,8 @@ class CompileOptions:
 
 
 def target_arch(kernel: Kernel, device_arch: str) -> str:
-    """The compile target for ``kernel`` on a device of ``device_arch``: the device's own, or
-    the arch-specific target (``sm_90a``) when the kernel's min_arch needs one."""
-    return spec_target(kernel.spec, device_arch)
-
-
-def spec_target(spec, device_arch: str) -> str:
-    """:func:`target_arch` for a spec (a kind that builds its kernels itself)."""
-    need = get_arch(spec.min_arch)
-    return need.name if need.needs_arch_specific else device_arch
+    """The compile target for ``kernel`` on a device of ``device_arch`` (archs.compile_target)."""
+    return compile_target(kernel.spec.min_arch, device_arch)
 
 
 def compile_kernel(kernel: Kernel, arch: str, *, use_cache: bool = True,

@@ -6,9 +6,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.archs import get_arch
+from harness.archs import compile_target, get_arch
 from harness.compiler import headers
-from harness.compiler.compile import CompileOptions, nvrtc_cubin, spec_target
+from harness.compiler.compile import CompileOptions, nvrtc_cubin
 from harness.compiler.ptxas import Resources, parse_report
 from harness.errors import CompileError, HarnessError
 from harness.kernels.spec import KernelSpec, read_spec
@@ -47,7 +47,7 @@ def build(spec: KernelSpec, arch: str, variant: str | None = None,
     (CompileError) where its parameters differ from what a launch passes: the attention ABI
     and its tensor maps."""
     get_arch(arch)
-    arch = spec_target(spec, arch)  # sm_90a where min_arch asks for it (wgmma, setmaxnreg)
+    arch = compile_target(spec.min_arch, arch)  # sm_90a for wgmma and setmaxnreg, as GEMMs
     params = params_of(spec, variant)
     options = CompileOptions(arch=arch, defines=tuple(f"-D{k}={v}" for k, v in params.items()),
                              include_paths=headers.include_paths())
