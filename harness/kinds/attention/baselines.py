@@ -198,6 +198,7 @@ class CudnnSdpa(Baseline):
         self._graph = None
         self._pack = None
         self._workspace = None
+        self._handle = None
 
     def version(self) -> str:
         found = _version("nvidia-cudnn-frontend")
@@ -231,6 +232,9 @@ class CudnnSdpa(Baseline):
                                       dtype=torch.uint8)
         self._pack = {tq: q, tk: k, tv: v, out: o}
         self._graph = graph
+        if operands.stream is not None:  # the timer's stream, not cuDNN's default one
+            self._handle = cudnn.create_handle()
+            cudnn.set_stream(handle=self._handle, stream=int(operands.stream))
 
     def _views(self, operands: Operands):
         # cuDNN takes [B, H, S, D] dims with any strides: BSHD is a transposed view
@@ -242,10 +246,16 @@ class CudnnSdpa(Baseline):
     def launch(self) -> None:
         if self._graph is None:
             raise HarnessError(f"{self.name}: launch before prepare")
-        self._graph.execute(self._pack, self._workspace)
+        if self._handle is not None:
+            self._graph.execute(self._pack, self._workspace, handle=self._handle)
+        else:
+            self._graph.execute(self._pack, self._workspace)
 
     def close(self) -> None:
-        self._graph = self._pack = self._workspace = None
+        if self._handle is not None:
+            import cudnn
+            cudnn.destroy_handle(self._handle)
+        self._graph = self._pack = self._workspace = self._handle = None
 
 
 BASELINES = Baselines({

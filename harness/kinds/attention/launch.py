@@ -54,14 +54,10 @@ class Launcher:
                 ) -> tuple[np.ndarray, np.ndarray | None]:
         """One launch on ``drawn`` (uploaded in the kernel's layout), outputs poisoned first:
         the raw output (16-bit patterns, the kernel's layout) and log-sum-exp (FP32)."""
-        from harness.gpu.driver import Buffer, LaunchShape
+        from harness.gpu.driver import Buffer
 
         p = case.problem
         layout = self.spec.kind_spec.layout
-        shape = launch_shape(self.spec, p, self.params)
-        smem = shape["dynamic_smem_bytes"]
-        if smem > 48 * 1024:
-            self.function.set_max_dynamic_smem(smem)
         raws = [to_layout(np.asarray(r).view(np.uint16), layout)
                 for r in (drawn.q_raw, drawn.k_raw, drawn.v_raw)]
         poison = (numerics.BF16_POISON if self.spec.precision == "bf16"
@@ -75,17 +71,7 @@ class Launcher:
             out.fill(poison, 2, self.stream)
             if lse is not None:
                 lse.fill(numerics.LSE_POISON, 4, self.stream)
-            dims = (shape["grid"] + [1, 1])[:3]
-            block = (shape["block"] + [1, 1])[:3]
-            self.function.launch(LaunchShape(tuple(dims), tuple(block), smem), self.stream, (
-                *(ctypes.c_uint64(b.address) for b in buffers), ctypes.c_uint64(out.address),
-                ctypes.c_uint64(lse.address if lse is not None else 0),
-                *(ctypes.c_int32(p[d]) for d in ("B", "H", "H_kv", "S_q", "S_kv", "D")),
-                ctypes.c_float(case.scale if scale is None else scale),
-                ctypes.c_int32(int(p.causal)),
-                *tensor_maps(self.spec, p, self.params, {
-                    "q": buffers[0].address, "k": buffers[1].address,
-                    "v": buffers[2].address, "o": out.address})))
+            self.bind(p, buffers, out, lse, case.scale if scale is None else scale)()
             o_raw = out.download(np.uint16, raws[0].shape, self.stream).copy()
             lse_raw = (lse.download(np.float32, (p["B"], p["H"], p["S_q"]), self.stream).copy()
                        if lse is not None else None)
@@ -94,6 +80,31 @@ class Launcher:
                 if buffer is not None:
                     buffer.close()
         return o_raw, lse_raw
+
+    def bind(self, p, qkv, out, lse, scale: float):
+        """The launch at problem ``p`` on device buffers ``qkv`` (Q, K, V), ``out`` and ``lse``
+        (None where the kernel writes none), its arguments and tensor maps made once: a
+        callable that enqueues it on the launcher's stream."""
+        from harness.gpu.driver import LaunchShape
+
+        shape = launch_shape(self.spec, p, self.params)
+        smem = shape["dynamic_smem_bytes"]
+        if smem > 48 * 1024:
+            self.function.set_max_dynamic_smem(smem)
+        dims = (shape["grid"] + [1, 1])[:3]
+        block = (shape["block"] + [1, 1])[:3]
+        shaped = LaunchShape(tuple(dims), tuple(block), smem)
+        q, k, v = qkv
+        args = (*(ctypes.c_uint64(b.address) for b in (q, k, v)), ctypes.c_uint64(out.address),
+                ctypes.c_uint64(lse.address if lse is not None else 0),
+                *(ctypes.c_int32(p[d]) for d in ("B", "H", "H_kv", "S_q", "S_kv", "D")),
+                ctypes.c_float(scale), ctypes.c_int32(int(p.causal)),
+                *tensor_maps(self.spec, p, self.params, {
+                    "q": q.address, "k": k.address, "v": v.address, "o": out.address}))
+
+        def launch() -> None:
+            self.function.launch(shaped, self.stream, args)
+        return launch
 
     def check(self, case: battery.Case, drawn: battery.Drawn) -> numerics.Verdict:
         o_raw, lse_raw = self.outputs(case, drawn)

@@ -1,0 +1,373 @@
+"""Attention kernels timed (issue 63): each kernel checked by its battery first, then at each
+size timed interleaved with the baselines that run here, on the timer's stream.
+
+Every timed repetition of a kernel runs on a content of its own: Q, K and V drawn on the device
+before it (the buffers kind's draw kernels, draw.py: a content counter on the device, each
+content keyed under the run secret), O and the log-sum-exp poisoned. After each timed
+repetition a secret reservoir decides whether its O is kept; after the timing every kept O is
+checked on sampled query rows (the first, the last and random ones, every head) against the
+FP64 device reference of the content it was computed from (device_reference.py). The untimed
+primer runs on decoy draws, so no launch sees a content of the timed sequence before its turn.
+A kernel that fails its battery or a kept output is not timed or is marked FAIL, with the cause.
+
+The baselines (baselines.py) run on the same buffers and on the same stream (PyTorch through
+an external stream, cuDNN through a handle set to it), each on one content: they are the
+yardstick, not the suspect. PyTorch's SDPA returns a fresh tensor: its time includes the copy
+into O (at S = 4096, B = 4, H = 16, D = 128, 16 MiB, some 10 us of a millisecond).
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from harness.bench.seeds import derive, new_seed
+from harness.errors import HarnessError
+from harness.kinds.attention import napkin, numerics
+from harness.kinds.attention.problem import AttentionProblem
+
+DRAW_TYPE = {"bf16": "bf16", "fp16": "f16"}
+RANGES = {"q": (-4.0, 8.0), "k": (-1.0, 2.0), "v": (-1.0, 2.0)}
+"""(lo, span) of each input's draw: Q four times wider than K, so that the logits spread some
+(a standard deviation near 1.3 at D = 128) and the softmax is not flat."""
+SLOTS = 4
+"""Timed outputs the reservoir keeps at most (each one checked)."""
+KEEP_BYTES = 1 << 30
+SAMPLED_ROWS = 48
+"""Random query rows checked per kept output, beside each head's first and last row."""
+
+
+@dataclass(frozen=True)
+class Row:
+    """One kernel or baseline at one size."""
+
+    name: str
+    problem: str
+    status: str
+    """pass, FAIL, unavailable, error."""
+    message: str = ""
+    median_ms: float = float("nan")
+    p20_ms: float = float("nan")
+    p80_ms: float = float("nan")
+    reps: int = 0
+    sm_clock_mhz: float = float("nan")
+    stop: str = ""
+    tflops: float = float("nan")
+    kept_checked: int = 0
+    version: str = ""
+    baseline: bool = False
+    ratios: dict = field(default_factory=dict)
+    """The median of the per-round time ratios baseline / this row, by baseline name (> 1:
+    faster than it)."""
+
+    def to_json(self) -> dict:
+        return {k: getattr(self, k) for k in self.__dataclass_fields__}
+
+
+def sampled_rows(problem: AttentionProblem, rng: np.random.Generator,
+                 count: int = SAMPLED_ROWS) -> np.ndarray:
+    """(b, h, i) triples: the first and last query row of every head, then ``count`` random
+    rows, no repeats."""
+    b, h, s = problem["B"], problem["H"], problem["S_q"]
+    rows = {(bi, hi, i) for bi in range(b) for hi in range(h) for i in (0, s - 1)}
+    total = b * h * s
+    for flat in rng.choice(total, size=min(count, total), replace=False):
+        flat = int(flat)
+        rows.add((flat // (h * s), flat // s % h, flat % s))
+    return np.array(sorted(rows), dtype=np.int32)
+
+
+def rows_of(raw: np.ndarray, rows: np.ndarray, problem: AttentionProblem, layout: str
+            ) -> np.ndarray:
+    """The ``rows`` (b, h, i) of an output held flat in ``layout`` (bhsd or bshd), as
+    ``[1, 1, len(rows), D]``."""
+    b, h, s, d = problem["B"], problem["H"], problem["S_q"], problem["D"]
+    if layout == "bhsd":
+        shaped = raw.reshape(b, h, s, d)
+        picked = shaped[rows[:, 0], rows[:, 1], rows[:, 2]]
+    else:
+        shaped = raw.reshape(b, s, h, d)
+        picked = shaped[rows[:, 0], rows[:, 2], rows[:, 1]]
+    return picked[None, None]
+
+
+def judge_rows(spec, problem: AttentionProblem, raw_rows: np.ndarray,
+               ref) -> numerics.Verdict:
+    """Sampled output rows (16-bit patterns, ``[1, 1, R, D]``) against the reference at those
+    rows."""
+    from harness.kinds.attention.reference import exact
+    poison = numerics.BF16_POISON if spec.precision == "bf16" else numerics.FP16_POISON
+    unwritten = raw_rows == poison
+    values = raw_rows if spec.precision == "bf16" else raw_rows.view(np.float16)
+    o = exact(values, spec.precision)
+    arithmetic = numerics.Arithmetic(spec.precision,
+                                     spec.kind_spec.p_precision(spec.precision))
+    return numerics.judge(o, unwritten, ref, arithmetic, problem["S_kv"])
+
+
+class Operands:
+    """One size's device buffers, the draws that fill them and the kept outputs' slots."""
+
+    def __init__(self, session, spec, problem: AttentionProblem, draws) -> None:
+        from harness.gpu.driver import Buffer
+        from harness.kinds.buffers.draw import Drawn
+
+        p = problem
+        self.problem, self.spec, self.session, self.draws = p, spec, session, draws
+        q_count = p["B"] * p["H"] * p["S_q"] * p["D"]
+        kv_count = p["B"] * p["H_kv"] * p["S_kv"] * p["D"]
+        dtype = DRAW_TYPE[spec.precision]
+        self.q, self.k, self.v = Buffer(2 * q_count), Buffer(2 * kv_count), Buffer(2 * kv_count)
+        self.o = Buffer(2 * q_count)
+        self.o_bytes = -(-2 * q_count // 16) * 16
+        self.lse = Buffer(4 * p["B"] * p["H"] * p["S_q"]) if spec.kind_spec.lse else None
+        self.drawn = [Drawn(buf, i, dtype, count, *RANGES[name]) for i, (name, buf, count) in
+                      enumerate((("q", self.q, q_count), ("k", self.k, kv_count),
+                                 ("v", self.v, kv_count)))]
+        self.count = max(2, min(SLOTS, KEEP_BYTES // self.o_bytes))
+        self.slots = Buffer(self.count * self.o_bytes)
+        self.poison = (numerics.BF16_POISON if spec.precision == "bf16"
+                       else numerics.FP16_POISON)
+
+    def fill(self, seed: int, salt: int) -> None:
+        for d in self.drawn:
+            self.draws.fill(d, seed, salt)
+
+    def poisoned(self) -> None:
+        stream = self.session.stream
+        self.o.fill(self.poison, 2, stream)
+        if self.lse is not None:
+            self.lse.fill(numerics.LSE_POISON, 4, stream)
+
+    def close(self) -> None:
+        for buffer in (self.q, self.k, self.v, self.o, self.lse, self.slots):
+            if buffer is not None:
+                buffer.close()
+
+
+def hooks(ops: Operands, seed: int, salt: int, launch: Callable[[], None]):
+    """Before every timed repetition (the next content drawn, outputs poisoned), after it (the
+    reservoir's decision, O kept) and the primer (the launch on decoy draws)."""
+    secret = derive(seed, "attention secret")
+    decoy_seed, decoy_salt = new_seed(), secrets.randbits(32)
+    ops.draws.reset(1000)
+
+    def before() -> None:
+        ops.draws.tick()
+        ops.fill(seed, salt)
+        ops.poisoned()
+
+    def after() -> None:
+        ops.draws.decide(secret, ops.count)
+        ops.draws.keep(ops.o, ops.slots, 2 * ops.problem["B"] * ops.problem["H"]
+                       * ops.problem["S_q"] * ops.problem["D"], ops.o_bytes)
+
+    def prime() -> None:
+        ops.fill(decoy_seed, decoy_salt)
+        ops.poisoned()
+        launch()
+
+    return before, after, prime
+
+
+def verify_kept(ops: Operands, seed: int, salt: int, scale: float,
+                rng: np.random.Generator) -> tuple[int, numerics.Verdict | None]:
+    """Every kept timed output against the reference of its own content at sampled rows;
+    (how many were checked, the first failing verdict or None)."""
+    from harness.kinds.attention import device_reference
+
+    state = ops.draws.read_state()
+    kept = min(ops.count, int(state[1]))
+    p, spec = ops.problem, ops.spec
+    stream = ops.session.stream
+    q_count = p["B"] * p["H"] * p["S_q"] * p["D"]
+    checked = 0
+    for j in range(kept):
+        content = int(state[3 + j])
+        ops.draws.set_content(content)
+        ops.fill(seed, salt)
+        rows = sampled_rows(p, rng)
+        ref = device_reference.run(ops.q, ops.k, ops.v, rows, p, scale,
+                                   precision=spec.precision, layout=spec.kind_spec.layout,
+                                   p_precision=spec.kind_spec.p_precision(spec.precision),
+                                   stream=stream)
+        raw = ops.slots.download_at(j * ops.o_bytes, np.uint16, q_count, stream)
+        verdict = judge_rows(spec, p, rows_of(raw, rows, p, spec.kind_spec.layout), ref)
+        checked += 1
+        if not verdict.ok:
+            return checked, verdict
+    return checked, None
+
+
+class _OnStream:
+    """A baseline's launch on the timer's stream (torch's external stream around it)."""
+
+    def __init__(self, base, stream, device) -> None:
+        import torch
+        self.base = base
+        self.torch_stream = torch.cuda.ExternalStream(int(stream.handle), device=device)
+
+    def __call__(self) -> None:
+        import torch
+        with torch.cuda.stream(self.torch_stream):
+            self.base.launch()
+
+
+def baseline_launches(ops: Operands, names: Sequence[str], scale: float, stream):
+    """(name, version, launch or None, why not) for each baseline name, prepared on ``ops``."""
+    import torch
+
+    from harness.kinds.attention.baselines import BASELINES
+    from harness.kinds.attention.baselines import Operands as BaseOperands
+    from harness.kinds.buffers.baselines import _context_kept, _current_ordinal, _torch_view
+
+    p = ops.problem
+    kind = DRAW_TYPE[ops.spec.precision]
+    q_count = p["B"] * p["H"] * p["S_q"] * p["D"]
+    kv_count = p["B"] * p["H_kv"] * p["S_kv"] * p["D"]
+    with _context_kept():
+        device = torch.device("cuda", _current_ordinal())
+        views = [_torch_view(torch, b, kind, (n,), device)
+                 for b, n in ((ops.q, q_count), (ops.k, kv_count), (ops.v, kv_count),
+                              (ops.o, q_count))]
+    operands = BaseOperands(*views, lse=None, problem=p, scale=scale,
+                            layout=ops.spec.kind_spec.layout, precision=ops.spec.precision,
+                            stream=int(stream.handle))
+    out = []
+    for name in names:
+        base = BASELINES.make(name, ops.spec, p)
+        why = base.unavailable()
+        if why:
+            out.append((name, base, None, why))
+            continue
+        try:
+            with _context_kept(), torch.cuda.stream(torch.cuda.ExternalStream(
+                    int(stream.handle), device=device)):
+                base.prepare(operands)
+                base.launch()  # its first call (a library sets up here), then waited for
+            stream.synchronize(f"baseline {name}, first call")
+        except Exception as exc:  # a library's own refusal (shape, backend): its message
+            out.append((name, base, None, f"{type(exc).__name__}: {exc}"))
+            continue
+        out.append((name, base, _OnStream(base, stream, device), ""))
+    return out
+
+
+def time_size(session, launchers: Sequence[tuple[str, object]], problem: AttentionProblem,
+              baselines: Sequence[str], say: Callable[[str], None]) -> Iterator[Row]:
+    """Every launcher (name, launch.Launcher on ``session.stream``) and baseline at
+    ``problem``, timed interleaved; a Row each."""
+    from harness.gpu.timing import Primed
+    from harness.kinds.buffers.draw import Draws
+    from harness.stats import Summary
+
+    scale = 1.0 / float(np.sqrt(problem["D"]))
+    flops = float(napkin.flops(problem))
+    live, rows, opened, bases = [], [], [], []
+    seed = session.run_seed
+    try:
+        for name, launcher in launchers:
+            draws = Draws(session.stream, session.arch, session.device.sm_count)
+            ops = Operands(session, launcher.spec, problem, draws)
+            opened.append(ops)
+            try:
+                launch = launcher.bind(problem, (ops.q, ops.k, ops.v), ops.o, ops.lse, scale)
+            except HarnessError as exc:
+                rows.append(Row(name, problem.text, "error", str(exc)))
+                continue
+            salt = derive(seed, f"attention {name} {problem.text}") & 0xFFFFFFFF
+            before, after, prime = hooks(ops, seed, salt, launch)
+            live.append((name, ops, salt, Primed(launch, prime), before, after))
+        # the baselines run on the first kernel's buffers, on whatever content they hold
+        if opened:
+            opened[0].fill(seed ^ 0x5A5A, 7)
+        bases = baseline_launches(opened[0], baselines, scale, session.stream) if opened else []
+        launches = [e[3] for e in live] + [b[2] for b in bases if b[2] is not None]
+        befores = [e[4] for e in live] + [None for b in bases if b[2] is not None]
+        afters = [e[5] for e in live] + [None for b in bases if b[2] is not None]
+        timed_bases = [b for b in bases if b[2] is not None]
+        for name, base, _, why in bases:
+            if why:
+                rows.append(Row(name, problem.text, "unavailable", why, version=base.version(),
+                                baseline=True))
+        if not launches:
+            yield from rows
+            return
+        say(f"time {problem.text}: {len(live)} kernel(s), {len(timed_bases)} baseline(s)")
+        timings, per_round = session.timer.time_interleaved(
+            launches, before=befores, after=afters, budget_scale=len(launches))
+        rng = np.random.default_rng(derive(seed, f"rows {problem.text}"))
+        names = [e[0] for e in live] + [b[0] for b in timed_bases]
+
+        def ratios(i: int) -> dict:
+            return {names[j]: Summary.of([r[j] / r[i] for r in per_round if r[i] > 0]).median
+                    for j in range(len(live), len(names))}
+
+        for i, (name, ops, salt, _, _, _) in enumerate(live):
+            t = timings[i]
+            say(f"verify {name} at {problem.text}")
+            checked, failed = verify_kept(ops, seed, salt, scale, rng)
+            if failed is not None:  # no figure for a kernel that was wrong when timed
+                rows.append(Row(name, problem.text, "FAIL", "wrong when timed: a kept timed "
+                                f"output at {problem.text}: {failed}", kept_checked=checked))
+                continue
+            rows.append(Row(name, problem.text, "pass", "", t.median_ms, t.p20_ms,
+                            t.p80_ms, t.reps, t.sm_clock_mhz, t.stop,
+                            flops / t.median_ms / 1e9, checked, ratios=ratios(i)))
+        for j, (name, base, _, _) in enumerate(timed_bases, start=len(live)):
+            t = timings[j]
+            rows.append(Row(name, problem.text, "pass", base.compute, t.median_ms, t.p20_ms,
+                            t.p80_ms, t.reps, t.sm_clock_mhz, t.stop,
+                            flops / t.median_ms / 1e9, version=base.version(), baseline=True))
+    finally:
+        for _, base, _, _ in bases:
+            base.close()
+        for ops in opened:
+            ops.draws.close()
+            ops.close()
+    yield from rows
+
+
+def compare(kernels: Sequence[tuple[str, str | None]], problems: Sequence[AttentionProblem],
+            baselines: Sequence[str], *, seeds: int = 3, say=print, session=None
+            ) -> Iterator[Row]:
+    """``kernels`` (path, variant) checked by the battery (``seeds`` draws a case), then
+    timed at each problem, interleaved, beside ``baselines``; a Row each, as they come."""
+    from harness.bench.session import BenchSession
+    from harness.gpu.timing import TimingOptions
+    from harness.kinds.attention.build import fits, load
+    from harness.kinds.attention.launch import Launcher, battery_verdicts
+
+    own = session is None
+    if own:
+        # launches of a millisecond and more, some through PyTorch: enqueued from the host
+        session = BenchSession(TimingOptions(graph=False))
+    launchers = []
+    try:
+        for path, variant in kernels:
+            spec = load(path)
+            name = f"{spec.path.stem}:{variant}" if variant else spec.path.stem
+            say(f"check {name}: its battery, {seeds} draws a case")
+            failed = [f"{case.name}: {v}" for case, v in battery_verdicts(
+                spec, session.arch, seeds=seeds, seed=session.run_seed, variant=variant)
+                if not v.ok]
+            if failed:
+                for p in problems:
+                    yield Row(name, p.text, "FAIL", "the battery: " + "; ".join(failed[:3]))
+                continue
+            launchers.append((name, Launcher(spec, session.arch, variant, session.stream)))
+        for p in problems:
+            fitting = [(n, lc) for n, lc in launchers if fits(lc.spec, p, lc.params)]
+            for n, lc in launchers:
+                if (n, lc) not in fitting:
+                    yield Row(n, p.text, "error", "its constraints refuse this size")
+            if fitting:
+                yield from time_size(session, fitting, p, baselines, say)
+    finally:
+        for _, lc in launchers:
+            lc.close()
+        if own:
+            session.close()

@@ -1,0 +1,69 @@
+"""The timed attention path's host parts (harness/kinds/attention/timed.py): which rows a kept
+output is checked at, how they are read from either layout, and the judge on them."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from harness.kinds.attention import numerics, timed
+from harness.kinds.attention.build import load
+from harness.kinds.attention.numerics import Arithmetic, reference
+from harness.kinds.attention.problem import read_size
+from harness.kinds.attention.reference import to_layout
+
+P = read_size("B=2,H=3,S=40,D=64,causal")
+
+
+def test_sampled_rows_hold_every_heads_ends_and_no_repeats():
+    rows = timed.sampled_rows(P, np.random.default_rng(0), count=10)
+    as_set = {tuple(r) for r in rows}
+    assert len(as_set) == len(rows)
+    for b in range(2):
+        for h in range(3):
+            assert (b, h, 0) in as_set and (b, h, 39) in as_set
+    assert rows[:, 2].max() < 40 and rows[:, 1].max() < 3 and rows[:, 0].max() < 2
+
+
+@pytest.mark.parametrize("layout", ["bhsd", "bshd"])
+def test_rows_are_read_from_either_layout(layout):
+    logical = np.arange(2 * 3 * 40 * 64, dtype=np.uint16).reshape(2, 3, 40, 64)
+    rows = timed.sampled_rows(P, np.random.default_rng(1), count=5)
+    got = timed.rows_of(to_layout(logical, layout).ravel(), rows, P, layout)
+    assert got.shape == (1, 1, len(rows), 64)
+    for r, (b, h, i) in enumerate(rows):
+        assert np.array_equal(got[0, 0, r], logical[b, h, i])
+
+
+def _bf16_bits(x: np.ndarray) -> np.ndarray:
+    bits = x.astype(np.float32).view(np.uint32)
+    return ((bits + ((bits >> 16) & 1) + 0x7FFF) >> 16).astype(np.uint16)
+
+
+def _case():
+    rng = np.random.default_rng(4)
+    q, k, v = (rng.uniform(-1, 1, (2, 3, 40, 64)) for _ in range(3))
+    q, k, v = ((_bf16_bits(t).astype(np.uint32) << 16).view(np.float32).astype(np.float64)
+               for t in (q, k, v))
+    ref = reference(q, k, v, 0.125, True, Arithmetic("bf16", "bf16"))
+    rows = timed.sampled_rows(P, rng, count=8)
+    picked = type(ref)(*(getattr(ref, f)[rows[:, 0], rows[:, 1], rows[:, 2]][None, None]
+                         for f in ref.__dataclass_fields__))
+    return ref, rows, picked
+
+
+def test_a_right_output_passes_at_the_sampled_rows_and_a_wrong_or_unwritten_one_fails():
+    spec = load("cu/attention/attention_02_online.cu")
+    ref, rows, picked = _case()
+    good = _bf16_bits(ref.o)
+    verdict = timed.judge_rows(spec, P, timed.rows_of(good.ravel(), rows, P, "bhsd"), picked)
+    assert verdict.ok, str(verdict)
+    wrong = good.copy()
+    wrong[tuple(rows[-1])] = _bf16_bits(ref.o[tuple(rows[-1])] + 0.25)
+    verdict = timed.judge_rows(spec, P, timed.rows_of(wrong.ravel(), rows, P, "bhsd"), picked)
+    assert not verdict.ok
+    unwritten = good.copy()
+    unwritten[tuple(rows[0])] = numerics.BF16_POISON
+    verdict = timed.judge_rows(spec, P, timed.rows_of(unwritten.ravel(), rows, P, "bhsd"),
+                               picked)
+    assert verdict.cause == "unwritten output"
