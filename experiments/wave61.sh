@@ -14,6 +14,8 @@
 #   fp8probe the wgmma FP8 probe with mixed signs (which way a negative term is truncated)
 #   fp8      the FP8 rungs', cuBLASLt's and attention's GPU tests (the FP8 sums' verdict)
 #   attn     the attention kind's GPU tests alone (attention_03_wgmma's battery among them)
+#   attn-compare  issue 63: the attention rungs timed beside the baselines that run here
+#            (experiments/attention_compare.py; reports under $OUT/attn)
 #   sampled  the main job warm once more, its worker's main thread sampled every 2 ms and
 #            its timings traced (where the wall goes)
 # Logs (first lines: date, GPU, driver, command, commit) under $OUT; reports in $OUT/rep.tgz.
@@ -66,6 +68,17 @@ for step in "$@"; do
         timeout 300 $PYTEST -n 8 -m gpu tests/test_attention_gpu.py 2>&1 | quiet
         echo "pytest rc=${PIPESTATUS[0]}"; } > "$OUT/pytest-attn.log" 2>&1
       tail -3 "$OUT/pytest-attn.log" ;;
+    attn-compare)
+      { header "python3 experiments/attention_compare.py (02:d128, 03:d128 at the kind's" \
+          "timed sizes; 01 at S = 1024)"
+        timeout 300 python3 experiments/attention_compare.py \
+          cu/attention/attention_02_online.cu:d128 cu/attention/attention_03_wgmma.cu:d128 \
+          --out "$OUT/attn"
+        echo "rc=$?"
+        timeout 120 python3 experiments/attention_compare.py cu/attention/attention_01_naive.cu \
+          --size B=16,H=16,S=1024,D=128 --size B=16,H=16,S=1024,D=128,causal --out "$OUT/attn"
+        echo "rc=$?"; } > "$OUT/attention-compare.log" 2>&1
+      grep -v "^  \.\." "$OUT/attention-compare.log" | tail -30 ;;
     sampled)
       export HARNESS_CACHE_DIR=/tmp/wave-cache HARNESS_WORKER_SAMPLE=$OUT \
         HARNESS_TIMING_TRACE=$OUT/timing-trace-sampled.jsonl
