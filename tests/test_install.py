@@ -68,7 +68,14 @@ def test_the_package_carries_every_kernel_file_and_module(installed):
     modules = sorted(p.relative_to(PROJECT_ROOT) for p in (PROJECT_ROOT / "harness").rglob("*.py")
                      if "_kernels" not in p.parts)
     assert all((installed / rel).is_file() for rel in modules), "a module left out of the package"
-    assert (installed / "harness" / "compiler" / "nvrtc_include" / "cstdint").is_file()
+    # every other file the package reads at run time (the wheel at 750d6e4 lacked the attention
+    # device reference's source, and every timed attention run failed installed)
+    data = sorted(p.relative_to(PROJECT_ROOT) for p in (PROJECT_ROOT / "harness").rglob("*")
+                  if p.is_file() and p.suffix not in (".py", ".pyc") and "_kernels" not in p.parts
+                  and "__pycache__" not in p.parts)
+    assert data, "no data files found in the checkout's package"
+    left_out = [str(rel) for rel in data if not (installed / rel).is_file()]
+    assert not left_out, f"files left out of the package: {left_out}"
 
 
 def test_registry_finds_the_kernels_of_an_installed_package(installed, tmp_path):
