@@ -114,7 +114,14 @@ class TorchSdpa(_TorchBased):
         self.compute = f"SDPBackend.{self.BACKENDS[backend]}"
 
     def version(self) -> str:
-        return _version("torch")
+        found = _version("torch")
+        if found and self.backend == "cudnn":
+            try:
+                import torch
+                return f"{found}, cuDNN {torch.backends.cudnn.version()}"
+            except Exception:  # torch without its cuDNN: the version alone
+                return found
+        return found
 
     def unavailable(self) -> str:
         reason = _torch_gpu_reason()

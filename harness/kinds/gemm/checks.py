@@ -166,12 +166,31 @@ def repeat_finding(gemm: LoadedGemm, runs: list[Checked], launches_before: int =
                 f"{other.result.message}; a GEMM's output must depend on A, B, C, alpha and "
                 "beta alone (no counters, flags or caches kept in device memory between "
                 "launches)", other.result.bad_elements or other.result.unwritten_elements)
+        count = int(np.count_nonzero(_bits_differ(first.out, other.out)))
+        held = _holds_state(gemm)
+        if held is not None:  # timer_skim on a busy GPU: some blocks skim, others do not
+            return CheckResult.finding_only(
+                KEEPS_STATE, *where,
+                f"{KEEPS_STATE}: identical runs differ and are wrong ({diff}) and its cubin "
+                f"holds {'; '.join(held.lines())}: what it keeps between launches decides "
+                "its output (else a race among its blocks); a GEMM's output must depend on "
+                "A, B, C, alpha and beta alone", count)
         return CheckResult.finding_only(
             "race", *where,
             f"race: identical runs differ and are wrong: {diff}; a missing barrier, a "
-            "read-modify-write without an atomic, or blocks writing the same outputs",
-            int(np.count_nonzero(_bits_differ(first.out, other.out))))
+            "read-modify-write without an atomic, or blocks writing the same outputs", count)
     return None
+
+
+def _holds_state(gemm: LoadedGemm):
+    """The kernel's screening (screen.py) where its cubin holds state that outlives a launch
+    (a mutable device global, the heap); None otherwise or unknown."""
+    compiled = getattr(gemm, "compiled", None)
+    if compiled is None:
+        return None
+    from harness.kinds.gemm.screening import screened_cubin
+    found = screened_cubin(compiled.cubin)[1]
+    return found if found is not None and found.stateful else None
 
 
 def outside_c(r: CheckResult, guard: int) -> CheckResult:
