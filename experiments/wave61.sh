@@ -16,6 +16,8 @@
 #   attn     the attention kind's GPU tests alone (attention_03_wgmma's battery among them)
 #   attn-compare  issue 63: the attention rungs timed beside the baselines that run here
 #            (experiments/attention_compare.py; reports under $OUT/attn)
+#   attn-profile  issue 63: attention_03 (d128, S = 4096, causal and not) under ncu beside
+#            PyTorch's cuDNN backend, with the napkin (experiments/attention_profile.py)
 #   sampled  the main job warm once more, its worker's main thread sampled every 2 ms and
 #            its timings traced (where the wall goes)
 # Logs (first lines: date, GPU, driver, command, commit) under $OUT; reports in $OUT/rep.tgz.
@@ -79,6 +81,14 @@ for step in "$@"; do
           --size B=16,H=16,S=1024,D=128 --size B=16,H=16,S=1024,D=128,causal --out "$OUT/attn"
         echo "rc=$?"; } > "$OUT/attention-compare.log" 2>&1
       grep -v "^  \.\." "$OUT/attention-compare.log" | tail -30 ;;
+    attn-profile)
+      { header "python3 experiments/attention_profile.py attention_03_wgmma:d128 (S = 4096)"
+        for size in B=4,H=16,S=4096,D=128 B=4,H=16,S=4096,D=128,causal; do
+          timeout 200 python3 experiments/attention_profile.py \
+            cu/attention/attention_03_wgmma.cu:d128 --size "$size" --out "$OUT/attn"
+          echo "rc=$?"
+        done; } > "$OUT/attention-profile.log" 2>&1
+      tail -6 "$OUT/attention-profile.log" ;;
     sampled)
       export HARNESS_CACHE_DIR=/tmp/wave-cache HARNESS_WORKER_SAMPLE=$OUT \
         HARNESS_TIMING_TRACE=$OUT/timing-trace-sampled.jsonl
