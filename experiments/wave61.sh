@@ -71,11 +71,11 @@ for step in "$@"; do
         echo "pytest rc=${PIPESTATUS[0]}"; } > "$OUT/pytest-attn.log" 2>&1
       tail -3 "$OUT/pytest-attn.log" ;;
     attn-compare)
-      { header "python3 experiments/attention_compare.py (02:d128, 03:d128 at the kind's" \
+      { header "python3 experiments/attention_compare.py (02:d128, 03:d128, d128p at the kind's" \
           "timed sizes; 01 at S = 1024)"
         timeout 200 python3 experiments/attention_compare.py \
           cu/attention/attention_02_online.cu:d128 cu/attention/attention_03_wgmma.cu:d128 \
-          --out "$OUT/attn"
+          cu/attention/attention_03_wgmma.cu:d128p --out "$OUT/attn"
         echo "rc=$?"
         timeout 60 python3 experiments/attention_compare.py cu/attention/attention_01_naive.cu \
           --size B=16,H=16,S=1024,D=128 --size B=16,H=16,S=1024,D=128,causal --out "$OUT/attn"

@@ -106,6 +106,22 @@ def test_the_hopper_rung_uses_the_instructions_it_names():
                for line in text.splitlines())
 
 
+def test_the_ping_pong_variant_takes_turns_on_named_barriers():
+    """d128p: the consumers wait on barriers 1 and 2 for their turn and arrive on the other's;
+    d128 has neither."""
+    import re
+
+    from harness.compiler import sass
+    turns = sass.disassemble(build(load(WGMMA), "sm_90", "d128p").cubin)
+    plain = sass.disassemble(build(load(WGMMA), "sm_90", "d128").cubin)
+    def of_256(text):  # the named barriers over the two consumers' 256 (0x100) threads
+        return [line for line in text.splitlines()
+                if re.search(r"BAR\.(SYNC|ARV)\S* \S+, 0x100", line)]
+    named = of_256(turns)
+    assert any("BAR.ARV" in line for line in named) and not of_256(plain)
+    assert len(named) >= 4, named  # in the loop a wait and a give; the first give, last wait
+
+
 def test_launch_shape_and_constraints():
     online = load(ONLINE)
     shape = launch_shape(online, read_size("B=2,H=8,S=1000,D=128,causal"), {"HEAD_DIM": 128})

@@ -1,8 +1,8 @@
 /* harness
 kind = "attention"
 entry = "attention_wgmma"
-summary = "Against 02: the Hopper rung, FlashAttention-3's recipe (first cut). A block of 384 threads takes 128 query rows. A producer warpgroup (setmaxnreg.dec to 40; one thread) loads Q once and K and V in tiles of BLOCK_N keys by TMA (128-byte swizzle; 3-D maps, so the sequence's end reads zeros, not the next head) into a STAGES-deep ring with full and empty mbarriers. Two consumer warpgroups (setmaxnreg.inc to 232), 64 rows each, compute S = Q K^T with wgmma from shared memory and O += P V with P in registers (the S accumulators rounded to BF16 are wgmma's A fragments) and V read N-major through its descriptor. Softmax overlapped with the products (intra-warpgroup pipelining): S of tile j and P V of tile j - 1 are issued back to back, tile j's softmax runs while P V is on the tensor cores, and O is rescaled once it lands. Not yet: ping-pong scheduling between the two consumer warpgroups, TMA stores of O."
-predicted = "BF16 dense peak 1070 TFLOP/s at 1980 MHz (4096 FLOP per clock per SM). At S = 4096, D = 128, non-causal, a block's 128 rows against a tile of 128 keys are 8.4 MFLOP of wgmma (2048 clocks, 1.03 us) beside 16K exponentials (MUFU.EX2 at 16 per clock per SM: 1024 clocks, 0.52 us) and ~3 FP32 operations per score on 128 lanes per clock (0.2-0.3 us): the softmax is ~0.8 of the tensor time. With the softmax hidden behind P V only within a warpgroup, ~70-80% of the tensor time is issued: ~500-600 TFLOP/s, 80-95% of cuDNN's ~620, under FlashAttention-3's 648 until the two warpgroups ping-pong. D = 64: ~350-450 (the exponentials are half the tensor time); D = 256: ~550-650. Causal within 10% per unmasked pair at S >= 4096."
+summary = "Against 02: the Hopper rung, FlashAttention-3's recipe (first cut). A block of 384 threads takes 128 query rows. A producer warpgroup (setmaxnreg.dec to 40; one thread) loads Q once and K and V in tiles of BLOCK_N keys by TMA (128-byte swizzle; 3-D maps, so the sequence's end reads zeros, not the next head) into a STAGES-deep ring with full and empty mbarriers. Two consumer warpgroups (setmaxnreg.inc to 232), 64 rows each, compute S = Q K^T with wgmma from shared memory and O += P V with P in registers (the S accumulators rounded to BF16 are wgmma's A fragments) and V read N-major through its descriptor. Softmax overlapped with the products (intra-warpgroup pipelining): S of tile j and P V of tile j - 1 are issued back to back, tile j's softmax runs while P V is on the tensor cores, and O is rescaled once it lands. PINGPONG = 1 (variant d128p): the two consumer warpgroups take turns to issue their products (named barriers), so one's softmax runs beside the other's products. Not yet: TMA stores of O."
+predicted = "BF16 dense peak 1070 TFLOP/s at 1980 MHz (4096 FLOP per clock per SM). At S = 4096, D = 128, non-causal, a block's 128 rows against a tile of 128 keys are 8.4 MFLOP of wgmma (2048 clocks, 1.03 us) beside 16K exponentials (MUFU.EX2 at 16 per clock per SM: 1024 clocks, 0.52 us) and ~3 FP32 operations per score on 128 lanes per clock (0.2-0.3 us): the softmax is ~0.8 of the tensor time. With the softmax hidden behind P V only within a warpgroup, ~70-80% of the tensor time is issued: ~500-600 TFLOP/s, 80-95% of cuDNN's ~620, under FlashAttention-3's 648 until the two warpgroups ping-pong. D = 64: ~350-450 (the exponentials are half the tensor time); D = 256: ~550-650. Causal within 10% per unmasked pair at S >= 4096. Measured without ping-pong (H200, 750d6e4): 375 TFLOP/s at S = 4096, 397 at 16K, under the prediction (notes/attention.md). d128p: the exponentials of one warpgroup beside the other's products, 10-15% over d128 as FlashAttention-3 measured its ping-pong."
 min_arch = "sm_90a"
 precision = "bf16"
 layout = "bhsd"
@@ -21,11 +21,13 @@ baseline = "cudnn_sdpa"
 HEAD_DIM = 128
 BLOCK_N = 128
 STAGES = 2
+PINGPONG = 0
 
 [variants]
 d64 = { HEAD_DIM = 64 }
 d128 = { HEAD_DIM = 128 }
 d256 = { HEAD_DIM = 256, BLOCK_N = 64 }
+d128p = { HEAD_DIM = 128, PINGPONG = 1 }   # the two consumers take turns to issue (unrun)
 
 # Q, K and V as [B * heads][S][D]: boxes of 64 columns (128 bytes, the swizzle's span) by rows
 [tmaps.q]
@@ -73,6 +75,9 @@ box = ["64", "BLOCK_N", "1"]
 #endif
 #ifndef STAGES
 #define STAGES 2
+#endif
+#ifndef PINGPONG
+#define PINGPONG 0
 #endif
 #define BLOCK_M 128                          // two consumer warpgroups of 64 rows
 #define PANELS (HEAD_DIM / 64)
@@ -139,6 +144,16 @@ __device__ __forceinline__ void wgmma_commit() {
 }
 template <int N> __device__ __forceinline__ void wgmma_wait() {
     asm volatile("wgmma.wait_group.sync.aligned %0;\n" :: "n"(N) : "memory");
+}
+
+// PINGPONG: named barriers 1 and 2 (0 is __syncthreads) over the two consumer warpgroups
+// (256 threads): consumer c waits on barrier 1 + c for its turn to issue, and gives the other
+// its turn with an arrive on the other's barrier once its products are issued
+__device__ __forceinline__ void turn_wait(int c) {
+    asm volatile("bar.sync %0, 256;\n" :: "r"(1 + c) : "memory");
+}
+__device__ __forceinline__ void turn_give(int c) {
+    asm volatile("bar.arrive %0, 256;\n" :: "r"(2 - c) : "memory");
 }
 
 // ties registers to this point of the program: the compiler may not move their reads above a
@@ -451,12 +466,15 @@ attention_wgmma(const __nv_bfloat16* __restrict__ q, const __nv_bfloat16* __rest
         softmax(s_acc, m_run, l_run, alpha, 0, BLOCK_N > unmasked_end, rows, S_kv, causal, shift,
                 scale_log2, t);
         to_p(p_frag, s_acc);
+        if (PINGPONG && cw == 1) turn_give(cw);  // consumer 0 issues first
         for (int j = 1; j < tiles; ++j) {
             const int s = j % STAGES, sp = (j - 1) % STAGES;
+            if (PINGPONG) turn_wait(cw);
             mbar_wait(k_full + 8 * s, (j / STAGES) & 1);
             issue_qk(s_acc, q_tile, sk + s * KV_BYTES);
             mbar_wait(v_full + 8 * sp, ((j - 1) / STAGES) & 1);
             issue_pv(o_acc, p_frag, sv + sp * KV_BYTES);
+            if (PINGPONG) turn_give(cw);  // its softmax now runs beside the other's products
             wgmma_wait<1>();  // S of tile j has landed; P V of tile j - 1 runs on
             fence_regs(s_acc);
             softmax(s_acc, m_run, l_run, alpha, j * BLOCK_N, (j + 1) * BLOCK_N > unmasked_end,
@@ -471,6 +489,9 @@ attention_wgmma(const __nv_bfloat16* __restrict__ q, const __nv_bfloat16* __rest
             }
             to_p(p_frag, s_acc);
         }
+        // consumer 1 gave one turn more than consumer 0 took: the last one, taken here, so
+        // that no arrival is left on a barrier when the block ends
+        if (PINGPONG && cw == 0) turn_wait(cw);
         const int sl = (tiles - 1) % STAGES;
         mbar_wait(v_full + 8 * sl, ((tiles - 1) / STAGES) & 1);
         issue_pv(o_acc, p_frag, sv + sl * KV_BYTES);
