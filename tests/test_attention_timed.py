@@ -67,3 +67,21 @@ def test_a_right_output_passes_at_the_sampled_rows_and_a_wrong_or_unwritten_one_
     verdict = timed.judge_rows(spec, P, timed.rows_of(unwritten.ravel(), rows, P, "bhsd"),
                                picked)
     assert verdict.cause == "unwritten output"
+
+
+def test_a_kept_log_sum_exp_is_judged_at_the_sampled_rows():
+    spec = load("cu/attention/attention_02_online.cu")
+    ref, rows, picked = _case()
+    good = timed.rows_of(_bf16_bits(ref.o).ravel(), rows, P, "bhsd")
+    lse = ref.lse.astype(np.float32)
+    assert timed.lse_rows_of(lse.ravel(), rows, P).shape == (1, 1, len(rows))
+    verdict = timed.judge_rows(spec, P, good, picked, timed.lse_rows_of(lse.ravel(), rows, P))
+    assert verdict.ok, str(verdict)
+    unwritten = lse.copy()
+    unwritten[tuple(rows[2])] = np.uint32(numerics.LSE_POISON).view(np.float32)
+    verdict = timed.judge_rows(spec, P, good, picked,
+                               timed.lse_rows_of(unwritten.ravel(), rows, P))
+    assert verdict.cause == "unwritten log-sum-exp", str(verdict)
+    log2 = (lse * np.float32(np.log2(np.e))).astype(np.float32)
+    verdict = timed.judge_rows(spec, P, good, picked, timed.lse_rows_of(log2.ravel(), rows, P))
+    assert verdict.cause == "wrong log-sum-exp", str(verdict)

@@ -4,11 +4,12 @@ size timed interleaved with the baselines that run here, on the timer's stream.
 Every timed repetition of a kernel runs on a content of its own: Q, K and V drawn on the device
 before it (the buffers kind's draw kernels, draw.py: a content counter on the device, each
 content keyed under the run secret), O and the log-sum-exp poisoned. After each timed
-repetition a secret reservoir decides whether its O is kept; after the timing every kept O is
-checked on sampled query rows (the first, the last and random ones, every head) against the
-FP64 device reference of the content it was computed from (device_reference.py). The untimed
-primer runs on decoy draws, so no launch sees a content of the timed sequence before its turn.
-A kernel that fails its battery or a kept output is not timed or is marked FAIL, with the cause.
+repetition a secret reservoir decides whether its O (and log-sum-exp) is kept; after the timing
+every kept one is checked on sampled query rows (the first, the last and random ones, every
+head) against the FP64 device reference of the content it was computed from
+(device_reference.py). The untimed primer runs on decoy draws, so no launch sees a content of
+the timed sequence before its turn. A kernel that fails its battery is not timed; one whose
+kept output fails is a FAIL with no figure; either with the cause.
 
 The baselines (baselines.py) run on the same buffers and on the same stream (PyTorch through
 an external stream, cuDNN through a handle set to it), each on one content: they are the
@@ -94,10 +95,10 @@ def rows_of(raw: np.ndarray, rows: np.ndarray, problem: AttentionProblem, layout
     return picked[None, None]
 
 
-def judge_rows(spec, problem: AttentionProblem, raw_rows: np.ndarray,
-               ref) -> numerics.Verdict:
-    """Sampled output rows (16-bit patterns, ``[1, 1, R, D]``) against the reference at those
-    rows."""
+def judge_rows(spec, problem: AttentionProblem, raw_rows: np.ndarray, ref,
+               lse_rows: np.ndarray | None = None) -> numerics.Verdict:
+    """Sampled output rows (16-bit patterns, ``[1, 1, R, D]``) and, for a kernel that writes
+    it, their log-sum-exp (FP32, ``[1, 1, R]``) against the reference at those rows."""
     from harness.kinds.attention.reference import exact
     poison = numerics.BF16_POISON if spec.precision == "bf16" else numerics.FP16_POISON
     unwritten = raw_rows == poison
@@ -105,7 +106,21 @@ def judge_rows(spec, problem: AttentionProblem, raw_rows: np.ndarray,
     o = exact(values, spec.precision)
     arithmetic = numerics.Arithmetic(spec.precision,
                                      spec.kind_spec.p_precision(spec.precision))
-    return numerics.judge(o, unwritten, ref, arithmetic, problem["S_kv"])
+    lse = lse_unwritten = None
+    if lse_rows is not None:
+        lse_rows = np.asarray(lse_rows, dtype=np.float32)
+        lse_unwritten = lse_rows.view(np.uint32) == np.uint32(numerics.LSE_POISON)
+        lse = lse_rows.astype(np.float64)
+    return numerics.judge(o, unwritten, ref, arithmetic, problem["S_kv"], lse=lse,
+                          lse_unwritten=lse_unwritten)
+
+
+def lse_rows_of(raw: np.ndarray, rows: np.ndarray, problem: AttentionProblem) -> np.ndarray:
+    """The ``rows`` (b, h, i) of a log-sum-exp held as ``[B, H, S_q]`` FP32, as
+    ``[1, 1, len(rows)]``."""
+    shaped = np.asarray(raw, dtype=np.float32).reshape(problem["B"], problem["H"],
+                                                       problem["S_q"])
+    return shaped[rows[:, 0], rows[:, 1], rows[:, 2]][None, None]
 
 
 class Operands:
@@ -129,6 +144,8 @@ class Operands:
                                  ("v", self.v, kv_count)))]
         self.count = max(2, min(SLOTS, KEEP_BYTES // self.o_bytes))
         self.slots = Buffer(self.count * self.o_bytes)
+        self.lse_bytes = -(-4 * p["B"] * p["H"] * p["S_q"] // 16) * 16
+        self.lse_slots = Buffer(self.count * self.lse_bytes) if self.lse is not None else None
         self.poison = (numerics.BF16_POISON if spec.precision == "bf16"
                        else numerics.FP16_POISON)
 
@@ -143,7 +160,7 @@ class Operands:
             self.lse.fill(numerics.LSE_POISON, 4, stream)
 
     def close(self) -> None:
-        for buffer in (self.q, self.k, self.v, self.o, self.lse, self.slots):
+        for buffer in (self.q, self.k, self.v, self.o, self.lse, self.slots, self.lse_slots):
             if buffer is not None:
                 buffer.close()
 
@@ -160,10 +177,13 @@ def hooks(ops: Operands, seed: int, salt: int, launch: Callable[[], None]):
         ops.fill(seed, salt)
         ops.poisoned()
 
-    def after() -> None:
+    def after() -> None:  # one decision, O and the log-sum-exp kept in the same slot
+        p = ops.problem
         ops.draws.decide(secret, ops.count)
-        ops.draws.keep(ops.o, ops.slots, 2 * ops.problem["B"] * ops.problem["H"]
-                       * ops.problem["S_q"] * ops.problem["D"], ops.o_bytes)
+        ops.draws.keep(ops.o, ops.slots, 2 * p["B"] * p["H"] * p["S_q"] * p["D"], ops.o_bytes)
+        if ops.lse is not None:
+            ops.draws.keep(ops.lse, ops.lse_slots, 4 * p["B"] * p["H"] * p["S_q"],
+                           ops.lse_bytes)
 
     def prime() -> None:
         ops.fill(decoy_seed, decoy_salt)
@@ -195,7 +215,11 @@ def verify_kept(ops: Operands, seed: int, salt: int, scale: float,
                                    p_precision=spec.kind_spec.p_precision(spec.precision),
                                    stream=stream)
         raw = ops.slots.download_at(j * ops.o_bytes, np.uint16, q_count, stream)
-        verdict = judge_rows(spec, p, rows_of(raw, rows, p, spec.kind_spec.layout), ref)
+        lse = None
+        if ops.lse_slots is not None:
+            lse = lse_rows_of(ops.lse_slots.download_at(
+                j * ops.lse_bytes, np.float32, p["B"] * p["H"] * p["S_q"], stream), rows, p)
+        verdict = judge_rows(spec, p, rows_of(raw, rows, p, spec.kind_spec.layout), ref, lse)
         checked += 1
         if not verdict.ok:
             return checked, verdict
