@@ -2,7 +2,7 @@
 kind = "attention"
 entry = "attention_wgmma"
 summary = "Against 02: the Hopper rung, FlashAttention-3's recipe (first cut). A block of 384 threads takes 128 query rows. A producer warpgroup (setmaxnreg.dec to 40; one thread) loads Q once and K and V in tiles of BLOCK_N keys by TMA (128-byte swizzle; 3-D maps, so the sequence's end reads zeros, not the next head) into a STAGES-deep ring with full and empty mbarriers. Two consumer warpgroups (setmaxnreg.inc to 232), 64 rows each, compute S = Q K^T with wgmma from shared memory and O += P V with P in registers (the S accumulators rounded to BF16 are wgmma's A fragments) and V read N-major through its descriptor. Softmax overlapped with the products (intra-warpgroup pipelining): S of tile j and P V of tile j - 1 are issued back to back, tile j's softmax runs while P V is on the tensor cores, and O is rescaled once it lands. PINGPONG = 1 (variant d128p): the two consumer warpgroups take turns to issue their products (named barriers), so one's softmax runs beside the other's products. Not yet: TMA stores of O."
-predicted = "BF16 dense peak 1070 TFLOP/s at 1980 MHz (4096 FLOP per clock per SM). At S = 4096, D = 128, non-causal, a block's 128 rows against a tile of 128 keys are 8.4 MFLOP of wgmma (2048 clocks, 1.03 us) beside 16K exponentials (MUFU.EX2 at 16 per clock per SM: 1024 clocks, 0.52 us) and ~3 FP32 operations per score on 128 lanes per clock (0.2-0.3 us): the softmax is ~0.8 of the tensor time. With the softmax hidden behind P V only within a warpgroup, ~70-80% of the tensor time is issued: ~500-600 TFLOP/s, 80-95% of cuDNN's ~620, under FlashAttention-3's 648 until the two warpgroups ping-pong. D = 64: ~350-450 (the exponentials are half the tensor time); D = 256: ~550-650. Causal within 10% per unmasked pair at S >= 4096. Measured without ping-pong (H200, 750d6e4): 375 TFLOP/s at S = 4096, 397 at 16K, under the prediction (notes/attention.md). d128p: the exponentials of one warpgroup beside the other's products, 10-15% over d128 as FlashAttention-3 measured its ping-pong."
+predicted = "BF16 dense peak 1070 TFLOP/s at 1980 MHz (4096 FLOP per clock per SM). At S = 4096, D = 128, non-causal, a block's 128 rows against a tile of 128 keys are 8.4 MFLOP of wgmma (2048 clocks, 1.03 us) beside 16K exponentials (MUFU.EX2 at 16 per clock per SM: 1024 clocks, 0.52 us) and ~3 FP32 operations per score on 128 lanes per clock (0.2-0.3 us): the softmax is ~0.8 of the tensor time. With the softmax hidden behind P V only within a warpgroup, ~70-80% of the tensor time is issued: ~500-600 TFLOP/s, 80-95% of cuDNN's ~620, under FlashAttention-3's 648 until the two warpgroups ping-pong. D = 64: ~350-450 (the exponentials are half the tensor time); D = 256: ~550-650. Causal within 10% per unmasked pair at S >= 4096. Measured without ping-pong (H200, 750d6e4): 375 TFLOP/s at S = 4096, 397 at 16K, under the prediction (notes/attention.md). After that run, from the SASS: an unmasked tile cost each consumer warp 958 instructions (the mask's compares and selects kept as predicated code, exp2f's denormal guard, serial max and sum chains), 1916 issue cycles a tile per SM against 2048 of tensor time; with the mask a template argument, ex2.approx.ftz and four-way max and sum, 574 (1148 cycles). Predicted: the softmax no longer competes with the products for issue; 450-550 TFLOP/s at S = 4096 (unmeasured). d128p: the exponentials of one warpgroup beside the other's products, 10-15% over d128 as FlashAttention-3 measured its ping-pong."
 min_arch = "sm_90a"
 precision = "bf16"
 layout = "bhsd"
@@ -333,44 +333,75 @@ __device__ __forceinline__ void issue_pv(float (&o)[HEAD_DIM / 2],
 // the online softmax over one tile of S (in place: S becomes exp2 of the scaled logits less the
 // running maximum), the running maximum and this thread's share of the row sums; alpha is what
 // O must be multiplied by (the old maximum against the new)
+// 2^x on the SFU alone (MUFU.EX2): exp2f adds a range test and two multiplies per call to keep
+// results under 2^-126 (FP32 denormals), 3 of the ~15 instructions a score took; such a P is
+// below BF16's smallest normal and far under the check's bound, so it is flushed to 0
+__device__ __forceinline__ float ex2(float x) {
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+    return y;
+}
+
+// MASK: 0 none, 1 every key tested, 2 as the runtime flag `mask` says. With the flag alone the
+// compiler kept every key's comparisons and selects as predicated code on the unmasked tiles
+// too (about a quarter of the loop's instructions at D = 128); softmax_tile picks 0 or 1,
+// except at D = 256, where two copies of the softmax spill (44 bytes) and the flag stays
+template <int MASK>
 __device__ __forceinline__ void softmax(float (&s)[BLOCK_N / 2], float (&m_run)[2],
                                         float (&l_run)[2], float (&alpha)[2], int n0,
                                         bool mask, const int (&rows)[2], int S_kv, int causal,
                                         int shift, float scale_log2, int t) {
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
-        float mx = NEG_INF;
+        // the row's maximum and sum in four independent chains each (16 dependent steps, not
+        // 64): a serial chain's latency is what a warp waits on between its exponentials
+        float mx4[4] = {NEG_INF, NEG_INF, NEG_INF, NEG_INF};
 #pragma unroll
         for (int nb = 0; nb < BLOCK_N / 8; ++nb) {
 #pragma unroll
             for (int e = 0; e < 2; ++e) {
                 float& x = s[4 * nb + 2 * half + e];
-                if (mask) {
+                if (MASK == 1 || (MASK == 2 && mask)) {
                     const int key = n0 + nb * 8 + 2 * t + e;
                     if (key >= S_kv || (causal && key > rows[half] + shift)) x = NEG_INF;
                 }
-                mx = fmaxf(mx, x);
+                mx4[2 * (nb % 2) + e] = fmaxf(mx4[2 * (nb % 2) + e], x);
             }
         }
+        float mx = fmaxf(fmaxf(mx4[0], mx4[1]), fmaxf(mx4[2], mx4[3]));
         mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
         mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
         const float m_new = fmaxf(m_run[half], mx);
         // a row that has seen no key yet subtracts 0, not -inf (exp2(-inf + inf) = NaN)
         const float sub = m_new == NEG_INF ? 0.f : m_new * scale_log2;
-        alpha[half] = exp2f(m_run[half] * scale_log2 - sub);
+        alpha[half] = ex2(m_run[half] * scale_log2 - sub);
         m_run[half] = m_new;
-        float sum = 0.f;
+        float sum4[4] = {0.f, 0.f, 0.f, 0.f};
 #pragma unroll
         for (int nb = 0; nb < BLOCK_N / 8; ++nb) {
 #pragma unroll
             for (int e = 0; e < 2; ++e) {
                 float& x = s[4 * nb + 2 * half + e];
-                x = exp2f(fmaf(x, scale_log2, -sub));
-                sum += x;
+                x = ex2(fmaf(x, scale_log2, -sub));
+                sum4[2 * (nb % 2) + e] += x;
             }
         }
-        l_run[half] = l_run[half] * alpha[half] + sum;
+        l_run[half] = l_run[half] * alpha[half] + ((sum4[0] + sum4[1]) + (sum4[2] + sum4[3]));
     }
+}
+
+__device__ __forceinline__ void softmax_tile(float (&s)[BLOCK_N / 2], float (&m_run)[2],
+                                             float (&l_run)[2], float (&alpha)[2], int n0,
+                                             bool mask, const int (&rows)[2], int S_kv,
+                                             int causal, int shift, float scale_log2, int t) {
+#if HEAD_DIM == 256
+    softmax<2>(s, m_run, l_run, alpha, n0, mask, rows, S_kv, causal, shift, scale_log2, t);
+#else
+    if (mask)
+        softmax<1>(s, m_run, l_run, alpha, n0, true, rows, S_kv, causal, shift, scale_log2, t);
+    else
+        softmax<0>(s, m_run, l_run, alpha, n0, false, rows, S_kv, causal, shift, scale_log2, t);
+#endif
 }
 
 __device__ __forceinline__ void to_p(unsigned (&p)[BLOCK_N / 16][4], const float (&s)[BLOCK_N / 2]) {
@@ -463,8 +494,8 @@ attention_wgmma(const __nv_bfloat16* __restrict__ q, const __nv_bfloat16* __rest
         issue_qk(s_acc, q_tile, sk);
         wgmma_wait<0>();
         fence_regs(s_acc);
-        softmax(s_acc, m_run, l_run, alpha, 0, BLOCK_N > unmasked_end, rows, S_kv, causal, shift,
-                scale_log2, t);
+        softmax_tile(s_acc, m_run, l_run, alpha, 0, BLOCK_N > unmasked_end, rows, S_kv, causal,
+                     shift, scale_log2, t);
         to_p(p_frag, s_acc);
         if (PINGPONG && cw == 1) turn_give(cw);  // consumer 0 issues first
         for (int j = 1; j < tiles; ++j) {
@@ -477,8 +508,9 @@ attention_wgmma(const __nv_bfloat16* __restrict__ q, const __nv_bfloat16* __rest
             if (PINGPONG) turn_give(cw);  // its softmax now runs beside the other's products
             wgmma_wait<1>();  // S of tile j has landed; P V of tile j - 1 runs on
             fence_regs(s_acc);
-            softmax(s_acc, m_run, l_run, alpha, j * BLOCK_N, (j + 1) * BLOCK_N > unmasked_end,
-                    rows, S_kv, causal, shift, scale_log2, t);
+            softmax_tile(s_acc, m_run, l_run, alpha, j * BLOCK_N,
+                         (j + 1) * BLOCK_N > unmasked_end, rows, S_kv, causal, shift,
+                         scale_log2, t);
             wgmma_wait<0>();
             fence_regs(o_acc);
             if (lane == 0) mbar_arrive(empty + 8 * sp);  // K and V of tile j - 1 are free
