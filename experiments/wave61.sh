@@ -15,7 +15,8 @@
 #   fp8      the FP8 rungs', cuBLASLt's and attention's GPU tests (the FP8 sums' verdict)
 #   attn     the attention kind's GPU tests alone (attention_03_wgmma's battery among them)
 #   attn-compare  issue 63: the attention rungs timed beside the baselines that run here
-#            (experiments/attention_compare.py; reports under $OUT/attn)
+#            (experiments/attention_compare.py; reports in rep.tgz, attn/: at most 8 files
+#            come back from a device call)
 #   attn-profile  issue 63: attention_03 (d128, S = 4096, causal and not) under ncu beside
 #            PyTorch's cuDNN backend, with the napkin (experiments/attention_profile.py)
 #   sampled  the main job warm once more, its worker's main thread sampled every 2 ms and
@@ -71,21 +72,27 @@ for step in "$@"; do
         echo "pytest rc=${PIPESTATUS[0]}"; } > "$OUT/pytest-attn.log" 2>&1
       tail -3 "$OUT/pytest-attn.log" ;;
     attn-compare)
-      { header "python3 experiments/attention_compare.py (02:d128, 03:d128, d128p at the kind's" \
-          "timed sizes; 01 at S = 1024)"
+      { header "python3 experiments/attention_compare.py (02:d128, 03:d128 at the kind's" \
+          "timed sizes; 03:d128p at S = 4096; 01 at S = 1024)"
         timeout 200 python3 experiments/attention_compare.py \
           cu/attention/attention_02_online.cu:d128 cu/attention/attention_03_wgmma.cu:d128 \
-          cu/attention/attention_03_wgmma.cu:d128p --out "$OUT/attn"
+          --out "$REP/attn"
+        echo "rc=$?"
+        # the ping-pong apart, beside d128 at S = 4096: a hang on its named barriers (it has
+        # never run) costs this call alone
+        timeout 120 python3 experiments/attention_compare.py \
+          cu/attention/attention_03_wgmma.cu:d128 cu/attention/attention_03_wgmma.cu:d128p \
+          --size B=4,H=16,S=4096,D=128 --size B=4,H=16,S=4096,D=128,causal --out "$REP/attn"
         echo "rc=$?"
         timeout 60 python3 experiments/attention_compare.py cu/attention/attention_01_naive.cu \
-          --size B=16,H=16,S=1024,D=128 --size B=16,H=16,S=1024,D=128,causal --out "$OUT/attn"
+          --size B=16,H=16,S=1024,D=128 --size B=16,H=16,S=1024,D=128,causal --out "$REP/attn"
         echo "rc=$?"; } > "$OUT/attention-compare.log" 2>&1
       grep -v "^  \.\." "$OUT/attention-compare.log" | tail -30 ;;
     attn-profile)
       { header "python3 experiments/attention_profile.py attention_03_wgmma:d128 (S = 4096)"
         for size in B=4,H=16,S=4096,D=128 B=4,H=16,S=4096,D=128,causal; do
           timeout 200 python3 experiments/attention_profile.py \
-            cu/attention/attention_03_wgmma.cu:d128 --size "$size" --out "$OUT/attn"
+            cu/attention/attention_03_wgmma.cu:d128 --size "$size" --out "$REP/attn"
           echo "rc=$?"
         done; } > "$OUT/attention-profile.log" 2>&1
       tail -6 "$OUT/attention-profile.log" ;;
