@@ -146,8 +146,8 @@ def no_driver(monkeypatch):
             self.closed = True
 
     monkeypatch.setattr(baselines, "Buffer", FakeBuffer)
-    monkeypatch.setattr(baselines, "_context_kept", contextlib.nullcontext)
-    monkeypatch.setattr(baselines, "_current_ordinal", lambda: 0)
+    monkeypatch.setattr(baselines, "context_kept", contextlib.nullcontext)
+    monkeypatch.setattr(baselines, "current_ordinal", lambda: 0)
     stream = types.SimpleNamespace(handle=0xABC0, synchronize=lambda context="": None)
     return types.SimpleNamespace(made=made, stream=stream)
 

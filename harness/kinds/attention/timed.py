@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import secrets
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
@@ -65,7 +65,7 @@ class Row:
     faster than it)."""
 
     def to_json(self) -> dict:
-        return {k: getattr(self, k) for k in self.__dataclass_fields__}
+        return asdict(self)
 
 
 def sampled_rows(problem: AttentionProblem, rng: np.random.Generator,
@@ -132,19 +132,21 @@ class Operands:
 
         p = problem
         self.problem, self.spec, self.session, self.draws = p, spec, session, draws
-        q_count = p["B"] * p["H"] * p["S_q"] * p["D"]
-        kv_count = p["B"] * p["H_kv"] * p["S_kv"] * p["D"]
+        # elements of Q and O, of K and V, of the log-sum-exp
+        self.q_count = q_count = p["B"] * p["H"] * p["S_q"] * p["D"]
+        self.kv_count = kv_count = p["B"] * p["H_kv"] * p["S_kv"] * p["D"]
+        self.lse_count = p["B"] * p["H"] * p["S_q"]
         dtype = DRAW_TYPE[spec.precision]
         self.q, self.k, self.v = Buffer(2 * q_count), Buffer(2 * kv_count), Buffer(2 * kv_count)
         self.o = Buffer(2 * q_count)
         self.o_bytes = -(-2 * q_count // 16) * 16
-        self.lse = Buffer(4 * p["B"] * p["H"] * p["S_q"]) if spec.kind_spec.lse else None
+        self.lse = Buffer(4 * self.lse_count) if spec.kind_spec.lse else None
         self.drawn = [Drawn(buf, i, dtype, count, *RANGES[name]) for i, (name, buf, count) in
                       enumerate((("q", self.q, q_count), ("k", self.k, kv_count),
                                  ("v", self.v, kv_count)))]
         self.count = max(2, min(SLOTS, KEEP_BYTES // self.o_bytes))
         self.slots = Buffer(self.count * self.o_bytes)
-        self.lse_bytes = -(-4 * p["B"] * p["H"] * p["S_q"] // 16) * 16
+        self.lse_bytes = -(-4 * self.lse_count // 16) * 16
         self.lse_slots = Buffer(self.count * self.lse_bytes) if self.lse is not None else None
         self.poison = (numerics.BF16_POISON if spec.precision == "bf16"
                        else numerics.FP16_POISON)
@@ -178,12 +180,10 @@ def hooks(ops: Operands, seed: int, salt: int, launch: Callable[[], None]):
         ops.poisoned()
 
     def after() -> None:  # one decision, O and the log-sum-exp kept in the same slot
-        p = ops.problem
         ops.draws.decide(secret, ops.count)
-        ops.draws.keep(ops.o, ops.slots, 2 * p["B"] * p["H"] * p["S_q"] * p["D"], ops.o_bytes)
+        ops.draws.keep(ops.o, ops.slots, 2 * ops.q_count, ops.o_bytes)
         if ops.lse is not None:
-            ops.draws.keep(ops.lse, ops.lse_slots, 4 * p["B"] * p["H"] * p["S_q"],
-                           ops.lse_bytes)
+            ops.draws.keep(ops.lse, ops.lse_slots, 4 * ops.lse_count, ops.lse_bytes)
 
     def prime() -> None:
         ops.fill(decoy_seed, decoy_salt)
@@ -203,7 +203,6 @@ def verify_kept(ops: Operands, seed: int, salt: int, scale: float,
     kept = min(ops.count, int(state[1]))
     p, spec = ops.problem, ops.spec
     stream = ops.session.stream
-    q_count = p["B"] * p["H"] * p["S_q"] * p["D"]
     checked = 0
     for j in range(kept):
         content = int(state[3 + j])
@@ -214,11 +213,11 @@ def verify_kept(ops: Operands, seed: int, salt: int, scale: float,
                                    precision=spec.precision, layout=spec.kind_spec.layout,
                                    p_precision=spec.kind_spec.p_precision(spec.precision),
                                    stream=stream)
-        raw = ops.slots.download_at(j * ops.o_bytes, np.uint16, q_count, stream)
+        raw = ops.slots.download_at(j * ops.o_bytes, np.uint16, ops.q_count, stream)
         lse = None
         if ops.lse_slots is not None:
             lse = lse_rows_of(ops.lse_slots.download_at(
-                j * ops.lse_bytes, np.float32, p["B"] * p["H"] * p["S_q"], stream), rows, p)
+                j * ops.lse_bytes, np.float32, ops.lse_count, stream), rows, p)
         verdict = judge_rows(spec, p, rows_of(raw, rows, p, spec.kind_spec.layout), ref, lse)
         checked += 1
         if not verdict.ok:
@@ -241,22 +240,21 @@ class _OnStream:
 
 
 def baseline_launches(ops: Operands, names: Sequence[str], scale: float, stream):
-    """(name, version, launch or None, why not) for each baseline name, prepared on ``ops``."""
+    """(name, baseline, its launch on ``stream`` or None, why not) for each baseline name,
+    prepared on ``ops``'s buffers."""
     import torch
 
     from harness.kinds.attention.baselines import BASELINES
     from harness.kinds.attention.baselines import Operands as BaseOperands
-    from harness.kinds.buffers.baselines import _context_kept, _current_ordinal, _torch_view
+    from harness.kinds.buffers.baselines import context_kept, current_ordinal, torch_view
 
     p = ops.problem
-    kind = DRAW_TYPE[ops.spec.precision]
-    q_count = p["B"] * p["H"] * p["S_q"] * p["D"]
-    kv_count = p["B"] * p["H_kv"] * p["S_kv"] * p["D"]
-    with _context_kept():
-        device = torch.device("cuda", _current_ordinal())
-        views = [_torch_view(torch, b, kind, (n,), device)
-                 for b, n in ((ops.q, q_count), (ops.k, kv_count), (ops.v, kv_count),
-                              (ops.o, q_count))]
+    dtype = DRAW_TYPE[ops.spec.precision]
+    with context_kept():
+        device = torch.device("cuda", current_ordinal())
+        views = [torch_view(torch, b, dtype, (n,), device)
+                 for b, n in ((ops.q, ops.q_count), (ops.k, ops.kv_count),
+                              (ops.v, ops.kv_count), (ops.o, ops.q_count))]
     operands = BaseOperands(*views, lse=None, problem=p, scale=scale,
                             layout=ops.spec.kind_spec.layout, precision=ops.spec.precision,
                             stream=int(stream.handle))
@@ -268,7 +266,7 @@ def baseline_launches(ops: Operands, names: Sequence[str], scale: float, stream)
             out.append((name, base, None, why))
             continue
         try:
-            with _context_kept(), torch.cuda.stream(torch.cuda.ExternalStream(
+            with context_kept(), torch.cuda.stream(torch.cuda.ExternalStream(
                     int(stream.handle), device=device)):
                 base.prepare(operands)
                 base.launch()  # its first call (a library sets up here), then waited for

@@ -167,7 +167,7 @@ def _cub_sum(inputs: Sequence[Operand], output: Operand, stream: Stream) -> Memo
                            f"usable here ({'; '.join(reasons)}): {CCCL_ADVICE}")
     out = Buffer(4)
     try:
-        with _context_kept():
+        with context_kept():
             if compute is not None:
                 try:
                     enqueue, label, owned = _cccl_sum(compute, x, out, stream)
@@ -224,7 +224,7 @@ def _cupy_sum(cupy, x: Operand, out: Buffer, stream: Stream
               ) -> tuple[Callable[[], Any], str]:
     """cupy.sum(x, out=...) on views of the harness's buffers, on the harness's stream; called
     once here so that its memory pool holds CUB's work space before any graph capture."""
-    ordinal = _current_ordinal()
+    ordinal = current_ordinal()
     x_array = _cupy_view(cupy, x.buffer, (x.elements,), ordinal)
     out_array = _cupy_view(cupy, out, (), ordinal)
     try:
@@ -278,11 +278,11 @@ def _torch_softmax(inputs: Sequence[Operand], output: Operand, stream: Stream
                            f"GPU (a CPU-only build?): {TORCH_ADVICE}")
     out = Buffer(x.nbytes)
     try:
-        with _context_kept():
-            ordinal = _current_ordinal()
+        with context_kept():
+            ordinal = current_ordinal()
             device = torch.device("cuda", ordinal)
-            x_tensor = _torch_view(torch, x.buffer, x.dtype, x.shape, device)
-            out_tensor = _torch_view(torch, out, x.dtype, x.shape, device)
+            x_tensor = torch_view(torch, x.buffer, x.dtype, x.shape, device)
+            out_tensor = torch_view(torch, out, x.dtype, x.shape, device)
             on = torch.cuda.ExternalStream(int(stream.handle), device=device)
             softmax = torch.ops.aten._softmax.out
 
@@ -303,7 +303,7 @@ def _torch_softmax(inputs: Sequence[Operand], output: Operand, stream: Stream
                           "(aten::_softmax.out)", Operand(out, x.dtype, x.shape), call, [out])
 
 
-def _torch_view(torch, buffer: Buffer, dtype: str, shape: tuple[int, ...], device):
+def torch_view(torch, buffer: Buffer, dtype: str, shape: tuple[int, ...], device):
     """A tensor on ``buffer``'s memory (no copy: checked)."""
     tensor = torch.as_tensor(_DeviceArray(buffer.address, dtype, shape, owner=buffer),
                              device=device)
@@ -379,12 +379,12 @@ def _version(distribution: str) -> str:
         return "(version unknown)"
 
 
-def _current_ordinal() -> int:
+def current_ordinal() -> int:
     return int(check(cu.cuCtxGetDevice(), "cuCtxGetDevice"))
 
 
 @contextmanager
-def _context_kept() -> Iterator[None]:
+def context_kept() -> Iterator[None]:
     """Whatever a library does to the current context while it sets up (PyTorch and CuPy
     initialise the runtime), the harness's is current again afterwards."""
     context = check(cu.cuCtxGetCurrent(), "cuCtxGetCurrent")
