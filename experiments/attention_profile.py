@@ -44,13 +44,8 @@ def _launch(args) -> int:
     from harness.kinds.attention import device_reference
     from harness.kinds.attention.build import load
     from harness.kinds.attention.launch import Launcher
-    from harness.kinds.attention.timed import (
-        Operands,
-        baseline_launches,
-        judge_rows,
-        rows_of,
-        sampled_rows,
-    )
+    from harness.kinds.attention.sampled import judge_rows, rows_of, sampled_rows
+    from harness.kinds.attention.timed import Operands, baseline_launches
     from harness.kinds.buffers.draw import Draws
 
     path, _, variant = args.kernel.partition(":")

@@ -85,3 +85,16 @@ def test_a_kept_log_sum_exp_is_judged_at_the_sampled_rows():
     log2 = (lse * np.float32(np.log2(np.e))).astype(np.float32)
     verdict = timed.judge_rows(spec, P, good, picked, timed.lse_rows_of(log2.ravel(), rows, P))
     assert verdict.cause == "wrong log-sum-exp", str(verdict)
+
+
+def test_a_time_under_the_napkins_bound_is_faster_than_the_hardware_allows():
+    from harness.kinds.attention import napkin
+    p = read_size("B=4,H=16,S=4096,D=128")
+    facts = dict(arch="sm_90", sms=132, clock_mhz=1980.0, dram_bytes_per_s=3.35e12,
+                 tensor_flops_per_clock_per_sm=4096)
+    # 4 * D per pair over 4096 FLOP a clock on 132 SMs at 1980 MHz, 2% margin: 0.503 ms
+    bound = p["B"] * p["H"] * 4096 * 4096 * 4 * 128 / (4096 * 132 * 1980e6 * 1.02) * 1e3
+    assert napkin.too_fast(p, bound * 1.001, **facts) == ""
+    why = napkin.too_fast(p, bound * 0.9, **facts)
+    assert why.startswith("faster than the hardware allows") and "tensor cores" in why
+    assert napkin.too_fast(p, 1.4677, **facts) == ""  # attention_03 on the H200: 375 TFLOP/s

@@ -93,3 +93,22 @@ def ceiling(problem: AttentionProblem, *, arch: str, sms: int, clock_hz: float,
     exp_s = exponentials(problem) / (SFU_EXP2_PER_CLOCK_PER_SM[arch] * per_s)
     memory_s = compulsory_bytes(problem, precision, lse) / dram_bytes_per_s
     return Ceiling(tensor_s * 1e3, exp_s * 1e3, memory_s * 1e3)
+
+
+def too_fast(problem: AttentionProblem, median_ms: float, *, arch: str, sms: int,
+             clock_mhz: float, dram_bytes_per_s: float, tensor_flops_per_clock_per_sm: int,
+             precision: str = "bf16", lse: bool = False) -> str:
+    """Why a launch timed at ``median_ms`` is faster than the hardware allows ("" when it is
+    not): under :func:`ceiling`'s bound at ``clock_mhz`` (the highest SM clock seen while it
+    ran) with the GEMM's margin for NVML's sampling (limits.CLOCK_MARGIN)."""
+    from harness.kinds.gemm.limits import CLOCK_MARGIN
+
+    bound = ceiling(problem, arch=arch, sms=sms, clock_hz=clock_mhz * CLOCK_MARGIN * 1e6,
+                    dram_bytes_per_s=dram_bytes_per_s,
+                    tensor_flops_per_clock_per_sm=tensor_flops_per_clock_per_sm,
+                    precision=precision, lse=lse)
+    if median_ms >= bound.ms:
+        return ""
+    return (f"faster than the hardware allows: {median_ms:.4f} ms is under the {bound.ms:.4f} ms "
+            f"its {bound.limiter} need at {clock_mhz:.0f} MHz (napkin.py): the timed launches "
+            "did not all do the work, or the timing is wrong")
