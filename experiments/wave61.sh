@@ -11,6 +11,7 @@
 #            ceiling; attention's plan and build (the commands its kind takes)
 #   gpu-rest the GPU tests outside tests/test_gpu.py;  gpu-main  tests/test_gpu.py
 #   cpu      the tests without the gpu marker
+#   rest+cpu gpu-rest with the CPU tests beside it (on 4 workers)
 #   fp8probe the wgmma FP8 probe with mixed signs (which way a negative term is truncated)
 #   fp8      the FP8 rungs', cuBLASLt's and attention's GPU tests (the FP8 sums' verdict)
 #   attn     the attention kind's GPU tests alone (attention_03_wgmma's battery among them)
@@ -150,6 +151,19 @@ for step in "$@"; do
         timeout 570 $PYTEST -n 8 -m gpu tests/test_gpu.py 2>&1 | quiet
         echo "pytest rc=${PIPESTATUS[0]}"; } > "$OUT/pytest-gpu-main.log" 2>&1
       tail -3 "$OUT/pytest-gpu-main.log" ;;
+    rest+cpu)
+      # the CPU tests beside the other GPU tests, to save a device call's minutes: they cannot
+      # reach the GPU (tests/conftest.py hides it from a test without the gpu marker), and on
+      # 4 of the host's 16 cores they leave the GPU tests' workers their own
+      { header "$PYTEST -n 4 -m 'not gpu' (beside gpu-rest)"
+        timeout 560 $PYTEST -n 4 -m "not gpu" 2>&1 | quiet
+        echo "pytest rc=${PIPESTATUS[0]}"; } > "$OUT/pytest-cpu.log" 2>&1 &
+      cpu_pid=$!
+      { header "$PYTEST -n 8 -m gpu tests --ignore=tests/test_gpu.py (beside the CPU tests)"
+        timeout 560 $PYTEST -n 8 -m gpu tests --ignore=tests/test_gpu.py 2>&1 | quiet
+        echo "pytest rc=${PIPESTATUS[0]}"; } > "$OUT/pytest-gpu-rest.log" 2>&1
+      wait "$cpu_pid"
+      tail -3 "$OUT/pytest-gpu-rest.log" "$OUT/pytest-cpu.log" ;;
     cpu)
       { header "$PYTEST -n 16 -m 'not gpu'"
         timeout 560 $PYTEST -n 16 -m "not gpu" 2>&1 | quiet
