@@ -1,8 +1,8 @@
 /* harness
 kind = "attention"
 entry = "attention_wgmma"
-summary = "Against 02: the Hopper rung, FlashAttention-3's recipe (first cut). A block of 384 threads takes 128 query rows. A producer warpgroup (setmaxnreg.dec to 40; one thread) loads Q once and K and V in tiles of BLOCK_N keys by TMA (128-byte swizzle; 3-D maps, so the sequence's end reads zeros, not the next head) into a STAGES-deep ring with full and empty mbarriers. Two consumer warpgroups (setmaxnreg.inc to 232), 64 rows each, compute S = Q K^T with wgmma from shared memory and O += P V with P in registers (the S accumulators rounded to BF16 are wgmma's A fragments) and V read N-major through its descriptor. Softmax overlapped with the products (intra-warpgroup pipelining): S of tile j and P V of tile j - 1 are issued back to back, tile j's softmax runs while P V is on the tensor cores, and O is rescaled once it lands. PINGPONG = 1 (variant d128p): the two consumer warpgroups take turns to issue their products (named barriers), so one's softmax runs beside the other's products. Not yet: TMA stores of O."
-predicted = "BF16 dense peak 1070 TFLOP/s at 1980 MHz (4096 FLOP per clock per SM). At S = 4096, D = 128, non-causal, a block's 128 rows against a tile of 128 keys are 8.4 MFLOP of wgmma (2048 clocks, 1.03 us) beside 16K exponentials (MUFU.EX2 at 16 per clock per SM: 1024 clocks, 0.52 us) and ~3 FP32 operations per score on 128 lanes per clock (0.2-0.3 us): the softmax is ~0.8 of the tensor time. With the softmax hidden behind P V only within a warpgroup, ~70-80% of the tensor time is issued: ~500-600 TFLOP/s, 80-95% of cuDNN's ~620, under FlashAttention-3's 648 until the two warpgroups ping-pong. D = 64: ~350-450 (the exponentials are half the tensor time); D = 256: ~550-650. Causal within 10% per unmasked pair at S >= 4096. Measured without ping-pong (H200, 750d6e4): 375 TFLOP/s at S = 4096, 397 at 16K, under the prediction (notes/attention.md). After that run, from the SASS: an unmasked tile cost each consumer warp 958 instructions (the mask's compares and selects kept as predicated code, exp2f's denormal guard, serial max and sum chains), 1916 issue cycles a tile per SM against 2048 of tensor time; with the mask a template argument, ex2.approx.ftz and four-way max and sum, 574 (1148 cycles). Predicted: the softmax no longer competes with the products for issue; 450-550 TFLOP/s at S = 4096 (unmeasured). d128p: the exponentials of one warpgroup beside the other's products, 10-15% over d128 as FlashAttention-3 measured its ping-pong."
+summary = "Against 02: the Hopper rung, FlashAttention-3's recipe (first cut). A block of 384 threads takes 128 query rows. A producer warpgroup (setmaxnreg.dec to 40; one thread) loads Q once and K and V in tiles of BLOCK_N keys by TMA (128-byte swizzle; 3-D maps, so the sequence's end reads zeros, not the next head) into two STAGES-deep rings, K's and V's, each stage with a full and an empty mbarrier (a stage of K is free once S = Q K^T has landed, one of V once O += P V has). Two consumer warpgroups (setmaxnreg.inc to 232), 64 rows each, compute S = Q K^T with wgmma from shared memory and O += P V with P in registers (the S accumulators rounded to BF16 are wgmma's A fragments) and V read N-major through its descriptor. Softmax overlapped with the products (intra-warpgroup pipelining): S of tile j and P V of tile j - 1 are issued back to back, tile j's softmax runs while P V is on the tensor cores, and O is rescaled once it lands. PINGPONG = 1 (variant d128p): the two consumer warpgroups take turns to issue their products (named barriers), so one's softmax runs beside the other's products. Not yet: TMA stores of O."
+predicted = "BF16 dense peak 1070 TFLOP/s at 1980 MHz (4096 FLOP per clock per SM). At S = 4096, D = 128, non-causal, a block's 128 rows against a tile of 128 keys are 8.4 MFLOP of wgmma (2048 clocks, 1.03 us) beside 16K exponentials (MUFU.EX2 at 16 per clock per SM: 1024 clocks, 0.52 us) and ~3 FP32 operations per score on 128 lanes per clock (0.2-0.3 us): the softmax is ~0.8 of the tensor time. With the softmax hidden behind P V only within a warpgroup, ~70-80% of the tensor time is issued: ~500-600 TFLOP/s, 80-95% of cuDNN's ~620, under FlashAttention-3's 648 until the two warpgroups ping-pong. D = 64: ~350-450 (the exponentials are half the tensor time); D = 256: ~550-650. Causal within 10% per unmasked pair at S >= 4096. Measured without ping-pong (H200, 750d6e4): 375 TFLOP/s at S = 4096, 397 at 16K, under the prediction (notes/attention.md). After that run, from the SASS: an unmasked tile cost each consumer warp 958 instructions (the mask's compares and selects kept as predicated code, exp2f's denormal guard, serial max and sum chains), 1916 issue cycles a tile per SM against 2048 of tensor time; with the mask a template argument, ex2.approx.ftz and four-way max and sum, 574 (1148 cycles). Predicted: the softmax no longer competes with the products for issue; 450-550 TFLOP/s at S = 4096 (unmeasured). d128p: the exponentials of one warpgroup beside the other's products, 10-15% over d128 as FlashAttention-3 measured its ping-pong. Then, at fe23d5b, K and V shared one empty barrier a stage, arrived once P V of the stage's tile had landed: the stage of tile j + 1 was freed at the end of tile j, and its 64 KB of TMA copies had the next tile's first wait alone to land in, so every tile waited out a copy's latency (~0.5-1 us from L2 against ~1 us of products): the 39% of peak measured. With K freed when S lands and V when P V does, each copy has a tile's time to land: predicted 1.4-1.7x at S = 4096 (unmeasured)."
 min_arch = "sm_90a"
 precision = "bf16"
 layout = "bhsd"
@@ -28,6 +28,7 @@ d64 = { HEAD_DIM = 64 }
 d128 = { HEAD_DIM = 128 }
 d256 = { HEAD_DIM = 256, BLOCK_N = 64 }
 d128p = { HEAD_DIM = 128, PINGPONG = 1 }   # the two consumers take turns to issue (unrun)
+d128s3 = { HEAD_DIM = 128, STAGES = 3 }    # a third stage of K and V: 225 KB (unrun)
 
 # Q, K and V as [B * heads][S][D]: boxes of 64 columns (128 bytes, the swizzle's span) by rows
 [tmaps.q]
@@ -108,8 +109,13 @@ __device__ __forceinline__ void mbar_expect_tx(unsigned bar, unsigned bytes) {
                  :: "r"(bar), "r"(bytes) : "memory");
 }
 
-__device__ __forceinline__ void mbar_arrive(unsigned bar) {
-    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" :: "r"(bar) : "memory");
+// an arrival by the lanes where `yes` holds, the predicate inside the asm: a branch around it
+// (if (lane == 0)) made the tile loop's barrier and descriptor addresses per-thread values, not
+// uniform ones (623 instructions a trip against 574)
+__device__ __forceinline__ void mbar_arrive_if(unsigned bar, bool yes) {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %1, 0;\n"
+                 "@p mbarrier.arrive.shared::cta.b64 _, [%0];\n}\n"
+                 :: "r"(bar), "r"((int)yes) : "memory");
 }
 
 __device__ __forceinline__ void mbar_wait(unsigned bar, unsigned parity) {
@@ -348,11 +354,14 @@ attention_wgmma(const __nv_bfloat16* __restrict__ q, const __nv_bfloat16* __rest
                 float scale, int causal, const __grid_constant__ TmaMap tmap_q,
                 const __grid_constant__ TmaMap tmap_k, const __grid_constant__ TmaMap tmap_v) {
     extern __shared__ __align__(1024) unsigned char smem_raw[];
-    __shared__ __align__(8) unsigned long long bars[1 + 3 * STAGES];
+    __shared__ __align__(8) unsigned long long bars[1 + 4 * STAGES];
     const unsigned base = (smem_u32(smem_raw) + 1023u) & ~1023u;
     const unsigned sq = base, sk = base + Q_BYTES, sv = sk + STAGES * KV_BYTES;
     const unsigned q_full = smem_u32(&bars[0]);
-    const unsigned k_full = q_full + 8, v_full = k_full + 8 * STAGES, empty = v_full + 8 * STAGES;
+    // K and V each a ring of STAGES with its own full and empty barriers: a stage of K is free
+    // once S = Q K^T has landed, one of V once O += P V has, a tile apart
+    const unsigned k_full = q_full + 8, v_full = k_full + 8 * STAGES;
+    const unsigned k_empty = v_full + 8 * STAGES, v_empty = k_empty + 8 * STAGES;
 
     const int m0 = blockIdx.x * BLOCK_M, h = blockIdx.y, b = blockIdx.z;
     const int hk = h / (H / H_kv);
@@ -367,7 +376,8 @@ attention_wgmma(const __nv_bfloat16* __restrict__ q, const __nv_bfloat16* __rest
         for (int s = 0; s < STAGES; ++s) {
             mbar_init(k_full + 8 * s, 1);
             mbar_init(v_full + 8 * s, 1);
-            mbar_init(empty + 8 * s, 8);  // lane 0 of each consumer warp
+            mbar_init(k_empty + 8 * s, 8);  // lane 0 of each consumer warp
+            mbar_init(v_empty + 8 * s, 8);
         }
         asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
     }
@@ -383,11 +393,13 @@ attention_wgmma(const __nv_bfloat16* __restrict__ q, const __nv_bfloat16* __rest
                              b * H + h, q_full);
             for (int j = 0; j < tiles; ++j) {
                 const int s = j % STAGES;
-                if (j >= STAGES) mbar_wait(empty + 8 * s, ((j / STAGES) & 1) ^ 1);
+                const unsigned parity = ((j / STAGES) & 1) ^ 1;
+                if (j >= STAGES) mbar_wait(k_empty + 8 * s, parity);
                 mbar_expect_tx(k_full + 8 * s, KV_BYTES);
                 for (int p = 0; p < PANELS; ++p)
                     tma_load(sk + s * KV_BYTES + p * KV_PANEL_BYTES, &tmap_k, p * 64, j * BLOCK_N,
                              b * H_kv + hk, k_full + 8 * s);
+                if (j >= STAGES) mbar_wait(v_empty + 8 * s, parity);
                 mbar_expect_tx(v_full + 8 * s, KV_BYTES);
                 for (int p = 0; p < PANELS; ++p)
                     tma_load(sv + s * KV_BYTES + p * KV_PANEL_BYTES, &tmap_v, p * 64, j * BLOCK_N,
@@ -421,6 +433,7 @@ attention_wgmma(const __nv_bfloat16* __restrict__ q, const __nv_bfloat16* __rest
         issue_qk(s_acc, q_tile, sk);
         wgmma_wait<0>();
         fence_regs(s_acc);
+        mbar_arrive_if(k_empty, lane == 0);  // K of tile 0 is read
         softmax_tile(s_acc, m_run, l_run, alpha, 0, BLOCK_N > unmasked_end, rows, S_kv, causal,
                      shift, scale_log2, t);
         to_p(p_frag, s_acc);
@@ -435,12 +448,13 @@ attention_wgmma(const __nv_bfloat16* __restrict__ q, const __nv_bfloat16* __rest
             if (PINGPONG) turn_give(cw);  // its softmax now runs beside the other's products
             wgmma_wait<1>();  // S of tile j has landed; P V of tile j - 1 runs on
             fence_regs(s_acc);
+            mbar_arrive_if(k_empty + 8 * s, lane == 0);  // K of tile j is read
             softmax_tile(s_acc, m_run, l_run, alpha, j * BLOCK_N,
                          (j + 1) * BLOCK_N > unmasked_end, rows, S_kv, causal, shift,
                          scale_log2, t);
             wgmma_wait<0>();
             fence_regs(o_acc);
-            if (lane == 0) mbar_arrive(empty + 8 * sp);  // K and V of tile j - 1 are free
+            mbar_arrive_if(v_empty + 8 * sp, lane == 0);  // V of tile j - 1 is read
 #pragma unroll
             for (int nb = 0; nb < HEAD_DIM / 8; ++nb) {
                 o_acc[4 * nb] *= alpha[0]; o_acc[4 * nb + 1] *= alpha[0];
