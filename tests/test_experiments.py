@@ -70,10 +70,11 @@ def test_kernel_clock_refuses_bad_kernels_before_the_gpu(name, message):
 def test_multi_gpu_report_names_speedups_flips_and_swapped_winners(tmp_path):
     """One GPU against --gpus all: the speedup from the shell's wall times, a row that passes
     on one and fails on the other, and a file whose fastest variant changed are named."""
+    import gzip
     import json
 
-    source = PROJECT_ROOT / "reports" / "h100" / "run-20261125-115653.json"
-    data = json.loads(source.read_text())
+    source = PROJECT_ROOT / "reports" / "h100" / "run-20261125-115653.json.gz"
+    data = json.loads(gzip.decompress(source.read_bytes()))
     for label, mutate in (("one", False), ("all", True)):
         rows = [dict(r) for r in data["rows"]]
         if mutate:
