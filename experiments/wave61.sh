@@ -16,9 +16,10 @@
 #   fp8      the FP8 rungs', cuBLASLt's and attention's GPU tests (the FP8 sums' verdict)
 #   attn     the attention kind's GPU tests alone (attention_03_wgmma's battery among them)
 #   attn-compare  issue 63: the attention rungs timed beside the baselines that run here
+#            (cuDNN's own SDPA too where .whl holds its frontend: scripts/wheels.sh --attention)
 #            (experiments/attention_compare.py; reports in rep.tgz, attn/: at most 8 files
 #            come back from a device call)
-#   attn-profile  issue 63: attention_03 (d128, S = 4096, causal and not) under ncu beside
+#   attn-profile  issue 63: attention_03 (d128p, S = 4096, causal and not) under ncu beside
 #            PyTorch's cuDNN backend, with the napkin (experiments/attention_profile.py)
 #   sampled  the main job warm once more, its worker's main thread sampled every 2 ms and
 #            its timings traced (where the wall goes)
@@ -73,31 +74,33 @@ for step in "$@"; do
         echo "pytest rc=${PIPESTATUS[0]}"; } > "$OUT/pytest-attn.log" 2>&1
       tail -3 "$OUT/pytest-attn.log" ;;
     attn-compare)
-      { header "python3 experiments/attention_compare.py (02:d128, 03:d128 at the kind's" \
-          "timed sizes; 03:d128p, d128s3 at S = 4096; 01 at S = 1024)"
-        timeout 200 python3 experiments/attention_compare.py \
-          cu/attention/attention_02_online.cu:d128 cu/attention/attention_03_wgmma.cu:d128 \
+      # the table of issue 63: 16K tokens a batch (B = 16384 / S), H = 16, D = 128, S = 512 to
+      # 16K, causal and not, as FlashAttention-3's paper measured; then the ping-pong at the
+      # other head dims beside the plain variants, at S = 4096
+      table=()
+      for s in 512 1024 2048 4096 8192 16384; do
+        for c in "" ",causal"; do table+=(--size "B=$((16384 / s)),H=16,S=$s,D=128$c"); done
+      done
+      a03=cu/attention/attention_03_wgmma.cu
+      { header "python3 experiments/attention_compare.py (02:d128, 03:d128, 03:d128p, S = 512" \
+          "to 16K; 03 at D = 64 and 256 with and without the ping-pong at S = 4096)"
+        timeout 300 python3 experiments/attention_compare.py \
+          cu/attention/attention_02_online.cu:d128 $a03:d128 $a03:d128p "${table[@]}" \
           --out "$REP/attn"
         rc=$?; echo "rc=$rc"
-        # a hang (the pipeline's barriers changed since the last run): the steps after this
-        # one would hang in the same kernel
+        # a hang: the steps after this one would hang in the same kernel
         [ "$rc" = 124 ] && { tar czf "$OUT/rep.tgz" -C "$REP" .; exit 3; }
-        # the ping-pong and the third stage apart, beside d128 at S = 4096: a hang on the
-        # named barriers (they have never run) costs this call alone
-        timeout 120 python3 experiments/attention_compare.py \
-          cu/attention/attention_03_wgmma.cu:d128 cu/attention/attention_03_wgmma.cu:d128p \
-          cu/attention/attention_03_wgmma.cu:d128s3 \
-          --size B=4,H=16,S=4096,D=128 --size B=4,H=16,S=4096,D=128,causal --out "$REP/attn"
-        echo "rc=$?"
-        timeout 60 python3 experiments/attention_compare.py cu/attention/attention_01_naive.cu \
-          --size B=16,H=16,S=1024,D=128 --size B=16,H=16,S=1024,D=128,causal --out "$REP/attn"
-        echo "rc=$?"; } > "$OUT/attention-compare.log" 2>&1
+        for d in 64 256; do
+          timeout 120 python3 experiments/attention_compare.py $a03:d$d $a03:d${d}p \
+            --size B=4,H=16,S=4096,D=$d --size B=4,H=16,S=4096,D=$d,causal --out "$REP/attn"
+          echo "rc=$?"
+        done; } > "$OUT/attention-compare.log" 2>&1
       grep -v "^  \.\." "$OUT/attention-compare.log" | tail -30 ;;
     attn-profile)
-      { header "python3 experiments/attention_profile.py attention_03_wgmma:d128 (S = 4096)"
+      { header "python3 experiments/attention_profile.py attention_03_wgmma:d128p (S = 4096)"
         for size in B=4,H=16,S=4096,D=128 B=4,H=16,S=4096,D=128,causal; do
           timeout 200 python3 experiments/attention_profile.py \
-            cu/attention/attention_03_wgmma.cu:d128 --size "$size" --out "$REP/attn"
+            cu/attention/attention_03_wgmma.cu:d128p --size "$size" --out "$REP/attn"
           echo "rc=$?"
         done; } > "$OUT/attention-profile.log" 2>&1
       tail -6 "$OUT/attention-profile.log" ;;

@@ -22,12 +22,23 @@
 # distributed for `harness run --cluster` (docs/multi-gpu.md), about
 # 5 MB: dask, distributed and their dependencies, pinned to the versions it was tested with,
 # less importlib_metadata (Python < 3.12 only) and packaging (the host's matplotlib brings it).
+#
+# --attention (before any extra requirement) also downloads nvidia-cudnn-frontend (12 MB), the
+# attention kind's `cudnn_sdpa` baseline: cuDNN's SDPA through its Python graph API. It looks
+# for libcudnn.so.9 under nvidia/cudnn/lib in its own site-packages, where a pip-installed
+# PyTorch puts it, so install it into that environment (not yet tried on the GPU host).
 set -euo pipefail
 dest=${WHEEL_DIR:-.whl}
 version=${PYTHON_VERSION:-3.12}
 notebook=()
 cluster=()
-while [[ ${1:-} == --notebook || ${1:-} == --cluster ]]; do
+attention=()
+while [[ ${1:-} == --notebook || ${1:-} == --cluster || ${1:-} == --attention ]]; do
+  if [[ $1 == --attention ]]; then
+    shift
+    attention=(nvidia-cudnn-frontend==1.32.0)
+    continue
+  fi
   if [[ $1 == --cluster ]]; then
     shift
     cluster=(
@@ -56,7 +67,8 @@ python3 -m pip download -q --no-deps --only-binary=:all: --python-version "$vers
   --platform manylinux_2_26_x86_64 --platform manylinux_2_17_x86_64 \
   --platform manylinux2014_x86_64 -d "$dest" \
   "nvmath-python==1.0.*" cuda-cccl==1.2.1 pytest-xdist==3.8.0 execnet==2.1.2 \
-  ${notebook[@]+"${notebook[@]}"} ${cluster[@]+"${cluster[@]}"} "$@"
+  ${notebook[@]+"${notebook[@]}"} ${cluster[@]+"${cluster[@]}"} \
+  ${attention[@]+"${attention[@]}"} "$@"
 # the project's own wheel, for its metadata: the pytest11 entry point (the pytest plugin) and
 # the `harness` command; gpu_session.sh keeps the checkout's code ahead of the wheel's copy
 rm -f "$dest"/kernel_harness-*.whl

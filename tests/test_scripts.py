@@ -31,3 +31,22 @@ def test_wheels_script_downloads_nvmath_for_the_gpu_hosts_python(tmp_path):
     assert args[args.index("--implementation") + 1] == "cp"
     assert args[args.index("-d") + 1] == str(tmp_path / "whl")
     assert (tmp_path / "whl").is_dir()
+
+
+def test_wheels_script_fetches_cudnns_frontend_for_the_attention_baseline(tmp_path):
+    """--attention: nvidia-cudnn-frontend, pinned (the `cudnn_sdpa` baseline); not without it."""
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    (fake / "python3").write_text('#!/bin/sh\necho "$@" >> "$ARGS_FILE"\n')
+    (fake / "python3").chmod(0o755)
+    env = {**os.environ, "PATH": f"{fake}:{os.environ['PATH']}",
+           "ARGS_FILE": str(tmp_path / "args"), "WHEEL_DIR": str(tmp_path / "whl")}
+    for argv, wanted in ((["--attention", "--cluster"], True), ([], False)):
+        (tmp_path / "args").write_text("")
+        proc = subprocess.run(["bash", str(WHEELS), *argv], cwd=tmp_path, env=env,
+                              capture_output=True, text=True, timeout=60)
+        assert proc.returncode == 0, proc.stderr
+        args = (tmp_path / "args").read_text().splitlines()[0].split()
+        assert ("nvidia-cudnn-frontend==1.32.0" in args) == wanted, args
+        assert ("dask==2026.8.0" in args) == wanted
+        assert "--attention" not in args
