@@ -314,14 +314,21 @@ def test_a_kernel_and_its_baseline_on_copies_with_draws_are_booked(line, monkeyp
 
 def test_the_timing_trace_says_each_warm_up_stretch(line, monkeypatch, tmp_path):  # noqa: F811
     """With HARNESS_TIMING_TRACE set, a sustained timing's line holds the warm-up's time per
-    round stretch by stretch and the first launches' times (where a warm-up ends at its cap
-    without two stretches agreeing, they say why: issue 61)."""
+    round stretch by stretch, the first launches' times (where a warm-up ends at its cap
+    without two stretches agreeing, they say why: issue 61) and whether the timer's gate was
+    off (leads instead: the first suspect when stretches disagree by tens of percent)."""
     import json
 
     path = tmp_path / "trace.jsonl"
     monkeypatch.setenv("HARNESS_TIMING_TRACE", str(path))
     monkeypatch.setattr(Timer, "kernels", Kernels(line))
-    _timer(line, warmup_ms=40).time(_primed(line, 0.1, 0.1))
-    (entry,) = [json.loads(x) for x in path.read_text().splitlines()]
+    timer = _timer(line, warmup_ms=40)
+    gave_way = timer.gate_off
+    timer.time(_primed(line, 0.1, 0.1))
+    timer._gate_off = not gave_way  # as when the gate gives way: the next line says so
+    timer.time(_primed(line, 0.1, 0.1))
+    entry, after = [json.loads(x) for x in path.read_text().splitlines()]
+    assert (entry["gate_off"], after["gate_off"]) == (gave_way, not gave_way)
     assert entry["warmup_per_round_ms"] and all(x > 0 for x in entry["warmup_per_round_ms"])
     assert len(entry["first_ms"]) == 1 and entry["steps_ms"]["warm-up"] >= 0
+

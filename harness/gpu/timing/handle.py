@@ -25,5 +25,7 @@ class TimerHandle(Protocol):
     host_free_ms: Any
     host_free_each: Any
     flush_ms: Any
+    gate_off: bool
+    """Whether work timed with the host out of the way runs behind leads, not the gate."""
 
     def flush(self, *args: Any, **kwargs: Any) -> Any: ...

@@ -73,6 +73,13 @@ class Timer:
                 self._gate_off = True
         return None if self._gate_off else self._gate
 
+    @property
+    def gate_off(self) -> bool:
+        """Whether work timed with the host out of the way runs behind leads (spins of fixed
+        length) for the rest of this timer's life: the gate could not be made, or it gave way
+        before the host had enqueued the work (the timing trace records it)."""
+        return self._gate_off
+
     def _calibration(self) -> Callable[[], None]:
         """The launch timed in every round beside the others, whose median (less the span a
         spin measured of itself) is the launch overhead: the empty kernel, or a spin of
