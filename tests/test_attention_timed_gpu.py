@@ -47,3 +47,49 @@ def test_a_kernel_that_tells_a_timed_launch_by_its_inputs_fails_when_timed(sessi
     assert [r.status for r in rows] == ["FAIL"], rows
     assert rows[0].message.startswith("wrong when timed"), rows[0].message
     assert rows[0].kept_checked >= 1
+
+
+@pytest.mark.parametrize("layout", ["bhsd", "bshd"])
+@pytest.mark.parametrize("name", ["cudnn_sdpa", "flash_attn_3", "flash_attn_2",
+                                  "torch_sdpa_flash", "torch_sdpa_cudnn", "torch_sdpa_efficient"])
+def test_every_baseline_that_runs_here_computes_the_kinds_attention(device, name, layout):
+    """The yardsticks checked: grouped-query heads, S_q != S_kv and the causal mask aligned
+    bottom-right, each baseline's output (kept as its library returns it, not copied into O)
+    against the float64 reference of the same BF16 inputs. A wrong mask corner or head map is
+    off by O(1); BF16 output rounding is 2^-9 of the largest element."""
+    import numpy as np
+    import torch
+
+    from harness.kinds.attention.baselines import BASELINES, Operands
+    from harness.kinds.attention.numerics import Arithmetic, reference
+
+    p = read_size("B=2,H=4,H_kv=2,S_q=96,S_kv=160,D=64,causal")
+    base = BASELINES.make(name, None, p)
+    why = base.unavailable()
+    if why:
+        pytest.skip(why)
+    rng = np.random.default_rng(11)
+    dims = {"q": (2, 4, 96, 64), "k": (2, 2, 160, 64), "v": (2, 2, 160, 64)}
+    drawn = {n: torch.tensor(rng.standard_normal(s), dtype=torch.bfloat16, device="cuda")
+             for n, s in dims.items()}
+    as_laid = {n: (t if layout == "bhsd" else t.transpose(1, 2).contiguous())
+               for n, t in drawn.items()}
+    o = torch.empty_like(as_laid["q"])
+    scale = 64 ** -0.5
+    ops = Operands(as_laid["q"], as_laid["k"], as_laid["v"], o, None, p, scale, layout,
+                   "bf16", stream=torch.cuda.current_stream().cuda_stream)
+    try:
+        base.prepare(ops)
+        base.launch()
+        torch.cuda.synchronize()
+        got = base.output.float().cpu().numpy().astype(np.float64)
+    except RuntimeError as exc:  # the library's own refusal (a backend without GQA, say), as
+        pytest.skip(f"{name} refuses this size: {exc}")  # compare lists it: unavailable
+    finally:
+        base.close()
+    exact = {n: t.float().cpu().numpy().astype(np.float64) for n, t in drawn.items()}
+    ref = reference(exact["q"], exact["k"], exact["v"], scale, True,
+                    Arithmetic("bf16", "bf16")).o
+    assert got.shape == ref.shape
+    err = np.abs(got - ref).max()
+    assert err <= 2 ** -6 * np.abs(ref).max(), (name, layout, err)

@@ -13,8 +13,9 @@ kept output fails is a FAIL with no figure; either with the cause.
 
 The baselines (baselines.py) run on the same buffers and on the same stream (PyTorch through
 an external stream, cuDNN through a handle set to it), each on one content: they are the
-yardstick, not the suspect. PyTorch's SDPA returns a fresh tensor: its time includes the copy
-into O (at S = 4096, B = 4, H = 16, D = 128, 16 MiB, some 10 us of a millisecond).
+yardstick, not the suspect. PyTorch's SDPA and FlashAttention return a fresh tensor, kept as
+returned (``output``), not copied into O: until after 42de343 the copy (16 MiB at S = 4096,
+B = 4, some 11 us of a millisecond) was timed as the baseline's.
 """
 
 from __future__ import annotations
