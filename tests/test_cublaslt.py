@@ -21,6 +21,7 @@ from harness.gpu.cublaslt import (
     WORKSPACE_BYTES,
     CublasLt,
     LtOperands,
+    block_scale_layouts,
     check_fp8,
     compute_name,
     lt_operands,
@@ -332,6 +333,63 @@ def test_an_unreadable_algorithm_is_said_so_and_the_gemm_goes_on(monkeypatch):
     assert len(_kinds(fake, "matmul")) == 1
 
 
+def test_block_scales_set_each_operands_mode_in_a_plan_of_their_own():
+    """scales="block": cuBLASLt's A (our B) BLK128x128_32F, its B (our A) VEC128_32F, in a plan
+    apart from the per-tensor one of the same shape; a scheme it does not know is refused
+    before any library call."""
+    lt, fake, _ = _fake()
+    attrs, modes = real_lt.MatmulDescAttribute, real_lt.MatmulMatrixScale
+    lt.gemm_fp8(256, 384, 512, A, B, C, SCALE_A, SCALE_B)
+    lt.gemm_fp8(256, 384, 512, A, B, C, SCALE_A, SCALE_B, scales="block")
+    (_, _, _, tensor_desc), (_, _, _, block_desc) = _kinds(fake, "desc_create")
+    assert (tensor_desc, attrs.A_SCALE_MODE) not in fake.desc_attrs
+    assert fake.desc_attrs[block_desc, attrs.A_SCALE_MODE] == modes.BLK128x128_32F
+    assert fake.desc_attrs[block_desc, attrs.B_SCALE_MODE] == modes.VEC128_32F
+    assert [c[2] for c in _kinds(fake, "matmul")] == [tensor_desc, block_desc]
+    assert "block scales" in compute_name(scales="block") and "block" not in compute_name()
+    calls = len(fake.calls)
+    with pytest.raises(HarnessError, match="scales 'rows': expected one of tensor, block"):
+        lt.gemm_fp8(256, 384, 512, A, B, C, SCALE_A, SCALE_B, scales="rows")
+    assert len(fake.calls) == calls
+
+
+def test_block_scale_layouts_are_pytorchs_for_cublaslt():
+    """A's (M, KB) as [KB][M rounded up to 4], B's (KB, NB) as [NB][KB rounded up to 4], the
+    padding 0; scales that disagree on KB are refused."""
+    sa = np.arange(6 * 3, dtype=np.float32).reshape(6, 3) + 1  # M = 6, KB = 3
+    sb = np.arange(3 * 2, dtype=np.float32).reshape(3, 2) + 100  # KB = 3, NB = 2
+    a_lt, b_lt = block_scale_layouts(sa, sb)
+    assert a_lt.shape == (3, 8) and b_lt.shape == (2, 4)
+    assert (a_lt[:, :6] == sa.T).all() and not a_lt[:, 6:].any()
+    assert (b_lt[:, :3] == sb.T).all() and not b_lt[:, 3:].any()
+    with pytest.raises(HarnessError, match="disagree on K / 128"):
+        block_scale_layouts(sa, sb[:2])
+
+
+def test_the_block_scale_check_tells_a_scale_layout_read_wrong():
+    """What the GPU test below judges cuBLASLt by: its output right to BF16 passes; B's scales
+    read transposed, or A's [KB][M] read as (M, KB), miss by far more than the bound."""
+    from harness.kinds.gemm.fp8.check import Fp8Gemm, judge
+    from harness.kinds.gemm.fp8.gemm import reference
+    from harness.kinds.gemm.numerics import bf16_bits, bf16_to_float
+
+    m, n, k = 200, 264, 384
+    a, b, _, _ = _operands(m, n, k, seed=13)
+    rng = np.random.default_rng(13)
+    sa = np.exp2(rng.integers(-4, 5, (m, 3))).astype(np.float32)
+    sb = np.exp2(rng.integers(-4, 5, (3, 3))).astype(np.float32)
+
+    def bf16(scale_a, scale_b):
+        g = Fp8Gemm(a, b.T, "e4m3", "e4m3", scale_a, scale_b, out="bf16", promote=128)
+        return bf16_to_float(bf16_bits(reference(g))).astype(np.float64)
+
+    right = Fp8Gemm(a, b.T, "e4m3", "e4m3", sa, sb, out="bf16", promote=128)
+    assert judge(right, bf16(sa, sb)).passed
+    for wrong in (bf16(sa, sb.T.copy()), bf16(sa.reshape(3, m).T.copy(), sb)):
+        verdict = judge(right, wrong)
+        assert not verdict.passed and "wrong values" in verdict.message, verdict.message
+
+
 # ---- on a GPU --------------------------------------------------------------------------------
 
 
@@ -368,4 +426,45 @@ def test_cublaslt_fp8_passes_the_fp8_check(device, a_format, b_format, c_type):
         stream.close()
     verdict = judge(Fp8Gemm(a, b.T, a_format, b_format, *scales, out=c_type), got)
     assert verdict.passed, f"{compute_name(a_format, b_format, c_type)}: {verdict.message} " \
+                           f"({lt.last_algo}, cuBLASLt {lt.version_text})"
+
+
+@pytest.mark.gpu_shared
+@pytest.mark.parametrize("m,n,k", [(256, 384, 512), (200, 264, 384)])
+def test_cublaslt_block_scales_pass_the_fp8_check(device, m, n, k):
+    """cuBLASLt's 1 x 128 / 128 x 128 modes on the layouts block_scale_layouts gives, judged
+    as rung 21 is (the check's float64 reference, scales applied block by block, promotion every
+    128): scales of 2^-4 to 2^4 make a layout read wrong miss by far more than the bound."""
+    from harness.gpu.driver import Buffer, Stream
+    from harness.kinds.gemm.fp8.check import Fp8Gemm, judge
+    from harness.kinds.gemm.numerics import c_dtype, to_float64
+
+    if device.compute_capability != (9, 0):
+        pytest.skip(f"cuBLASLt's 1 x 128 / 128 x 128 modes are sm_90's; this GPU is "
+                    f"{device.compute_capability}")
+    a, b, _, _ = _operands(m, n, k, seed=13, a_format="e4m3", b_format="e4m3")
+    rng = np.random.default_rng(13)
+    kb, nb = -(-k // 128), -(-n // 128)
+    sa = np.exp2(rng.integers(-4, 5, (m, kb))).astype(np.float32)
+    sb = np.exp2(rng.integers(-4, 5, (kb, nb))).astype(np.float32)
+    a_lt, b_lt = block_scale_layouts(sa, sb)
+    stream = Stream()
+    hosts = (a, b, a_lt, b_lt)
+    bufs = [Buffer(x.nbytes) for x in hosts]
+    for buf, host in zip(bufs, hosts, strict=True):
+        buf.upload(host, stream)
+    out = Buffer(m * n * 2)
+    out.fill_u32(0xFFFFFFFF, stream)  # NaN: an output never written fails the check
+    lt = CublasLt(stream)
+    try:
+        lt.gemm_fp8(m, n, k, bufs[0].address, bufs[1].address, out.address, bufs[2].address,
+                    bufs[3].address, scales="block")
+        got = to_float64(out.download(c_dtype("bf16"), (m, n), stream), "bf16")
+    finally:
+        lt.close()
+        for buf in (*bufs, out):
+            buf.close()
+        stream.close()
+    verdict = judge(Fp8Gemm(a, b.T, "e4m3", "e4m3", sa, sb, out="bf16", promote=128), got)
+    assert verdict.passed, f"{compute_name(scales='block')}: {verdict.message} " \
                            f"({lt.last_algo}, cuBLASLt {lt.version_text})"

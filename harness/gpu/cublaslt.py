@@ -27,13 +27,41 @@ C_TYPES = {"bf16": ("CUDA_R_16BF", 2), "fp16": ("CUDA_R_16F", 2), "fp32": ("CUDA
 BF16, FP16 or FP32 C with a D of the same type (an FP8 D is not offered here)."""
 
 
+SCALE_MODES = {"tensor": ("SCALAR_32F", "SCALAR_32F"), "block": ("VEC128_32F", "BLK128x128_32F")}
+"""Our A's and our B's cuBLASLt scale modes (``MatmulMatrixScale``) per scheme: one FP32 scale
+a tensor; DeepSeek's block scales, 1 x 128 per row of A and one per 128 x 128 block of B (cuBLAS
+12.9 and later, on sm_90; notes/fp8_plan.md)."""
+
+
 def _lib():
     return nvmath_bindings("the cuBLASLt FP8 baseline", "cublas", "cublasLt")
 
 
-def compute_name(a_format: str = "e4m3", b_format: str = "e4m3", c_type: str = "bf16") -> str:
+def compute_name(a_format: str = "e4m3", b_format: str = "e4m3", c_type: str = "bf16",
+                 scales: str = "tensor") -> str:
     """The baseline as reports name it."""
-    return f"cuBLASLt FP8 {a_format} x {b_format} -> {c_type}, CUBLAS_COMPUTE_32F"
+    blocks = ", 1x128 / 128x128 block scales" if scales == "block" else ""
+    return f"cuBLASLt FP8 {a_format} x {b_format} -> {c_type}, CUBLAS_COMPUTE_32F{blocks}"
+
+
+def block_scale_layouts(scale_a: np.ndarray, scale_b: np.ndarray
+                        ) -> tuple[np.ndarray, np.ndarray]:
+    """Block scales as cuBLASLt's block modes read them, from A's (M, K / 128) and B's (K / 128,
+    N / 128) (the check's Fp8Gemm layout): A's as [K / 128][M rounded up to 4], M contiguous
+    (VEC128_32F, on cuBLASLt's B), and B's as [N / 128][K / 128 rounded up to 4], the k blocks
+    contiguous (BLK128x128_32F, on cuBLASLt's A); the padding is 0. These are the layouts
+    PyTorch's scaled_mm hands cuBLASLt for 1 x 128 and 128 x 128 scales; confirmed only by a
+    GPU test against the float64 reference (tests/test_cublaslt.py). The rungs' own scale_a
+    [KB][M] is A's when M is a multiple of 4; their scale_b [KB][NB] is B's transposed."""
+    sa, sb = np.asarray(scale_a, np.float32), np.asarray(scale_b, np.float32)
+    (m, kb), (kb_b, nb) = sa.shape, sb.shape
+    if kb != kb_b:
+        raise HarnessError(f"block scales disagree on K / 128: A's {sa.shape}, B's {sb.shape}")
+    a_lt = np.zeros((kb, -(-m // 4) * 4), np.float32)
+    a_lt[:, :m] = sa.T
+    b_lt = np.zeros((nb, -(-kb // 4) * 4), np.float32)
+    b_lt[:, :kb] = sb.T
+    return a_lt, b_lt
 
 
 def check_fp8(m: int, n: int, k: int, a_format: str, b_format: str, c_type: str) -> None:
@@ -162,10 +190,10 @@ class CublasLt:
         self._destroy()
 
     def _plan(self, ops: LtOperands, formats: tuple[str, str], c_type: str,
-              aligns: tuple[int, int, int]) -> _Plan:
-        """The descriptors of one shape, types (``formats``: cuBLASLt's A's and B's) and
-        pointer alignment (its A's, B's and D's)."""
-        key = (ops.m, ops.n, ops.k, *formats, c_type, *aligns)
+              aligns: tuple[int, int, int], scales: str = "tensor") -> _Plan:
+        """The descriptors of one shape, types (``formats``: cuBLASLt's A's and B's), pointer
+        alignment (its A's, B's and D's) and scale scheme (SCALE_MODES)."""
+        key = (ops.m, ops.n, ops.k, *formats, c_type, *aligns, scales)
         if key not in self._plans:
             lt, dtypes, cublas = self._lt, self._nvmath.CudaDataType, self._cublas
             desc = lt.matmul_desc_create(cublas.ComputeType.COMPUTE_32F, dtypes.CUDA_R_32F)
@@ -173,6 +201,13 @@ class CublasLt:
             for attr, op in ((attrs.TRANSA, ops.transa), (attrs.TRANSB, ops.transb)):
                 _set(lt.matmul_desc_set_attribute, lt.get_matmul_desc_attribute_dtype, desc,
                      attr, int(getattr(cublas.Operation, op)))
+            if scales != "tensor":  # each operand's mode; cuBLASLt's A is our ops.first
+                ours = dict(zip("AB", SCALE_MODES[scales], strict=True))
+                second = "A" if ops.first == "B" else "B"
+                for attr, mode in ((attrs.A_SCALE_MODE, ours[ops.first]),
+                                   (attrs.B_SCALE_MODE, ours[second])):
+                    _set(lt.matmul_desc_set_attribute, lt.get_matmul_desc_attribute_dtype,
+                         desc, attr, int(getattr(lt.MatmulMatrixScale, mode)))
             types = (INPUT_TYPES[formats[0]], INPUT_TYPES[formats[1]], C_TYPES[c_type][0])
             shapes = (ops.a_layout, ops.b_layout, ops.d_layout)
             self._plans[key] = _Plan(desc, tuple(
@@ -182,12 +217,16 @@ class CublasLt:
 
     def gemm_fp8(self, m: int, n: int, k: int, a: int, b: int, c: int, scale_a: int,
                  scale_b: int, a_format: str = "e4m3", b_format: str = "e4m3",
-                 c_type: str = "bf16") -> None:
+                 c_type: str = "bf16", scales: str = "tensor") -> None:
         """Enqueue C = (*scale_a) (*scale_b) A B^T on the stream: A (M x K) and B (N x K) FP8
         codes row-major, C (M x N) row-major of ``c_type``, ``scale_a`` and ``scale_b`` device
-        addresses of one float32 each."""
+        addresses of one float32 each; with ``scales="block"``, of the block scales in the
+        layouts :func:`block_scale_layouts` gives."""
         check_fp8(m, n, k, a_format, b_format, c_type)
-        name = f"{compute_name(a_format, b_format, c_type)} at {m}x{n}x{k}"
+        if scales not in SCALE_MODES:
+            raise HarnessError(f"cuBLASLt FP8 scales {scales!r}: expected one of "
+                               f"{', '.join(SCALE_MODES)}")
+        name = f"{compute_name(a_format, b_format, c_type, scales)} at {m}x{n}x{k}"
         ops, lt = lt_operands(m, n, k), self._lt
         # cuBLASLt's A is our B and its B our A, each with its own format and scale: its
         # A_SCALE_POINTER is our scale_b, its B_SCALE_POINTER our scale_a
@@ -196,7 +235,7 @@ class CublasLt:
             ours[ops.first], ours["A" if ops.first == "B" else "B"])
         aligns = tuple(min(256, p & -p) if p else 256 for p in (first, second, int(c)))
         try:
-            plan = self._plan(ops, (first_format, second_format), c_type, aligns)
+            plan = self._plan(ops, (first_format, second_format), c_type, aligns, scales)
             attrs = lt.MatmulDescAttribute
             for attr, scale in ((attrs.A_SCALE_POINTER, first_scale),
                                 (attrs.B_SCALE_POINTER, second_scale)):
