@@ -1019,11 +1019,13 @@ def test_a_gate_that_gave_way_times_again_behind_leads_and_is_off_after(monkeypa
         return (lambda: 1.5), slow
 
     fake = SimpleNamespace(gate=Gate(), _gate_off=False, _enqueued=enqueued,
-                           kernels=SimpleNamespace(lead=leads.append),
+                           gate_gave_way_ms=None, kernels=SimpleNamespace(lead=leads.append),
                            stream=SimpleNamespace(synchronize=lambda what="": None))
     assert Timer.host_free_ms(fake, lambda: None) == 1.5
     assert gates == [timer_module.GATE_MOST_MS] and leads == [timer_module.HOST_LEAD_MS]
     assert fake._gate_off
+    # what made it give way, for the timing trace (how long the host held the gate)
+    assert fake.gate_gave_way_ms == timer_module.GATE_MOST_MS
 
 
 def test_long_rested_rounds_go_one_batch_at_a_time(line, monkeypatch):

@@ -27,5 +27,7 @@ class TimerHandle(Protocol):
     flush_ms: Any
     gate_off: bool
     """Whether work timed with the host out of the way runs behind leads, not the gate."""
+    gate_gave_way_ms: float | None
+    """The host's enqueueing time that made the gate give way (None: it has not)."""
 
     def flush(self, *args: Any, **kwargs: Any) -> Any: ...

@@ -164,7 +164,8 @@ def time_sustained(timer: Timer, launches: Sequence[Callable[[], None]], before:
                     first_ms=list(first_ms), batch_gpu_ms=sum(batches.gpu_ms),
                     explained_ms=sum(account.span_explained(t, parts, len(launches))
                                      for t in batches.batch_times),
-                    launches=len(launches), stop=batches.stop, gate_off=timer.gate_off)
+                    launches=len(launches), stop=batches.stop, gate_off=timer.gate_off,
+                    gate_gave_way_ms=timer.gate_gave_way_ms)
         return _booked(out, batches, parts, warmed, rounds.launches, timer.clocks)
 
     # Work ahead of the first two batches: enough flushes to outlast the host's enqueueing

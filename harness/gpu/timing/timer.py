@@ -52,6 +52,8 @@ class Timer:
         self._kernels: TimerKernels | None = None
         self._gate: Gate | None = None
         self._gate_off = False
+        self.gate_gave_way_ms: float | None = None
+        """The host's enqueueing time (ms) that made the gate give way, once it has."""
         self.events = EventPool()
         """The timed batches' events, used again from one timing to the next (batches.py)."""
 
@@ -148,6 +150,7 @@ class Timer:
             if host_ms <= LEAD_SHARE * GATE_MOST_MS:
                 return reading()
             self._gate_off = True  # it gave way before the host was done: leads from now on
+            self.gate_gave_way_ms = host_ms
         lead_ms = HOST_LEAD_MS
         while True:
             host_t0 = time.perf_counter()
@@ -193,6 +196,7 @@ class Timer:
             if host_ms <= LEAD_SHARE * GATE_MOST_MS:
                 return [None if p is None else p[1].elapsed_ms(p[0]) for p in pairs]
             self._gate_off = True  # the works ran; they run again, each behind its lead
+            self.gate_gave_way_ms = host_ms
         out: list[float | None] = []
         for work, prepare in steps:
             if work is None:
