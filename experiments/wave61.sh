@@ -45,6 +45,12 @@ header() {
 source experiments/tc_rows.sh  # TC_ROWS
 PYTEST="python3 -m pytest -q -p no:cacheprovider -rfE --tb=short --durations=25"
 quiet() { grep -v "PytestBenchmarkWarning\|warner("; }
+# the GPU tests outside tests/test_gpu.py, into pytest-gpu-rest.log; $1: said after the command
+gpu_rest() {
+  { header "$PYTEST -n 8 -m gpu tests --ignore=tests/test_gpu.py$1"
+    timeout 560 $PYTEST -n 8 -m gpu tests --ignore=tests/test_gpu.py 2>&1 | quiet
+    echo "pytest rc=${PIPESTATUS[0]}"; } > "$OUT/pytest-gpu-rest.log" 2>&1
+}
 for step in "$@"; do
   case "$step" in
     main)
@@ -149,9 +155,7 @@ for step in "$@"; do
         done; } > "$OUT/kinds.log" 2>&1
       grep "^== rc" "$OUT/kinds.log" ;;
     gpu-rest)
-      { header "$PYTEST -n 8 -m gpu tests --ignore=tests/test_gpu.py"
-        timeout 560 $PYTEST -n 8 -m gpu tests --ignore=tests/test_gpu.py 2>&1 | quiet
-        echo "pytest rc=${PIPESTATUS[0]}"; } > "$OUT/pytest-gpu-rest.log" 2>&1
+      gpu_rest ""
       tail -3 "$OUT/pytest-gpu-rest.log" ;;
     gpu-main)
       { header "$PYTEST -n 8 -m gpu tests/test_gpu.py"
@@ -166,11 +170,9 @@ for step in "$@"; do
         timeout 560 $PYTEST -n 4 -m "not gpu" 2>&1 | quiet
         echo "pytest rc=${PIPESTATUS[0]}"; } > "$OUT/pytest-cpu.log" 2>&1 &
       cpu_pid=$!
-      { header "$PYTEST -n 8 -m gpu tests --ignore=tests/test_gpu.py (beside the CPU tests)"
-        timeout 560 $PYTEST -n 8 -m gpu tests --ignore=tests/test_gpu.py 2>&1 | quiet
-        echo "pytest rc=${PIPESTATUS[0]}"; } > "$OUT/pytest-gpu-rest.log" 2>&1
+      gpu_rest " (beside the CPU tests)"
       wait "$cpu_pid"
-      tail -3 "$OUT/pytest-gpu-rest.log" "$OUT/pytest-cpu.log" ;;
+      tail -n 3 "$OUT/pytest-gpu-rest.log" "$OUT/pytest-cpu.log" ;;
     cpu)
       { header "$PYTEST -n 16 -m 'not gpu'"
         timeout 560 $PYTEST -n 16 -m "not gpu" 2>&1 | quiet

@@ -9,14 +9,20 @@ from harness.kernels.registry import PROJECT_ROOT
 WHEELS = PROJECT_ROOT / "scripts" / "wheels.sh"
 
 
-def test_wheels_script_downloads_nvmath_for_the_gpu_hosts_python(tmp_path):
-    assert WHEELS.stat().st_mode & stat.S_IXUSR, "scripts/wheels.sh must be executable"
+def _pip_stood_in(tmp_path) -> dict[str, str]:
+    """An environment whose python3 writes its arguments to tmp_path/args, a line a call,
+    and whose wheels go to tmp_path/whl."""
     fake = tmp_path / "bin"
     fake.mkdir()
     (fake / "python3").write_text('#!/bin/sh\necho "$@" >> "$ARGS_FILE"\n')
     (fake / "python3").chmod(0o755)
-    env = {**os.environ, "PATH": f"{fake}:{os.environ['PATH']}",
-           "ARGS_FILE": str(tmp_path / "args"), "WHEEL_DIR": str(tmp_path / "whl")}
+    return {**os.environ, "PATH": f"{fake}:{os.environ['PATH']}",
+            "ARGS_FILE": str(tmp_path / "args"), "WHEEL_DIR": str(tmp_path / "whl")}
+
+
+def test_wheels_script_downloads_nvmath_for_the_gpu_hosts_python(tmp_path):
+    assert WHEELS.stat().st_mode & stat.S_IXUSR, "scripts/wheels.sh must be executable"
+    env = _pip_stood_in(tmp_path)
     proc = subprocess.run(["bash", str(WHEELS), "extra-package==1.2"], cwd=tmp_path, env=env,
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
@@ -35,12 +41,7 @@ def test_wheels_script_downloads_nvmath_for_the_gpu_hosts_python(tmp_path):
 
 def test_wheels_script_fetches_cudnns_frontend_for_the_attention_baseline(tmp_path):
     """--attention: nvidia-cudnn-frontend, pinned (the `cudnn_sdpa` baseline); not without it."""
-    fake = tmp_path / "bin"
-    fake.mkdir()
-    (fake / "python3").write_text('#!/bin/sh\necho "$@" >> "$ARGS_FILE"\n')
-    (fake / "python3").chmod(0o755)
-    env = {**os.environ, "PATH": f"{fake}:{os.environ['PATH']}",
-           "ARGS_FILE": str(tmp_path / "args"), "WHEEL_DIR": str(tmp_path / "whl")}
+    env = _pip_stood_in(tmp_path)
     for argv, wanted in ((["--attention", "--cluster"], True), ([], False)):
         (tmp_path / "args").write_text("")
         proc = subprocess.run(["bash", str(WHEELS), *argv], cwd=tmp_path, env=env,

@@ -103,6 +103,11 @@ class LtOperands:
     d_layout: tuple[int, int, int]
     """Also C's (read at beta = 0 by no kernel, but its layout must be given)."""
 
+    @property
+    def second(self) -> str:
+        """Which of ours is cuBLASLt's B."""
+        return "A" if self.first == "B" else "B"
+
 
 def lt_operands(m: int, n: int, k: int) -> LtOperands:
     """cublasLtMatmul's operands for row-major C (M x N) = A (M x K) B^T, B stored N x K.
@@ -203,9 +208,8 @@ class CublasLt:
                      attr, int(getattr(cublas.Operation, op)))
             if scales != "tensor":  # each operand's mode; cuBLASLt's A is our ops.first
                 ours = dict(zip("AB", SCALE_MODES[scales], strict=True))
-                second = "A" if ops.first == "B" else "B"
                 for attr, mode in ((attrs.A_SCALE_MODE, ours[ops.first]),
-                                   (attrs.B_SCALE_MODE, ours[second])):
+                                   (attrs.B_SCALE_MODE, ours[ops.second])):
                     _set(lt.matmul_desc_set_attribute, lt.get_matmul_desc_attribute_dtype,
                          desc, attr, int(getattr(lt.MatmulMatrixScale, mode)))
             types = (INPUT_TYPES[formats[0]], INPUT_TYPES[formats[1]], C_TYPES[c_type][0])
@@ -232,7 +236,7 @@ class CublasLt:
         # A_SCALE_POINTER is our scale_b, its B_SCALE_POINTER our scale_a
         ours = {"A": (int(a), a_format, scale_a), "B": (int(b), b_format, scale_b)}
         (first, first_format, first_scale), (second, second_format, second_scale) = (
-            ours[ops.first], ours["A" if ops.first == "B" else "B"])
+            ours[ops.first], ours[ops.second])
         aligns = tuple(min(256, p & -p) if p else 256 for p in (first, second, int(c)))
         try:
             plan = self._plan(ops, (first_format, second_format), c_type, aligns, scales)

@@ -208,7 +208,9 @@ class CudnnSdpa(Baseline):
 
     def __init__(self, spec=None, problem=None) -> None:
         self._graph = None
-        self._pack = self._o = None
+        self._pack = None
+        self.output = None
+        """Its output: O itself, which cuDNN writes ([B, H, S_q, D] dims)."""
         self._workspace = None
         self._handle = None
 
@@ -242,7 +244,7 @@ class CudnnSdpa(Baseline):
         graph.build([cudnn.heur_mode.A, cudnn.heur_mode.FALLBACK])
         self._workspace = torch.empty(graph.get_workspace_size(), device="cuda",
                                       dtype=torch.uint8)
-        self._pack, self._o = {tq: q, tk: k, tv: v, out: o}, o
+        self._pack, self.output = {tq: q, tk: k, tv: v, out: o}, o
         self._graph = graph
         if operands.stream is not None:  # the timer's stream, not cuDNN's default one
             self._handle = cudnn.create_handle()
@@ -254,11 +256,6 @@ class CudnnSdpa(Baseline):
         if operands.layout == "bshd":
             views = tuple(t.transpose(1, 2) for t in views)
         return views
-
-    @property
-    def output(self):
-        """Its output: O itself, which cuDNN writes ([B, H, S_q, D] dims)."""
-        return None if self._pack is None else self._o
 
     def launch(self) -> None:
         if self._graph is None:
@@ -272,7 +269,7 @@ class CudnnSdpa(Baseline):
         if self._handle is not None:
             import cudnn
             cudnn.destroy_handle(self._handle)
-        self._graph = self._pack = self._o = self._workspace = self._handle = None
+        self._graph = self._pack = self.output = self._workspace = self._handle = None
 
 
 BASELINES = Baselines({
