@@ -21,7 +21,7 @@ from harness.report import diff
 from harness.report.reading import RunReport, load_report, report_json
 
 H100 = PROJECT_ROOT / "reports" / "h100"
-SAME_COMMIT = (H100 / "run-20261124-130116.json", H100 / "run-20261124-130246.json")
+SAME_COMMIT = (H100 / "run-20261124-130116.json", H100 / "run-20261124-130246.json.gz")
 """Two back-to-back schema-2 runs of one commit: every kernel, source hashes recorded."""
 HOISTED = ("10_hoisted", (4096, 4096, 4096))
 

@@ -239,7 +239,7 @@ class CudnnSdpa(Baseline):
         tq, tk, tv = (graph.tensor_like(t) for t in (q, k, v))
         out, _ = graph.sdpa(name="sdpa", q=tq, k=tk, v=tv, is_inference=True,
                             attn_scale=operands.scale,
-                            causal_mask_bottom_right=p.causal)
+                            use_causal_mask_bottom_right=p.causal)
         out.set_output(True).set_dim(o.shape).set_stride(o.stride())
         graph.build([cudnn.heur_mode.A, cudnn.heur_mode.FALLBACK])
         self._workspace = torch.empty(graph.get_workspace_size(), device="cuda",

@@ -196,6 +196,17 @@ class _OnStream:
             self.base.launch()
 
 
+def _refusal(exc: Exception, most: int = 300) -> str:
+    """A library's refusal for a report's row: its first and last lines, each at most ``most``
+    characters (a pybind11 signature mismatch lists every overload between them, some 4 KB a
+    row, and says what it was given last)."""
+    lines = [line.strip() for line in str(exc).strip().splitlines() if line.strip()]
+    kept = [line if len(line) <= most else line[:most] + " ..." for line in lines[:1] + lines[-1:]]
+    if len(lines) == 1:
+        kept = kept[:1]
+    return f"{type(exc).__name__}: " + " ... ".join(kept)
+
+
 def baseline_launches(ops: Operands, names: Sequence[str], scale: float, stream):
     """(name, baseline, its launch on ``stream`` or None, why not) for each baseline name,
     prepared on ``ops``'s buffers."""
@@ -229,7 +240,7 @@ def baseline_launches(ops: Operands, names: Sequence[str], scale: float, stream)
                 base.launch()  # its first call (a library sets up here), then waited for
             stream.synchronize(f"baseline {name}, first call")
         except Exception as exc:  # a library's own refusal (shape, backend): its message
-            out.append((name, base, None, f"{type(exc).__name__}: {exc}"))
+            out.append((name, base, None, _refusal(exc)))
             continue
         out.append((name, base, _OnStream(base, stream, device), ""))
     return out
