@@ -14,11 +14,14 @@
 #   rest+cpu gpu-rest with the CPU tests beside it (on 4 workers)
 #   fp8probe the wgmma FP8 probe with mixed signs (which way a negative term is truncated)
 #   fp8      the FP8 rungs', cuBLASLt's and attention's GPU tests (the FP8 sums' verdict)
-#   attn     the attention kind's GPU tests alone (attention_03_wgmma's battery among them)
+#   attn     the attention kind's GPU tests alone (attention_03_wgmma's battery among them,
+#            each baseline against the reference)
 #   attn-compare  issue 63: the attention rungs timed beside the baselines that run here
 #            (cuDNN's own SDPA too where .whl holds its frontend: scripts/wheels.sh --attention)
 #            (experiments/attention_compare.py; reports in rep.tgz, attn/: at most 8 files
 #            come back from a device call)
+#   attn-4k  issue 63: attention_03:d128p at S = 4096 and 16K, causal and not, beside every baseline
+#            (cuDNN's own frontend among them: the check after 331f253's wrong keyword)
 #   attn-profile  issue 63: attention_03 (d128p, S = 4096, causal and not) under ncu beside
 #            PyTorch's cuDNN backend, with the napkin (experiments/attention_profile.py)
 #   sampled  the main job warm once more, its worker's main thread sampled every 2 ms and
@@ -75,8 +78,9 @@ for step in "$@"; do
         echo "pytest rc=${PIPESTATUS[0]}"; } > "$OUT/pytest-fp8.log" 2>&1
       tail -3 "$OUT/pytest-fp8.log" ;;
     attn)
-      { header "$PYTEST -n 8 -m gpu tests/test_attention_gpu.py"
-        timeout 300 $PYTEST -n 8 -m gpu tests/test_attention_gpu.py 2>&1 | quiet
+      { header "$PYTEST -n 8 -m gpu tests/test_attention_gpu.py tests/test_attention_timed_gpu.py"
+        timeout 300 $PYTEST -n 8 -m gpu tests/test_attention_gpu.py \
+          tests/test_attention_timed_gpu.py 2>&1 | quiet
         echo "pytest rc=${PIPESTATUS[0]}"; } > "$OUT/pytest-attn.log" 2>&1
       tail -3 "$OUT/pytest-attn.log" ;;
     attn-compare)
@@ -102,6 +106,20 @@ for step in "$@"; do
           echo "rc=$?"
         done; } > "$OUT/attention-compare.log" 2>&1
       grep -v "^  \.\." "$OUT/attention-compare.log" | tail -30 ;;
+    attn-4k)
+      { header "python3 experiments/attention_compare.py attention_03_wgmma:d128p" \
+          "(S = 4096 and 16K, causal and not)"
+        # beside it, the same kernel with its query tiles in the launch's order (before f38f011)
+        sed 's/(gridDim.x - 1 - blockIdx.x) \* BLOCK_M/blockIdx.x * BLOCK_M/' \
+          cu/attention/attention_03_wgmma.cu > /tmp/attention_03_ascending.cu
+        grep -c "blockIdx.x \* BLOCK_M" /tmp/attention_03_ascending.cu
+        timeout 200 python3 experiments/attention_compare.py \
+          cu/attention/attention_03_wgmma.cu:d128p /tmp/attention_03_ascending.cu:d128p \
+          --size B=4,H=16,S=4096,D=128 \
+          --size B=4,H=16,S=4096,D=128,causal --size B=1,H=16,S=16384,D=128 \
+          --size B=1,H=16,S=16384,D=128,causal --out "$REP/attn"
+        echo "rc=$?"; } > "$OUT/attention-4k.log" 2>&1
+      grep -v "^  \.\." "$OUT/attention-4k.log" | tail -12 ;;
     attn-profile)
       { header "python3 experiments/attention_profile.py attention_03_wgmma:d128p (S = 4096)"
         for size in B=4,H=16,S=4096,D=128 B=4,H=16,S=4096,D=128,causal; do
