@@ -6,6 +6,9 @@
 # Usage: bash experiments/wave61.sh STEP...   steps:
 #   main     the main job twice on empty caches (cold, then warm), its wall each time
 #   compare  the tensor-core rows of the main job at 4096, interleaved (its 2% yardstick)
+#   main-w100  the main job warm with --warmup-ms 100 (issue 61's cold 60 s: 15 timings ended
+#            at the 300 ms cap at 331f253, notes/timing.md), its wall and its trace; compare
+#            its rows with experiments/agreement.py against the compare's
 #   ladders  the sum and softmax ladders and the example (their figures against 7328d84's)
 #   kinds    run, compare, check, tune --gpus, profile on a GEMM and a buffers kernel; the
 #            ceiling; attention's plan and build (the commands its kind takes)
@@ -69,6 +72,14 @@ for step in "$@"; do
           echo "rc=$? wall $((SECONDS - start)) s"; } > "$OUT/default-run-$state.log" 2>&1
         tail -2 "$OUT/default-run-$state.log"
       done
+      unset HARNESS_CACHE_DIR HARNESS_TIMING_TRACE ;;
+    main-w100)
+      export HARNESS_CACHE_DIR=/tmp/wave-cache HARNESS_TIMING_TRACE=$OUT/timing-trace-w100.jsonl
+      start=$SECONDS
+      { header "harness run --warmup-ms 100 (warm caches if main ran first)"
+        (cd /tmp/empty && timeout 200 harness run --warmup-ms 100 --report-dir "$REP")
+        echo "rc=$? wall $((SECONDS - start)) s"; } > "$OUT/default-run-w100.log" 2>&1
+      tail -2 "$OUT/default-run-w100.log"
       unset HARNESS_CACHE_DIR HARNESS_TIMING_TRACE ;;
     fp8)
       { header "$PYTEST -n 8 -m gpu (FP8, cuBLASLt, attention tests)"
