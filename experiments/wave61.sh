@@ -23,8 +23,8 @@
 #            (cuDNN's own SDPA too where .whl holds its frontend: scripts/wheels.sh --attention)
 #            (experiments/attention_compare.py; reports in rep.tgz, attn/: at most 8 files
 #            come back from a device call)
-#   attn-4k  issue 63: attention_03:d128p at S = 4096 and 16K, causal and not, beside every baseline
-#            (cuDNN's own frontend among them: the check after 331f253's wrong keyword)
+#   attn-4k  issue 63: attention_03:d128p at S = 4096 and 16K, causal and not, beside every
+#            baseline (cuDNN's own frontend among them: the check after 331f253's wrong keyword)
 #   attn-profile  issue 63: attention_03 (d128p, S = 4096, causal and not) under ncu beside
 #            PyTorch's cuDNN backend, with the napkin (experiments/attention_profile.py)
 #   sampled  the main job warm once more, its worker's main thread sampled every 2 ms and
@@ -57,29 +57,31 @@ gpu_rest() {
     timeout 560 $PYTEST -n 8 -m gpu tests --ignore=tests/test_gpu.py 2>&1 | quiet
     echo "pytest rc=${PIPESTATUS[0]}"; } > "$OUT/pytest-gpu-rest.log" 2>&1
 }
+# the main job once from an empty folder by its console script, into $OUT/$1 with its wall;
+# $2: what the header says of it; the rest: harness run's own arguments
+main_job() {
+  local log=$1 what=$2 start=$SECONDS
+  shift 2
+  { header "harness run${*:+ $*} ($what)"
+    (cd /tmp/empty && timeout 200 harness run "$@" --report-dir "$REP")
+    echo "rc=$? wall $((SECONDS - start)) s"; } > "$OUT/$log" 2>&1
+  tail -2 "$OUT/$log"
+}
 for step in "$@"; do
   case "$step" in
     main)
       export HARNESS_CACHE_DIR=/tmp/wave-cache
       rm -rf "$HARNESS_CACHE_DIR"
       for state in cold warm; do
-        start=$SECONDS
         # the warm run traces its timings (a JSON line each: steps, warm-up stretches)
         [ "$state" = warm ] && export HARNESS_TIMING_TRACE=$OUT/timing-trace-warm.jsonl
-        { header "harness run (from an empty folder, the wheel installed; $state:" \
-            "HARNESS_CACHE_DIR empty before the cold run)"
-          (cd /tmp/empty && timeout 200 harness run --report-dir "$REP")
-          echo "rc=$? wall $((SECONDS - start)) s"; } > "$OUT/default-run-$state.log" 2>&1
-        tail -2 "$OUT/default-run-$state.log"
+        main_job "default-run-$state.log" "from an empty folder, the wheel installed; $state:\
+ HARNESS_CACHE_DIR empty before the cold run"
       done
       unset HARNESS_CACHE_DIR HARNESS_TIMING_TRACE ;;
     main-w100)
       export HARNESS_CACHE_DIR=/tmp/wave-cache HARNESS_TIMING_TRACE=$OUT/timing-trace-w100.jsonl
-      start=$SECONDS
-      { header "harness run --warmup-ms 100 (warm caches if main ran first)"
-        (cd /tmp/empty && timeout 200 harness run --warmup-ms 100 --report-dir "$REP")
-        echo "rc=$? wall $((SECONDS - start)) s"; } > "$OUT/default-run-w100.log" 2>&1
-      tail -2 "$OUT/default-run-w100.log"
+      main_job default-run-w100.log "warm caches if main ran first" --warmup-ms 100
       unset HARNESS_CACHE_DIR HARNESS_TIMING_TRACE ;;
     fp8)
       { header "$PYTEST -n 8 -m gpu (FP8, cuBLASLt, attention tests)"
@@ -120,7 +122,7 @@ for step in "$@"; do
     attn-4k)
       { header "python3 experiments/attention_compare.py attention_03_wgmma:d128p" \
           "(S = 4096 and 16K, causal and not)"
-        # beside it, the same kernel with its query tiles in the launch's order (before f38f011)
+        # beside it, the same kernel with its query tiles in the launch's order (before 17943de)
         sed 's/(gridDim.x - 1 - blockIdx.x) \* BLOCK_M/blockIdx.x * BLOCK_M/' \
           cu/attention/attention_03_wgmma.cu > /tmp/attention_03_ascending.cu
         grep -c "blockIdx.x \* BLOCK_M" /tmp/attention_03_ascending.cu
@@ -142,11 +144,7 @@ for step in "$@"; do
     sampled)
       export HARNESS_CACHE_DIR=/tmp/wave-cache HARNESS_WORKER_SAMPLE=$OUT \
         HARNESS_TIMING_TRACE=$OUT/timing-trace-sampled.jsonl
-      start=$SECONDS
-      { header "harness run (warm; HARNESS_WORKER_SAMPLE, HARNESS_TIMING_TRACE)"
-        (cd /tmp/empty && timeout 200 harness run --report-dir "$REP")
-        echo "rc=$? wall $((SECONDS - start)) s"; } > "$OUT/default-run-sampled.log" 2>&1
-      tail -2 "$OUT/default-run-sampled.log"
+      main_job default-run-sampled.log "warm; HARNESS_WORKER_SAMPLE, HARNESS_TIMING_TRACE"
       unset HARNESS_CACHE_DIR HARNESS_WORKER_SAMPLE HARNESS_TIMING_TRACE ;;
     compare)
       { header "harness compare \$TC_ROWS --size 4096 (experiments/wave61.sh)"

@@ -1021,6 +1021,7 @@ def test_a_gate_that_gave_way_times_again_behind_leads_and_is_off_after(monkeypa
     fake = SimpleNamespace(gate=Gate(), _gate_off=False, _enqueued=enqueued,
                            gate_gave_way_ms=None, kernels=SimpleNamespace(lead=leads.append),
                            stream=SimpleNamespace(synchronize=lambda what="": None))
+    fake._gave_way = lambda host_ms: Timer._gave_way(fake, host_ms)
     assert Timer.host_free_ms(fake, lambda: None) == 1.5
     assert gates == [timer_module.GATE_MOST_MS] and leads == [timer_module.HOST_LEAD_MS]
     assert fake._gate_off

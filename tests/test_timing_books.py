@@ -332,4 +332,3 @@ def test_the_timing_trace_says_each_warm_up_stretch(line, monkeypatch, tmp_path)
     assert entry["gate_gave_way_ms"] == timer.gate_gave_way_ms
     assert entry["warmup_per_round_ms"] and all(x > 0 for x in entry["warmup_per_round_ms"])
     assert len(entry["first_ms"]) == 1 and entry["steps_ms"]["warm-up"] >= 0
-

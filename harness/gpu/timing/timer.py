@@ -82,6 +82,12 @@ class Timer:
         before the host had enqueued the work (the timing trace records it)."""
         return self._gate_off
 
+    def _gave_way(self, host_ms: float) -> None:
+        """The gate gave way while the host took ``host_ms`` to enqueue: off for good, and
+        the time kept for the timing trace."""
+        self._gate_off = True
+        self.gate_gave_way_ms = host_ms
+
     def _calibration(self) -> Callable[[], None]:
         """The launch timed in every round beside the others, whose median (less the span a
         spin measured of itself) is the launch overhead: the empty kernel, or a spin of
@@ -149,8 +155,7 @@ class Timer:
             self.stream.synchronize("timing behind the gate")
             if host_ms <= LEAD_SHARE * GATE_MOST_MS:
                 return reading()
-            self._gate_off = True  # it gave way before the host was done: leads from now on
-            self.gate_gave_way_ms = host_ms
+            self._gave_way(host_ms)  # before the host was done: leads from now on
         lead_ms = HOST_LEAD_MS
         while True:
             host_t0 = time.perf_counter()
@@ -195,8 +200,7 @@ class Timer:
             self.stream.synchronize("timing behind the gate")
             if host_ms <= LEAD_SHARE * GATE_MOST_MS:
                 return [None if p is None else p[1].elapsed_ms(p[0]) for p in pairs]
-            self._gate_off = True  # the works ran; they run again, each behind its lead
-            self.gate_gave_way_ms = host_ms
+            self._gave_way(host_ms)  # the works ran; they run again, each behind its lead
         out: list[float | None] = []
         for work, prepare in steps:
             if work is None:

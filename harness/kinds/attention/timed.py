@@ -200,11 +200,10 @@ def _refusal(exc: Exception, most: int = 300) -> str:
     """A library's refusal for a report's row: its first and last lines, each at most ``most``
     characters (a pybind11 signature mismatch lists every overload between them, some 4 KB a
     row, and says what it was given last)."""
-    lines = [line.strip() for line in str(exc).strip().splitlines() if line.strip()]
-    kept = [line if len(line) <= most else line[:most] + " ..." for line in lines[:1] + lines[-1:]]
-    if len(lines) == 1:
-        kept = kept[:1]
-    return f"{type(exc).__name__}: " + " ... ".join(kept)
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    ends = lines[:1] + lines[1:][-1:]  # the first and the last, each once
+    return f"{type(exc).__name__}: " + " ... ".join(
+        line if len(line) <= most else line[:most] + " ..." for line in ends)
 
 
 def baseline_launches(ops: Operands, names: Sequence[str], scale: float, stream):
