@@ -41,6 +41,13 @@ BATCH_LEAST_MS where that is more: a capture costs the host about 0.7 ms a round
 and 1024 a timing's batch of 48 short rounds took 25-90 ms to capture while the GPU waited,
 2.7 s of a warm default run (reports/h100/timing-trace-warm-3c94270.txt.gz; issue 37)."""
 BATCH_LEAST_MS = 5.0
+FIRST_OVERSTATED = 0.75
+"""A long round (its first launches' times WARMUP_STRETCH_MS or more) whose first warm-up
+stretch runs in less than this share of what they said: a first launch read long for a cost
+of its own (cuBLASLt's kernel for a new shape loaded on first use, its reading kept as
+FIRST_KEPT_MS or more: 21.8 ms for a 20 us launch in the H100's cold run at 67f770d), and the
+rests that follow it were that long; the launches are timed alone again and the timing starts
+over from them, once."""
 REST_ABOVE_MS = 0.01
 """Launches shorter than this get no rest (``TimingOptions.rest``): they draw little power, and
 a spin's own launch costs a few us."""
@@ -51,10 +58,12 @@ launch after another in a stream starts within a few microseconds)."""
 
 def time_sustained(timer: Timer, launches: Sequence[Callable[[], None]], before: list,
                    rounds: Rounds, primers: list, after: list, budget_scale: float,
-                   cycle: int = 0) -> tuple[list[Timing], list[list[float]]]:
+                   cycle: int = 0, first: Sequence[float] | None = None
+                   ) -> tuple[list[Timing], list[list[float]]]:
     """The sustained regime of :meth:`harness.gpu.timing.Timer.time_interleaved` (its
     arguments, prepared; ``cycle``: the rounds after which the launches repeat themselves,
-    timing.launch_cycle, 0 unknown)."""
+    timing.launch_cycle, 0 unknown; ``first``: the launches' times alone, taken again where
+    their first launches overstated a round, FIRST_OVERSTATED)."""
     opts = timer.options
     trace = Trace()
     # untimed launches (first, estimate, warm-up) get their ``before`` too: a launch whose
@@ -62,9 +71,10 @@ def time_sustained(timer: Timer, launches: Sequence[Callable[[], None]], before:
     prepared = [with_before(b, launch) for launch, b in zip(launches, before, strict=True)]
 
     def alone() -> list[float]:
-        return alone_ms(timer, launches, before)
+        return alone_ms(timer, launches, before, hint=first_ms)
 
-    first_ms = alone_ms(timer, launches, before, first=True)
+    first_ms = list(first) if first is not None else alone_ms(timer, launches, before,
+                                                              first=True)
     trace.mark("first")
     offered = primers
 
@@ -95,8 +105,17 @@ def time_sustained(timer: Timer, launches: Sequence[Callable[[], None]], before:
         # of a percent, and eight more rounds to estimate them cost seconds; the enqueueing
         # host is never behind such work
         estimate_ms = known_ms
+
+        def overstated(per_round_ms: float) -> bool:
+            return first is None and per_round_ms < FIRST_OVERSTATED * known_ms
+
         # the first launches ran a round's work already (FIRST_KEPT_MS): it counts
-        warmed_ms = warm_up(timer, round_, estimate_ms, ran_ms=known_ms, last_ms=known_ms)
+        stretches = trace.stretches if trace.stretches is not None else []
+        warmed_ms = warm_up(timer, round_, estimate_ms, ran_ms=known_ms, last_ms=known_ms,
+                            stretches=stretches, give_up=overstated)
+        if stretches and overstated(stretches[0]):
+            return time_sustained(timer, launches, before, rounds, offered, after,
+                                  budget_scale, cycle, first=alone())
         gpu_ms, host_per_round_ms = estimate_ms, 0.0
         warmed = first_ms
     else:

@@ -121,7 +121,7 @@ def judge(raw: np.ndarray, dtype: str, want: Expected) -> Judged:
     nonfinite = ~np.isfinite(got) & ~unwritten
     bound = None
     if want.bound is None:
-        rounded = _rounded(ref, dtype)
+        rounded = softmax_bound.rounded(ref, dtype)
         outside = (rounded != got) & ~(np.isnan(rounded) & np.isnan(got))
         worst = float(np.max(np.abs(got - ref), initial=0.0, where=np.isfinite(got)))
     else:
@@ -142,25 +142,12 @@ def judge(raw: np.ndarray, dtype: str, want: Expected) -> Judged:
         shape = want.value.shape
         r = want.value.reshape(shape[0], -1)
         _, ratio, misnormalised = softmax_bound.rows_verdict(
-            float(softmax_bound.row_excess(got.reshape(r.shape), r).sum()),
+            float(softmax_bound.row_excess(got.reshape(r.shape), r, dtype).sum()),
             float(want.rows_variance.sum()), r.shape[0])
         worst = max(worst, ratio)
         detail = misnormalised
     return Judged(ref.size, int(unwritten.sum()), int(nonfinite.sum()), int(outside.sum()),
                   worst, first, detail, misnormalised)
-
-
-def _rounded(ref: np.ndarray, dtype: str) -> np.ndarray:
-    if dtype == "f32":
-        return ref.astype(np.float32).astype(np.float64)
-    if dtype == "f16":
-        return ref.astype(np.float16).astype(np.float64)
-    if dtype == "bf16":
-        bits = ref.astype(np.float32).view(np.uint32)
-        rounded = ((bits + ((bits >> np.uint32(16)) & np.uint32(1)) + np.uint32(0x7FFF))
-                   & np.uint32(0xFFFF0000))
-        return rounded.view(np.float32).astype(np.float64)
-    return ref
 
 
 def _call(path: str, name: str, inputs: dict, dims: dict) -> dict:

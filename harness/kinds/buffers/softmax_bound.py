@@ -15,8 +15,15 @@ ln(COLS)``: the softmax's entropy), its FP32 summation (a random walk, in any or
 That bound cannot see a normaliser a little off (1e-5 at 32K columns is 0.4 of its sqrt(COLS)
 term), so the rows are judged together too. A row's outputs add up to one up to the
 normaliser's summation error (the exponentials' own errors cancel: they are in the numerator
-and the denominator alike), the division and the outputs' rounding. Over the rows the first
-and last are random with mean zero (round to nearest), so the mean excess over R rows is
+and the denominator alike), the division and the outputs' rounding. The rounding is not
+unbiased: to nearest, a value rounds down more often than up where its density falls across
+the ulp (by about (f'/f) h^2 / 24 for an ulp h), and a softmax's outputs, exponentials of
+spread inputs, have a density like 1/y: a perfectly rounded BF16 softmax of the harness's
+draws sums to 1 - 3e-6 to 1 - 4e-6 on average, which the bound below does not hold at 131072
+rows (softmax_03_cached_bf16 and 04_pipelined_bf16 failed there at 67f770d on the H100,
+-3.8e-6 and -4.2e-6 against +-3.7e-6: notes/verification.md). So a row's excess is taken
+over the reference rounded to the output's type (:func:`rounded`), which carries that bias
+too; what is left, the first two, is random with mean zero, so the mean excess over R rows is
 
     |mean_r (sum_j y_rj - 1)| <= BIAS + 6 sqrt(mean_r sigma_r^2 / R),
     sigma_r^2 = (u32^2 COLS + u_out^2 sum_v (sum_{j: x_rj = v} r_rj)^2) / 3,
@@ -64,13 +71,29 @@ def element_bound(x: np.ndarray, r: np.ndarray, out_unit: float) -> np.ndarray:
 
 
 RULE = ("r (u + 2 u_exp + (2 sqrt(COLS) + 4) u32 + 1.2 (|x - max| + ln COLS) u32); rows: "
-        "|mean(sum y - 1)| <= 4 u32 + 2 u_exp + 6 sigma / sqrt(ROWS), equal inputs rounding "
-        "alike")
+        "|mean(sum y - sum r rounded)| <= 4 u32 + 2 u_exp + 6 sigma / sqrt(ROWS), equal "
+        "inputs rounding alike")
 
 
-def row_excess(got: np.ndarray, r: np.ndarray) -> np.ndarray:
-    """Each row's sum of outputs less its reference's (float64, finite outputs only)."""
-    return np.where(np.isfinite(got), got, 0.0).sum(axis=1) - r.sum(axis=1)
+def row_excess(got: np.ndarray, r: np.ndarray, out_dtype: str) -> np.ndarray:
+    """Each row's sum of outputs less its reference's rounded to the outputs' type (float64,
+    finite outputs only): round to nearest's own bias taken out (docstring)."""
+    return np.where(np.isfinite(got), got, 0.0).sum(axis=1) - rounded(r, out_dtype).sum(axis=1)
+
+
+def rounded(ref: np.ndarray, dtype: str) -> np.ndarray:
+    """Float64 ``ref`` rounded to nearest (even) in ``dtype`` ("f32", "f16", "bf16"), as
+    float64; other types as they are."""
+    if dtype == "f32":
+        return ref.astype(np.float32).astype(np.float64)
+    if dtype == "f16":
+        return ref.astype(np.float16).astype(np.float64)
+    if dtype == "bf16":
+        bits = ref.astype(np.float32).view(np.uint32)
+        near = ((bits + ((bits >> np.uint32(16)) & np.uint32(1)) + np.uint32(0x7FFF))
+                & np.uint32(0xFFFF0000))
+        return near.view(np.float32).astype(np.float64)
+    return ref
 
 
 def row_variance(r: np.ndarray, out_unit: float, keys: np.ndarray | None = None
@@ -115,7 +138,8 @@ def rows_verdict(excess_sum: float, variance_sum: float, rows: int) -> tuple[boo
     ratio = abs(mean) / bound
     if ratio <= 1.0:
         return True, ratio, ""
-    return False, ratio, (f"misnormalised: over {rows} rows the outputs add up to 1 "
-                          f"{mean:+.3g} on average (bound +-{bound:.3g}: "
+    return False, ratio, (f"misnormalised: over {rows} rows the outputs add up to "
+                          f"{mean:+.3g} more than the reference rounded to their type, on "
+                          f"average (bound +-{bound:.3g}: "
                           "4 u32 + 2 u_exp + 6 sigma / sqrt(ROWS)); every row is scaled "
                           f"by about {1.0 + mean:.8g}: its normalising sum is off")

@@ -66,7 +66,7 @@ def _whole_softmax(inst: Instance, raw_x: np.ndarray, raw_y: np.ndarray) -> Judg
         want = expected(inst.spec, {x.name: x64}, {})[y.name]
         j = judge(ys[lo:lo + step], y.dtype, replace(want, rows_variance=None))
         got = as_float64(ys[lo:lo + step], y.dtype)
-        return (j, float(softmax_bound.row_excess(got, want.value).sum()),
+        return (j, float(softmax_bound.row_excess(got, want.value, y.dtype).sum()),
                 float(want.rows_variance.sum()))
 
     parts = list(chunked.pool().map(block, range(0, rows, step)))
