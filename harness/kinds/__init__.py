@@ -9,6 +9,7 @@ folders. A spec without a ``kind`` key is of kind :data:`DEFAULT`.
 
 from __future__ import annotations
 
+import functools
 import importlib
 import pkgutil
 import re
@@ -29,9 +30,12 @@ _NAME = re.compile(r"^[a-z][a-z0-9_]*$")
 _FOUND: dict[str, Kind] = {}
 
 
+@functools.cache
 def names() -> tuple[str, ...]:
     """Every kind's name: the packages beside this module, :data:`DEFAULT` first, then the
-    others sorted."""
+    others sorted. Read once a process: every spec parsed asks (the worker parses one per
+    kernel), and the folder scan cost the H100's main job 1.1 s of its worker's main thread
+    while the checks beside it held the interpreter (reports/h100/wall-sampled-331f253.txt.gz)."""
     found = sorted(m.name for m in pkgutil.iter_modules([str(_HERE)])
                    if m.ispkg and _NAME.match(m.name))
     return tuple(sorted(found, key=lambda n: n != DEFAULT))
