@@ -23,8 +23,8 @@
 #            (cuDNN's own SDPA too where .whl holds its frontend: scripts/wheels.sh --attention)
 #            (experiments/attention_compare.py; reports in rep.tgz, attn/: at most 8 files
 #            come back from a device call)
-#   attn-4k  issue 63: attention_03:d128p at S = 4096 and 16K, causal and not, beside every
-#            baseline (cuDNN's own frontend among them: the check after 331f253's wrong keyword)
+#   attn-4k  issue 63: attention_03:d128p and its persistent d128pp at S = 4096 and 16K,
+#            causal and not, beside every baseline
 #   attn-profile  issue 63: attention_03 (d128p, S = 4096, causal and not) under ncu beside
 #            PyTorch's cuDNN backend, with the napkin (experiments/attention_profile.py)
 #   sampled  the main job warm once more, its worker's main thread sampled every 2 ms and
@@ -120,14 +120,10 @@ for step in "$@"; do
         done; } > "$OUT/attention-compare.log" 2>&1
       grep -v "^  \.\." "$OUT/attention-compare.log" | tail -30 ;;
     attn-4k)
-      { header "python3 experiments/attention_compare.py attention_03_wgmma:d128p" \
+      { header "python3 experiments/attention_compare.py attention_03_wgmma:d128p and :d128pp" \
           "(S = 4096 and 16K, causal and not)"
-        # beside it, the same kernel with its query tiles in the launch's order (before 17943de)
-        sed 's/(gridDim.x - 1 - blockIdx.x) \* BLOCK_M/blockIdx.x * BLOCK_M/' \
-          cu/attention/attention_03_wgmma.cu > /tmp/attention_03_ascending.cu
-        grep -c "blockIdx.x \* BLOCK_M" /tmp/attention_03_ascending.cu
-        timeout 200 python3 experiments/attention_compare.py \
-          cu/attention/attention_03_wgmma.cu:d128p /tmp/attention_03_ascending.cu:d128p \
+        a03=cu/attention/attention_03_wgmma.cu
+        timeout 200 python3 experiments/attention_compare.py $a03:d128p $a03:d128pp \
           --size B=4,H=16,S=4096,D=128 \
           --size B=4,H=16,S=4096,D=128,causal --size B=1,H=16,S=16384,D=128 \
           --size B=1,H=16,S=16384,D=128,causal --out "$REP/attn"

@@ -123,6 +123,30 @@ def test_the_ping_pong_variant_takes_turns_on_named_barriers():
     assert len(named) >= 4, named  # in the loop a wait and a give; the first give, last wait
 
 
+def test_the_persistent_variant_walks_work_tiles_one_block_an_sm():
+    """d128pp: min(SMS, work tiles) blocks (132 on an H100 at S = 4096: 2048 work tiles), the
+    consumers meeting on named barrier 3 at each tile's start, the rest as d128p; its main loop
+    at most 600 instructions a trip (the rings' counters run on over the work tiles: 591 against
+    d128p's 563 when written)."""
+    import re
+    import sys
+
+    from harness.compiler import sass
+    sys.path.insert(0, str(PROJECT_ROOT / "experiments"))
+    import sass_loop
+
+    for size, blocks in (("B=4,H=16,S=4096,D=128", 132), ("B=1,H=2,S=256,D=128,causal", 4)):
+        row = report_row(load(WGMMA), "sm_90", read_size(size), "d128pp")
+        assert row["status"] == "ok" and row["spill_store_bytes"] == 0, row
+        assert row["grid"] == [blocks, 1, 1] and row["dynamic_smem_bytes"] == 164864, row
+    text = sass.disassemble(build(load(WGMMA), "sm_90", "d128pp").cubin)
+    assert re.search(r"BAR\.SYNC\S* 0x3, 0x100", text)
+    assert not re.search(r"BAR\.SYNC\S* 0x3, 0x100",
+                         sass.disassemble(build(load(WGMMA), "sm_90", "d128p").cubin))
+    ins = sass_loop.instructions(text)
+    assert len(sass_loop.shortest_trip(ins, *sass_loop.main_loop(ins))) <= 600
+
+
 def test_an_unmasked_tile_issues_no_mask_and_no_denormal_guard():
     """attention_03 at D = 128, its main loop's shortest trip (an unmasked tile) read from the
     SASS: 958 instructions a warp at 750d6e4 (the mask's compares and selects predicated on

@@ -78,6 +78,7 @@ def test_device_reference_at_sixteen_thousand_keys(device):
                                            ("cu/attention/attention_03_wgmma.cu", "d256"),
                                            ("cu/attention/attention_03_wgmma.cu", "d64p"),
                                            ("cu/attention/attention_03_wgmma.cu", "d128p"),
+                                           ("cu/attention/attention_03_wgmma.cu", "d128pp"),
                                            ("cu/attention/attention_03_wgmma.cu", "d256p"),
                                            ("examples/attention_first.cu", None)])
 def test_our_kernels_pass_the_battery(device, path, variant):

@@ -1,8 +1,8 @@
 /* harness
 kind = "attention"
 entry = "attention_wgmma"
-summary = "Against 02: the Hopper rung, FlashAttention-3's recipe (first cut). A block of 384 threads takes 128 query rows. A producer warpgroup (setmaxnreg.dec to 40; one thread) loads Q once and K and V in tiles of BLOCK_N keys by TMA (128-byte swizzle; 3-D maps, so the sequence's end reads zeros, not the next head) into two STAGES-deep rings, K's and V's, each stage with a full and an empty mbarrier (a stage of K is free once S = Q K^T has landed, one of V once O += P V has). Two consumer warpgroups (setmaxnreg.inc to 232), 64 rows each, compute S = Q K^T with wgmma from shared memory and O += P V with P in registers (the S accumulators rounded to BF16 are wgmma's A fragments) and V read N-major through its descriptor. Softmax overlapped with the products (intra-warpgroup pipelining): S of tile j and P V of tile j - 1 are issued back to back, tile j's softmax runs while P V is on the tensor cores, and O is rescaled once it lands. PINGPONG = 1 (variant d128p): the two consumer warpgroups take turns to issue their products (named barriers), so one's softmax runs beside the other's products. Causal: each head's blocks take their query tiles from the last (the heaviest, every key before them) to the first, so the launch ends on light blocks, not heavy ones. Not yet: TMA stores of O."
-predicted = "BF16 dense peak 1070 TFLOP/s at 1980 MHz (4096 FLOP per clock per SM). At S = 4096, D = 128, non-causal, a block's 128 rows against a tile of 128 keys are 8.4 MFLOP of wgmma (2048 clocks, 1.03 us) beside 16K exponentials (MUFU.EX2 at 16 per clock per SM: 1024 clocks, 0.52 us) and ~3 FP32 operations per score on 128 lanes per clock (0.2-0.3 us): the softmax is ~0.8 of the tensor time. With the softmax hidden behind P V only within a warpgroup, ~70-80% of the tensor time is issued: ~500-600 TFLOP/s, 80-95% of cuDNN's ~620, under FlashAttention-3's 648 until the two warpgroups ping-pong. D = 64: ~350-450 (the exponentials are half the tensor time); D = 256: ~550-650. Causal within 10% per unmasked pair at S >= 4096. Measured without ping-pong (H200, 750d6e4): 375 TFLOP/s at S = 4096, 397 at 16K, under the prediction (notes/attention.md). After that run, from the SASS: an unmasked tile cost each consumer warp 958 instructions (the mask's compares and selects kept as predicated code, exp2f's denormal guard, serial max and sum chains), 1916 issue cycles a tile per SM against 2048 of tensor time; with the mask a template argument, ex2.approx.ftz and four-way max and sum, 574 (1148 cycles). Predicted: the softmax no longer competes with the products for issue; 450-550 TFLOP/s at S = 4096 (unmeasured). d128p: the exponentials of one warpgroup beside the other's products, 10-15% over d128 as FlashAttention-3 measured its ping-pong. Then, at fe23d5b, K and V shared one empty barrier a stage, arrived once P V of the stage's tile had landed: the stage of tile j + 1 was freed at the end of tile j, and its 64 KB of TMA copies had the next tile's first wait alone to land in, so every tile waited out a copy's latency (~0.5-1 us from L2 against ~1 us of products): the 39% of peak measured. With K freed when S lands and V when P V does, each copy has a tile's time to land: predicted 1.4-1.7x at S = 4096. Measured (H100, 42de343, notes/attention.md): d128 601.5 TFLOP/s at S = 4096 (1.60x), 642.2 at 16K, 0.92x PyTorch's cuDNN backend; d128p 663.4 (+11%), 1.013x cuDNN, and 567.5 causal, 1.054x. d64p and d256p: the ping-pong at the other head dims (unrun). At 331f253 (H100): d128p 668.7 and 571.2 causal at S = 4096, 0.961x and 0.964x cuDNN (the baselines without their copy), 708.2 and 660.9 at 16K. Then the causal tiles heaviest first: in the launch's last wave a head's heaviest blocks (32 key tiles at S = 4096, 128 at 16K) started last and ran alone; predicted +2-5% causal at S >= 4096, the most at 16K, nothing non-causal."
+summary = "Against 02: the Hopper rung, FlashAttention-3's recipe (first cut). A block of 384 threads takes 128 query rows. A producer warpgroup (setmaxnreg.dec to 40; one thread) loads Q once and K and V in tiles of BLOCK_N keys by TMA (128-byte swizzle; 3-D maps, so the sequence's end reads zeros, not the next head) into two STAGES-deep rings, K's and V's, each stage with a full and an empty mbarrier (a stage of K is free once S = Q K^T has landed, one of V once O += P V has). Two consumer warpgroups (setmaxnreg.inc to 232), 64 rows each, compute S = Q K^T with wgmma from shared memory and O += P V with P in registers (the S accumulators rounded to BF16 are wgmma's A fragments) and V read N-major through its descriptor. Softmax overlapped with the products (intra-warpgroup pipelining): S of tile j and P V of tile j - 1 are issued back to back, tile j's softmax runs while P V is on the tensor cores, and O is rescaled once it lands. PINGPONG = 1 (variant d128p): the two consumer warpgroups take turns to issue their products (named barriers), so one's softmax runs beside the other's products. Causal: each head's blocks take their query tiles from the last (the heaviest, every key before them) to the first, so the launch ends on light blocks, not heavy ones. PERSIST = 1 (variant d128pp): one block an SM walks the work tiles (query tile, head, batch) in the same order, every gridDim.x-th; its producer loads the next tile's K and V as the rings free and its Q once both consumers have read the last (a q_empty barrier), so a tile's start waits on no copy and its epilogue overlaps the next tile's loads. Not yet: TMA stores of O."
+predicted = "BF16 dense peak 1070 TFLOP/s at 1980 MHz (4096 FLOP per clock per SM). At S = 4096, D = 128, non-causal, a block's 128 rows against a tile of 128 keys are 8.4 MFLOP of wgmma (2048 clocks, 1.03 us) beside 16K exponentials (MUFU.EX2 at 16 per clock per SM: 1024 clocks, 0.52 us) and ~3 FP32 operations per score on 128 lanes per clock (0.2-0.3 us): the softmax is ~0.8 of the tensor time. With the softmax hidden behind P V only within a warpgroup, ~70-80% of the tensor time is issued: ~500-600 TFLOP/s, 80-95% of cuDNN's ~620, under FlashAttention-3's 648 until the two warpgroups ping-pong. D = 64: ~350-450 (the exponentials are half the tensor time); D = 256: ~550-650. Causal within 10% per unmasked pair at S >= 4096. Measured without ping-pong (H200, 750d6e4): 375 TFLOP/s at S = 4096, 397 at 16K, under the prediction (notes/attention.md). After that run, from the SASS: an unmasked tile cost each consumer warp 958 instructions (the mask's compares and selects kept as predicated code, exp2f's denormal guard, serial max and sum chains), 1916 issue cycles a tile per SM against 2048 of tensor time; with the mask a template argument, ex2.approx.ftz and four-way max and sum, 574 (1148 cycles). Predicted: the softmax no longer competes with the products for issue; 450-550 TFLOP/s at S = 4096 (unmeasured). d128p: the exponentials of one warpgroup beside the other's products, 10-15% over d128 as FlashAttention-3 measured its ping-pong. Then, at fe23d5b, K and V shared one empty barrier a stage, arrived once P V of the stage's tile had landed: the stage of tile j + 1 was freed at the end of tile j, and its 64 KB of TMA copies had the next tile's first wait alone to land in, so every tile waited out a copy's latency (~0.5-1 us from L2 against ~1 us of products): the 39% of peak measured. With K freed when S lands and V when P V does, each copy has a tile's time to land: predicted 1.4-1.7x at S = 4096. Measured (H100, 42de343, notes/attention.md): d128 601.5 TFLOP/s at S = 4096 (1.60x), 642.2 at 16K, 0.92x PyTorch's cuDNN backend; d128p 663.4 (+11%), 1.013x cuDNN, and 567.5 causal, 1.054x. d64p and d256p: the ping-pong at the other head dims (unrun). At 331f253 (H100): d128p 668.7 and 571.2 causal at S = 4096, 0.961x and 0.964x cuDNN (the baselines without their copy), 708.2 and 660.9 at 16K. Then the causal tiles heaviest first: in the launch's last wave a head's heaviest blocks (32 key tiles at S = 4096, 128 at 16K) started last and ran alone; predicted +2-5% causal at S >= 4096, the most at 16K, nothing non-causal. Measured at 67f770d (H100): +0.9% causal at 4K, +6.1% at 16K (1.08x cuDNN's frontend), non-causal unchanged; at 4K still 0.96x. Why 4K and not 16K: cuDNN loses 1.5% from 16K to 4K, d128p 4.8%, so a work tile's fixed part (Q's load before its first product, the epilogue's stores of 32 KB of O, the rings' first fill) costs d128p about 1.8 us of a 4K tile's ~54 us (0.84 ms over 15.5 waves). d128pp hides Q's load and the rings' fill behind the tile before and overlaps the epilogue with them: predicted +2-3% at S = 4096 (0.98-0.99x cuDNN), under 1% at 16K; causal a wash or worse (its static walk loses the hardware's dynamic placement of unequal tiles)."
 min_arch = "sm_90a"
 precision = "bf16"
 layout = "bhsd"
@@ -11,7 +11,8 @@ causal = true
 p_type = "input"
 head_dims = [64, 128, 256]
 block = ["384"]
-grid = ["cdiv(S_q, 128)", "H", "B"]
+grid = ["PERSIST * min(SMS, cdiv(S_q, 128) * H * B) + (1 - PERSIST) * cdiv(S_q, 128)",
+        "PERSIST + (1 - PERSIST) * H", "PERSIST + (1 - PERSIST) * B"]
 dynamic_smem_bytes = "256 * HEAD_DIM + 4 * STAGES * BLOCK_N * HEAD_DIM + 1024"
 constraints = ["D == HEAD_DIM"]
 representative = "d128p"
@@ -22,12 +23,14 @@ HEAD_DIM = 128
 BLOCK_N = 128
 STAGES = 2
 PINGPONG = 0
+PERSIST = 0
 
 [variants]
 d64 = { HEAD_DIM = 64 }
 d128 = { HEAD_DIM = 128 }
 d256 = { HEAD_DIM = 256, BLOCK_N = 64 }
 d128p = { HEAD_DIM = 128, PINGPONG = 1 }   # the two consumers take turns to issue
+d128pp = { HEAD_DIM = 128, PINGPONG = 1, PERSIST = 1 }   # one block an SM, walking work tiles
 d128s3 = { HEAD_DIM = 128, STAGES = 3 }    # a third stage of K and V: 225 KB (slower)
 d64p = { HEAD_DIM = 64, PINGPONG = 1 }
 d256p = { HEAD_DIM = 256, BLOCK_N = 64, PINGPONG = 1 }
@@ -81,6 +84,14 @@ box = ["64", "BLOCK_N", "1"]
 #endif
 #ifndef PINGPONG
 #define PINGPONG 0
+#endif
+#ifndef PERSIST
+#define PERSIST 0
+#endif
+#if PERSIST  // the rings' counters run on over a block's work tiles: unsigned, % and / by shifts
+typedef unsigned ring_t;
+#else        // one work tile: the code of every variant before PERSIST, unchanged
+typedef int ring_t;
 #endif
 #define BLOCK_M 128                          // two consumer warpgroups of 64 rows
 #define PANELS (HEAD_DIM / 64)
@@ -162,6 +173,13 @@ __device__ __forceinline__ void turn_wait(int c) {
 }
 __device__ __forceinline__ void turn_give(int c) {
     asm volatile("bar.arrive %0, 256;\n" :: "r"(2 - c) : "memory");
+}
+
+// PERSIST: the two consumers meet on named barrier 3 at each tile's start, so that consumer 1's
+// first turn of a tile cannot land on barrier 1 before consumer 0 has taken the last turn of
+// the tile before (two arrivals of one warpgroup would complete the barrier without the other)
+__device__ __forceinline__ void consumers_meet() {
+    asm volatile("bar.sync 3, 256;\n" ::: "memory");
 }
 
 // ties registers to this point of the program: the compiler may not move their reads above a
@@ -356,7 +374,7 @@ attention_wgmma(const __nv_bfloat16* __restrict__ q, const __nv_bfloat16* __rest
                 float scale, int causal, const __grid_constant__ TmaMap tmap_q,
                 const __grid_constant__ TmaMap tmap_k, const __grid_constant__ TmaMap tmap_v) {
     extern __shared__ __align__(1024) unsigned char smem_raw[];
-    __shared__ __align__(8) unsigned long long bars[1 + 4 * STAGES];
+    __shared__ __align__(8) unsigned long long bars[1 + PERSIST + 4 * STAGES];
     const unsigned base = (smem_u32(smem_raw) + 1023u) & ~1023u;
     const unsigned sq = base, sk = base + Q_BYTES, sv = sk + STAGES * KV_BYTES;
     const unsigned q_full = smem_u32(&bars[0]);
@@ -364,19 +382,42 @@ attention_wgmma(const __nv_bfloat16* __restrict__ q, const __nv_bfloat16* __rest
     // once S = Q K^T has landed, one of V once O += P V has, a tile apart
     const unsigned k_full = q_full + 8, v_full = k_full + 8 * STAGES;
     const unsigned k_empty = v_full + 8 * STAGES, v_empty = k_empty + 8 * STAGES;
+    // PERSIST: Q of a block's next work tile loads once its consumers have read the last one
+    const unsigned q_empty = v_empty + 8 * STAGES;
 
-    // the heaviest query tile of a head first (causal: it sees every key before it), so that
-    // the launch ends on its lightest blocks
+    // work tiles (query tile, head, batch) in a line, query tiles fastest, each head's from its
+    // heaviest (causal: it sees every key before it) to its lightest, so that the launch ends on
+    // light ones; a block takes one (its own index), or with PERSIST every gridDim.x-th from its
+    // index: blocks running side by side then share their heads' K and V in L2 as before
+#if PERSIST
+    const int MB = (S_q + BLOCK_M - 1) / BLOCK_M;
+#define WORK_TILES for (int L = blockIdx.x; L < MB * H * B; L += gridDim.x)
+#define WORK_COORDS const int m0 = (MB - 1 - L % MB) * BLOCK_M, h = (L / MB) % H, b = L / (MB * H);
+#else  // the block's own tile, the grid (query tiles, heads, batch)
+#define WORK_TILES
+#define WORK_COORDS \
     const int m0 = (gridDim.x - 1 - blockIdx.x) * BLOCK_M, h = blockIdx.y, b = blockIdx.z;
-    const int hk = h / (H / H_kv);
-    const int shift = S_kv - S_q;  // bottom-right: row i sees keys j <= i + shift
-    int n_end = S_kv;              // keys this block's rows can see at most
-    if (causal) n_end = max(0, min(S_kv, m0 + BLOCK_M + shift));
+#endif
+// a work tile's query rows from m0, its head and batch, its heads of K and V, and its tiles of
+// keys
+#define WORK_TILE                                                                        \
+    WORK_COORDS                                                                          \
+    const int hk = h / (H / H_kv);                                                       \
+    int n_end = S_kv; /* keys this tile's rows can see at most */                       \
+    if (causal) n_end = max(0, min(S_kv, m0 + BLOCK_M + shift));                         \
     const int tiles = (n_end + BLOCK_N - 1) / BLOCK_N;
+    const int shift = S_kv - S_q;  // bottom-right: row i sees keys j <= i + shift
+#if PERSIST  // each work tile in the producer's and the consumers' loops
+#define LOOP_TILE WORK_TILE
+#else        // the one here
+#define LOOP_TILE
+    WORK_TILE
+#endif
     const int wg = threadIdx.x / 128, tid = threadIdx.x % 128;
 
     if (threadIdx.x == 0) {
         mbar_init(q_full, 1);
+        if (PERSIST) mbar_init(q_empty, 8);  // lane 0 of each consumer warp
         for (int s = 0; s < STAGES; ++s) {
             mbar_init(k_full + 8 * s, 1);
             mbar_init(v_full + 8 * s, 1);
@@ -390,24 +431,31 @@ attention_wgmma(const __nv_bfloat16* __restrict__ q, const __nv_bfloat16* __rest
     if (wg == 0) {  // the producer
         asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n");
         if (tid == 0) {
-            mbar_expect_tx(q_full, Q_BYTES);
-            for (int w = 0; w < 2; ++w)
-                for (int p = 0; p < PANELS; ++p)
-                    tma_load(sq + (w * PANELS + p) * Q_PANEL_BYTES, &tmap_q, p * 64, m0 + 64 * w,
-                             b * H + h, q_full);
-            for (int j = 0; j < tiles; ++j) {
-                const int s = j % STAGES;
-                const unsigned parity = ((j / STAGES) & 1) ^ 1;
-                if (j >= STAGES) mbar_wait(k_empty + 8 * s, parity);
-                mbar_expect_tx(k_full + 8 * s, KV_BYTES);
-                for (int p = 0; p < PANELS; ++p)
-                    tma_load(sk + s * KV_BYTES + p * KV_PANEL_BYTES, &tmap_k, p * 64, j * BLOCK_N,
-                             b * H_kv + hk, k_full + 8 * s);
-                if (j >= STAGES) mbar_wait(v_empty + 8 * s, parity);
-                mbar_expect_tx(v_full + 8 * s, KV_BYTES);
-                for (int p = 0; p < PANELS; ++p)
-                    tma_load(sv + s * KV_BYTES + p * KV_PANEL_BYTES, &tmap_v, p * 64, j * BLOCK_N,
-                             b * H_kv + hk, v_full + 8 * s);
+            ring_t kt = 0, done = 0;  // key tiles and work tiles loaded before this one
+            WORK_TILES {
+                LOOP_TILE
+                if (done > 0) mbar_wait(q_empty, (done - 1) & 1);
+                mbar_expect_tx(q_full, Q_BYTES);
+                for (int w = 0; w < 2; ++w)
+                    for (int p = 0; p < PANELS; ++p)
+                        tma_load(sq + (w * PANELS + p) * Q_PANEL_BYTES, &tmap_q, p * 64,
+                                 m0 + 64 * w, b * H + h, q_full);
+                for (int j = 0; j < tiles; ++j) {  // the rings count every key tile loaded
+                    const ring_t it = kt + j, s = it % STAGES;
+                    const unsigned parity = ((it / STAGES) & 1) ^ 1;
+                    if (it >= STAGES) mbar_wait(k_empty + 8 * s, parity);
+                    mbar_expect_tx(k_full + 8 * s, KV_BYTES);
+                    for (int p = 0; p < PANELS; ++p)
+                        tma_load(sk + s * KV_BYTES + p * KV_PANEL_BYTES, &tmap_k, p * 64,
+                                 j * BLOCK_N, b * H_kv + hk, k_full + 8 * s);
+                    if (it >= STAGES) mbar_wait(v_empty + 8 * s, parity);
+                    mbar_expect_tx(v_full + 8 * s, KV_BYTES);
+                    for (int p = 0; p < PANELS; ++p)
+                        tma_load(sv + s * KV_BYTES + p * KV_PANEL_BYTES, &tmap_v, p * 64,
+                                 j * BLOCK_N, b * H_kv + hk, v_full + 8 * s);
+                }
+                kt += tiles;
+                ++done;
             }
         }
         return;
@@ -416,10 +464,13 @@ attention_wgmma(const __nv_bfloat16* __restrict__ q, const __nv_bfloat16* __rest
     // a consumer: 64 rows
     asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n");
     const int cw = wg - 1, warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
-    const int wg_row0 = m0 + 64 * cw;
-    const int rows[2] = {wg_row0 + 16 * warp + g, wg_row0 + 16 * warp + g + 8};
     const unsigned q_tile = sq + cw * PANELS * Q_PANEL_BYTES;
     const float scale_log2 = scale * 1.4426950408889634f;  // exp(x) = exp2(x log2 e)
+    ring_t kt = 0, done = 0;  // key tiles and work tiles consumed before this one
+    WORK_TILES {
+    LOOP_TILE
+    const int wg_row0 = m0 + 64 * cw;
+    const int rows[2] = {wg_row0 + 16 * warp + g, wg_row0 + 16 * warp + g + 8};
     // a tile needs its mask where it reaches past S_kv or, causal, past this warpgroup's
     // first row's diagonal
     const int unmasked_end = causal ? min(S_kv, wg_row0 + shift + 1) : S_kv;
@@ -431,23 +482,25 @@ attention_wgmma(const __nv_bfloat16* __restrict__ q, const __nv_bfloat16* __rest
     unsigned p_frag[BLOCK_N / 16][4];
     float m_run[2] = {NEG_INF, NEG_INF}, l_run[2] = {0.f, 0.f}, alpha[2];
 
-    mbar_wait(q_full, 0);
+    if (PERSIST) consumers_meet();
+    mbar_wait(q_full, done & 1);
     if (tiles > 0) {
-        mbar_wait(k_full, 0);
-        issue_qk(s_acc, q_tile, sk);
+        const ring_t s0 = kt % STAGES;
+        mbar_wait(k_full + 8 * s0, (kt / STAGES) & 1);
+        issue_qk(s_acc, q_tile, sk + s0 * KV_BYTES);
         wgmma_wait<0>();
         fence_regs(s_acc);
-        mbar_arrive_if(k_empty, lane == 0);  // K of tile 0 is read
+        mbar_arrive_if(k_empty + 8 * s0, lane == 0);  // K of tile 0 is read
         softmax_tile(s_acc, m_run, l_run, alpha, 0, BLOCK_N > unmasked_end, rows, S_kv, causal,
                      shift, scale_log2, t);
         to_p(p_frag, s_acc);
         if (PINGPONG && cw == 1) turn_give(cw);  // consumer 0 issues first
         for (int j = 1; j < tiles; ++j) {
-            const int s = j % STAGES, sp = (j - 1) % STAGES;
+            const ring_t it = kt + j, s = it % STAGES, sp = (it - 1) % STAGES;
             if (PINGPONG) turn_wait(cw);
-            mbar_wait(k_full + 8 * s, (j / STAGES) & 1);
+            mbar_wait(k_full + 8 * s, (it / STAGES) & 1);
             issue_qk(s_acc, q_tile, sk + s * KV_BYTES);
-            mbar_wait(v_full + 8 * sp, ((j - 1) / STAGES) & 1);
+            mbar_wait(v_full + 8 * sp, ((it - 1) / STAGES) & 1);
             issue_pv(o_acc, p_frag, sv + sp * KV_BYTES);
             if (PINGPONG) turn_give(cw);  // its softmax now runs beside the other's products
             wgmma_wait<1>();  // S of tile j has landed; P V of tile j - 1 runs on
@@ -466,14 +519,18 @@ attention_wgmma(const __nv_bfloat16* __restrict__ q, const __nv_bfloat16* __rest
             }
             to_p(p_frag, s_acc);
         }
+        if (PERSIST) mbar_arrive_if(q_empty, lane == 0);  // S of the last key tile is in: Q read
         // consumer 1 gave one turn more than consumer 0 took: the last one, taken here, so
         // that no arrival is left on a barrier when the block ends
         if (PINGPONG && cw == 0) turn_wait(cw);
-        const int sl = (tiles - 1) % STAGES;
-        mbar_wait(v_full + 8 * sl, ((tiles - 1) / STAGES) & 1);
+        const ring_t il = kt + tiles - 1, sl = il % STAGES;
+        mbar_wait(v_full + 8 * sl, (il / STAGES) & 1);
         issue_pv(o_acc, p_frag, sv + sl * KV_BYTES);
         wgmma_wait<0>();
         fence_regs(o_acc);
+        if (PERSIST) mbar_arrive_if(v_empty + 8 * sl, lane == 0);  // the next tile's to fill
+    } else if (PERSIST) {
+        mbar_arrive_if(q_empty, lane == 0);  // no key: Q is not read
     }
 
     // the row sums over the quad, then O / l and the log-sum-exp
@@ -496,4 +553,7 @@ attention_wgmma(const __nv_bfloat16* __restrict__ q, const __nv_bfloat16* __rest
             lse[((size_t)b * H + h) * S_q + row] =
                 l > 0.f ? m_run[half] * scale + logf(l) : NEG_INF;
     }
+    kt += tiles;
+    ++done;
+    }  // WORK_TILES
 }
