@@ -81,3 +81,21 @@ def test_a_timings_findings_round_trip_and_fail_the_row():
     assert "its timing is not a figure" in row.message
     row = measure.timed(session, prep, res, _timing(0.1), _timing(0.1, [found]))
     assert row.status == "error" and row.message.startswith("cuBLAS's timing: hides work")
+
+
+def test_a_block_scaled_fp8_baseline_takes_the_block_scales():
+    """Issue 62, item 4: a block-scaled FP8 kernel's cuBLASLt runs with its block scales (the
+    fifth field of Operands.blas_fp8), named so; a per-tensor one as before."""
+    calls = []
+    blas = cublas.Cublas.__new__(cublas.Cublas)
+    blas._lt = SimpleNamespace(gemm_fp8=lambda *a, **k: calls.append((a, k)))
+    blas.gemm("fp8", 256, 384, 512, 1.0, 1, 2, 0.0, 3, "col", "bf16",
+              fp8=("e4m3", "e4m3", 10, 20, "block"))
+    blas.gemm("fp8", 256, 384, 512, 1.0, 1, 2, 0.0, 3, "col", "bf16",
+              fp8=("e4m3", "e5m2", 10, 20))
+    assert [k["scales"] for _, k in calls] == ["block", "tensor"]
+    assert calls[0][0] == (256, 384, 512, 1, 2, 3, 10, 20, "e4m3", "e4m3", "bf16")
+    block = SimpleNamespace(fp8=SimpleNamespace(scales="block"))
+    assert "1 x 128 / 128 x 128 block scales" in cublas.compute_name("fp8", block)
+    assert cublas.compute_name("fp8", SimpleNamespace(fp8=SimpleNamespace(scales="tensor"))) \
+        == "cuBLASLt FP8, CUBLAS_COMPUTE_32F"

@@ -72,12 +72,11 @@ def library_name(precision: str) -> str:
 
 def compute_name(precision: str, spec=None) -> str:
     """The cuBLAS compute type used as the baseline for ``precision`` (FP8: with the kernel's
-    ``spec``'s scales per tensor, or with block scales, which cuBLASLt cannot take)."""
+    ``spec``'s scales, per tensor or in blocks of 1 x 128 (A) and 128 x 128 (B))."""
     if precision == "fp8":
         scales = getattr(getattr(spec, "fp8", None), "scales", "tensor")
         return ("cuBLASLt FP8, CUBLAS_COMPUTE_32F" if scales == "tensor" else
-                "cuBLASLt FP8 with scales of 1 per tensor (it takes no 128-element FP32 block "
-                "scales), CUBLAS_COMPUTE_32F")
+                "cuBLASLt FP8 with 1 x 128 / 128 x 128 block scales, CUBLAS_COMPUTE_32F")
     via = getattr(spec, "fp32_via", "") if precision == "fp32" else ""
     return "CUBLAS_" + _TYPES[baseline_precision(precision, via)][1]
 
@@ -177,15 +176,17 @@ class Cublas:
         """Enqueue C = alpha A B + beta C (A MxK in ``layout_a``, B KxN in ``layout_b``, C MxN
         in ``layout_c`` of ``c_type``; FP32 alpha and beta, FP32 compute for every 16-bit
         input). An FP8 GEMM (``precision = "fp8"``) goes to cuBLASLt with ``fp8`` = (A's
-        format, B's format, the address of A's scale, of B's): C = scale_a scale_b A B, A
-        row-major, B K-major (``layout_b = "col"``), alpha 1, beta 0."""
+        format, B's format, the address of A's scale, of B's[, "block"]): C = scale_a scale_b
+        A B, A row-major, B K-major (``layout_b = "col"``), alpha 1, beta 0; with "block", the
+        scales' addresses are of 1 x 128 / 128 x 128 block scales (CublasLt.gemm_fp8)."""
         if precision == "fp8":
             if fp8 is None or (alpha, beta) != (1.0, 0.0) or layout_a != "row" \
                     or layout_b != "col" or layout_c != "row":
                 raise HarnessError("the FP8 baseline takes A row-major, B K-major, C row-major, "
                                    "alpha 1, beta 0 and both formats and scales")
-            a_format, b_format, scale_a, scale_b = fp8
-            self.lt.gemm_fp8(m, n, k, a, b, c, scale_a, scale_b, a_format, b_format, c_type)
+            a_format, b_format, scale_a, scale_b, *mode = fp8
+            self.lt.gemm_fp8(m, n, k, a, b, c, scale_a, scale_b, a_format, b_format, c_type,
+                             scales=mode[0] if mode else "tensor")
             return
         cublas, dtypes = self._cublas, self._nvmath.CudaDataType
         data_type, compute = _TYPES[precision]

@@ -259,9 +259,9 @@ def check_launched(gemm: LoadedGemm, stream: Stream, m: int, n: int, k: int, see
 
 def check_baseline(blas: Cublas, gemm: LoadedGemm, ops: operands.Operands, stream: Stream,
                    seed: int, alpha: float = 1.0, beta: float = 0.0) -> None:
-    """cuBLAS with the kernel's types on ``ops``, compared with the same reference: an error
-    when it fails (then the reference or the operands are wrong, not the kernel). Not for a
-    block-scaled FP8 GEMM, whose baseline computes another product (Operands.blas_fp8)."""
+    """cuBLAS with the kernel's types on ``ops`` (a block-scaled FP8 GEMM's with its block
+    scales: Operands.blas_fp8), compared with the same reference: an error when it fails
+    (then the reference or the operands are wrong, not the kernel)."""
     out = baseline_output(blas, gemm, ops, stream, alpha, beta)
     if out is not None:
         judge_baseline(gemm, ops, out, seed, alpha, beta)
@@ -269,11 +269,8 @@ def check_baseline(blas: Cublas, gemm: LoadedGemm, ops: operands.Operands, strea
 
 def baseline_output(blas: Cublas, gemm: LoadedGemm, ops: operands.Operands, stream: Stream,
                     alpha: float = 1.0, beta: float = 0.0) -> np.ndarray | None:
-    """:func:`check_baseline`'s device part: cuBLAS's output on ``ops`` (None where it is not
-    checked)."""
+    """:func:`check_baseline`'s device part: cuBLAS's output on ``ops``."""
     spec = gemm.kernel.spec
-    if ops.fp8 is not None and ops.fp8.scales == "block":
-        return None
     ops.poison_c(stream)
     ops.start_output(stream)
     blas.gemm(spec.precision, ops.m, ops.n, ops.k, alpha, ops.a.address, ops.b.address, beta,

@@ -58,7 +58,8 @@ class Operands:
         else:  # the codes, then their scales (scale_offset)
             self.a, self.b = (Buffer(scale_offset(x.nbytes) + scale_offset(s.nbytes))
                               for x, s in zip((a, b), self.stored_scales, strict=True))
-        self._unit: Buffer | None = None
+        self._lt_scales: tuple[Buffer, Buffer] | None = None
+        """A block-scaled GEMM's scales as cuBLASLt reads them (``blas_fp8``), once asked."""
         self.c = Buffer((m * n + GUARD_ELEMENTS) * self.c_word_bytes)
         self.d = Buffer((m * n + GUARD_ELEMENTS) * self.c_word_bytes) if with_d else None
         self.out = self.d if with_d else self.c
@@ -132,17 +133,29 @@ class Operands:
 
     @property
     def blas_fp8(self) -> tuple | None:
-        """What the FP8 baseline takes beside the pointers (Cublas.gemm's ``fp8``), or None.
-        cuBLASLt has per-tensor FP8 scales only: a block-scaled GEMM's baseline gets scales of
-        1 (the same work on the same codes, another product; checks.check_baseline skips it)."""
+        """What the FP8 baseline takes beside the pointers (Cublas.gemm's ``fp8``), or None: the
+        formats and the scales' addresses, and for a block-scaled GEMM ``"block"`` and its
+        scales again in the layouts cuBLASLt's 1 x 128 / 128 x 128 modes read
+        (cublaslt.block_scale_layouts, in buffers of their own): the same product as the
+        kernel's. Before issue 62 it got scales of 1, another product on the same codes."""
         if self.fp8 is None:
             return None
         if self.fp8.scales != "block":
             return (self.fp8.a, self.fp8.b, *self.scale_addresses)
-        if self._unit is None:
-            self._unit = Buffer(4)
-            self._unit.upload(np.ones(1, dtype=np.float32), self._stream)
-        return (self.fp8.a, self.fp8.b, self._unit.address, self._unit.address)
+        if self._lt_scales is None:
+            from harness.gpu.cublaslt import block_scale_layouts
+
+            laid = block_scale_layouts(*self.scales)
+            self._lt_scales = tuple(Buffer(x.nbytes) for x in laid)
+            for buf, x in zip(self._lt_scales, laid, strict=True):
+                buf.upload(x, self._stream)
+        a_lt, b_lt = self._lt_scales
+        return (self.fp8.a, self.fp8.b, a_lt.address, b_lt.address, "block")
+
+    def _drop_lt_scales(self) -> None:
+        for buf in self._lt_scales or ():
+            buf.close()
+        self._lt_scales = None
 
     def _upload(self, a: np.ndarray, b: np.ndarray, stream: Stream) -> None:
         b = np.ascontiguousarray(b.T) if self.layout_b == "col" else b
@@ -162,6 +175,7 @@ class Operands:
             self.fp8)
         self.seed, self._stored, self._norm = seed, (a, b), None
         self._drop_kept()
+        self._drop_lt_scales()
         self._upload(a, b, stream)
 
     @contextmanager
@@ -229,12 +243,13 @@ class Operands:
         twin.c = Buffer(self.c.nbytes)
         twin.d = Buffer(self.d.nbytes) if self.d is not None else None
         twin.out = twin.d if twin.d is not None else twin.c
-        twin._blas_out = twin._unit = twin._kept = None
+        twin._blas_out = twin._lt_scales = twin._kept = None
         return twin
 
     def close(self) -> None:
         self._drop_kept()
-        for buf in (self.a, self.b, self.c, self.d, self._blas_out, self._unit):
+        self._drop_lt_scales()
+        for buf in (self.a, self.b, self.c, self.d, self._blas_out):
             if buf is not None:
                 buf.close()
 
