@@ -9,7 +9,9 @@
 #   main-w100  the main job warm with --warmup-ms 100 (issue 61's cold 60 s: 15 timings ended
 #            at the 300 ms cap at 331f253, notes/timing.md), its wall and its trace; compare
 #            its rows with experiments/agreement.py against the compare's
-#   ladders  the sum and softmax ladders and the example (their figures against 7328d84's)
+#   ladders  the sum and softmax ladders and the example (their figures against 7328d84's:
+#            experiments/ladder_agreement.py); about 300 s, a device call of its own (at
+#            67f770d a 200 s cut left the sums unrun)
 #   kinds    run, compare, check, tune --gpus, profile on a GEMM and a buffers kernel; the
 #            ceiling; attention's plan and build (the commands its kind takes)
 #   gpu-rest the GPU tests outside tests/test_gpu.py;  gpu-main  tests/test_gpu.py
@@ -149,7 +151,7 @@ for step in "$@"; do
       tail -2 "$OUT/compare-tc.log" ;;
     ladders)
       { header "harness run cu/memory/*.cu ptx/memory/*.ptx examples/vector_add.cu"
-        timeout 240 python3 -m harness run cu/memory/*.cu ptx/memory/*.ptx \
+        timeout 450 python3 -m harness run cu/memory/*.cu ptx/memory/*.ptx \
           examples/vector_add.cu --report-dir "$REP"
         echo "rc=$?"; } > "$OUT/ladders.log" 2>&1
       tail -2 "$OUT/ladders.log" ;;
