@@ -453,7 +453,7 @@ nbformat.write(nb, p)" 2>&1 | tail -20 | tee "$OUT/notebook.log"
         19_wgmma_epi_bf16:m128n64 19_wgmma_epi_bf16:m64n128 19_wgmma_epi_bf16:m64n64 \
         22_wgmma_splitk_bf16 "${SMALL[@]}" 2>&1 | tee "$OUT/small-bf16.log" | grep -v "^      "
       timeout 130 python3 -m harness compare 20_wgmma_fp8:s4e64 20_wgmma_fp8:n128s6r \
-        20_wgmma_fp8:m64n128 20_wgmma_fp8:n128k2 "${SMALL[@]}" 2>&1 \
+        20_wgmma_fp8:m64n128 20_wgmma_fp8:m64n64 20_wgmma_fp8:n128k2 "${SMALL[@]}" 2>&1 \
         | tee "$OUT/small-fp8.log" | grep -v "^      "
       timeout 130 python3 -m harness compare 10_hoisted 10_hoisted_small "${SMALL[@]}" 2>&1 \
         | tee "$OUT/small-fp32.log" | grep -v "^      " ;;
