@@ -28,7 +28,7 @@ class MBar:
     def __init__(self, count: int):
         self.count, self.pending, self.tx, self.phase = count, count, 0, 0
 
-    def _complete(self) -> None:
+    def complete_phase(self) -> None:
         if self.pending == 0 and self.tx == 0:
             self.phase, self.pending = self.phase + 1, self.count
 
@@ -36,7 +36,7 @@ class MBar:
         self.pending -= n
         if self.pending < 0:
             raise Hazard("more arrivals than the barrier's count")
-        self._complete()
+        self.complete_phase()
 
     def expect_tx(self, nbytes: int) -> None:
         self.tx += nbytes
@@ -44,7 +44,7 @@ class MBar:
 
     def landed(self, nbytes: int) -> None:
         self.tx -= nbytes
-        self._complete()
+        self.complete_phase()
 
     def done(self, parity: int) -> bool:  # mbarrier.try_wait.parity
         return (self.phase & 1) != parity
