@@ -152,7 +152,7 @@ def launched(session, gemm: LoadedGemm, ops: operands.Operands, known: tuple,
     if key not in session.baseline_checked:
         baseline = baseline_output(session.blas, gemm, ops, stream)
         session.baseline_checked.add(key)
-        if baseline is not None and sums is not None:  # judged with no initial C
+        if sums is not None:  # judged with no initial C
             baseline_total = sums(False)
     return SizeCheck(gemm, ops, seed, session.run_seed, battery, screen, known, runs,
                      baseline, tuple(totals), baseline_total,
