@@ -48,7 +48,9 @@ def test_ci_runs_what_the_readme_says_and_nothing_of_its_own():
     # the suite and the editable install come from the README only
     assert not [c for c in code if "pytest" in c], "CI runs a pytest command of its own"
     assert not [c for c in code if "install -e" in c], "CI runs an install of its own"
-    assert "python3 -m ruff check harness tests experiments" in text
+    # ruff from the README's venv (its `test` extra), not whatever the base interpreter has
+    assert '"$lint" -m ruff check harness tests experiments' in text
+    assert 'lint="$src/.venv/bin/python3"' in text
     for python in ("3.11", "3.12", "3.13"):
         assert python in text
 
